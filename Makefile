@@ -1,0 +1,64 @@
+# DSAN Scheduler. Two commands do everything on a fresh machine: `make demo`, `make test`.
+# Heavy artefacts (Go binaries, kwok) are cached under $(CACHE) by version, never per test.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV ?= .venv
+CACHE ?= $(HOME)/.cache/dsan
+export DSAN_CACHE := $(CACHE)
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: help venv deps demo test test-unit test-fast lint bench proto cluster cluster-down cluster-demo control-plane clean
+
+help:
+	@echo "make demo     short openb reproduction on embedded defaults (installs what it needs)"
+	@echo "make test     the whole test suite: unit, integration, e2e (installs and builds what it needs)"
+	@echo "make lint     ruff + mypy"
+	@echo "make bench    pytest-benchmark suites under bench/"
+	@echo "make cluster  a local control plane (etcd, kube-apiserver, kube-scheduler, kwok) on 127.0.0.1"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*; touch $@
+
+venv: $(STAMP)
+
+# System packages the integration and e2e tiers run for real: etcd, Prometheus, protoc.
+deps:
+	@bash hack/deps.sh
+
+demo: venv
+	$(BIN)/dsan sim openb --policy all --seeds 42-44 --out out/demo
+
+control-plane: deps
+	@bash hack/control-plane-build.sh
+
+test: venv deps control-plane
+	$(BIN)/python -m pytest -q tests
+
+test-unit: venv
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy dsan sidecar deviceplugin
+
+bench: venv
+	$(BIN)/python -m pytest -q bench --benchmark-only
+
+proto: venv
+	@bash hack/gen-proto.sh
+
+cluster: venv control-plane
+	@bash hack/cluster.sh up
+
+cluster-down:
+	@bash hack/cluster.sh down
+
+cluster-demo: venv control-plane
+	$(BIN)/python -m tests.e2e.demo
+
+clean:
+	rm -rf out .pytest_cache .mypy_cache .ruff_cache

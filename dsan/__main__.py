@@ -1,0 +1,3 @@
+from dsan.cli import main
+
+raise SystemExit(main())

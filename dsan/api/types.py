@@ -1,0 +1,112 @@
+"""Names that cross component boundaries, defined once, with typed parsers.
+
+Kubernetes resources, node labels, pod annotations and the GPU telemetry custom resource.
+A parser never raises on a foreign value: it returns ``None`` (or the default) so a bad
+label on one node cannot take the scheduler down; callers count such values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+# --- API group and the telemetry custom resource -------------------------------------------
+GROUP: Final = "dsan.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+TELEMETRY_KIND: Final = "GPUTelemetry"
+TELEMETRY_PLURAL: Final = "gputelemetries"
+TELEMETRY_SINGULAR: Final = "gputelemetry"
+TELEMETRY_SHORT: Final = "gput"
+
+# --- scheduler --------------------------------------------------------------------------
+SCHEDULER_NAME: Final = "dsan-scheduler"
+
+# --- extended resources -------------------------------------------------------------------
+RESOURCE_GPU: Final = "nvidia.com/gpu"
+#: Per-GPU share in thousandths (openb's ``gpu_milli``), requested by GPU-sharing pods.
+RESOURCE_GPU_MILLI: Final = "dsan.io/gpu-milli"
+
+# --- node labels ----------------------------------------------------------------------------
+LABEL_ZONE: Final = "topology.kubernetes.io/zone"
+LABEL_RACK: Final = "dsan.io/rack"
+LABEL_NVLINK_DOMAIN: Final = "dsan.io/nvlink-domain"
+#: Same key as NVIDIA's GPU feature discovery, so real clusters need no relabelling.
+LABEL_GPU_MODEL: Final = "nvidia.com/gpu.product"
+LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
+LABEL_HOURLY_COST: Final = "dsan.io/hourly-cost"
+
+# --- pod annotations ----------------------------------------------------------------------
+#: Allowed GPU models, ``|``-separated like openb's ``gpu_spec``; empty or absent = any.
+ANNOTATION_GPU_MODELS: Final = "dsan.io/gpu-models"
+#: Per-GPU share in thousandths for a GPU-sharing pod (1..1000).
+ANNOTATION_GPU_MILLI: Final = "dsan.io/gpu-milli"
+#: Task type for the business-tier features: one of TASK_TYPES.
+ANNOTATION_TASK_TYPE: Final = "dsan.io/task-type"
+#: Gang (all-or-nothing job) name and size.
+ANNOTATION_GANG: Final = "dsan.io/gang"
+ANNOTATION_GANG_SIZE: Final = "dsan.io/gang-size"
+#: Written by the sidecar on nothing; read by `dsan explain` from scheduler events.
+ANNOTATION_SCORED_BY: Final = "dsan.io/scored-by"
+
+TASK_TYPES: Final = ("other", "train", "batch", "web")
+
+
+def parse_gpu_models(value: str | None) -> tuple[str, ...]:
+    """``"V100M16|V100M32"`` -> ``("V100M16", "V100M32")``; empty or None -> ``()`` (any)."""
+    if not value:
+        return ()
+    return tuple(sorted({m.strip() for m in value.split("|") if m.strip()}))
+
+
+def parse_gpu_milli(value: str | None) -> int | None:
+    """A per-GPU share in thousandths, 1..1000, or None when absent or malformed."""
+    if value is None:
+        return None
+    try:
+        milli = int(value)
+    except ValueError:
+        return None
+    return milli if 0 < milli <= 1000 else None
+
+
+def parse_task_type(value: str | None) -> str:
+    """A known task type, ``"other"`` for anything else."""
+    return value if value in TASK_TYPES else "other"
+
+
+def parse_int_label(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def parse_float_label(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        out = float(value)
+    except ValueError:
+        return None
+    return out if out == out and out >= 0 else None  # rejects NaN and negatives
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Where a node sits: zone > rack > NVLink domain. ``None`` = unknown."""
+
+    zone: str | None = None
+    rack: str | None = None
+    nvlink_domain: str | None = None
+
+    @classmethod
+    def from_labels(cls, labels: dict[str, str] | None) -> Topology:
+        labels = labels or {}
+        return cls(
+            zone=labels.get(LABEL_ZONE) or None,
+            rack=labels.get(LABEL_RACK) or None,
+            nvlink_domain=labels.get(LABEL_NVLINK_DOMAIN) or None,
+        )

@@ -1,0 +1,72 @@
+"""Filter and bind: kube-scheduler's feasibility checks and the bookkeeping of a placement.
+
+Shared by the simulator (every scenario) and the sidecar, so a node that the simulator calls
+feasible is feasible for the sidecar too. Checks, in kube-scheduler's spirit:
+
+* NodeResourcesFit: free CPU and memory cover the request;
+* GPU model: the node's GPU model is one the pod allows (openb's ``gpu_spec``);
+* GPU-share fit (the FGD simulator's Open-Gpu-Share filter): at least ``num_gpu`` GPUs each
+  with ``gpu_milli`` free;
+* TaintToleration: the pod tolerates every NoSchedule taint on the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.snapshot import BOOL, ClusterSnapshot, PodSpec
+
+
+def feasible(pod: PodSpec, snap: ClusterSnapshot) -> BOOL:
+    """Boolean mask over nodes that can host ``pod`` now."""
+    ok = (snap.cpu_cap - snap.cpu_used >= pod.cpu_milli) & (
+        snap.mem_cap - snap.mem_used >= pod.mem_mib
+    )
+    if pod.num_gpu > 0 and pod.gpu_milli > 0:
+        fit = (snap.gpu_free >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu
+        ok &= fit
+        if pod.gpu_models:
+            ok &= np.isin(snap.gpu_model, np.asarray(pod.gpu_models, dtype=np.int32))
+    if snap.taint_mask is not None:
+        ok &= (snap.taint_mask & ~np.int64(pod.toleration_mask)) == 0
+    return ok
+
+
+def feasible_nodes(pod: PodSpec, snap: ClusterSnapshot) -> npt.NDArray[np.int64]:
+    """Indices of the nodes that can host ``pod``."""
+    return np.flatnonzero(feasible(pod, snap)).astype(np.int64)
+
+
+def allocate(snap: ClusterSnapshot, pod: PodSpec, node: int, gpus: tuple[int, ...]) -> None:
+    """Charge ``pod`` to ``node`` (and to GPU slots ``gpus``) in place.
+
+    Raises ``ValueError`` rather than over-committing: a caller bug must not corrupt state.
+    """
+    if len(gpus) != (pod.num_gpu if pod.gpu_milli > 0 else 0):
+        raise ValueError(f"{pod.name}: {len(gpus)} GPU slots given, {pod.num_gpu} requested")
+    if snap.cpu_used[node] + pod.cpu_milli > snap.cpu_cap[node] + 1e-9:
+        raise ValueError(f"{pod.name}: CPU over-commit on {snap.names[node]}")
+    if snap.mem_used[node] + pod.mem_mib > snap.mem_cap[node] + 1e-9:
+        raise ValueError(f"{pod.name}: memory over-commit on {snap.names[node]}")
+    for g in gpus:
+        if g >= snap.gpu_count[node] or snap.gpu_free[node, g] < pod.gpu_milli:
+            raise ValueError(f"{pod.name}: GPU {g} of {snap.names[node]} cannot fit")
+    snap.cpu_used[node] += pod.cpu_milli
+    snap.mem_used[node] += pod.mem_mib
+    for g in gpus:
+        snap.gpu_free[node, g] -= pod.gpu_milli
+    if snap.pod_count is not None:
+        snap.pod_count[node] += 1
+    snap.version += 1
+
+
+def release(snap: ClusterSnapshot, pod: PodSpec, node: int, gpus: tuple[int, ...]) -> None:
+    """Undo :func:`allocate` for a pod that finished or was evicted."""
+    snap.cpu_used[node] = max(0.0, snap.cpu_used[node] - pod.cpu_milli)
+    snap.mem_used[node] = max(0.0, snap.mem_used[node] - pod.mem_mib)
+    for g in gpus:
+        snap.gpu_free[node, g] = min(1000, snap.gpu_free[node, g] + pod.gpu_milli)
+    if snap.pod_count is not None:
+        snap.pod_count[node] = max(0, snap.pod_count[node] - 1)
+    snap.version += 1

@@ -1,0 +1,75 @@
+"""The one scoring interface shared by the simulator, the sidecar and DSAN.
+
+A :class:`Scorer` ranks the feasible nodes for one pod. It never filters (the caller passes
+only feasible node indices) and never mutates the snapshot. Higher is better; the scale is
+the scorer's own, and :func:`normalize` maps it onto 0..100 (kube-scheduler's
+MaxNodeScore) for the sidecar.
+
+A scorer may also choose *which* GPUs of the chosen node a pod gets
+(:meth:`Scorer.select_gpus`); the default is best-fit, as in the FGD simulator: the GPUs
+with the least free share that still fit.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.snapshot import ClusterSnapshot, PodSpec
+
+MAX_NODE_SCORE = 100
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores candidate nodes for one pod."""
+
+    #: Registry name, e.g. ``"fgd"``; also reported as the policy version in metrics.
+    name: str
+
+    def score(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """One score per entry of ``nodes`` (indices into ``snap``), higher is better."""
+        ...
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        """GPU slots of ``node`` that ``pod`` gets; ``()`` for CPU-only pods."""
+        ...
+
+
+def best_fit_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+    """The ``pod.num_gpu`` GPUs with the least free share that still fit (stable by slot).
+
+    Raises ``ValueError`` when the node cannot host the pod's GPUs: callers filter first.
+    """
+    if pod.num_gpu == 0 or pod.gpu_milli == 0:
+        return ()
+    count = int(snap.gpu_count[node])
+    free = snap.gpu_free[node, :count]
+    fits = np.flatnonzero(free >= pod.gpu_milli)
+    if fits.size < pod.num_gpu:
+        raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPUs")
+    order = fits[np.argsort(free[fits], kind="stable")]
+    return tuple(int(g) for g in sorted(order[: pod.num_gpu]))
+
+
+def normalize(scores: npt.NDArray[np.float64], max_score: int = MAX_NODE_SCORE) -> npt.NDArray[np.int64]:
+    """Min-max scale onto 0..max_score as integers; all-equal scores map to max_score.
+
+    Non-finite scores (a scorer's bug or a missing feature) rank lowest instead of poisoning
+    the scale.
+    """
+    if scores.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    s = np.where(np.isfinite(scores), scores, np.nan)
+    lo, hi = np.nanmin(s) if np.any(np.isfinite(s)) else 0.0, np.nanmax(s) if np.any(np.isfinite(s)) else 0.0
+    if not hi > lo:
+        out = np.full(scores.shape, max_score, dtype=np.int64)
+    else:
+        out = np.rint((s - lo) * (max_score / (hi - lo)))
+        out = np.nan_to_num(out, nan=0.0).astype(np.int64)
+    out[~np.isfinite(scores)] = 0
+    return out

@@ -1,0 +1,168 @@
+"""The cluster as the scorers see it: one columnar, immutable-by-convention snapshot.
+
+The simulator and the sidecar both build a :class:`ClusterSnapshot`; every scorer, the
+featurizer and the model read only this. Columns are numpy arrays indexed by node position,
+so scoring N candidates is a handful of vector operations, never a Python loop per node.
+
+Units: CPU in millicores, memory in MiB, GPU share in thousandths of one GPU (openb's
+``gpu_milli``). A node has ``gpu_count[i]`` GPUs in slots ``0..gpu_count[i]-1`` of
+``gpu_free``; slots past that are absent and hold 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+
+#: Largest number of GPUs on one node that the snapshot can hold.
+MAX_GPUS = 8
+#: Telemetry channels of a node sample, in this order (see docs/features.md).
+TELEMETRY_CHANNELS = ("cpu_util", "mem_util", "gpu_util", "gpu_mem_util", "gpu_power_frac")
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpec:
+    """What a pod asks for, in scheduler terms.
+
+    ``gpu_milli`` is the per-GPU share: 1000 for whole-GPU pods, 1..999 for a GPU-sharing pod
+    (then ``num_gpu`` is 1), 0 for CPU-only pods. ``gpu_models`` lists allowed model indices
+    into :attr:`ClusterSnapshot.gpu_models`; empty means any model.
+    """
+
+    name: str
+    cpu_milli: float
+    mem_mib: float
+    num_gpu: int = 0
+    gpu_milli: int = 0
+    gpu_models: tuple[int, ...] = ()
+    priority: int = 0
+    task_type: int = 0  # index into dsan.api.types.TASK_TYPES
+    toleration_mask: int = 0
+    gang_size: int = 1
+    image: int = -1  # image id for image-locality; -1 = unknown
+
+    @property
+    def gpu_total_milli(self) -> int:
+        return self.num_gpu * self.gpu_milli
+
+    @property
+    def is_sharing(self) -> bool:
+        return 0 < self.gpu_milli < 1000
+
+
+@dataclass(slots=True)
+class ClusterSnapshot:
+    """Columnar node state. Arrays have length ``n`` (nodes) unless noted."""
+
+    names: list[str]
+    cpu_cap: F64
+    cpu_used: F64
+    mem_cap: F64
+    mem_used: F64
+    gpu_count: I32
+    #: Model index per node into :attr:`gpu_models`, -1 for CPU-only nodes.
+    gpu_model: I32
+    #: Free share per GPU slot, shape (n, MAX_GPUS), 0..1000; absent slots hold 0.
+    gpu_free: I32
+    gpu_models: list[str] = field(default_factory=list)
+    #: Topology ids (-1 = unknown): zone, rack and NVLink domain, each unique cluster-wide.
+    zone: I32 | None = None
+    rack: I32 | None = None
+    nvlink: I32 | None = None
+    #: Bitmask of NoSchedule taints per node; a pod must tolerate every set bit.
+    taint_mask: I64 | None = None
+    #: Relative price per node-hour (GPU nodes cost more); 1.0 when unknown.
+    hourly_cost: F64 | None = None
+    #: Telemetry history, shape (n, T, len(TELEMETRY_CHANNELS)), oldest first, in [0, 1].
+    telemetry: npt.NDArray[np.float32] | None = None
+    #: Seconds since each node's newest telemetry sample (inf = never seen).
+    telemetry_age_s: F64 | None = None
+    #: Number of pods running on each node (for business-tier features).
+    pod_count: I32 | None = None
+    #: Image ids present on each node, for image locality; None = unknown.
+    images: list[frozenset[int]] | None = None
+    #: Monotonic version: bumped by whoever mutates a snapshot in place (the simulator).
+    version: int = 0
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        for col in ("cpu_cap", "cpu_used", "mem_cap", "mem_used", "gpu_count", "gpu_model"):
+            arr = getattr(self, col)
+            if arr.shape != (n,):
+                raise ValueError(f"snapshot column {col} has shape {arr.shape}, want ({n},)")
+        if self.gpu_free.shape != (n, MAX_GPUS):
+            raise ValueError(f"gpu_free has shape {self.gpu_free.shape}, want ({n}, {MAX_GPUS})")
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def gpu_present(self) -> BOOL:
+        """(n, MAX_GPUS) mask of slots that hold a real GPU."""
+        return np.arange(MAX_GPUS)[None, :] < self.gpu_count[:, None]
+
+    def gpu_free_total(self) -> F64:
+        """Free GPU milli per node (sum over its GPUs)."""
+        return self.gpu_free.sum(axis=1).astype(np.float64)
+
+    def gpu_full_free(self) -> I32:
+        """Number of entirely free GPUs per node."""
+        return ((self.gpu_free == 1000) & self.gpu_present).sum(axis=1).astype(np.int32)
+
+    def copy(self) -> ClusterSnapshot:
+        """A deep copy of the mutable columns (for what-if scoring and tests)."""
+        return ClusterSnapshot(
+            names=list(self.names),
+            cpu_cap=self.cpu_cap.copy(),
+            cpu_used=self.cpu_used.copy(),
+            mem_cap=self.mem_cap.copy(),
+            mem_used=self.mem_used.copy(),
+            gpu_count=self.gpu_count.copy(),
+            gpu_model=self.gpu_model.copy(),
+            gpu_free=self.gpu_free.copy(),
+            gpu_models=list(self.gpu_models),
+            zone=None if self.zone is None else self.zone.copy(),
+            rack=None if self.rack is None else self.rack.copy(),
+            nvlink=None if self.nvlink is None else self.nvlink.copy(),
+            taint_mask=None if self.taint_mask is None else self.taint_mask.copy(),
+            hourly_cost=None if self.hourly_cost is None else self.hourly_cost.copy(),
+            telemetry=None if self.telemetry is None else self.telemetry.copy(),
+            telemetry_age_s=None if self.telemetry_age_s is None else self.telemetry_age_s.copy(),
+            pod_count=None if self.pod_count is None else self.pod_count.copy(),
+            images=None if self.images is None else list(self.images),
+            version=self.version,
+        )
+
+
+def empty_snapshot(
+    names: list[str],
+    cpu_cap: npt.ArrayLike,
+    mem_cap: npt.ArrayLike,
+    gpu_count: npt.ArrayLike,
+    gpu_model: npt.ArrayLike,
+    gpu_models: list[str],
+) -> ClusterSnapshot:
+    """A snapshot of idle nodes: nothing used, every present GPU fully free."""
+    n = len(names)
+    count = np.asarray(gpu_count, dtype=np.int32)
+    if np.any(count < 0) or np.any(count > MAX_GPUS):
+        raise ValueError(f"gpu_count must be within 0..{MAX_GPUS}")
+    free = np.where(np.arange(MAX_GPUS)[None, :] < count[:, None], 1000, 0).astype(np.int32)
+    return ClusterSnapshot(
+        names=list(names),
+        cpu_cap=np.asarray(cpu_cap, dtype=np.float64).reshape(n),
+        cpu_used=np.zeros(n),
+        mem_cap=np.asarray(mem_cap, dtype=np.float64).reshape(n),
+        mem_used=np.zeros(n),
+        gpu_count=count.reshape(n),
+        gpu_model=np.asarray(gpu_model, dtype=np.int32).reshape(n),
+        gpu_free=free.reshape(n, MAX_GPUS),
+        gpu_models=list(gpu_models),
+    )
