@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import pytest
+
+from dsan.api import types as t
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [(None, ()), ("", ()), ("V100M16", ("V100M16",)), ("T4| P100 |T4", ("P100", "T4")), ("|", ())],
+)
+def test_parse_gpu_models(raw: str | None, want: tuple[str, ...]) -> None:
+    assert t.parse_gpu_models(raw) == want
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [(None, None), ("500", 500), ("1000", 1000), ("0", None), ("1001", None), ("-3", None), ("x", None)],
+)
+def test_parse_gpu_milli(raw: str | None, want: int | None) -> None:
+    assert t.parse_gpu_milli(raw) == want
+
+
+def test_parse_task_type_defaults_to_other() -> None:
+    assert t.parse_task_type("train") == "train"
+    assert t.parse_task_type("TRAIN") == "other"
+    assert t.parse_task_type(None) == "other"
+
+
+@pytest.mark.parametrize(("raw", "want"), [("2.5", 2.5), ("nan", None), ("-1", None), ("x", None)])
+def test_parse_float_label(raw: str, want: float | None) -> None:
+    assert t.parse_float_label(raw) == want
+
+
+def test_topology_from_labels() -> None:
+    topo = t.Topology.from_labels({t.LABEL_ZONE: "z1", t.LABEL_RACK: "r7", "other": "x"})
+    assert topo == t.Topology(zone="z1", rack="r7", nvlink_domain=None)
+    assert t.Topology.from_labels(None) == t.Topology()
