@@ -1,0 +1,437 @@
+"""The 128 DSAN features per (pod, node), one implementation for the simulator and the sidecar.
+
+Four groups, in this column order (see docs/features.md, generated from :data:`FEATURES`):
+
+* **base** (24): static node capacity, GPU model one-hot, topology, price;
+* **monitoring** (32): per telemetry channel the last, mean, max, min, std and slope of the
+  node's last T samples, plus sample age;
+* **business** (24): the pod's task type, priority, gang (dependencies) and requests, also
+  relative to the node;
+* **derived** (48): the hand-written heuristics as signals (LeastAllocated,
+  BalancedAllocation, Tetris alignment, DotProd, BestFit leftovers, FGD fragmentation delta)
+  and how many target-workload shapes the node could still host, so the network can at worst
+  copy the best heuristic.
+
+Everything is vectorised over the candidate nodes: (m, 8) GPU-slot and (m, S, 8)
+slot-by-shape arrays, never a Python loop per node. Fragmentation follows the FGD paper
+(Weng et al., ATC'23): for each target-workload shape, a node that can host it wastes the
+idle share of every GPU too small for it; a node that cannot wastes all its idle GPU share.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.api.types import TASK_TYPES
+from dsan.policies.frag import node_frag
+from dsan.policies.target import TargetWorkload
+from dsan.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+
+#: Normalisation constants: openb's largest node (128 cores, 1 TiB); fixed so the simulator
+#: and the sidecar scale identically whatever cluster they see.
+CPU_SCALE = 128_000.0
+MEM_SCALE = 1_048_576.0
+GPU_SCALE = float(MAX_GPUS * 1000)
+#: GPU-model one-hot slots; model indices >= MODEL_SLOTS - 1 share the last slot.
+MODEL_SLOTS = 8
+#: Telemetry samples the temporal stream sees (10 s apart) when the snapshot has none.
+DEFAULT_T = 6
+#: Target-workload shapes whose remaining host capacity is a feature.
+TOP_SHAPES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureSpec:
+    name: str
+    tier: str
+    unit: str
+    norm: str
+
+
+def _specs() -> tuple[FeatureSpec, ...]:
+    s: list[FeatureSpec] = []
+
+    def add(tier: str, name: str, unit: str, norm: str) -> None:
+        s.append(FeatureSpec(name, tier, unit, norm))
+
+    b = "base"
+    add(b, "node_cpu_cap", "millicores", "/128000")
+    add(b, "node_mem_cap", "MiB", "/1048576")
+    add(b, "node_gpu_count", "GPUs", "/8")
+    add(b, "node_has_gpu", "bool", "0/1")
+    for k in range(MODEL_SLOTS):
+        add(b, f"node_gpu_model_{k}", "bool", "one-hot of model index (last slot = other)")
+    add(b, "node_nvlink_known", "bool", "0/1")
+    add(b, "node_rack_known", "bool", "0/1")
+    add(b, "node_zone_known", "bool", "0/1")
+    add(b, "node_nvlink_domain_size", "nodes", "/8")
+    add(b, "node_rack_size", "nodes", "/32")
+    add(b, "node_zone_size", "nodes", "/1024")
+    add(b, "node_hourly_cost", "relative price", "/(1+price)")
+    add(b, "node_taint_count", "taints", "/8")
+    add(b, "node_cpu_per_gpu", "millicores", "/128000")
+    add(b, "node_mem_per_gpu", "MiB", "/1048576")
+    add(b, "node_image_count", "images", "/64")
+    add(b, "node_gpu_slots_absent", "slots", "(8-count)/8")
+    m = "monitoring"
+    for ch in TELEMETRY_CHANNELS:
+        for stat in ("last", "mean", "max", "min", "std", "slope"):
+            add(m, f"tel_{ch}_{stat}", "fraction", "raw in [0,1]; slope = (last-first)")
+    add(m, "tel_age", "seconds", "log1p(age)/log1p(3600), clipped to 1")
+    add(m, "tel_present", "bool", "0/1")
+    u = "business"
+    for t in TASK_TYPES:
+        add(u, f"pod_task_{t}", "bool", "one-hot")
+    add(u, "pod_priority", "priority", "tanh(p/1000)")
+    add(u, "pod_priority_high", "bool", "priority > 0")
+    add(u, "pod_gang_size", "pods", "/8 (dependencies)")
+    add(u, "pod_in_gang", "bool", "gang_size > 1")
+    add(u, "pod_cpu", "millicores", "/128000")
+    add(u, "pod_mem", "MiB", "/1048576")
+    add(u, "pod_num_gpu", "GPUs", "/8")
+    add(u, "pod_gpu_milli", "GPU milli", "/1000")
+    add(u, "pod_gpu_total", "GPU milli", "/8000")
+    add(u, "pod_is_sharing", "bool", "0 < gpu_milli < 1000")
+    add(u, "pod_is_cpu_only", "bool", "num_gpu == 0")
+    add(u, "pod_has_model_constraint", "bool", "gpu_models non-empty")
+    add(u, "pod_allowed_models", "models", "/8")
+    add(u, "pod_image_local", "bool", "node already has the image")
+    add(u, "node_pod_count", "pods", "/64")
+    add(u, "pod_cpu_of_node", "fraction", "pod cpu / node cpu cap")
+    add(u, "pod_mem_of_node", "fraction", "pod mem / node mem cap")
+    add(u, "pod_gpu_of_node", "fraction", "pod GPU milli / node GPU milli (0 if none)")
+    add(u, "pod_cpu_per_gpu", "millicores", "/128000 (cpu / max(1, GPUs asked))")
+    add(u, "pod_mem_log", "MiB", "log1p(mem)/log1p(1048576)")
+    d = "derived"
+    for r in ("cpu", "mem", "gpu"):
+        add(d, f"{r}_free_before", "fraction", "free / capacity (0 if no capacity)")
+        add(d, f"{r}_free_after", "fraction", "free after placing / capacity")
+    add(d, "least_allocated", "score", "mean free fraction after (k8s LeastAllocated / 1)")
+    add(d, "most_allocated", "score", "1 - least_allocated")
+    add(d, "balanced_allocation", "score", "1 - std of used fractions after (k8s)")
+    add(d, "tetris_alignment", "score", "<pod request, node free> each / scale")
+    add(d, "dotprod", "score", "FGD DotProd: <request, used-after> / capacities")
+    add(d, "bestfit_cpu_left", "fraction", "cpu free after / 128000")
+    add(d, "bestfit_gpu_left", "fraction", "GPU milli free after / 8000")
+    add(d, "bestfit_score", "score", "1 - (0.5 cpu_left + 0.5 gpu_left)")
+    add(d, "frag_before", "GPU milli", "node fragmentation / 8000")
+    add(d, "frag_after", "GPU milli", "fragmentation after FGD GPU choice / 8000")
+    add(d, "frag_delta", "GPU milli", "(after - before) / 1000")
+    add(d, "fgd_score", "score", "sigmoid((before - after) / 1000)")
+    add(d, "full_gpus_before", "GPUs", "/8")
+    add(d, "full_gpus_after", "GPUs", "/8")
+    add(d, "partial_gpus_before", "GPUs", "GPUs with 0 < free < 1000, /8")
+    add(d, "chosen_gpu_free_before", "GPU milli", "/1000 (min over chosen GPUs)")
+    add(d, "chosen_gpu_free_after", "GPU milli", "/1000")
+    add(d, "gpu_max_free", "GPU milli", "/1000")
+    add(d, "gpu_min_free", "GPU milli", "/1000 (present GPUs)")
+    add(d, "gpus_fitting", "GPUs", "GPUs with free >= pod gpu_milli, /8")
+    add(d, "gpus_fitting_spare", "GPUs", "(fitting - num_gpu) / 8")
+    add(d, "shares_partial_gpu", "bool", "sharing pod lands on an already-used GPU")
+    add(d, "node_idle", "bool", "no CPU and no GPU in use")
+    add(d, "node_gpu_partly_used", "bool", "some but not all GPU share in use")
+    add(d, "model_allowed", "bool", "pod allows the node's GPU model")
+    add(d, "rel_frag_delta", "rank", "min-max over candidates, 1 = lowest delta")
+    add(d, "rel_bestfit", "rank", "min-max over candidates, 1 = best")
+    add(d, "rel_least_allocated", "rank", "min-max over candidates")
+    add(d, "rel_dotprod", "rank", "min-max over candidates")
+    add(d, "is_best_fgd", "bool", "ties with the FGD winner")
+    add(d, "is_best_bestfit", "bool", "ties with the BestFit winner")
+    add(d, "frag_ratio_before", "fraction", "frag_before / idle GPU milli (0 if none idle)")
+    add(d, "placement_cost", "relative price", "price x largest share of the node taken / 4")
+    add(d, "rel_placement_cost", "rank", "min-max over candidates, 1 = cheapest")
+    for k in range(TOP_SHAPES):
+        add(d, f"shape{k}_hostable_after", "pods", "copies of target shape k that fit after, /8")
+    return tuple(s)
+
+
+FEATURES: tuple[FeatureSpec, ...] = _specs()
+FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
+N_FEATURES = 128
+#: Columns that do not depend on the pod or the allocation state: the node-embedding input.
+NODE_FEATURES = tuple(i for i, f in enumerate(FEATURES) if f.tier in ("base", "monitoring"))
+N_NODE_FEATURES = len(NODE_FEATURES)
+assert len(FEATURES) == N_FEATURES, len(FEATURES)
+
+
+def schema_hash() -> str:
+    """Hash of names, order and normalisations: a model trained on another schema is refused."""
+    text = "\n".join(f"{f.name}|{f.tier}|{f.unit}|{f.norm}" for f in FEATURES)
+    text += f"\nT={DEFAULT_T}|C={len(TELEMETRY_CHANNELS)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def default_workload() -> TargetWorkload:
+    """openb ``default``'s target workload (engineer A's embedded table), cached."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        try:
+            _DEFAULT = TargetWorkload.default()
+        except ImportError:  # table not generated yet: the README's most common shapes
+            rows = [(8000, 1000, 1, 3911), (4000, 0, 0, 1088), (6000, 810, 1, 1078),
+                    (6000, 470, 1, 750), (4000, 320, 1, 328), (6000, 650, 1, 253)]
+            _DEFAULT = TargetWorkload.from_shapes([(r[0], r[1], r[2], ()) for r in rows],
+                                                  [r[3] for r in rows])
+    return _DEFAULT
+
+
+_DEFAULT: TargetWorkload | None = None
+
+
+def fragmentation(
+    snap: ClusterSnapshot, nodes: npt.NDArray[np.int64], workload: TargetWorkload | None = None
+) -> F64:
+    """FGD's expected GPU fragmentation (GPU milli) of each node in ``nodes``."""
+    w = workload or default_workload()
+    acc = w.access(snap)[:, nodes]
+    return node_frag(snap.cpu_cap[nodes] - snap.cpu_used[nodes], snap.gpu_free[nodes], acc, w)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """What placing a pod on each candidate would do (the FGD GPU choice for sharing pods)."""
+
+    frag_before: F64  # (m,)
+    frag_after: F64  # (m,)
+    free_after: npt.NDArray[np.int64]  # (m, 8)
+    slot: npt.NDArray[np.int64]  # (m,) chosen slot for a sharing pod, -1 otherwise
+
+
+def placement(
+    pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64], w: TargetWorkload
+) -> Placement:
+    """Fragmentation before and after placing ``pod`` on each candidate node, vectorised.
+
+    A sharing pod tries every GPU that fits and keeps the one with the least fragmentation
+    after (ties: least free share, i.e. best fit), as FGD does; whole-GPU pods take the first
+    fully free GPUs (best fit). All (node, slot) what-ifs go through one batched
+    :func:`dsan.policies.frag.node_frag` call, so FGD and DSAN share one definition.
+    """
+    free = snap.gpu_free[nodes].astype(np.int64)
+    m, g = free.shape
+    cpu_free = snap.cpu_cap[nodes] - snap.cpu_used[nodes]
+    acc = w.access(snap)[:, nodes]
+    before = node_frag(cpu_free, free, acc, w)
+    cpu_after = cpu_free - pod.cpu_milli
+    slot = np.full(m, -1, dtype=np.int64)
+    if pod.is_sharing:
+        # m*g what-if rows (slot j of node i takes the share), one node_frag call.
+        whatif = np.repeat(free[:, None, :], g, axis=1)
+        idx = np.arange(g)
+        whatif[:, idx, idx] -= pod.gpu_milli
+        f_after = node_frag(
+            np.repeat(cpu_after, g), whatif.reshape(m * g, g), np.repeat(acc, g, axis=1), w
+        ).reshape(m, g)
+        valid = (free >= pod.gpu_milli) & snap.gpu_present[nodes]
+        slot = np.argmin(np.where(valid, f_after + free * 1e-6, np.inf), axis=1).astype(np.int64)
+        has = valid.any(axis=1)
+        after = np.where(has, f_after[np.arange(m), slot], before)
+        slot = np.where(has, slot, -1)
+        free_after = free.copy()
+        rows = np.flatnonzero(has)
+        free_after[rows, slot[rows]] -= pod.gpu_milli
+    else:
+        k = pod.num_gpu if pod.gpu_milli > 0 else 0
+        full = free == 1000
+        take = full & (np.cumsum(full, axis=1) <= k)
+        free_after = np.where(take, 0, free)
+        after = node_frag(cpu_after, free_after, acc, w)
+    return Placement(before, after, free_after, slot)
+
+
+def _minmax(x: F64, higher_is_better: bool = True) -> F64:
+    lo, hi = float(x.min()), float(x.max())
+    if not hi > lo:
+        return np.ones_like(x)
+    return (x - lo) / (hi - lo) if higher_is_better else (hi - x) / (hi - lo)
+
+
+def _frac(num: F64, den: F64) -> F64:
+    return np.divide(num, den, out=np.zeros_like(num, dtype=np.float64), where=den > 0)
+
+
+def _group_size(ids: npt.NDArray[np.int32] | None, nodes: npt.NDArray[np.int64]) -> F64:
+    if ids is None:
+        return np.zeros(len(nodes))
+    _, inv, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    return np.where(ids[nodes] >= 0, counts[inv[nodes]], 0).astype(np.float64)
+
+
+def telemetry_of(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F32:
+    """(m, T, C) telemetry of ``nodes``; zeros of length DEFAULT_T when the snapshot has none."""
+    if snap.telemetry is None:
+        return np.zeros((len(nodes), DEFAULT_T, len(TELEMETRY_CHANNELS)), dtype=np.float32)
+    return np.ascontiguousarray(snap.telemetry[nodes], dtype=np.float32)
+
+
+def node_block(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F32:
+    """The pod-independent base + monitoring columns (m, N_NODE_FEATURES), no allocation state."""
+    m = len(nodes)
+    c: list[F64] = []
+    cnt = snap.gpu_count[nodes].astype(np.float64)
+    c += [snap.cpu_cap[nodes] / CPU_SCALE, snap.mem_cap[nodes] / MEM_SCALE, cnt / MAX_GPUS]
+    c.append((cnt > 0).astype(np.float64))
+    model = snap.gpu_model[nodes]
+    onehot = np.zeros((m, MODEL_SLOTS))
+    has = model >= 0
+    onehot[np.flatnonzero(has), np.minimum(model[has], MODEL_SLOTS - 1)] = 1.0
+    c += list(onehot.T)
+    for ids in (snap.nvlink, snap.rack, snap.zone):
+        c.append(np.zeros(m) if ids is None else (ids[nodes] >= 0).astype(np.float64))
+    c.append(_group_size(snap.nvlink, nodes) / 8)
+    c.append(_group_size(snap.rack, nodes) / 32)
+    c.append(_group_size(snap.zone, nodes) / 1024)
+    price = np.ones(m) if snap.hourly_cost is None else snap.hourly_cost[nodes]
+    c.append(price / (1.0 + price))
+    taints = np.zeros(m) if snap.taint_mask is None else snap.taint_mask[nodes]
+    c.append(np.array([bin(int(t)).count("1") for t in taints], dtype=np.float64) / 8
+             if snap.taint_mask is not None and taints.any() else np.zeros(m))
+    c.append(_frac(snap.cpu_cap[nodes], cnt) / CPU_SCALE)
+    c.append(_frac(snap.mem_cap[nodes], cnt) / MEM_SCALE)
+    imgs = np.zeros(m) if snap.images is None else np.array([len(snap.images[i]) for i in nodes])
+    c.append(imgs / 64.0)
+    c.append((MAX_GPUS - cnt) / MAX_GPUS)
+    tel = telemetry_of(snap, nodes).astype(np.float64)
+    stats = np.stack(
+        [tel[:, -1], tel.mean(1), tel.max(1), tel.min(1), tel.std(1), tel[:, -1] - tel[:, 0]], axis=-1
+    ).reshape(m, -1)
+    c += list(stats.T)
+    age = np.full(m, np.inf) if snap.telemetry_age_s is None else snap.telemetry_age_s[nodes]
+    c.append(np.minimum(np.log1p(np.nan_to_num(age, posinf=1e9)) / np.log1p(3600.0), 1.0))
+    c.append(np.isfinite(age).astype(np.float64) if snap.telemetry is not None else np.zeros(m))
+    return np.stack(c, axis=1).astype(np.float32)
+
+
+def featurize(
+    pod: PodSpec,
+    snap: ClusterSnapshot,
+    nodes: npt.NDArray[np.int64],
+    workload: TargetWorkload | None = None,
+    node_cols: F32 | None = None,
+) -> tuple[F32, F32]:
+    """Features of ``pod`` on candidate ``nodes``: ``(m, 128)`` float32 and telemetry ``(m, T, C)``.
+
+    ``node_cols`` may pass :func:`node_block` of ``nodes`` precomputed (it only changes with
+    telemetry), which halves the cost on the hot path.
+    """
+    w = workload or default_workload()
+    nodes = np.asarray(nodes, dtype=np.int64)
+    m = len(nodes)
+    blk = node_block(snap, nodes) if node_cols is None else node_cols
+    if blk.shape != (m, N_NODE_FEATURES):
+        raise ValueError(f"node_cols has shape {blk.shape}, want ({m}, {N_NODE_FEATURES})")
+    one = np.ones(m)
+    b: list[F64] = [one * (pod.task_type == t) for t in range(len(TASK_TYPES))]
+    cpu_cap, mem_cap = snap.cpu_cap[nodes], snap.mem_cap[nodes]
+    cnt = snap.gpu_count[nodes].astype(np.float64)
+    gpu_cap = cnt * 1000.0
+    k = pod.num_gpu if pod.gpu_milli > 0 else 0
+    gtot = float(k * pod.gpu_milli)
+    b += [one * np.tanh(pod.priority / 1000), one * (pod.priority > 0), one * pod.gang_size / 8]
+    b += [one * (pod.gang_size > 1), one * pod.cpu_milli / CPU_SCALE, one * pod.mem_mib / MEM_SCALE]
+    b += [one * k / MAX_GPUS, one * pod.gpu_milli / 1000, one * gtot / GPU_SCALE]
+    b += [one * pod.is_sharing, one * (k == 0), one * bool(pod.gpu_models)]
+    b.append(one * len(pod.gpu_models) / 8)
+    b.append(np.zeros(m) if snap.images is None or pod.image < 0
+             else np.array([pod.image in snap.images[i] for i in nodes], dtype=np.float64))
+    b.append(np.zeros(m) if snap.pod_count is None else snap.pod_count[nodes] / 64)
+    b += [_frac(one * pod.cpu_milli, cpu_cap), _frac(one * pod.mem_mib, mem_cap)]
+    b += [_frac(one * gtot, gpu_cap), one * pod.cpu_milli / max(1, k) / CPU_SCALE]
+    b.append(one * np.log1p(pod.mem_mib) / np.log1p(MEM_SCALE))
+
+    pl = placement(pod, snap, nodes, w)
+    free = snap.gpu_free[nodes].astype(np.int64)
+    present = snap.gpu_present[nodes]
+    cpu_free = cpu_cap - snap.cpu_used[nodes]
+    mem_free = mem_cap - snap.mem_used[nodes]
+    gfree = free.sum(1).astype(np.float64)
+    cfa, mfa, gfa = cpu_free - pod.cpu_milli, mem_free - pod.mem_mib, gfree - gtot
+    d: list[F64] = []
+    for now, after, cap in ((cpu_free, cfa, cpu_cap), (mem_free, mfa, mem_cap), (gfree, gfa, gpu_cap)):
+        d += [_frac(now, cap), _frac(after, cap)]
+    cu, mu = 1 - _frac(cfa, cpu_cap), 1 - _frac(mfa, mem_cap)
+    least = 0.5 * (_frac(cfa, cpu_cap) + _frac(mfa, mem_cap))
+    d += [least, 1 - least, 1 - np.abs(cu - mu) / 2]
+    rq = np.array([pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE, gtot / GPU_SCALE])
+    d.append(rq[0] * cpu_free / CPU_SCALE + rq[1] * mem_free / MEM_SCALE + rq[2] * gfree / GPU_SCALE)
+    dot = rq[0] * cu + rq[1] * mu + rq[2] * (1 - _frac(gfa, gpu_cap))
+    d.append(dot)
+    cl, gl = cfa / CPU_SCALE, gfa / GPU_SCALE
+    bestfit = 1 - (0.5 * cl + 0.5 * gl)
+    d += [cl, gl, bestfit]
+    delta = pl.frag_after - pl.frag_before
+    d += [pl.frag_before / GPU_SCALE, pl.frag_after / GPU_SCALE, delta / 1000]
+    d.append(1 / (1 + np.exp(np.clip(delta / 1000, -50, 50))))
+    full_b = ((free == 1000) & present).sum(1).astype(np.float64)
+    full_a = ((pl.free_after == 1000) & present).sum(1).astype(np.float64)
+    d += [full_b / 8, full_a / 8, ((free > 0) & (free < 1000) & present).sum(1) / 8]
+    rows = np.arange(m)
+    if pod.is_sharing:
+        chosen = np.where(pl.slot >= 0, free[rows, np.maximum(pl.slot, 0)], 0).astype(np.float64)
+    else:
+        chosen = one * (1000.0 if k > 0 else 0.0)
+    d += [chosen / 1000, np.maximum(chosen - pod.gpu_milli * (k > 0), 0) / 1000]
+    d += [free.max(1) / 1000, np.where(present, free, 1000).min(1) * (cnt > 0) / 1000]
+    fitting = ((free >= max(pod.gpu_milli, 1)) & present).sum(1).astype(np.float64)
+    d += [fitting / 8, (fitting - k) / 8]
+    d.append((pod.is_sharing & (chosen < 1000) & (chosen > 0)).astype(np.float64))
+    d.append(((snap.cpu_used[nodes] == 0) & (gfree == gpu_cap)).astype(np.float64))
+    d.append(((gfree > 0) & (gfree < gpu_cap)).astype(np.float64))
+    allowed = np.isin(snap.gpu_model[nodes], np.asarray(pod.gpu_models, dtype=np.int32))
+    d.append(allowed.astype(np.float64) if pod.gpu_models else one.copy())
+    d += [_minmax(delta, higher_is_better=False), _minmax(bestfit), _minmax(least), _minmax(dot)]
+    d += [(delta <= delta.min() + 1e-9) * one, (bestfit >= bestfit.max() - 1e-9) * one]
+    d.append(_frac(pl.frag_before, gfree))
+    price = np.ones(m) if snap.hourly_cost is None else snap.hourly_cost[nodes]
+    share = np.maximum(_frac(one * pod.cpu_milli, cpu_cap), _frac(one * gtot, gpu_cap))
+    d += [price * share / 4, _minmax(price * share, higher_is_better=False)]
+    ok = w.access(snap)[:, nodes]
+    for s in range(TOP_SHAPES):
+        if s >= len(w.freq):
+            d.append(np.zeros(m))
+            continue
+        by_cpu = np.floor(np.maximum(cfa, 0) / max(float(w.cpu_milli[s]), 1.0))
+        if w.num_gpu[s] == 0:
+            copies = by_cpu
+        else:
+            per_gpu = np.floor(np.maximum(pl.free_after, 0) / max(int(w.gpu_milli[s]), 1)).sum(1)
+            copies = np.minimum(by_cpu, per_gpu // w.num_gpu[s]) * ok[s]
+        d.append(np.minimum(copies / 8, 1.0))
+    x = np.concatenate([blk, np.stack(b + d, axis=1).astype(np.float32)], axis=1)
+    if x.shape[1] != N_FEATURES:
+        raise AssertionError(f"featurizer produced {x.shape[1]} columns, schema has {N_FEATURES}")
+    return x, telemetry_of(snap, nodes)
+
+
+def fgd_select_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int, w: TargetWorkload) -> tuple[int, ...]:
+    """GPU slots FGD would give ``pod`` on ``node``: least fragmentation after, else best fit."""
+    if pod.is_sharing:
+        slot = int(placement(pod, snap, np.array([node], dtype=np.int64), w).slot[0])
+        if slot < 0:
+            raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPU share")
+        return (slot,)
+    from dsan.policies.base import best_fit_gpus
+
+    return best_fit_gpus(pod, snap, node)
+
+
+__all__ = [
+    "FEATURES",
+    "FEATURE_NAMES",
+    "NODE_FEATURES",
+    "TargetWorkload",
+    "default_workload",
+    "featurize",
+    "fgd_select_gpus",
+    "fragmentation",
+    "node_block",
+    "placement",
+    "schema_hash",
+]
