@@ -1,0 +1,177 @@
+"""The FGD paper's five baselines, as the FGD simulator scores them (Weng et al., ATC'23).
+
+Each mirrors one score plugin of hkust-adsl/kubernetes-scheduler-simulator
+(``pkg/simulator/plugin/*_score.go``), including its integer arithmetic, because truncation
+decides ties and the simulator breaks ties at random (kube-scheduler's ``selectHost``):
+
+* ``random``: one random feasible node gets the maximum score; the GPU is random too.
+* ``dotprod``: ``int(100 * (1 - <node_free, pod_req> / 2))`` over (CPU, total GPU milli), both
+  divided by the largest node spec (128 cores, 8 GPUs): the *smaller* dot product wins.
+* ``gpu-clustering``: nodes already running pods of the pod's GPU kind (share, 1-gpu,
+  2-gpu, ...) only (75..100], mixed (50..75], idle (25..50], other kinds (0..25]; within a
+  band, less free GPU scores higher. CPU-only pods score 0 everywhere.
+* ``gpu-packing``: share an already used GPU (50..100, fuller GPU higher), else use free GPUs
+  on a used node (33..50), else an idle node (0..33).
+* ``bestfit``: ``int(100 * (1 - 0.5*cpu_left'/128000 - 0.5*gpu_left'/8000))`` (leftover
+  after placement), then min-max normalised to 0..100 with integer division.
+
+Except for ``random``, GPUs inside the node are chosen best-fit (:func:`best_fit_gpus`).
+See docs/policies.md for the formulas and sources.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.policies.base import MAX_NODE_SCORE, best_fit_gpus
+from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+
+#: The FGD simulator's normalisers: the largest node spec (``MaxSpecCpu``, ``MaxSpecGpu``).
+MAX_SPEC_CPU = 128_000
+MAX_SPEC_GPU = 8_000
+MILLI = 1000
+
+Scores = npt.NDArray[np.float64]
+Nodes = npt.NDArray[np.int64]
+
+
+class _BestFitGpus:
+    name = "base"
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        return best_fit_gpus(pod, snap, node)
+
+
+class RandomScorer:
+    """Random-fit: a uniformly random feasible node, and random fitting GPUs inside it."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+        out = np.zeros(len(nodes))
+        if len(nodes):
+            out[self.rng.integers(len(nodes))] = MAX_NODE_SCORE
+        return out
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        if pod.num_gpu == 0 or pod.gpu_milli == 0:
+            return ()
+        count = int(snap.gpu_count[node])
+        fits = np.flatnonzero(snap.gpu_free[node, :count] >= pod.gpu_milli)
+        if fits.size < pod.num_gpu:
+            raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPUs")
+        return tuple(sorted(int(g) for g in self.rng.choice(fits, pod.num_gpu, replace=False)))
+
+
+class DotProdScorer(_BestFitGpus):
+    """FGD simulator's DotProduct plugin with ``dimExtMethod=merge``, ``normMethod=max``."""
+
+    name = "dotprod"
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+        cpu_free = (snap.cpu_cap[nodes] - snap.cpu_used[nodes]) / MAX_SPEC_CPU
+        gpu_free = snap.gpu_free[nodes].sum(axis=1) / MAX_SPEC_GPU
+        dot = cpu_free * (pod.cpu_milli / MAX_SPEC_CPU) + gpu_free * (
+            pod.gpu_total_milli / MAX_SPEC_GPU
+        )
+        return np.trunc(MAX_NODE_SCORE * (1.0 - dot / 2.0))
+
+
+#: Affinity tag index of a pod: 0 = CPU-only (no tag), 1 = GPU-sharing, 1 + n = n whole GPUs.
+def affinity_tag(pod: PodSpec) -> int:
+    if pod.num_gpu == 0 or pod.gpu_milli == 0:
+        return 0
+    if pod.is_sharing:
+        return 1
+    return 1 + pod.num_gpu
+
+
+N_TAGS = 2 + MAX_GPUS
+
+
+class GpuClusteringScorer(_BestFitGpus):
+    """FGD simulator's GpuClustering plugin. Keeps per-node counts of running pods' GPU kinds,
+    fed by :meth:`on_bind` / :meth:`on_release` (the simulator calls them)."""
+
+    name = "gpu-clustering"
+
+    def __init__(self) -> None:
+        self._tags: npt.NDArray[np.int32] | None = None
+
+    def _counts(self, snap: ClusterSnapshot) -> npt.NDArray[np.int32]:
+        if self._tags is None or self._tags.shape[0] != len(snap):
+            self._tags = np.zeros((len(snap), N_TAGS), dtype=np.int32)
+        return self._tags
+
+    def on_bind(
+        self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: tuple[int, ...]
+    ) -> None:
+        self._counts(snap)[node, affinity_tag(pod)] += 1
+
+    def on_release(
+        self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: tuple[int, ...]
+    ) -> None:
+        counts = self._counts(snap)
+        counts[node, affinity_tag(pod)] = max(0, counts[node, affinity_tag(pod)] - 1)
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+        tag = affinity_tag(pod)
+        if tag == 0:
+            return np.zeros(len(nodes))
+        counts = self._counts(snap)[nodes, 1:]  # GPU kinds only; CPU-only pods carry no tag
+        kinds = (counts > 0).sum(axis=1)
+        same = counts[:, tag - 1] > 0
+        band = np.where(same, np.where(kinds == 1, 75, 50), np.where(kinds == 0, 25, 0))
+        left = snap.gpu_free[nodes].sum(axis=1).astype(np.int64)
+        within = (MAX_NODE_SCORE // 4) * (MAX_SPEC_GPU - left) // MAX_SPEC_GPU
+        return (within + band).astype(np.float64)
+
+
+class GpuPackingScorer(_BestFitGpus):
+    """FGD simulator's GpuPacking plugin."""
+
+    name = "gpu-packing"
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+        if pod.num_gpu == 0 or pod.gpu_milli <= 0:
+            return np.zeros(len(nodes))
+        free = snap.gpu_free[nodes].astype(np.int64)
+        present = np.arange(MAX_GPUS)[None, :] < snap.gpu_count[nodes, None]
+        full_free = ((free == MILLI) & present).sum(axis=1)
+        idle_node = full_free == snap.gpu_count[nodes]
+        case3 = np.maximum(MAX_NODE_SCORE // 3 - full_free, full_free)
+        # The pod's GPUs: the num_gpu fitting GPUs with the least free share.
+        fits = (free >= pod.gpu_milli) & present
+        if pod.is_sharing:
+            smallest = np.where(fits, free, np.iinfo(np.int64).max).min(axis=1)
+            uses_full = smallest >= MILLI
+            case1 = np.maximum(
+                MAX_NODE_SCORE - (smallest * 100 // MILLI) // 10, MAX_NODE_SCORE // 2
+            )
+            case2 = np.maximum(MAX_NODE_SCORE // 2 - 1, MAX_NODE_SCORE // 3)
+            used = np.where(uses_full, case2, case1)
+        else:  # whole GPUs: every GPU used is fully free
+            used = np.full(len(nodes), max(MAX_NODE_SCORE // 2 - pod.num_gpu, MAX_NODE_SCORE // 3))
+        return np.where(idle_node, case3, used).astype(np.float64)
+
+
+class BestFitScorer(_BestFitGpus):
+    """FGD simulator's BestFit plugin (weights 0.5 CPU, 0.5 GPU), with its NormalizeScore."""
+
+    name = "bestfit"
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+        cpu_left = snap.cpu_cap[nodes] - snap.cpu_used[nodes] - pod.cpu_milli
+        gpu_left = snap.gpu_free[nodes].sum(axis=1) - pod.gpu_total_milli
+        loss = 0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU
+        raw = np.trunc((1.0 - loss) * MAX_NODE_SCORE).astype(np.int64)
+        if raw.size == 0:
+            return raw.astype(np.float64)
+        lo, hi = raw.min(), raw.max()
+        if hi == lo:
+            return np.zeros(len(nodes))
+        return ((raw - lo) * MAX_NODE_SCORE // (hi - lo)).astype(np.float64)

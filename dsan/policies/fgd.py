@@ -1,0 +1,143 @@
+"""Fragmentation Gradient Descent (Weng et al., "Beware of Fragmentation: Scheduling
+GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC'23).
+
+Score of node i for pod p: ``int(sigmoid((F_i - F_i') / 1000) * 100)`` where ``F_i`` is the
+node's fragment against the target workload (:mod:`dsan.policies.frag`) and ``F_i'`` the
+same after placing p. For a GPU-sharing pod every GPU that fits is tried and the best one
+kept (the first on ties); whole-GPU pods take the lowest-indexed free GPUs. This is the FGD
+simulator's ``FGDScore`` plugin (``pkg/simulator/plugin/fgd_score.go``), integer cast
+included: truncation makes ties, which the caller breaks at random as kube-scheduler does.
+
+Speed: a node's score for a pod depends only on the node's state and the pod's shape
+(CPU, GPU count, GPU share), so scores are cached per shape and recomputed only for nodes
+whose state changed since (detected by diffing the snapshot against the last one seen; no
+hook needed). What-if variants of all stale nodes and GPUs go through one vectorised call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.policies.base import MAX_NODE_SCORE, best_fit_gpus
+from dsan.policies.frag import node_frag
+from dsan.policies.target import TargetWorkload
+from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+
+_EYE = np.eye(MAX_GPUS, dtype=np.int32)
+
+
+@dataclass
+class _Entry:
+    score: npt.NDArray[np.float64]
+    gpu: npt.NDArray[np.int64]  # best GPU slot for a sharing pod, -1 otherwise
+    at: npt.NDArray[np.int64]  # tick at which each node's score was computed
+
+
+class FGDScorer:
+    name = "fgd"
+
+    def __init__(self, target: TargetWorkload | None = None) -> None:
+        self.target = target if target is not None else TargetWorkload.default()
+        self._snap: ClusterSnapshot | None = None
+
+    # --- state tracking ------------------------------------------------------------------
+    def _sync(self, snap: ClusterSnapshot) -> None:
+        if self._snap is not snap or self._cpu.shape != snap.cpu_used.shape:
+            self._snap = snap
+            self._access = self.target.access(snap)
+            self._cpu = snap.cpu_used.copy()
+            self._gpu = snap.gpu_free.copy()
+            self._epoch = np.zeros(len(snap), dtype=np.int64)
+            self._tick = 1
+            self._cache: dict[tuple[float, int, int], _Entry] = {}
+            self._before = node_frag(
+                snap.cpu_cap - snap.cpu_used, snap.gpu_free, self._access, self.target
+            )
+            return
+        changed = np.flatnonzero(
+            (snap.cpu_used != self._cpu) | (snap.gpu_free != self._gpu).any(axis=1)
+        )
+        if changed.size:
+            self._tick += 1
+            self._epoch[changed] = self._tick
+            self._cpu[changed] = snap.cpu_used[changed]
+            self._gpu[changed] = snap.gpu_free[changed]
+            self._before[changed] = node_frag(
+                snap.cpu_cap[changed] - snap.cpu_used[changed],
+                snap.gpu_free[changed],
+                self._access[:, changed],
+                self.target,
+            )
+
+    def _entry(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> _Entry:
+        self._sync(snap)
+        key = (float(pod.cpu_milli), int(pod.gpu_milli), int(pod.num_gpu))
+        entry = self._cache.get(key)
+        if entry is None:
+            n = len(snap)
+            entry = _Entry(
+                np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+            )
+            self._cache[key] = entry
+        stale = nodes[entry.at[nodes] < self._epoch[nodes]]
+        if stale.size:
+            score, gpu = self._compute(pod, snap, stale)
+            entry.score[stale] = score
+            entry.gpu[stale] = gpu
+            entry.at[stale] = self._tick
+        return entry
+
+    # --- scoring ----------------------------------------------------------------------------
+    def _compute(
+        self, pod: PodSpec, snap: ClusterSnapshot, idx: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+        free = self._gpu[idx]
+        cpu_after = snap.cpu_cap[idx] - self._cpu[idx] - pod.cpu_milli
+        before = self._before[idx]
+        access = self._access[:, idx]
+        m = len(idx)
+        if pod.is_sharing:
+            # One what-if variant per (node, GPU): the share taken from that GPU.
+            after = free[:, None, :] - pod.gpu_milli * _EYE[None, :, :]  # (m, G, G)
+            valid = free >= pod.gpu_milli
+            frag = node_frag(
+                np.repeat(cpu_after, MAX_GPUS),
+                after.reshape(m * MAX_GPUS, MAX_GPUS),
+                np.repeat(access, MAX_GPUS, axis=1),
+                self.target,
+            ).reshape(m, MAX_GPUS)
+            score = np.floor(_sigmoid((before[:, None] - frag) / 1000.0) * MAX_NODE_SCORE)
+            score = np.where(valid, score, -1.0)
+            best = score.argmax(axis=1)  # first maximum = lowest slot, as the plugin's strict ">"
+            return score[np.arange(m), best], np.where(valid.any(axis=1), best, -1)
+        if pod.num_gpu > 0 and pod.gpu_milli > 0:
+            fits = free >= pod.gpu_milli
+            take = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu)
+            after_free = free - take * pod.gpu_milli
+        else:
+            after_free = free
+        frag = node_frag(cpu_after, after_free, access, self.target)
+        score = np.floor(_sigmoid((before - frag) / 1000.0) * MAX_NODE_SCORE)
+        return score, np.full(m, -1, dtype=np.int64)
+
+    def score(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        nodes = np.asarray(nodes, dtype=np.int64)
+        return self._entry(pod, snap, nodes).score[nodes].copy()
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        if not pod.is_sharing:
+            # Whole GPUs: the lowest-indexed fully free ones, which best-fit also returns.
+            return best_fit_gpus(pod, snap, node)
+        gpu = int(self._entry(pod, snap, np.array([node], dtype=np.int64)).gpu[node])
+        if gpu < 0:
+            raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPUs")
+        return (gpu,)
+
+
+def _sigmoid(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=np.float64)

@@ -1,0 +1,71 @@
+"""GPU fragmentation of nodes against a target workload (Weng et al., ATC'23, §3).
+
+For each target shape k (frequency f_k) and node i:
+
+* if the node can host the shape (GPU model allowed, enough CPU, at least ``num_gpu`` GPUs
+  each with ``gpu_milli`` free), the idle share of every GPU *too small* for the shape is
+  fragment: ``sum_g free[i,g] * [free[i,g] < gpu_milli_k]``;
+* otherwise (wrong model, lack of CPU, lack of GPU, or the shape uses no GPU) *all* idle
+  GPU share of the node is fragment.
+
+``F_i = sum_k f_k * frag_ik``, in GPU milli. Cluster fragment amount is ``sum_i F_i``;
+the frag ratio divides it by the cluster's idle GPU milli. Everything is vectorised over
+(shape, node, GPU); callers batch nodes and what-if variants into one call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.policies.target import TargetWorkload
+from dsan.snapshot import BOOL, F64, ClusterSnapshot
+
+
+def node_frag(
+    cpu_free: npt.NDArray[np.floating],
+    gpu_free: npt.NDArray[np.integer],
+    access: BOOL,
+    target: TargetWorkload,
+) -> F64:
+    """Expected fragment (GPU milli) per row.
+
+    Shapes: ``cpu_free`` (m,), ``gpu_free`` (m, G) with absent GPUs holding 0, ``access``
+    (K, m) from :meth:`TargetWorkload.access` (columns aligned with the rows).
+    """
+    free = gpu_free.astype(np.int32, copy=False)
+    total = free.sum(axis=1).astype(np.float64)  # (m,)
+    milli = target.gpu_milli[:, None, None]  # (K,1,1)
+    small = free[None, :, :] < milli  # (K,m,G)
+    frag_small = np.where(small, free[None, :, :], 0).sum(axis=2)  # (K,m)
+    fit = (~small).sum(axis=2)  # GPUs that can take the shape's share
+    host = (
+        access
+        & (target.num_gpu[:, None] > 0)
+        & (fit >= target.num_gpu[:, None])
+        & (cpu_free[None, :] >= target.cpu_milli[:, None])
+    )
+    per = np.where(host, frag_small, total[None, :])
+    return np.asarray(target.freq @ per, dtype=np.float64)
+
+
+class FragTracker:
+    """Per-node fragment of a snapshot, kept current by refreshing the nodes that changed."""
+
+    def __init__(self, snap: ClusterSnapshot, target: TargetWorkload) -> None:
+        self.target = target
+        self.access = target.access(snap)
+        self.frag = node_frag(snap.cpu_cap - snap.cpu_used, snap.gpu_free, self.access, target)
+
+    def refresh(self, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64] | list[int]) -> None:
+        idx = np.asarray(nodes, dtype=np.int64)
+        self.frag[idx] = node_frag(
+            snap.cpu_cap[idx] - snap.cpu_used[idx],
+            snap.gpu_free[idx],
+            self.access[:, idx],
+            self.target,
+        )
+
+    def amount(self) -> float:
+        """Cluster fragment, GPU milli."""
+        return float(self.frag.sum())

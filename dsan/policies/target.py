@@ -1,0 +1,175 @@
+"""FGD's *target workload*: the task shapes a cluster expects, with their frequencies.
+
+Weng et al. (ATC'23) measure a node's GPU fragmentation *against* a target workload: the
+most popular task shapes (CPU milli, GPU count, per-GPU milli, allowed GPU models) that
+together cover 95 % of the tasks, CPU-only tasks included, with frequencies renormalised to
+sum to 1. Memory is not part of a shape. This mirrors the FGD simulator's typical-pods walk
+(threshold 95 %, step 1, CPU pods involved, no GPU weighting): shapes sorted by decreasing
+count, ties by decreasing (cpu, gpu_milli, num_gpu, models), taken until the cumulative
+count reaches the threshold.
+
+``TargetWorkload.default()`` is the target of openb's ``default`` trace, embedded in
+:mod:`dsan.policies.target_openb_default` so callers need no CSV. Regenerate it with::
+
+    python -m dsan.policies.target --generate \
+        ../shared/traces/alibaba-gpu-v2023-openb/csv/openb_pod_list_default.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.snapshot import BOOL, ClusterSnapshot, PodSpec
+
+#: Share of tasks (by count) the target's shapes must cover.
+POPULARITY_THRESHOLD = 0.95
+
+Shape = tuple[int, int, int, tuple[str, ...]]  # (cpu_milli, gpu_milli, num_gpu, models)
+
+
+@dataclass(frozen=True)
+class TargetWorkload:
+    """Task shapes with frequencies summing to 1. Arrays are indexed by shape."""
+
+    cpu_milli: npt.NDArray[np.float64]
+    gpu_milli: npt.NDArray[np.int32]
+    num_gpu: npt.NDArray[np.int32]
+    #: Allowed GPU model names per shape; ``()`` = any model.
+    models: tuple[tuple[str, ...], ...]
+    freq: npt.NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        k = len(self.models)
+        for col in ("cpu_milli", "gpu_milli", "num_gpu", "freq"):
+            if getattr(self, col).shape != (k,):
+                raise ValueError(f"target workload column {col} must have {k} entries")
+        if k == 0:
+            raise ValueError("target workload has no shapes")
+        if np.any(self.freq < 0) or abs(float(self.freq.sum()) - 1.0) > 1e-6:
+            raise ValueError("target workload frequencies must be >= 0 and sum to 1")
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    @classmethod
+    def from_shapes(cls, shapes: Sequence[Shape], counts: Sequence[float]) -> TargetWorkload:
+        total = float(sum(counts))
+        return cls(
+            cpu_milli=np.array([s[0] for s in shapes], dtype=np.float64),
+            gpu_milli=np.array([s[1] for s in shapes], dtype=np.int32),
+            num_gpu=np.array([s[2] for s in shapes], dtype=np.int32),
+            models=tuple(tuple(s[3]) for s in shapes),
+            freq=np.array(counts, dtype=np.float64) / total,
+        )
+
+    @classmethod
+    def from_pods(
+        cls,
+        pods: Sequence[PodSpec],
+        gpu_models: Sequence[str] = (),
+        threshold: float = POPULARITY_THRESHOLD,
+    ) -> TargetWorkload:
+        """Target of a pod list. ``gpu_models`` names the indices in ``PodSpec.gpu_models``."""
+        if not pods:
+            raise ValueError("cannot build a target workload from an empty pod list")
+        shapes: Counter[Shape] = Counter()
+        for p in pods:
+            try:
+                models = tuple(sorted(gpu_models[i] for i in p.gpu_models))
+            except IndexError:
+                raise ValueError(f"{p.name}: GPU model index out of range") from None
+            shapes[(int(p.cpu_milli), int(p.gpu_milli), int(p.num_gpu), models)] += 1
+        return cls.from_counts(shapes, threshold)
+
+    @classmethod
+    def from_counts(
+        cls, shapes: Counter[Shape], threshold: float = POPULARITY_THRESHOLD
+    ) -> TargetWorkload:
+        total = sum(shapes.values())
+        # Decreasing count; ties by decreasing shape, as sort.Reverse over Go's Less does.
+        ordered = sorted(shapes.items(), key=lambda kv: (kv[1], _shape_key(kv[0])), reverse=True)
+        chosen: list[tuple[Shape, int]] = []
+        cum = 0
+        for shape, n in ordered:
+            if cum >= threshold * total:
+                break
+            chosen.append((shape, n))
+            cum += n
+        return cls.from_shapes([s for s, _ in chosen], [n for _, n in chosen])
+
+    @classmethod
+    def default(cls) -> TargetWorkload:
+        """The target of openb ``default`` (embedded table)."""
+        from dsan.policies.target_openb_default import COUNTS, SHAPES
+
+        return cls.from_shapes(SHAPES, COUNTS)
+
+    def access(self, snap: ClusterSnapshot) -> BOOL:
+        """(K, n) mask: shape k may run on node i's GPU model (always true without a constraint)."""
+        names = np.array([*snap.gpu_models, ""], dtype=object)
+        node_names = names[snap.gpu_model]  # -1 -> "" (CPU-only node)
+        out = np.ones((len(self), len(snap)), dtype=bool)
+        for k, models in enumerate(self.models):
+            if models:
+                out[k] = np.isin(node_names, np.array(models, dtype=object))
+        return out
+
+
+def _shape_key(s: Shape) -> tuple[int, int, int, str]:
+    return (s[0], s[1], s[2], "|".join(s[3]))
+
+
+def _generate(csv_path: str) -> str:
+    from dsan.sim.openb import load_pods
+
+    trace = load_pods(Path(csv_path))
+    counts: Counter[Shape] = Counter()
+    for i in range(len(trace)):
+        counts[trace.shape(i)] += 1
+    tw = TargetWorkload.from_counts(counts)
+    chosen_counts = [round(f * sum(counts[s] for s in _shapes(tw))) for f in tw.freq]
+    lines = [
+        "# ruff: noqa: E501",
+        '"""GENERATED by `python -m dsan.policies.target --generate CSV`; do not edit.',
+        "",
+        f"Target workload of {Path(csv_path).name}: {len(tw)} shapes covering",
+        f"{sum(chosen_counts)} of {sum(counts.values())} tasks.",
+        "Shape = (cpu_milli, gpu_milli, num_gpu, models).",
+        '"""',
+        "",
+        "SHAPES: list[tuple[int, int, int, tuple[str, ...]]] = [",
+        *[f"    {s!r}," for s in _shapes(tw)],
+        "]",
+        f"COUNTS: list[int] = {chosen_counts!r}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _shapes(tw: TargetWorkload) -> list[Shape]:
+    return [
+        (int(tw.cpu_milli[k]), int(tw.gpu_milli[k]), int(tw.num_gpu[k]), tw.models[k])
+        for k in range(len(tw))
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dsan.policies.target")
+    ap.add_argument("--generate", metavar="CSV", required=True, help="openb pod CSV")
+    ap.add_argument("--out", default=str(Path(__file__).with_name("target_openb_default.py")))
+    args = ap.parse_args(argv)
+    Path(args.out).write_text(_generate(args.generate))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""Tetris's alignment score (Grandl et al., "Multi-Resource Packing for Cluster
+Schedulers", SIGCOMM'14, §3.1).
+
+The score of placing a task on a machine is the dot product of the task's demand vector
+and the machine's *available* resource vector, each resource normalised by the machine's
+capacity: ``sum_r (req_r / cap_r) * (free_r / cap_r)`` over CPU, memory and GPU (total GPU
+milli). Higher is better: big tasks go where much of what they need is free, which packs
+complementary tasks together. We use the packing term alone (Tetris also blends in a
+shortest-remaining-time term, which needs durations that the openb protocol lacks).
+GPUs inside the node are chosen best-fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.policies.base import best_fit_gpus
+from dsan.snapshot import ClusterSnapshot, PodSpec
+
+
+class TetrisScorer:
+    name = "tetris"
+
+    def score(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        cpu_cap = np.maximum(snap.cpu_cap[nodes], 1.0)
+        mem_cap = np.maximum(snap.mem_cap[nodes], 1.0)
+        gpu_cap = np.maximum(snap.gpu_count[nodes] * 1000.0, 1.0)
+        cpu = (pod.cpu_milli / cpu_cap) * ((snap.cpu_cap[nodes] - snap.cpu_used[nodes]) / cpu_cap)
+        mem = (pod.mem_mib / mem_cap) * ((snap.mem_cap[nodes] - snap.mem_used[nodes]) / mem_cap)
+        gpu = (pod.gpu_total_milli / gpu_cap) * (snap.gpu_free[nodes].sum(axis=1) / gpu_cap)
+        return np.asarray(cpu + mem + gpu, dtype=np.float64)
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        return best_fit_gpus(pod, snap, node)
