@@ -1,0 +1,533 @@
+"""The in-memory cluster graph the sidecar scores on.
+
+Informer events (Nodes, Pods, GPUTelemetry) mutate columnar numpy state in place under one
+lock; :meth:`GraphCache.snapshot` publishes an immutable-by-convention copy
+(:class:`Published`) that a request scores on without holding the lock, so every score of one
+request sees one consistent cluster. Publishing copies a few arrays and happens only when
+something changed (or the published copy is older than ``snapshot_max_age_s``), never per
+request.
+
+Allocated resources are the bound pods' requests plus *assumed* pods: pods we scored best and
+have not yet seen bound. An assumption expires after ``assume_ttl_s`` (cachetools' TTLCache)
+and is replaced by the real charge when the pod shows up bound, wherever it landed.
+
+Topology: zone, rack and NVLink domain labels become cluster-wide integer ids in the snapshot;
+:func:`topology_edges` turns them into graph edges (same NVLink domain, same rack).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from cachetools import TTLCache
+
+from dsan.api import telemetry as tele_api
+from dsan.api.types import (
+    LABEL_GPU_MODEL,
+    LABEL_HOURLY_COST,
+    RESOURCE_GPU,
+    Topology,
+    parse_float_label,
+)
+from dsan.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
+from sidecar.config import SidecarConfig
+from sidecar.podspec import PodError, parse_quantity, pod_key, podspec_from_pod
+
+_C = len(TELEMETRY_CHANNELS)
+_TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(slots=True)
+class _Charge:
+    node: str
+    spec: PodSpec
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """One consistent view: the snapshot plus what requests need to read it fast."""
+
+    snap: ClusterSnapshot
+    #: node name -> row of ``snap``; shared between publishes while the node set is unchanged.
+    index: Mapping[str, int]
+    #: GPU model name -> index into ``snap.gpu_models``.
+    models: Mapping[str, int]
+    #: Wall time (epoch s) of each node's newest telemetry window; -inf = never.
+    telemetry_time: npt.NDArray[np.float64]
+    #: Monotonic time of publication.
+    at: float
+    version: int
+
+
+@dataclass
+class CacheStats:
+    """Counters the metrics module exports; plain ints, read without the lock."""
+
+    bad_objects: dict[str, int] = field(default_factory=lambda: {"node": 0, "pod": 0,
+                                                                  "telemetry": 0})
+    overcommits: int = 0
+    assumed_expired: int = 0
+    publishes: int = 0
+
+
+class GraphCache:
+    """Nodes, pods and telemetry in columnar form, fed by a ClusterView."""
+
+    # Columns, allocated with spare capacity by _alloc; rows 0..len-1 are live.
+    _cpu_cap: npt.NDArray[np.float64]
+    _cpu_used: npt.NDArray[np.float64]
+    _mem_cap: npt.NDArray[np.float64]
+    _mem_used: npt.NDArray[np.float64]
+    _gpu_count: npt.NDArray[np.int32]
+    _gpu_model: npt.NDArray[np.int32]
+    _gpu_free: npt.NDArray[np.int32]
+    _zone: npt.NDArray[np.int32]
+    _rack: npt.NDArray[np.int32]
+    _nvlink: npt.NDArray[np.int32]
+    _cost: npt.NDArray[np.float64]
+    _pod_count: npt.NDArray[np.int32]
+    _tele: npt.NDArray[np.float32]
+    _tele_pos: npt.NDArray[np.int64]
+    _tele_time: npt.NDArray[np.float64]
+
+    def __init__(
+        self,
+        cfg: SidecarConfig,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._cfg = cfg
+        self._clock = clock
+        self._wall = wall
+        self._lock = threading.RLock()
+        self.stats = CacheStats()
+        self._T = cfg.telemetry_window
+        self._names: list[str] = []
+        self._index: dict[str, int] = {}
+        self._index_pub: dict[str, int] = {}
+        self._nodeset_version = 0
+        self._index_pub_version = -1
+        self._alloc(16)
+        self._models: list[str] = []
+        self._model_idx: dict[str, int] = {}
+        self._topo_ids: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
+        self._node_pods: dict[str, set[str]] = {}
+        self._pods: dict[str, _Charge] = {}
+        self._assumed: TTLCache[str, _Charge] = TTLCache(
+            maxsize=cfg.assume_max, ttl=cfg.assume_ttl_s, timer=clock
+        )
+        self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
+        self._version = 0
+        self._tele_version = 0
+        self._tele_pub: tuple[int, npt.NDArray[np.float32]] | None = None
+        self._published: Published | None = None
+        #: Wall time of the last change applied (for the cache-age metric).
+        self.last_change_wall = wall()
+
+    # --- storage ---------------------------------------------------------------------------
+    def _alloc(self, cap: int) -> None:
+        old = getattr(self, "_cap", 0)
+        n = len(self._names)
+
+        def grow(name: str, shape: tuple[int, ...], dtype: Any, fill: Any) -> None:
+            arr = np.full((cap, *shape), fill, dtype=dtype)
+            if old:
+                arr[:n] = getattr(self, name)[:n]
+            setattr(self, name, arr)
+
+        grow("_cpu_cap", (), np.float64, 0.0)
+        grow("_cpu_used", (), np.float64, 0.0)
+        grow("_mem_cap", (), np.float64, 0.0)
+        grow("_mem_used", (), np.float64, 0.0)
+        grow("_gpu_count", (), np.int32, 0)
+        grow("_gpu_model", (), np.int32, -1)
+        grow("_gpu_free", (MAX_GPUS,), np.int32, 0)
+        grow("_zone", (), np.int32, -1)
+        grow("_rack", (), np.int32, -1)
+        grow("_nvlink", (), np.int32, -1)
+        grow("_cost", (), np.float64, 1.0)
+        grow("_pod_count", (), np.int32, 0)
+        grow("_tele", (self._T, _C), np.float32, 0.0)
+        grow("_tele_pos", (), np.int64, 0)
+        grow("_tele_time", (), np.float64, -math.inf)
+        self._cap = cap
+
+    def _touch(self) -> None:
+        self._version += 1
+        self.last_change_wall = self._wall()
+
+    def _topo_id(self, level: int, value: str | None) -> int:
+        if value is None:
+            return -1
+        ids = self._topo_ids[level]
+        return ids.setdefault(value, len(ids))
+
+    def _model_id(self, model: str | None) -> int:
+        if not model:
+            return -1
+        if model not in self._model_idx:
+            self._model_idx[model] = len(self._models)
+            self._models.append(model)
+        return self._model_idx[model]
+
+    # --- nodes -------------------------------------------------------------------------------
+    def upsert_node(self, obj: Mapping[str, Any]) -> None:
+        try:
+            row = self._parse_node(obj)
+        except (PodError, KeyError, TypeError, ValueError, AttributeError):
+            self.stats.bad_objects["node"] += 1
+            return
+        name = row[0]
+        with self._lock:
+            i = self._index.get(name)
+            if i is None:
+                if len(self._names) == self._cap:
+                    self._alloc(self._cap * 2)
+                i = len(self._names)
+                self._names.append(name)
+                self._index[name] = i
+                self._nodeset_version += 1
+                self._tele_pos[i] = 0
+                self._tele_time[i] = -math.inf
+                self._tele[i] = 0.0
+            self._set_row(i, row)
+            pending = self._pending_tele.pop(name, None)
+            if pending is not None:
+                self._apply_telemetry(i, pending)
+            self._touch()
+
+    def _parse_node(self, obj: Mapping[str, Any]) -> tuple[Any, ...]:
+        meta = obj["metadata"]
+        name = str(meta["name"])
+        labels = meta.get("labels") or {}
+        status = obj.get("status") or {}
+        alloc = status.get("allocatable") or status.get("capacity") or {}
+        cpu = float(parse_quantity(alloc.get("cpu", 0), f"Node {name} allocatable.cpu")) * 1000
+        mem = float(parse_quantity(alloc.get("memory", 0), f"Node {name} allocatable.memory"))
+        gpus = int(parse_quantity(alloc.get(RESOURCE_GPU, 0), f"Node {name} allocatable gpu"))
+        topo = Topology.from_labels(labels)
+        cost = parse_float_label(labels.get(LABEL_HOURLY_COST))
+        return (name, cpu, mem / 2**20, min(gpus, MAX_GPUS), labels.get(LABEL_GPU_MODEL), topo,
+                1.0 if cost is None else cost)
+
+    def _set_row(self, i: int, row: tuple[Any, ...]) -> None:
+        name, cpu, mem, gpus, model, topo, cost = row
+        self._cpu_cap[i], self._mem_cap[i], self._gpu_count[i] = cpu, mem, gpus
+        self._gpu_model[i] = self._model_id(model) if gpus > 0 else -1
+        self._zone[i] = self._topo_id(0, topo.zone)
+        self._rack[i] = self._topo_id(1, topo.rack)
+        self._nvlink[i] = self._topo_id(2, topo.nvlink_domain)
+        self._cost[i] = cost
+        # Re-charge from scratch: the GPU count may have changed under the node's pods.
+        self._cpu_used[i] = self._mem_used[i] = 0.0
+        self._pod_count[i] = 0
+        self._gpu_free[i] = np.where(np.arange(MAX_GPUS) < gpus, 1000, 0)
+        for key in self._node_pods.get(name, ()):
+            charge = self._pods.get(key) or self._assumed.get(key)
+            if charge is not None:
+                self._charge(i, charge)
+
+    def delete_node(self, name: str) -> None:
+        with self._lock:
+            i = self._index.pop(name, None)
+            if i is None:
+                return
+            last = len(self._names) - 1
+            if i != last:  # swap-remove keeps the columns dense
+                moved = self._names[last]
+                for arr in self._columns():
+                    arr[i] = arr[last]
+                self._names[i] = moved
+                self._index[moved] = i
+            self._names.pop()
+            self._nodeset_version += 1
+            self._tele_version += 1
+            self._touch()
+
+    def _columns(self) -> Iterable[npt.NDArray[Any]]:
+        return (self._cpu_cap, self._cpu_used, self._mem_cap, self._mem_used, self._gpu_count,
+                self._gpu_model, self._gpu_free, self._zone, self._rack, self._nvlink,
+                self._cost, self._pod_count, self._tele, self._tele_pos, self._tele_time)
+
+    def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """A relist: the list is the whole truth, nodes not in it are gone."""
+        with self._lock:
+            seen = set()
+            for obj in objs:
+                self.upsert_node(obj)
+                seen.add(str((obj.get("metadata") or {}).get("name")))
+            for name in [n for n in self._names if n not in seen]:
+                self.delete_node(name)
+
+    # --- pods --------------------------------------------------------------------------------
+    def _charge(self, i: int, c: _Charge) -> None:
+        spec = c.spec
+        self._cpu_used[i] += spec.cpu_milli
+        self._mem_used[i] += spec.mem_mib
+        self._pod_count[i] += 1
+        if spec.num_gpu == 0 or spec.gpu_milli == 0:
+            c.gpus = ()
+            return
+        # Best fit, as dsan.policies.base.best_fit_gpus, on the live row (no snapshot copy).
+        free = self._gpu_free[i, : self._gpu_count[i]]
+        fits = np.flatnonzero(free >= spec.gpu_milli)
+        if fits.size >= spec.num_gpu:
+            chosen = fits[np.argsort(free[fits], kind="stable")][: spec.num_gpu]
+        else:
+            # The cluster bound more than our view allows (a stale view or a device plugin
+            # that over-shares): charge the freest GPUs and count it, never go negative.
+            self.stats.overcommits += 1
+            chosen = np.argsort(-free, kind="stable")[: spec.num_gpu]
+        c.gpus = tuple(int(g) for g in sorted(chosen))
+        for g in c.gpus:
+            self._gpu_free[i, g] = max(0, self._gpu_free[i, g] - spec.gpu_milli)
+
+    def _uncharge(self, c: _Charge) -> None:
+        i = self._index.get(c.node)
+        if i is None:
+            return
+        spec = c.spec
+        self._cpu_used[i] = max(0.0, self._cpu_used[i] - spec.cpu_milli)
+        self._mem_used[i] = max(0.0, self._mem_used[i] - spec.mem_mib)
+        self._pod_count[i] = max(0, self._pod_count[i] - 1)
+        for g in c.gpus:
+            if g < self._gpu_count[i]:
+                self._gpu_free[i, g] = min(1000, self._gpu_free[i, g] + spec.gpu_milli)
+
+    def _attach(self, key: str, c: _Charge) -> None:
+        self._node_pods.setdefault(c.node, set()).add(key)
+        i = self._index.get(c.node)
+        if i is not None:
+            self._charge(i, c)
+
+    def _detach(self, key: str, c: _Charge) -> None:
+        self._uncharge(c)
+        pods = self._node_pods.get(c.node)
+        if pods is not None:
+            pods.discard(key)
+            if not pods:
+                del self._node_pods[c.node]
+
+    def upsert_pod(self, obj: Mapping[str, Any]) -> None:
+        try:
+            key = pod_key(obj)
+            node = (obj.get("spec") or {}).get("nodeName")
+            phase = (obj.get("status") or {}).get("phase")
+        except AttributeError:
+            self.stats.bad_objects["pod"] += 1
+            return
+        with self._lock:
+            old = self._pods.get(key)
+            if node and phase not in _TERMINAL and old is not None and old.node == node:
+                return  # a status update: requests of a bound pod do not change
+            if not node or phase in _TERMINAL:
+                if old is not None:
+                    self._detach(key, self._pods.pop(key))
+                    self._touch()
+                return
+            try:
+                spec = podspec_from_pod(obj, self._model_idx)
+            except PodError:
+                self.stats.bad_objects["pod"] += 1
+                return
+            self._drop_assumed(key)
+            if old is not None:
+                self._detach(key, old)
+            charge = _Charge(node=str(node), spec=spec)
+            self._pods[key] = charge
+            self._attach(key, charge)
+            self._touch()
+
+    def delete_pod(self, obj: Mapping[str, Any]) -> None:
+        key = pod_key(obj)
+        with self._lock:
+            old = self._pods.pop(key, None)
+            if old is not None:
+                self._detach(key, old)
+            self._drop_assumed(key)
+            self._touch()
+
+    def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        with self._lock:
+            seen = set()
+            for obj in objs:
+                self.upsert_pod(obj)
+                seen.add(pod_key(obj))
+            for key in [k for k in self._pods if k not in seen]:
+                self._detach(key, self._pods.pop(key))
+            self._touch()
+
+    # --- assumed pods ----------------------------------------------------------------------
+    def assume(self, key: str, spec: PodSpec, node: str) -> None:
+        """Charge ``spec`` to ``node`` until the pod is seen bound or the TTL runs out."""
+        with self._lock:
+            if key in self._pods:
+                return  # already bound: the real charge wins
+            self._drop_assumed(key)
+            self._expire()
+            charge = _Charge(node=node, spec=spec)
+            self._assumed[key] = charge
+            self._attach(key, charge)
+            self._touch()
+
+    def _drop_assumed(self, key: str) -> None:
+        old = self._assumed.pop(key, None)
+        if old is not None:
+            self._detach(key, old)
+
+    def _expire(self) -> None:
+        for key, charge in self._assumed.expire():
+            self._detach(key, charge)
+            self.stats.assumed_expired += 1
+            self._touch()
+
+    @property
+    def assumed_count(self) -> int:
+        return len(self._assumed)
+
+    # --- telemetry ---------------------------------------------------------------------------
+    def upsert_telemetry(self, obj: Mapping[str, Any]) -> None:
+        tel = tele_api.parse(obj)
+        if tel is None:
+            self.stats.bad_objects["telemetry"] += 1
+            return
+        with self._lock:
+            i = self._index.get(tel.node_name)
+            if i is None:
+                self._pending_tele[tel.node_name] = tel
+                return
+            if self._apply_telemetry(i, tel):
+                self._touch()
+
+    def delete_telemetry(self, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        with self._lock:
+            self._pending_tele.pop(name, None)
+            i = self._index.get(name)
+            if i is not None:
+                self._tele_time[i] = -math.inf  # history kept, but stale from now on
+                self._tele_version += 1
+                self._touch()
+
+    def replace_telemetry(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        for obj in objs:
+            self.upsert_telemetry(obj)
+
+    def _apply_telemetry(self, i: int, tel: tele_api.GPUTelemetry) -> bool:
+        """Append the windows newer than what the node's ring holds; False if none."""
+        if not tel.available or not tel.statuses:
+            return False
+        series = {m: np.array([s.series(m) for s in tel.statuses], dtype=np.float64)
+                  for m in ("util", "memoryUsedMiB", "powerW")}
+        length = series["util"].shape[1] if series["util"].ndim == 2 else 0
+        if length == 0:
+            return False
+        total = {g.uuid: g.memory_total_mib for g in tel.gpus}
+        mem_tot = np.array([[max(1, total.get(s.uuid, 0))] for s in tel.statuses], np.float64)
+        end = tel.sampled_at.timestamp()
+        last = self._tele_time[i]
+        new = length if not math.isfinite(last) else round((end - last) / tel.window_seconds)
+        new = min(max(new, 0), length, self._T)
+        if new == 0:
+            return False
+        windows = np.empty((new, _C), dtype=np.float32)
+        cpu_frac = self._cpu_used[i] / self._cpu_cap[i] if self._cpu_cap[i] > 0 else 0.0
+        mem_frac = self._mem_used[i] / self._mem_cap[i] if self._mem_cap[i] > 0 else 0.0
+        # Channels as in dsan.snapshot.TELEMETRY_CHANNELS; CPU and memory come from
+        # requests because the CR carries GPU series only.
+        windows[:, 0] = cpu_frac
+        windows[:, 1] = mem_frac
+        windows[:, 2] = series["util"][:, -new:].mean(axis=0) / 100.0
+        windows[:, 3] = (series["memoryUsedMiB"] / mem_tot)[:, -new:].mean(axis=0) \
+            if series["memoryUsedMiB"].size else 0.0
+        windows[:, 4] = series["powerW"][:, -new:].mean(axis=0) / self._cfg.gpu_power_ref_w \
+            if series["powerW"].size else 0.0
+        np.clip(windows, 0.0, 1.0, out=windows)
+        slots = (self._tele_pos[i] + np.arange(new)) % self._T
+        self._tele[i, slots] = windows
+        self._tele_pos[i] = (self._tele_pos[i] + new) % self._T
+        self._tele_time[i] = end
+        self._tele_version += 1
+        return True
+
+    # --- publishing --------------------------------------------------------------------------
+    def snapshot(self) -> Published:
+        """The current consistent view; cheap when nothing changed."""
+        now = self._clock()
+        with self._lock:
+            self._expire()
+            pub = self._published
+            if (pub is not None and pub.version == self._version
+                    and now - pub.at < self._cfg.snapshot_max_age_s):
+                return pub
+            n = len(self._names)
+            if self._index_pub_version != self._nodeset_version:
+                self._index_pub = dict(self._index)
+                self._index_pub_version = self._nodeset_version
+            if self._tele_pub is None or self._tele_pub[0] != self._tele_version \
+                    or self._tele_pub[1].shape[0] != n:
+                order = (self._tele_pos[:n, None] + np.arange(self._T)[None, :]) % self._T
+                tele = np.take_along_axis(self._tele[:n], order[:, :, None], axis=1)
+                self._tele_pub = (self._tele_version, tele)
+            tele_time = self._tele_time[:n].copy()
+            snap = ClusterSnapshot(
+                names=list(self._names),
+                cpu_cap=self._cpu_cap[:n].copy(),
+                cpu_used=self._cpu_used[:n].copy(),
+                mem_cap=self._mem_cap[:n].copy(),
+                mem_used=self._mem_used[:n].copy(),
+                gpu_count=self._gpu_count[:n].copy(),
+                gpu_model=self._gpu_model[:n].copy(),
+                gpu_free=self._gpu_free[:n].copy(),
+                gpu_models=list(self._models),
+                zone=self._zone[:n].copy(),
+                rack=self._rack[:n].copy(),
+                nvlink=self._nvlink[:n].copy(),
+                hourly_cost=self._cost[:n].copy(),
+                telemetry=self._tele_pub[1],
+                telemetry_age_s=self._wall() - tele_time,
+                pod_count=self._pod_count[:n].copy(),
+                version=self._version,
+            )
+            pub = Published(snap=snap, index=self._index_pub, models=dict(self._model_idx),
+                            telemetry_time=tele_time, at=now, version=self._version)
+            self._published = pub
+            self.stats.publishes += 1
+            return pub
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def topology_edges(snap: ClusterSnapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]:
+    """Undirected topology edges as (2, E) node indices plus an edge type per edge.
+
+    Type 0: same NVLink domain; type 1: same rack. Zones are too coarse for cliques and stay
+    a node attribute (``snap.zone``). Loops run per group, not per node.
+    """
+    src: list[npt.NDArray[np.int64]] = []
+    dst: list[npt.NDArray[np.int64]] = []
+    kinds: list[npt.NDArray[np.int8]] = []
+    for kind, ids in enumerate((snap.nvlink, snap.rack)):
+        if ids is None:
+            continue
+        for gid in np.unique(ids[ids >= 0]):
+            members = np.flatnonzero(ids == gid)
+            if members.size < 2:
+                continue
+            a, b = np.meshgrid(members, members, indexing="ij")
+            off = a != b
+            src.append(a[off])
+            dst.append(b[off])
+            kinds.append(np.full(int(off.sum()), kind, dtype=np.int8))
+    if not src:
+        return np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int8)
+    return np.stack([np.concatenate(src), np.concatenate(dst)]), np.concatenate(kinds)

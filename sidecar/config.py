@@ -1,0 +1,139 @@
+"""The sidecar's one config dataclass: defaults in one place, validated at start.
+
+``dsan serve`` flags and the ``--config`` YAML keys map one to one onto these fields (YAML
+uses the field names; flags use them with dashes). Helm values map onto the same names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarConfig:
+    #: Path of a kubeconfig; None = in-cluster config, else ~/.kube/config.
+    kubeconfig: str | None = None
+    #: Address both servers listen on. Loopback by default: the extender is not authenticated.
+    bind_address: str = "127.0.0.1"
+    #: Extender HTTP port (also /healthz, /readyz, /metrics); 0 picks a free port.
+    http_port: int = 8888
+    #: gRPC Score + health port; 0 picks a free port, -1 disables gRPC.
+    grpc_port: int = 50051
+    #: Extender URL prefix: POST <prefix>/prioritize and <prefix>/filter.
+    url_prefix: str = "/dsan"
+    #: Policy served (a dsan.policies.registry name). "dsan" falls back to fallback_policy
+    #: when the model cannot be loaded.
+    policy: str = "dsan"
+    #: Heuristic used when `policy` cannot be loaded and for nodes with stale telemetry.
+    fallback_policy: str = "fgd"
+    #: Extender requests with a larger body are refused with 413.
+    max_body_bytes: int = 8 * 1024 * 1024
+    #: gRPC messages larger than this are refused by the gRPC server.
+    max_grpc_message_bytes: int = 8 * 1024 * 1024
+    #: Telemetry history kept per node (windows), the temporal stream's length.
+    telemetry_window: int = 16
+    #: Telemetry older than this counts as stale: the node is scored by the fallback.
+    telemetry_stale_s: float = 60.0
+    #: GPU power at which gpu_power_frac is 1.0 when the CR carries no power limit.
+    gpu_power_ref_w: float = 400.0
+    #: Pods we scored best stay charged to that node this long unless seen bound first.
+    assume_ttl_s: float = 30.0
+    #: Most pods remembered as assumed at once (oldest dropped first).
+    assume_max: int = 100_000
+    #: A published snapshot is reused for at most this long even if nothing changed,
+    #: so telemetry ages in it stay current.
+    snapshot_max_age_s: float = 1.0
+    #: Server-side timeout of one watch request; the informer re-watches after it.
+    watch_timeout_s: int = 300
+    #: Backoff between failed list/watch attempts: doubles from initial up to max.
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+    #: Watch the GPUTelemetry custom resource (skipped quietly while its CRD is absent).
+    watch_telemetry: bool = True
+    #: Threads of the gRPC server.
+    grpc_workers: int = 4
+    #: Reject a request naming any unknown node (400 / NOT_FOUND) instead of scoring it 0.
+    strict_node_names: bool = False
+    #: Log level of the sidecar's logger.
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, name: str, why: str) -> None:
+            if not ok:
+                raise ConfigError(f"sidecar config: {name}={getattr(self, name)!r}: {why}")
+
+        need(0 <= self.http_port <= 65535, "http_port", "must be within 0..65535")
+        need(-1 <= self.grpc_port <= 65535, "grpc_port", "must be within -1..65535")
+        need(self.url_prefix == "" or (self.url_prefix.startswith("/")
+                                      and not self.url_prefix.endswith("/")),
+             "url_prefix", "must be empty or start with '/' and not end with '/'")
+        need(bool(self.policy), "policy", "must name a policy")
+        need(bool(self.fallback_policy), "fallback_policy", "must name a policy")
+        need(self.max_body_bytes >= 1024, "max_body_bytes", "must be at least 1024")
+        need(self.max_grpc_message_bytes >= 1024, "max_grpc_message_bytes", "must be >= 1024")
+        need(1 <= self.telemetry_window <= 1024, "telemetry_window", "must be within 1..1024")
+        need(self.telemetry_stale_s > 0, "telemetry_stale_s", "must be positive")
+        need(self.gpu_power_ref_w > 0, "gpu_power_ref_w", "must be positive")
+        need(self.assume_ttl_s > 0, "assume_ttl_s", "must be positive")
+        need(self.assume_max >= 1, "assume_max", "must be at least 1")
+        need(self.snapshot_max_age_s > 0, "snapshot_max_age_s", "must be positive")
+        need(self.watch_timeout_s >= 1, "watch_timeout_s", "must be at least 1")
+        need(0 < self.backoff_initial_s <= self.backoff_max_s, "backoff_initial_s",
+             "must be positive and at most backoff_max_s")
+        need(1 <= self.grpc_workers <= 256, "grpc_workers", "must be within 1..256")
+        need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
+             "must be DEBUG, INFO, WARNING or ERROR")
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> SidecarConfig:
+        """Build from a YAML mapping; unknown keys are an error (a typo must not be ignored)."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"sidecar config: expected a mapping, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"sidecar config: unknown keys {unknown}; known: {sorted(known)}")
+        for f in fields(cls):
+            if f.name in data:
+                data = {**data, f.name: _coerce(f.name, f.default, data[f.name])}
+        return cls(**data)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> SidecarConfig:
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"sidecar config: cannot read {path}: {exc}") from exc
+        return cls.from_mapping(data)
+
+    def replace(self, **changes: Any) -> SidecarConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _coerce(name: str, default: Any, value: Any) -> Any:
+    """Type-check one YAML value against its field's default (ints may stand for floats)."""
+    if default is None:  # only kubeconfig: an optional path
+        if value is None or isinstance(value, str):
+            return value
+    elif isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(default, float):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif isinstance(value, type(default)):
+        return value
+    want = "a string or null" if default is None else type(default).__name__
+    raise ConfigError(f"sidecar config: {name}={value!r}: expected {want}")

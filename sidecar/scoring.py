@@ -1,0 +1,139 @@
+"""The scoring hot path: snapshot -> featurize -> model -> normalise, in one function.
+
+Both APIs call :meth:`ScoringEngine.score`. Phases, each timed into the latency histogram:
+
+* **featurize**: resolve candidate names to snapshot rows, drop the ones our view calls
+  infeasible (assumed pods may have filled them since kube-scheduler's Filter ran), split off
+  nodes with stale telemetry when the policy reads telemetry;
+* **model**: the served :class:`~dsan.policies.base.Scorer` on the fresh candidates, the
+  fallback scorer on the stale ones (its own featurization happens inside ``score``);
+* **normalise**: each group min-max scaled onto 0..max_score separately (two scorers' raw
+  scales are not comparable), unknown or infeasible nodes get 0.
+
+Nothing here loops over nodes in Python or allocates per node; the name lookup is one
+``np.fromiter`` over a C-level ``map``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import repeat
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.filtering import feasible
+from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
+from dsan.snapshot import PodSpec
+from sidecar.cache import GraphCache, Published
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreResult:
+    #: One score per requested name, in request order, 0..max_score.
+    scores: npt.NDArray[np.int64]
+    #: Position (in the request) of the best node, -1 if none is scorable.
+    best: int
+    unknown: int
+    infeasible: int
+    fallback: int
+    version: int
+    featurize_s: float
+    model_s: float
+    total_s: float
+
+
+class NoKnownNodes(LookupError):
+    """None of the candidate names is in the cache (or, strict mode, one of them is not)."""
+
+
+class ScoringEngine:
+    """Scores candidates on the cache's current snapshot with a primary and a fallback scorer."""
+
+    def __init__(
+        self,
+        cache: GraphCache,
+        scorer: Scorer,
+        fallback: Scorer,
+        telemetry_stale_s: float,
+        strict_node_names: bool = False,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.cache = cache
+        self.scorer = scorer
+        self.fallback = fallback
+        self._stale_s = telemetry_stale_s
+        self._strict = strict_node_names
+        self._wall = wall
+        # Heuristics read no telemetry, so staleness cannot hurt them; DSAN does.
+        self.uses_telemetry = bool(getattr(scorer, "uses_telemetry", scorer.name == "dsan"))
+
+    def score(
+        self,
+        pod: PodSpec,
+        names: Sequence[str],
+        pub: Published | None = None,
+        max_score: int = MAX_NODE_SCORE,
+    ) -> ScoreResult:
+        t0 = time.perf_counter()
+        pub = self.cache.snapshot() if pub is None else pub
+        snap = pub.snap
+        m = len(names)
+        # --- featurize: names -> rows, feasibility and staleness on our view
+        rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
+        known = rows >= 0
+        n_unknown = m - int(known.sum())
+        if n_unknown == m or (self._strict and n_unknown):
+            raise NoKnownNodes(_unknown_message(names, known))
+        ok = known.copy()
+        ok[known] = feasible(pod, snap)[rows[known]]
+        n_infeasible = m - n_unknown - int(ok.sum())
+        if self.uses_telemetry:
+            fresh_t = self._wall() - self._stale_s
+            stale = ok & (pub.telemetry_time[np.where(known, rows, 0)] < fresh_t)
+        else:
+            stale = np.zeros(m, dtype=bool)
+        fresh = ok & ~stale
+        t1 = time.perf_counter()
+        # --- model
+        raw_fresh = self.scorer.score(pod, snap, rows[fresh]) if fresh.any() else None
+        raw_stale = self.fallback.score(pod, snap, rows[stale]) if stale.any() else None
+        t2 = time.perf_counter()
+        # --- normalise
+        out = np.zeros(m, dtype=np.int64)
+        if raw_fresh is not None:
+            out[fresh] = normalize(np.asarray(raw_fresh, dtype=np.float64), max_score)
+        if raw_stale is not None:
+            out[stale] = normalize(np.asarray(raw_stale, dtype=np.float64), max_score)
+        best = int(np.argmax(np.where(ok, out, -1))) if ok.any() else -1
+        t3 = time.perf_counter()
+        return ScoreResult(
+            scores=out, best=best, unknown=n_unknown, infeasible=n_infeasible,
+            fallback=int(stale.sum()), version=pub.version,
+            featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
+        )
+
+    def filter(self, pod: PodSpec, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        """Split candidates into (feasible, {name: reason}) on our view.
+
+        Unknown nodes pass: the sidecar must not veto nodes it has not heard of yet.
+        """
+        pub = self.cache.snapshot()
+        m = len(names)
+        rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
+        known = rows >= 0
+        ok = np.ones(m, dtype=bool)
+        ok[known] = feasible(pod, pub.snap)[rows[known]]
+        passed = [n for n, good in zip(names, ok.tolist(), strict=True) if good]
+        failed = {n: "dsan: insufficient CPU, memory or GPU share on this node"
+                  for n, good in zip(names, ok.tolist(), strict=True) if not good}
+        return passed, failed
+
+
+def _unknown_message(names: Sequence[str], known: npt.NDArray[np.bool_]) -> str:
+    missing = [n for n, k in zip(names, known.tolist(), strict=True) if not k]
+    head = ", ".join(repr(n) for n in missing[:5])
+    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    return f"unknown node names: {head}{more} (the sidecar's cache has no such nodes)"
