@@ -1,0 +1,125 @@
+"""Wiring: config -> cache, cluster view, policies, scoring service, HTTP and gRPC servers.
+
+Everything outside the process comes in through constructor arguments (a view factory, the
+scorers), so tests build a whole sidecar around a FakeClusterView on loopback ports.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from dsan.policies.base import Scorer
+from sidecar.cache import GraphCache
+from sidecar.clusterview import RESOURCES, ClusterView, KubeClusterView, load_api_client
+from sidecar.config import ConfigError, SidecarConfig
+from sidecar.extender import ExtenderApp, ExtenderServer
+from sidecar.grpc_server import GrpcServer, ScoreHandler
+from sidecar.metrics import SidecarMetrics
+from sidecar.scoring import ScoringEngine
+from sidecar.service import PolicyInfo, ScoringService
+
+log = logging.getLogger("dsan.sidecar")
+ViewFactory = Callable[[GraphCache], ClusterView]
+
+
+def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
+    """The served scorer and the fallback; "dsan" degrades to the fallback when unloadable."""
+    from dsan.policies.registry import make_scorer
+
+    try:
+        fallback = make_scorer(cfg.fallback_policy)
+    except ValueError as exc:
+        raise ConfigError(f"sidecar config: fallback_policy: {exc}") from None
+    try:
+        scorer = make_scorer(cfg.policy)
+    except Exception as exc:
+        if cfg.policy != "dsan":
+            raise ConfigError(f"sidecar config: policy: {exc}") from None
+        log.warning("policy 'dsan' cannot be loaded (%s); serving %r instead", exc,
+                    cfg.fallback_policy)
+        scorer = fallback
+    version = str(getattr(scorer, "version", "") or scorer.name)
+    if version != scorer.name and not version.startswith(scorer.name):
+        version = f"{scorer.name}@{version}"
+    return scorer, fallback, PolicyInfo(scorer.name, version, fallback.name)
+
+
+class Sidecar:
+    def __init__(self, cfg: SidecarConfig, view_factory: ViewFactory | None = None,
+                 policies: tuple[Scorer, Scorer, PolicyInfo] | None = None) -> None:
+        self.cfg = cfg
+        self.cache = GraphCache(cfg)
+        if view_factory is None:
+            api = load_api_client(cfg.kubeconfig)
+            self.view: ClusterView = KubeClusterView(cfg, self.cache, api)
+        else:
+            self.view = view_factory(self.cache)
+        scorer, fallback, info = policies if policies is not None else load_policies(cfg)
+        self.metrics = SidecarMetrics()
+        engine = ScoringEngine(self.cache, scorer, fallback, cfg.telemetry_stale_s,
+                               cfg.strict_node_names)
+        self.service = ScoringService(self.cache, self.view, engine, self.metrics, info)
+        stats = self.cache.stats
+        self.metrics.bind_gauges(
+            cache_age=lambda: max(0.0, time.time() - self.cache.last_change_wall),
+            nodes=lambda: float(len(self.cache)),
+            assumed=lambda: float(self.cache.assumed_count),
+            informer_lag={r: functools.partial(self.view.lag_seconds, r) for r in RESOURCES},
+            bad_objects={k: functools.partial(_bad, stats.bad_objects, k)
+                         for k in stats.bad_objects},
+            ready=lambda: 1.0 if self.view.synced() else 0.0,
+        )
+        self.http = ExtenderServer(
+            cfg.bind_address, cfg.http_port, cfg.url_prefix, ExtenderApp(self.service),
+            cfg.max_body_bytes, ready=self.service.ready,
+            metrics_body=self.metrics.exposition,
+            count_error=lambda reason: self.metrics.error("http", reason))
+        self.grpc: GrpcServer | None = None
+        if cfg.grpc_port >= 0:
+            self.grpc = GrpcServer(cfg.bind_address, cfg.grpc_port, ScoreHandler(self.service),
+                                   cfg.grpc_workers, cfg.max_grpc_message_bytes)
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+
+    @property
+    def extender_url(self) -> str:
+        return f"http://{self.cfg.bind_address}:{self.http.port}{self.cfg.url_prefix}"
+
+    @property
+    def grpc_target(self) -> str | None:
+        return None if self.grpc is None else f"{self.cfg.bind_address}:{self.grpc.port}"
+
+    def start(self) -> None:
+        self.http.start()
+        if self.grpc is not None:
+            self.grpc.start()
+        self.view.start()
+        threading.Thread(target=self._watch_ready, name="readiness", daemon=True).start()
+
+    def _watch_ready(self) -> None:
+        # gRPC health follows the informers; /readyz asks the view directly.
+        while not self._stop.is_set():
+            synced = self.view.synced()
+            if self.grpc is not None:
+                self.grpc.set_serving(synced)
+            if synced:
+                self._ready.set()
+            self._stop.wait(0.1 if not synced else 1.0)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        return self._ready.wait(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.view.stop()
+        self.http.stop()
+        if self.grpc is not None:
+            self.grpc.stop()
+
+
+def _bad(counts: dict[str, int], kind: str) -> float:
+    return float(counts[kind])

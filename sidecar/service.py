@@ -1,0 +1,105 @@
+"""What both APIs share: readiness, request errors, scoring one pod and remembering the winner.
+
+The HTTP extender and the gRPC service only decode their wire format, call
+:meth:`ScoringService.score` and encode the reply; errors they raise are
+:class:`RequestError` with a reason (the metrics label), an HTTP status and a gRPC code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from dsan.snapshot import PodSpec
+from sidecar.cache import GraphCache
+from sidecar.clusterview import ClusterView
+from sidecar.metrics import SidecarMetrics
+from sidecar.scoring import NoKnownNodes, ScoreResult, ScoringEngine
+
+log = logging.getLogger("dsan.sidecar")
+
+
+class RequestError(Exception):
+    """A request we refuse; ``reason`` is the metrics label, the message goes to the client."""
+
+    #: reason -> (HTTP status, gRPC status code name)
+    CODES: ClassVar[dict[str, tuple[int, str]]] = {
+        "malformed_json": (400, "INVALID_ARGUMENT"),
+        "bad_request": (400, "INVALID_ARGUMENT"),
+        "bad_pod": (400, "INVALID_ARGUMENT"),
+        "bad_protobuf": (400, "INVALID_ARGUMENT"),
+        "unknown_nodes": (404, "NOT_FOUND"),
+        "too_large": (413, "RESOURCE_EXHAUSTED"),
+        "not_ready": (503, "UNAVAILABLE"),
+        "internal": (500, "INTERNAL"),
+    }
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        if reason not in self.CODES:
+            raise ValueError(f"unknown error reason {reason!r}")
+        self.reason = reason
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        return self.CODES[self.reason][0]
+
+    @property
+    def grpc_code(self) -> str:
+        return self.CODES[self.reason][1]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInfo:
+    name: str
+    version: str
+    fallback: str
+
+
+class ScoringService:
+    def __init__(
+        self,
+        cache: GraphCache,
+        view: ClusterView,
+        engine: ScoringEngine,
+        metrics: SidecarMetrics,
+        policy: PolicyInfo,
+    ) -> None:
+        self.cache = cache
+        self.view = view
+        self.engine = engine
+        self.metrics = metrics
+        self.policy = policy
+        metrics.set_policy(policy.name, policy.version, policy.fallback)
+
+    def ready(self) -> bool:
+        return self.view.synced()
+
+    def check_ready(self) -> None:
+        if not self.view.synced():
+            raise RequestError("not_ready", "the sidecar's informers have not synced yet")
+
+    def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str],
+              max_score: int) -> ScoreResult:
+        """Score one pod's candidates and charge the pod to the winner until it binds."""
+        if not names:
+            raise RequestError("bad_request", "no candidate node names in the request")
+        try:
+            res = self.engine.score(spec, names, max_score=max_score)
+        except NoKnownNodes as exc:
+            raise RequestError("unknown_nodes", str(exc)) from None
+        if res.best >= 0 and key:
+            self.cache.assume(key, spec, names[res.best])
+            self.metrics.assumed.inc()
+        if res.fallback:
+            self.metrics.fallbacks.inc(res.fallback)
+        if res.unknown:
+            self.metrics.unknown_nodes.inc(res.unknown)
+        return res
+
+    def refuse(self, api: str, err: RequestError) -> None:
+        self.metrics.error(api, err.reason)
+        log.debug("%s request refused (%s): %s", api, err.reason, err.message)
