@@ -21,6 +21,9 @@ import numpy.typing as npt
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import BOOL, F64, ClusterSnapshot
 
+#: Fixed-point scale of shape frequencies (1e-9 resolution; sums stay far below 2**63).
+FREQ_SCALE = 1_000_000_000
+
 
 def node_frag(
     cpu_free: npt.NDArray[np.floating],
@@ -34,7 +37,7 @@ def node_frag(
     (K, m) from :meth:`TargetWorkload.access` (columns aligned with the rows).
     """
     free = gpu_free.astype(np.int32, copy=False)
-    total = free.sum(axis=1).astype(np.float64)  # (m,)
+    total = free.sum(axis=1)  # (m,)
     milli = target.gpu_milli[:, None, None]  # (K,1,1)
     small = free[None, :, :] < milli  # (K,m,G)
     frag_small = np.where(small, free[None, :, :], 0).sum(axis=2)  # (K,m)
@@ -45,8 +48,13 @@ def node_frag(
         & (fit >= target.num_gpu[:, None])
         & (cpu_free[None, :] >= target.cpu_milli[:, None])
     )
-    per = np.where(host, frag_small, total[None, :])
-    return np.asarray(target.freq @ per, dtype=np.float64)
+    per = np.where(host, frag_small, total[None, :]).astype(np.float64)
+    # Integer weights make the sum exact: a node's value must not depend on which rows share
+    # the batch (float reductions reorder with the batch shape), or FGD's "before - after"
+    # of an unchanged node picks up 1e-13 noise and its truncated score flips 50 -> 49.
+    # Integer-valued float64 terms below 2**53 add exactly in any order, so BLAS may be used.
+    weights = np.rint(target.freq * FREQ_SCALE)
+    return np.asarray(weights @ per, dtype=np.float64) / FREQ_SCALE
 
 
 class FragTracker:

@@ -1,0 +1,1 @@
+"""The cluster simulator: a tested library (scheduling cycle, openb/FGD protocol, scenarios)."""

@@ -1,0 +1,39 @@
+"""Where the public traces live: ``$DSAN_TRACES``, else ``<repo>/../shared/traces``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+OPENB_CSV = Path("alibaba-gpu-v2023-openb") / "csv"
+PUBLISHED = Path("fgd-atc23-published-results")
+DEFAULT_NODES = "openb_node_list_gpu_node.csv"
+DEFAULT_PODS = "openb_pod_list_default.csv"
+
+
+class TracesNotFound(FileNotFoundError):
+    pass
+
+
+def traces_root() -> Path:
+    env = os.environ.get("DSAN_TRACES")
+    if env:
+        root = Path(env)
+        if not root.is_dir():
+            raise TracesNotFound(f"DSAN_TRACES={env} is not a directory")
+        return root
+    repo = Path(__file__).resolve().parents[2]
+    for cand in (repo.parent / "shared" / "traces", Path.cwd().parent / "shared" / "traces"):
+        if cand.is_dir():
+            return cand
+    raise TracesNotFound(
+        f"public traces not found: set DSAN_TRACES or place them at {repo.parent / 'shared' / 'traces'}"
+    )
+
+
+def openb_csv(name: str) -> Path:
+    return traces_root() / OPENB_CSV / name
+
+
+def published(name: str) -> Path:
+    return traces_root() / PUBLISHED / name

@@ -1,0 +1,181 @@
+"""The FGD paper's experimental protocol on openb (``../shared/traces/README.md`` §2).
+
+1. Cluster: the node list (1213 GPU nodes for openb), node order permuted by the seed.
+2. Pods: the workload file, shuffled by the seed, then *tuned* to ``tune`` x cluster GPU
+   capacity by appending pods drawn uniformly with replacement until the next one would push
+   the total GPU request past the target. No pod ever finishes.
+3. Pods are scheduled one at a time (:func:`dsan.sim.scheduler.schedule_one`); a pod that
+   fits nowhere is dropped: no retry, queue or preemption. Score ties go to the node whose
+   name sorts first, as in the FGD simulator's patched ``selectHost`` (``tie_break="name"``;
+   ``"random"`` is stock kube-scheduler).
+4. After every pod the run logs arrived GPU milli (all submitted pods, failed included),
+   allocated GPU milli and cluster fragmentation against the workload's target workload.
+5. Curves: per integer percent k of arrived workload, the mean over events whose arrived
+   ratio rounds to k, or to k +- 1 when there are none (the FGD merge scripts' rule).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.policies.frag import FragTracker
+from dsan.policies.registry import POLICY_NAMES, make_scorer
+from dsan.policies.target import TargetWorkload
+from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
+from dsan.sim.scheduler import schedule_one
+
+CURVE_MAX = 130
+FRAG_POINTS = (50, 90, 100)
+
+
+@dataclass(frozen=True)
+class OpenbConfig:
+    """One run of the protocol. Validated at construction."""
+
+    pods: Path
+    nodes: Path
+    policy: str = "fgd"
+    seed: int = 42
+    tune: float = 1.3
+    frag_points: tuple[int, ...] = field(default=FRAG_POINTS)
+    tie_break: str = "name"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICY_NAMES:
+            raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICY_NAMES)}")
+        if not 0 < self.tune <= 10:
+            raise ValueError(f"tune must be in (0, 10], got {self.tune}")
+        if self.tie_break not in ("name", "random"):
+            raise ValueError(f"tie_break must be 'name' or 'random', got {self.tie_break!r}")
+        if any(not 0 <= k <= CURVE_MAX for k in self.frag_points):
+            raise ValueError(f"frag points must be within 0..{CURVE_MAX}")
+
+
+def tuned_order(
+    req: npt.NDArray[np.int64], capacity_milli: int, tune: float, rng: np.random.Generator
+) -> npt.NDArray[np.int64]:
+    """Indices of the submitted pods: a seeded shuffle, then uniform draws with replacement
+    appended until the next draw would push the GPU request past ``tune * capacity``."""
+    order = rng.permutation(len(req)).astype(np.int64)
+    target = tune * capacity_milli
+    total = int(req.sum())
+    if total > target:  # trace asks for more than the target: drop random pods instead
+        keep = np.cumsum(req[order]) <= target
+        return order[keep]
+    extra: list[npt.NDArray[np.int64]] = []
+    while True:
+        draw = rng.integers(len(req), size=4096)
+        cum = total + np.cumsum(req[draw])
+        over = np.flatnonzero(cum > target)
+        if over.size:
+            extra.append(draw[: over[0]])
+            break
+        extra.append(draw)
+        total = int(cum[-1])
+    return np.concatenate([order, *extra])
+
+
+def discrete_curve(
+    arrived_pct: npt.NDArray[np.float64], values: npt.NDArray[np.float64], kmax: int = CURVE_MAX
+) -> npt.NDArray[np.float64]:
+    """Mean of ``values`` per integer arrived percent 0..kmax (k +- 1 fallback; NaN if none)."""
+    k = np.floor(arrived_pct + 0.5).astype(np.int64)
+    ok = (k >= 0) & (k <= kmax + 1)
+    sums = np.bincount(k[ok], weights=values[ok], minlength=kmax + 2)[: kmax + 2]
+    cnts = np.bincount(k[ok], minlength=kmax + 2)[: kmax + 2].astype(np.float64)
+    out = np.full(kmax + 1, np.nan)
+    for i in range(kmax + 1):  # 131 iterations over buckets, not over events
+        if cnts[i] > 0:
+            out[i] = sums[i] / cnts[i]
+        else:
+            lo = i - 1 if i > 0 else i
+            s = sums[lo] + sums[i + 1]
+            c = (cnts[lo] if i > 0 else 0.0) + cnts[i + 1]
+            if c > 0:
+                out[i] = s / c
+    return out
+
+
+def run_openb(
+    cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None
+) -> dict[str, Any]:
+    """Run the protocol once; returns the JSON-ready result."""
+    t0 = time.perf_counter()
+    nodes = nodes if nodes is not None else load_nodes(cfg.nodes)
+    pods = pods if pods is not None else load_pods(cfg.pods, nodes.gpu_models)
+    rng = np.random.default_rng(cfg.seed)
+    snap = nodes.snapshot(rng.permutation(len(nodes)))
+    specs = pods.pod_specs(snap.gpu_models)
+    target = TargetWorkload.from_pods(specs, snap.gpu_models)
+    total_gpus = int(snap.gpu_count.sum())
+    capacity = 1000 * total_gpus
+    if capacity == 0:
+        raise ValueError(f"{cfg.nodes}: the node list has no GPUs")
+    req = pods.gpu_request_milli()
+    order = tuned_order(req, capacity, cfg.tune, rng)
+    scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target)
+    tracker = FragTracker(snap, target)
+    tie_rank = None
+    if cfg.tie_break == "name":
+        tie_rank = np.empty(len(snap), dtype=np.int64)
+        tie_rank[np.argsort(np.array(snap.names))] = np.arange(len(snap))
+
+    n = len(order)
+    arrived = np.cumsum(req[order]).astype(np.float64)
+    used = np.empty(n)
+    frag = np.empty(n)
+    idle = np.empty(n)
+    placed = 0
+    alloc_milli = 0
+    idle_milli = float(capacity)
+    frag_now = tracker.amount()
+    for e, i in enumerate(order):
+        pod = specs[i]
+        where = schedule_one(pod, snap, scorer, rng, tie_rank)
+        if where is not None:
+            placed += 1
+            alloc_milli += int(req[i])
+            idle_milli -= float(req[i])
+            old = tracker.frag[where[0]]
+            tracker.refresh(snap, [where[0]])
+            frag_now += tracker.frag[where[0]] - old
+        used[e] = alloc_milli
+        frag[e] = frag_now
+        idle[e] = idle_milli
+    runtime = time.perf_counter() - t0
+
+    arrived_pct = arrived * 100.0 / capacity
+    alloc_curve = discrete_curve(arrived_pct, used * 100.0 / capacity)
+    frag_amount = discrete_curve(arrived_pct, frag * 100.0 / capacity)
+    frag_ratio = discrete_curve(
+        arrived_pct, np.where(idle > 0, frag * 100.0 / np.maximum(idle, 1), 0.0)
+    )
+    return {
+        "workload": pods.workload,
+        "policy": cfg.policy,
+        "seed": cfg.seed,
+        "tune": cfg.tune,
+        "tie_break": cfg.tie_break,
+        "total_gpus": total_gpus,
+        "nodes": len(nodes),
+        "pods_submitted": n,
+        "pods_placed": placed,
+        "pods_failed": n - placed,
+        "target_shapes": len(target),
+        "unallocated_gpu_pct_at_100": _r(100.0 - alloc_curve[100]),
+        "alloc_gpu_pct_curve": [_r(v) for v in alloc_curve],
+        "unallocated_gpu_pct_curve": [_r(100.0 - v) for v in alloc_curve],
+        "frag_amount_pct": {str(k): _r(frag_amount[k]) for k in cfg.frag_points},
+        "frag_ratio_pct": {str(k): _r(frag_ratio[k]) for k in cfg.frag_points},
+        "runtime_s": round(runtime, 3),
+    }
+
+
+def _r(v: float) -> float | None:
+    return None if not np.isfinite(v) else round(float(v), 4)

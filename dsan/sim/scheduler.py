@@ -1,0 +1,79 @@
+"""One kube-scheduler cycle over a :class:`ClusterSnapshot`: Filter, Score, select, bind.
+
+Shaped like ``pkg/scheduler/schedule_one.go``: the shared filter (:mod:`dsan.filtering`)
+keeps the feasible nodes; one feasible node is taken without scoring; otherwise the policy
+scores them and the best one wins. Ties go, by default, uniformly at random (kube-scheduler's
+reservoir-sampling ``selectHost``) from the caller's seeded generator; given ``tie_rank``
+(e.g. node-name order) the lowest rank wins instead, which is what the FGD simulator's
+patched ``selectHost`` does ("for reproducibility, choose the smallest lexicographical
+order"). The policy picks the GPUs inside the node; the pod is bound. A pod no node can host is reported, never queued:
+retries are the caller's business.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dsan.filtering import allocate, feasible_nodes, release
+from dsan.policies.base import Scorer
+from dsan.snapshot import ClusterSnapshot, PodSpec
+
+Placement = tuple[int, tuple[int, ...]]
+
+
+def select_node(
+    pod: PodSpec,
+    snap: ClusterSnapshot,
+    scorer: Scorer,
+    rng: np.random.Generator,
+    nodes: np.ndarray | None = None,
+    tie_rank: np.ndarray | None = None,
+) -> int | None:
+    """The node ``pod`` goes to, or ``None`` when no node is feasible. Does not bind."""
+    cand = feasible_nodes(pod, snap) if nodes is None else nodes
+    if cand.size == 0:
+        return None
+    if cand.size == 1:
+        return int(cand[0])
+    scores = np.asarray(scorer.score(pod, snap, cand), dtype=np.float64)
+    if scores.shape != cand.shape:
+        raise ValueError(
+            f"scorer {scorer.name} returned {scores.shape} scores for {cand.size} nodes"
+        )
+    scores = np.where(np.isfinite(scores), scores, -np.inf)
+    best = np.flatnonzero(scores == scores.max())
+    if best.size == 1:
+        pick = best[0]
+    elif tie_rank is not None:
+        pick = best[np.argmin(tie_rank[cand[best]])]
+    else:
+        pick = best[rng.integers(best.size)]
+    return int(cand[pick])
+
+
+def schedule_one(
+    pod: PodSpec,
+    snap: ClusterSnapshot,
+    scorer: Scorer,
+    rng: np.random.Generator,
+    tie_rank: np.ndarray | None = None,
+) -> Placement | None:
+    """Filter, score, select and bind ``pod``; ``None`` if it fits nowhere (state untouched)."""
+    node = select_node(pod, snap, scorer, rng, tie_rank=tie_rank)
+    if node is None:
+        return None
+    gpus = scorer.select_gpus(pod, snap, node)
+    allocate(snap, pod, node, gpus)
+    hook = getattr(scorer, "on_bind", None)
+    if hook is not None:
+        hook(pod, snap, node, gpus)
+    return node, gpus
+
+
+def unbind(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer, placement: Placement) -> None:
+    """Release a finished or evicted pod and tell a stateful scorer."""
+    node, gpus = placement
+    release(snap, pod, node, gpus)
+    hook = getattr(scorer, "on_release", None)
+    if hook is not None:
+        hook(pod, snap, node, gpus)
