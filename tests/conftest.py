@@ -1,0 +1,18 @@
+"""Shared pytest fixtures. Each fixture's machinery lives in tests/support/; keep this file thin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.controlplane import ControlPlane, ControlPlaneConfig
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """One real control plane for the whole session: etcd, kube-apiserver, the default
+    kube-scheduler and kwok on 127.0.0.1 (binaries built once by `make control-plane`).
+    Tests isolate themselves by namespace (``control_plane.ensure_namespace``) and node names."""
+    with ControlPlane(ControlPlaneConfig()) as cp:
+        yield cp
