@@ -1,0 +1,88 @@
+"""DSANNet: the Dual-Stream Attention Network, split for serving.
+
+``embed_nodes`` (LSTM + GNN over the whole cluster) depends only on telemetry, static node
+features and topology, so a server caches it and recomputes it when telemetry changes;
+``score`` is the small per-pod head over the candidates. ``forward`` chains both for one
+pod: it is what TorchScript and torch.export ship.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor, nn
+
+from dsan.features import N_FEATURES, N_NODE_FEATURES
+from dsan.model.layers import PodAttentionFusion, ScoreHead, SpatialEncoder, TemporalEncoder
+from dsan.snapshot import TELEMETRY_CHANNELS
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    hidden: int = 32
+    features: int = N_FEATURES
+    node_features: int = N_NODE_FEATURES
+    channels: int = len(TELEMETRY_CHANNELS)
+
+    def __post_init__(self) -> None:
+        if not 4 <= self.hidden <= 512:
+            raise ValueError(f"ModelConfig.hidden must be within 4..512, got {self.hidden}")
+        if self.features != N_FEATURES or self.node_features != N_NODE_FEATURES:
+            raise ValueError("ModelConfig feature widths must match dsan.features")
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class DSANNet(nn.Module):
+    r"""Scores candidate nodes for a pod; returns masked logits (M,) and a value (B,).
+
+    .. math:: \ell = \mathrm{Head}(f,\ \mathrm{Fuse}(f, [\mathrm{LSTM}(s), \mathrm{GNN}(x, A)]))
+    """
+
+    def __init__(self, cfg: ModelConfig | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg or ModelConfig()
+        h = self.cfg.hidden
+        self.hidden = h
+        self.temporal = TemporalEncoder(self.cfg.channels, h)
+        self.spatial = SpatialEncoder(self.cfg.node_features, h)
+        self.fusion = PodAttentionFusion(self.cfg.features, h)
+        self.head = ScoreHead(self.cfg.features, h)
+
+    def reset_parameters(self) -> None:
+        for m in (self.temporal, self.spatial, self.fusion, self.head):
+            m.reset_parameters()
+
+    @torch.jit.export
+    def embed_nodes(
+        self, node_x: Tensor, telemetry: Tensor, edge_index: Tensor, edge_weight: Tensor
+    ) -> Tensor:
+        """(N, D), (N, T, C), (2, E), (E,) -> (N, 2, H) temporal and spatial embeddings."""
+        ht = self.temporal(telemetry)
+        hs = self.spatial(node_x, edge_index, edge_weight)
+        return torch.stack([ht, hs], dim=1)
+
+    @torch.jit.export
+    def score(
+        self, x: Tensor, streams: Tensor, mask: Tensor, segment: Tensor, n_segments: int
+    ) -> tuple[Tensor, Tensor]:
+        """(M, F) features, (M, 2, H) candidate embeddings, (M,) mask -> logits (M,), value (B,)."""
+        z, _ = self.fusion(x, streams)
+        return self.head(x, z, mask, segment, n_segments)
+
+    def forward(
+        self,
+        x: Tensor,
+        node_x: Tensor,
+        telemetry: Tensor,
+        edge_index: Tensor,
+        edge_weight: Tensor,
+        candidates: Tensor,
+        mask: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """One pod: features (M, F) of nodes ``candidates`` (M,) -> logits (M,), value (1,)."""
+        emb = self.embed_nodes(node_x, telemetry, edge_index, edge_weight)
+        segment = torch.zeros_like(candidates)
+        return self.score(x, emb.index_select(0, candidates), mask, segment, 1)

@@ -1,0 +1,43 @@
+"""The ``dsan`` scorer: the trained Dual-Stream Attention Network behind the Scorer protocol.
+
+``make()`` loads the model shipped in ``dsan/model/default/`` (or ``model_dir``); loading
+refuses a model trained on another feature schema. GPUs inside the chosen node are picked
+like FGD (least fragmentation after, best fit on ties), because DSAN's features describe
+the node after exactly that choice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.features import TargetWorkload, default_workload, fgd_select_gpus
+from dsan.model.export import DEFAULT_DIR
+from dsan.model.serving import ServingModel
+from dsan.snapshot import ClusterSnapshot, PodSpec
+
+
+class DSANScorer:
+    name = "dsan"
+
+    def __init__(self, serving: ServingModel, workload: TargetWorkload | None = None) -> None:
+        self.serving = serving
+        self.workload = workload or default_workload()
+        self.serving.workload = self.workload
+
+    def score(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        return self.serving.logits(pod, snap, nodes)
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        return fgd_select_gpus(pod, snap, node, self.workload)
+
+
+def make(
+    model_dir: str | Path | None = None, workload: TargetWorkload | None = None, **_: object
+) -> DSANScorer:
+    """The registry's factory; unknown keyword arguments (other scorers' options) are ignored."""
+    return DSANScorer(ServingModel.from_dir(model_dir or DEFAULT_DIR), workload)

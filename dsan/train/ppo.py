@@ -1,0 +1,268 @@
+"""DSAN training, CleanRL style: one ``Args`` dataclass, imitation warm start, then PPO.
+
+1. **Imitation**: the teacher heuristic (default: whichever of FGD / BestFit allocates more
+   on the training episodes) plays episodes; the network maximises the probability mass it
+   puts on the teacher's best-scored nodes, ``-log sum_{j in best} p_j``.
+2. **PPO** (Schulman et al. 2017): clipped surrogate, value loss, entropy bonus, GAE, on
+   episodes sampled from the current policy; reward in :mod:`dsan.train.env`.
+
+Progress goes to a tqdm bar (live reward and allocation), ``metrics.csv`` and checkpoints
+(``ckpt.pt``: model, optimiser, iteration, RNG seeds) from which ``--resume`` continues.
+The distributed trainer (:mod:`dsan.train.distributed`) reuses :func:`ppo_update` and
+:func:`evaluate` unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from dsan.model.export import save
+from dsan.model.net import DSANNet, ModelConfig
+from dsan.policies.registry import make_scorer
+from dsan.train.env import EnvConfig, RewardWeights, make_episode
+from dsan.train.rollout import Rollout, run_episode
+
+
+@dataclass
+class Args:
+    out: str = "out/train"
+    seed: int = 1
+    hidden: int = 32
+    n_nodes: int = 96
+    workloads: tuple[str, ...] = ("openb_pod_list_default.csv", "openb_pod_list_gpushare40.csv",
+                                  "openb_pod_list_multigpu20.csv", "openb_pod_list_cpu050.csv")
+    teacher: str = "auto"  # "auto" = best of fgd / bestfit on training episodes
+    imitation_episodes: int = 6
+    imitation_epochs: int = 4
+    iterations: int = 4
+    episodes_per_iter: int = 2
+    eval_episodes: int = 2
+    lr: float = 1e-3
+    ppo_lr: float = 2e-4
+    gamma: float = 1.0
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    ppo_epochs: int = 3
+    minibatch: int = 64
+    ent_coef: float = 0.003
+    vf_coef: float = 0.5
+    w_util: float = 0.4
+    w_completion: float = 0.3
+    w_cost: float = 0.2
+    w_sla: float = 0.1
+    frag_shaping: float = 0.4
+    resume: bool = False
+    export: bool = True
+    progress: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.hidden < 4 or self.n_nodes < 2 or self.iterations < 0:
+            raise ValueError("Args: hidden >= 4, n_nodes >= 2 and iterations >= 0 are required")
+        if self.teacher not in ("auto", "fgd", "bestfit", "dotprod", "gpu-packing", "tetris"):
+            raise ValueError(f"Args.teacher {self.teacher!r} is not a heuristic DSAN can imitate")
+
+    def env(self) -> EnvConfig:
+        w = RewardWeights(self.w_util, self.w_completion, self.w_cost, self.w_sla, self.frag_shaping)
+        return EnvConfig(workloads=tuple(self.workloads), n_nodes=self.n_nodes, reward=w)
+
+
+# --- losses ----------------------------------------------------------------------------------
+def _segment_log_softmax(logits: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
+    mx = torch.full((n,), -1e30).scatter_reduce(0, seg, logits.detach(), "amax", include_self=True)
+    z = logits - mx[seg]
+    tot = torch.zeros(n).index_add(0, seg, z.exp())
+    return z - tot.log()[seg]
+
+
+def _batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
+    """Flat logits, per-step log-probs of all rows, segment ids, values for ``steps``."""
+    emb = model.embed_nodes(torch.from_numpy(ro.node_x), torch.from_numpy(ro.telemetry),
+                            ro.edge_index, ro.edge_weight)
+    x = np.concatenate([ro.x[i] for i in steps])
+    cand = np.concatenate([ro.cand[i] for i in steps])
+    sizes = np.array([len(ro.cand[i]) for i in steps])
+    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
+    c = torch.from_numpy(cand)
+    logits, values = model.score(torch.from_numpy(x), emb.index_select(0, c),
+                                 torch.ones(len(cand), dtype=torch.bool), seg, len(steps))
+    logp = _segment_log_softmax(logits, seg, len(steps))
+    first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+    return logp, seg, first, values
+
+
+def imitation_update(model: DSANNet, opt: torch.optim.Optimizer, rollouts: list[Rollout],
+                     epochs: int, minibatch: int, rng: np.random.Generator) -> float:
+    """Raise the probability mass on the teacher's best nodes; returns the mean loss."""
+    losses = []
+    for _ in range(epochs):
+        for ro in rollouts:
+            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
+                logp, seg, _, _ = _batch(model, ro, steps)
+                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
+                mass = torch.full((len(steps),), -1e30).scatter_reduce(
+                    0, seg[best], logp[best], "amax", include_self=True)
+                # log sum_{best} p = m + log sum exp(logp - m), per step
+                s = torch.zeros(len(steps)).index_add(0, seg[best], (logp[best] - mass[seg[best]]).exp())
+                loss = -(mass + s.log()).mean()
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                losses.append(float(loss))
+    return float(np.mean(losses)) if losses else 0.0
+
+
+def advantages(ro: Rollout, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    r, v = np.asarray(ro.reward), np.asarray(ro.value)
+    adv = np.zeros(len(r))
+    last = 0.0
+    for t in range(len(r) - 1, -1, -1):  # over time steps, once per update: not a hot path
+        nv = v[t + 1] if t + 1 < len(r) else 0.0
+        delta = r[t] + gamma * nv - v[t]
+        last = delta + gamma * lam * last
+        adv[t] = last
+    return adv, adv + v
+
+
+def ppo_update(model: DSANNet, opt: torch.optim.Optimizer, rollouts: list[Rollout], a: Args,
+               rng: np.random.Generator) -> dict[str, float]:
+    gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in rollouts]
+    allv = np.concatenate([g[0] for g in gae]) if gae else np.zeros(1)
+    mu, sd = allv.mean(), allv.std() + 1e-8
+    stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
+    for _ in range(a.ppo_epochs):
+        for ro, (adv, ret) in zip(rollouts, gae, strict=True):
+            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
+                logp, seg, first, values = _batch(model, ro, steps)
+                act = torch.from_numpy(np.asarray(ro.action)[steps]) + first
+                new = logp[act]
+                old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
+                ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
+                ratio = (new - old).exp()
+                pg = -torch.min(ratio * ad, ratio.clamp(1 - a.clip, 1 + a.clip) * ad).mean()
+                vf = (values - torch.tensor(ret[steps], dtype=torch.float32)).pow(2).mean()
+                ent = -torch.zeros(len(steps)).index_add(0, seg, logp.exp() * logp).mean()
+                loss = pg + a.vf_coef * vf - a.ent_coef * ent
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+                opt.step()
+                for k, val in (("pg", pg), ("vf", vf), ("ent", ent), ("kl", (old - new).mean())):
+                    stats[k].append(float(val))
+    return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+
+
+def evaluate(model: DSANNet | None, env: EnvConfig, seeds: list[int], policy: str | None = None) -> float:
+    """Mean allocation % over held-out episodes (greedy model, or a heuristic by name)."""
+    out = []
+    for s in seeds:
+        ep = make_episode(env, s)
+        if policy is None:
+            ro = run_episode(ep, model, mode="greedy", keep=False)
+        else:
+            sc = make_scorer(policy, seed=s, target_workload=ep.target)
+            ro = run_episode(ep, mode="teacher", teacher=sc, rng=np.random.default_rng(s), keep=False)
+        out.append(ro.alloc_pct)
+    return float(np.mean(out))
+
+
+EVAL_SEED_BASE = 10_000  # held-out episode seeds never overlap training seeds (< 10_000)
+
+
+def train(a: Args) -> dict[str, Any]:
+    torch.set_num_threads(1)  # 2 shared cores: intra-op threads only add contention here
+    torch.manual_seed(a.seed)
+    rng = np.random.default_rng(a.seed)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = a.env()
+    model = DSANNet(ModelConfig(hidden=a.hidden))
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    eval_seeds = [EVAL_SEED_BASE + i for i in range(a.eval_episodes)]
+    start_it, state = 0, {}
+    ckpt = out / "ckpt.pt"
+    t0 = time.perf_counter()
+    log = _CsvLog(out / "metrics.csv", resume=a.resume)
+    if a.resume and ckpt.is_file():
+        state = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start_it = state["iteration"] + 1
+        rng = np.random.default_rng(state["rng_seed"])
+        torch.manual_seed(state["rng_seed"])
+    baselines = state.get("baselines") or {p: evaluate(None, env, eval_seeds, p) for p in ("fgd", "bestfit")}
+    teacher = a.teacher if a.teacher != "auto" else max(baselines, key=lambda p: baselines[p])
+    parity_s = state.get("parity_s")
+    if start_it == 0:
+        eps = [run_episode(make_episode(env, int(rng.integers(10_000))), mode="teacher",
+                           teacher=make_scorer(teacher, seed=a.seed), rng=rng)
+               for _ in range(a.imitation_episodes)]
+        il = imitation_update(model, opt, eps, a.imitation_epochs, a.minibatch, rng)
+        score = evaluate(model, env, eval_seeds)
+        if parity_s is None and score >= baselines[teacher] - 1e-9:
+            parity_s = time.perf_counter() - t0
+        log.write({"iteration": -1, "phase": "imitation", "loss": il, "eval_alloc_pct": score,
+                   "wall_s": time.perf_counter() - t0})
+        for g in opt.param_groups:
+            g["lr"] = a.ppo_lr
+    best = evaluate(model, env, eval_seeds) if start_it else log.last_eval
+    bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo")
+    for it in bar:
+        t_col = time.perf_counter()
+        ros = [run_episode(make_episode(env, int(rng.integers(10_000))), model, "sample")
+               for _ in range(a.episodes_per_iter)]
+        col_s = time.perf_counter() - t_col
+        decisions = sum(len(r) for r in ros)
+        st = ppo_update(model, opt, ros, a, rng)
+        score = evaluate(model, env, eval_seeds)
+        if parity_s is None and score >= baselines[teacher] - 1e-9:
+            parity_s = time.perf_counter() - t0
+        rew = float(np.mean([sum(r.reward) for r in ros]))
+        bar.set_postfix(reward=f"{rew:.3f}", alloc=f"{score:.2f}", teacher=f"{baselines[teacher]:.2f}")
+        log.write({"iteration": it, "phase": "ppo", "reward": rew, "eval_alloc_pct": score,
+                   "decisions_per_s": decisions / col_s, "wall_s": time.perf_counter() - t0, **st})
+        if score >= best:
+            best = score
+            torch.save(model.state_dict(), out / "best.pt")
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
+                    "rng_seed": int(rng.integers(1 << 31)), "baselines": baselines,
+                    "parity_s": parity_s}, ckpt)
+    if (out / "best.pt").is_file():
+        model.load_state_dict(torch.load(out / "best.pt", weights_only=True))
+    final = evaluate(model, env, eval_seeds)
+    summary = {"eval_alloc_pct": final, "baselines_alloc_pct": baselines, "teacher": teacher,
+               "wall_s": time.perf_counter() - t0, "parity_wall_s": parity_s,
+               "eval_seeds": eval_seeds}
+    save(model, out / "model", version=f"dsan-{a.seed}-{int(time.time())}",
+         training={k: v for k, v in asdict(a).items() if k not in ("extra",)}, evaluation=summary,
+         exports=a.export)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+class _CsvLog:
+    FIELDS = ("iteration", "phase", "loss", "reward", "eval_alloc_pct", "decisions_per_s",
+              "pg", "vf", "ent", "kl", "wall_s", "event")
+
+    def __init__(self, path: Path, resume: bool) -> None:
+        self.path = path
+        self.last_eval = -1.0
+        if not (resume and path.is_file()):
+            with path.open("w", newline="") as f:
+                csv.DictWriter(f, self.FIELDS).writeheader()
+
+    def write(self, row: dict[str, Any]) -> None:
+        if "eval_alloc_pct" in row:
+            self.last_eval = float(row["eval_alloc_pct"])
+        with self.path.open("a", newline="") as f:
+            csv.DictWriter(f, self.FIELDS, extrasaction="ignore").writerow(row)
