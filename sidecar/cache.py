@@ -118,6 +118,9 @@ class GraphCache:
         self._alloc(16)
         self._models: list[str] = []
         self._model_idx: dict[str, int] = {}
+        self._models_pub: dict[str, int] = {}
+        #: Held by whoever reads a published snapshot (see snapshot()).
+        self.scoring_lock = threading.Lock()
         self._topo_ids: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
         self._node_pods: dict[str, set[str]] = {}
         self._pods: dict[str, _Charge] = {}
@@ -176,6 +179,7 @@ class GraphCache:
         if model not in self._model_idx:
             self._model_idx[model] = len(self._models)
             self._models.append(model)
+            self._models_pub = dict(self._model_idx)
         return self._model_idx[model]
 
     # --- nodes -------------------------------------------------------------------------------
@@ -460,7 +464,12 @@ class GraphCache:
 
     # --- publishing --------------------------------------------------------------------------
     def snapshot(self) -> Published:
-        """The current consistent view; cheap when nothing changed."""
+        """The current consistent view; cheap when nothing changed.
+
+        While the node set is unchanged, the published ClusterSnapshot is one object refreshed
+        in place, so scorers that cache per snapshot (FGD diffs the snapshot it saw last) stay
+        incremental. Hence: hold :attr:`scoring_lock` from this call until done reading.
+        """
         now = self._clock()
         with self._lock:
             self._expire()
@@ -478,30 +487,40 @@ class GraphCache:
                 tele = np.take_along_axis(self._tele[:n], order[:, :, None], axis=1)
                 self._tele_pub = (self._tele_version, tele)
             tele_time = self._tele_time[:n].copy()
-            snap = ClusterSnapshot(
-                names=list(self._names),
-                cpu_cap=self._cpu_cap[:n].copy(),
-                cpu_used=self._cpu_used[:n].copy(),
-                mem_cap=self._mem_cap[:n].copy(),
-                mem_used=self._mem_used[:n].copy(),
-                gpu_count=self._gpu_count[:n].copy(),
-                gpu_model=self._gpu_model[:n].copy(),
-                gpu_free=self._gpu_free[:n].copy(),
-                gpu_models=list(self._models),
-                zone=self._zone[:n].copy(),
-                rack=self._rack[:n].copy(),
-                nvlink=self._nvlink[:n].copy(),
-                hourly_cost=self._cost[:n].copy(),
-                telemetry=self._tele_pub[1],
-                telemetry_age_s=self._wall() - tele_time,
-                pod_count=self._pod_count[:n].copy(),
-                version=self._version,
-            )
-            pub = Published(snap=snap, index=self._index_pub, models=dict(self._model_idx),
+            live = self._live_columns(n)
+            snap = pub.snap if pub is not None and pub.index is self._index_pub else None
+            if snap is None:
+                snap = ClusterSnapshot(
+                    names=list(self._names), gpu_models=list(self._models),
+                    telemetry=self._tele_pub[1].copy(), telemetry_age_s=self._wall() - tele_time,
+                    version=self._version, **{k: v.copy() for k, v in live.items()})
+            else:
+                for k, v in live.items():
+                    np.copyto(getattr(snap, k), v)
+                if len(snap.gpu_models) != len(self._models):
+                    snap.gpu_models[:] = self._models
+                assert snap.telemetry is not None and snap.telemetry_age_s is not None
+                np.copyto(snap.telemetry, self._tele_pub[1])
+                np.subtract(self._wall(), tele_time, out=snap.telemetry_age_s)
+                snap.version = self._version
+            pub = Published(snap=snap, index=self._index_pub, models=self._models_pub,
                             telemetry_time=tele_time, at=now, version=self._version)
             self._published = pub
             self.stats.publishes += 1
             return pub
+
+    def _live_columns(self, n: int) -> dict[str, npt.NDArray[Any]]:
+        return {"cpu_cap": self._cpu_cap[:n], "cpu_used": self._cpu_used[:n],
+                "mem_cap": self._mem_cap[:n], "mem_used": self._mem_used[:n],
+                "gpu_count": self._gpu_count[:n], "gpu_model": self._gpu_model[:n],
+                "gpu_free": self._gpu_free[:n], "zone": self._zone[:n], "rack": self._rack[:n],
+                "nvlink": self._nvlink[:n], "hourly_cost": self._cost[:n],
+                "pod_count": self._pod_count[:n]}
+
+    @property
+    def models(self) -> Mapping[str, int]:
+        """GPU model name -> index; replaced, never mutated, when a model appears."""
+        return self._models_pub
 
     def __len__(self) -> int:
         return len(self._names)

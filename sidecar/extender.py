@@ -80,9 +80,8 @@ class ExtenderApp:
         try:
             self.service.check_ready()
             pod, names = parse_args(body)
-            pub = self.service.cache.snapshot()
             try:
-                spec = podspec_from_pod(pod, pub.models)
+                spec = podspec_from_pod(pod, self.service.cache.models)
             except PodError as exc:
                 raise RequestError("bad_pod", str(exc)) from None
             res = self.service.score("http", spec, pod_key(pod), names, MAX_EXTENDER_PRIORITY)
@@ -100,7 +99,7 @@ class ExtenderApp:
             self.service.check_ready()
             pod, names = parse_args(body)
             try:
-                spec = podspec_from_pod(pod, self.service.cache.snapshot().models)
+                spec = podspec_from_pod(pod, self.service.cache.models)
             except PodError as exc:
                 raise RequestError("bad_pod", str(exc)) from None
             passed, failed = self.service.engine.filter(spec, names)

@@ -50,11 +50,11 @@ class ScoreHandler:
         pod = req.pod
         if not pod.name:
             raise RequestError("bad_pod", "ScoreRequest.pod.name is empty")
-        pub = self.service.cache.snapshot()
         try:
             spec = podspec_from_parts(
                 name=f"{pod.namespace or 'default'}/{pod.name}", requests=dict(pod.requests),
-                annotations=dict(pod.annotations), priority=pod.priority, gpu_models=pub.models)
+                annotations=dict(pod.annotations), priority=pod.priority,
+                gpu_models=self.service.cache.models)
         except PodError as exc:
             raise RequestError("bad_pod", str(exc)) from None
         names = list(req.node_names)

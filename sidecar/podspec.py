@@ -123,10 +123,12 @@ def podspec_from_pod(pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
     """Convert a Pod (JSON dict) into the scheduler's view; PodError names a bad field."""
     if not isinstance(pod, Mapping):
         raise PodError(f"Pod: expected an object, got {type(pod).__name__}")
-    meta = pod.get("metadata") or {}
+    meta = pod.get("metadata")
+    meta = {} if meta is None else meta
     if not isinstance(meta, Mapping):
         raise PodError("Pod.metadata: expected an object")
-    annotations = meta.get("annotations") or {}
+    annotations = meta.get("annotations")
+    annotations = {} if annotations is None else annotations
     if not isinstance(annotations, Mapping):
         raise PodError("Pod.metadata.annotations: expected an object")
     spec = pod.get("spec") or {}

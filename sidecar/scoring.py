@@ -27,7 +27,7 @@ import numpy.typing as npt
 from dsan.filtering import feasible
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
-from sidecar.cache import GraphCache, Published
+from sidecar.cache import GraphCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +71,16 @@ class ScoringEngine:
         self.uses_telemetry = bool(getattr(scorer, "uses_telemetry", scorer.name == "dsan"))
 
     def score(
-        self,
-        pod: PodSpec,
-        names: Sequence[str],
-        pub: Published | None = None,
-        max_score: int = MAX_NODE_SCORE,
+        self, pod: PodSpec, names: Sequence[str], max_score: int = MAX_NODE_SCORE
     ) -> ScoreResult:
+        # One request at a time: the snapshot is refreshed in place between requests, and
+        # under the GIL parallel scoring would gain nothing anyway.
+        with self.cache.scoring_lock:
+            return self._score(pod, names, max_score)
+
+    def _score(self, pod: PodSpec, names: Sequence[str], max_score: int) -> ScoreResult:
         t0 = time.perf_counter()
-        pub = self.cache.snapshot() if pub is None else pub
+        pub = self.cache.snapshot()
         snap = pub.snap
         m = len(names)
         # --- featurize: names -> rows, feasibility and staleness on our view
@@ -120,12 +122,13 @@ class ScoringEngine:
 
         Unknown nodes pass: the sidecar must not veto nodes it has not heard of yet.
         """
-        pub = self.cache.snapshot()
         m = len(names)
-        rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
-        known = rows >= 0
-        ok = np.ones(m, dtype=bool)
-        ok[known] = feasible(pod, pub.snap)[rows[known]]
+        with self.cache.scoring_lock:
+            pub = self.cache.snapshot()
+            rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
+            known = rows >= 0
+            ok = np.ones(m, dtype=bool)
+            ok[known] = feasible(pod, pub.snap)[rows[known]]
         passed = [n for n, good in zip(names, ok.tolist(), strict=True) if good]
         failed = {n: "dsan: insufficient CPU, memory or GPU share on this node"
                   for n, good in zip(names, ok.tolist(), strict=True) if not good}

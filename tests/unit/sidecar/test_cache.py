@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from dsan.snapshot import TELEMETRY_CHANNELS
+from sidecar import kubeobjects as ko
+from sidecar.cache import GraphCache, topology_edges
+from sidecar.config import SidecarConfig
+from sidecar.podspec import podspec_from_pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make(n: int = 0, **cfg: object) -> tuple[GraphCache, Clock]:
+    clock = Clock()
+    cache = GraphCache(SidecarConfig(**cfg), clock=clock, wall=clock)  # type: ignore[arg-type]
+    if n:
+        cache.replace_nodes([ko.node(f"n{i}", cpu="8", memory="16Gi", gpus=4, model="A100")
+                             for i in range(n)])
+    return cache, clock
+
+
+def row(cache: GraphCache, name: str) -> int:
+    return cache.snapshot().index[name]
+
+
+def test_nodes_become_columns_with_allocatable_units() -> None:
+    cache, _ = make()
+    cache.upsert_node(ko.node("a", cpu="4", memory="8Gi", gpus=2, model="V100", zone="z1",
+                              rack="r1", nvlink="d1"))
+    cache.upsert_node(ko.node("b", cpu="2500m", memory="512Mi"))
+    snap = cache.snapshot().snap
+    assert snap.names == ["a", "b"]
+    assert snap.cpu_cap.tolist() == [4000, 2500] and snap.mem_cap.tolist() == [8192, 512]
+    assert snap.gpu_count.tolist() == [2, 0] and snap.gpu_models == ["V100"]
+    assert snap.gpu_model.tolist() == [0, -1]
+    assert snap.gpu_free[0].tolist() == [1000, 1000, 0, 0, 0, 0, 0, 0]
+    assert snap.zone is not None and snap.zone.tolist() == [0, -1]
+
+
+def test_delete_node_swap_removes_and_keeps_rows_consistent() -> None:
+    cache, _ = make(4)
+    cache.upsert_pod(ko.pod("p", cpu="3", gpus=1, node_name="n3"))
+    cache.delete_node("n1")
+    pub = cache.snapshot()
+    assert sorted(pub.index) == ["n0", "n2", "n3"]
+    i = pub.index["n3"]
+    assert pub.snap.names[i] == "n3" and pub.snap.cpu_used[i] == 3000
+    assert pub.snap.gpu_free[i, :4].sum() == 3000
+    cache.delete_node("missing")  # no error
+
+
+def test_pods_are_charged_on_bind_and_released_on_finish_or_delete() -> None:
+    cache, _ = make(2)
+    pending = ko.pod("p", cpu="2", memory="1Gi", gpus=2)
+    cache.upsert_pod(pending)
+    assert cache.snapshot().snap.cpu_used.sum() == 0  # not bound yet
+    bound = ko.pod("p", cpu="2", memory="1Gi", gpus=2, node_name="n1", phase="Running")
+    cache.upsert_pod(bound)
+    snap = cache.snapshot().snap
+    i = row(cache, "n1")
+    assert snap.cpu_used[i] == 2000 and snap.mem_used[i] == 1024
+    assert sorted(snap.gpu_free[i, :4].tolist()) == [0, 0, 1000, 1000]
+    assert snap.pod_count is not None and snap.pod_count[i] == 1
+    cache.upsert_pod({**bound, "status": {"phase": "Succeeded"}})
+    snap = cache.snapshot().snap
+    assert snap.cpu_used[i] == 0 and snap.gpu_free[i, :4].tolist() == [1000] * 4
+    cache.upsert_pod(bound)
+    cache.delete_pod(bound)
+    assert cache.snapshot().snap.cpu_used.sum() == 0
+
+
+def test_sharing_pods_best_fit_the_fullest_gpu() -> None:
+    cache, _ = make(1)
+    share = {"dsan.io/gpu-milli": "600"}
+    cache.upsert_pod(ko.pod("a", gpus=1, annotations=share, node_name="n0"))
+    cache.upsert_pod(ko.pod("b", gpus=1, annotations={"dsan.io/gpu-milli": "300"},
+                            node_name="n0"))
+    # b goes onto a's GPU (400 free, the least that fits), not a fresh one.
+    assert cache.snapshot().snap.gpu_free[0, :4].tolist() == [100, 1000, 1000, 1000]
+
+
+def test_pod_seen_before_its_node_is_charged_when_the_node_arrives() -> None:
+    cache, _ = make()
+    cache.upsert_pod(ko.pod("p", cpu="1", node_name="late"))
+    cache.upsert_node(ko.node("late", cpu="4"))
+    assert cache.snapshot().snap.cpu_used.tolist() == [1000]
+    cache.upsert_node(ko.node("late", cpu="8", gpus=2, model="T4"))  # update keeps the charge
+    snap = cache.snapshot().snap
+    assert snap.cpu_used.tolist() == [1000] and snap.cpu_cap.tolist() == [8000]
+
+
+def test_overcommitted_gpus_are_clamped_and_counted() -> None:
+    cache, _ = make(1)
+    for k in range(5):  # 5 whole-GPU pods on a 4-GPU node
+        cache.upsert_pod(ko.pod(f"p{k}", gpus=1, node_name="n0"))
+    assert cache.snapshot().snap.gpu_free[0].min() == 0
+    assert cache.stats.overcommits == 1
+
+
+def test_assumed_pod_is_charged_then_replaced_by_the_real_binding() -> None:
+    cache, _ = make(2)
+    pod = ko.pod("p", cpu="4", gpus=1)
+    spec = podspec_from_pod(pod, cache.models)
+    cache.assume("uid-p", spec, "n0")
+    snap = cache.snapshot().snap
+    assert snap.cpu_used[row(cache, "n0")] == 4000 and cache.assumed_count == 1
+    cache.upsert_pod(ko.pod("p", cpu="4", gpus=1, node_name="n1"))  # landed elsewhere
+    snap = cache.snapshot().snap
+    assert snap.cpu_used[row(cache, "n0")] == 0 and snap.cpu_used[row(cache, "n1")] == 4000
+    assert cache.assumed_count == 0
+
+
+def test_assumption_expires_after_ttl() -> None:
+    cache, clock = make(1, assume_ttl_s=5.0)
+    spec = podspec_from_pod(ko.pod("p", cpu="4"), cache.models)
+    cache.assume("k", spec, "n0")
+    clock.t += 4.0
+    assert cache.snapshot().snap.cpu_used[0] == 4000
+    clock.t += 2.0
+    assert cache.snapshot().snap.cpu_used[0] == 0
+    assert cache.stats.assumed_expired == 1 and cache.assumed_count == 0
+
+
+def test_bad_objects_are_counted_not_raised() -> None:
+    cache, _ = make(1)
+    cache.upsert_node({"metadata": {"name": "x"}, "status": {"allocatable": {"cpu": "lots"}}})
+    cache.upsert_node({"nope": 1})
+    cache.upsert_pod({"metadata": {"uid": "u"}, "spec": {"nodeName": "n0", "containers": 5}})
+    cache.upsert_telemetry({"kind": "GPUTelemetry", "metadata": {"name": "n0"}})
+    assert cache.stats.bad_objects == {"node": 2, "pod": 1, "telemetry": 1}
+    assert len(cache) == 1
+
+
+def test_snapshot_is_reused_until_something_changes_and_refreshed_in_place() -> None:
+    cache, clock = make(3)
+    a = cache.snapshot()
+    assert cache.snapshot() is a
+    cache.upsert_pod(ko.pod("p", cpu="1", node_name="n0"))
+    b = cache.snapshot()
+    assert b is not a and b.version > a.version
+    assert b.snap is a.snap  # same object, refreshed: FGD's per-snapshot cache stays valid
+    assert b.snap.cpu_used.sum() == 1000
+    cache.upsert_node(ko.node("n9"))
+    c = cache.snapshot()
+    assert c.snap is not b.snap and len(c.snap) == 4  # node set changed: a new snapshot
+    clock.t += 10
+    assert cache.snapshot() is not c  # too old: republished
+
+
+def test_telemetry_ring_appends_only_new_windows_oldest_first() -> None:
+    cache, clock = make(1, telemetry_window=4)
+    t0 = datetime.fromtimestamp(clock.t, UTC)
+    cache.upsert_telemetry(ko.telemetry("n0", util=[[10, 20, 30]], sampled_at=t0,
+                                        power_w=[[100, 200, 400]]))
+    snap = cache.snapshot().snap
+    gpu = TELEMETRY_CHANNELS.index("gpu_util")
+    assert snap.telemetry is not None
+    assert np.allclose(snap.telemetry[0, :, gpu], [0, 0.1, 0.2, 0.3])
+    power = TELEMETRY_CHANNELS.index("gpu_power_frac")
+    assert np.allclose(snap.telemetry[0, -1, power], 1.0)  # 400 W / 400 W reference
+    # 20 s later the agent's series has slid by two windows: append only those two.
+    later = t0 + timedelta(seconds=20)
+    cache.upsert_telemetry(ko.telemetry("n0", util=[[30, 40, 50]], sampled_at=later))
+    snap = cache.snapshot().snap
+    assert np.allclose(snap.telemetry[0, :, gpu], [0.2, 0.3, 0.4, 0.5])
+    # A duplicate delivery adds nothing.
+    cache.upsert_telemetry(ko.telemetry("n0", util=[[30, 40, 50]], sampled_at=later))
+    assert np.allclose(cache.snapshot().snap.telemetry[0, :, gpu], [0.2, 0.3, 0.4, 0.5])
+    assert cache.snapshot().telemetry_time[0] == pytest.approx(later.timestamp())
+
+
+def test_telemetry_before_node_and_deletion_make_it_stale() -> None:
+    cache, clock = make()
+    cache.upsert_telemetry(ko.telemetry("g", util=[[50.0]],
+                                        sampled_at=datetime.fromtimestamp(clock.t, UTC)))
+    cache.upsert_node(ko.node("g", gpus=1, model="A100"))
+    pub = cache.snapshot()
+    assert pub.snap.telemetry_age_s is not None and pub.snap.telemetry_age_s[0] == 0
+    cache.delete_telemetry({"metadata": {"name": "g"}})
+    assert np.isinf(cache.snapshot().telemetry_time[0])
+
+
+def test_topology_edges_connect_nvlink_domains_and_racks() -> None:
+    cache, _ = make()
+    for name, rack, nv in (("a", "r1", "d1"), ("b", "r1", "d1"), ("c", "r1", None),
+                           ("d", "r2", None)):
+        cache.upsert_node(ko.node(name, rack=rack, nvlink=nv))
+    edges, kinds = topology_edges(cache.snapshot().snap)
+    pairs = {(int(s), int(d), int(k)) for s, d, k in zip(edges[0], edges[1], kinds, strict=True)}
+    assert (0, 1, 0) in pairs and (1, 0, 0) in pairs  # NVLink a<->b
+    assert {(0, 2, 1), (2, 1, 1)} <= pairs  # rack r1 clique
+    assert not any(3 in (s, d) for s, d, _ in pairs)  # d is alone in r2

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar.cli import add_parser, config_from_args
+from sidecar.config import ConfigError, SidecarConfig
+
+
+def test_defaults_are_valid_and_loopback() -> None:
+    cfg = SidecarConfig()
+    assert cfg.bind_address == "127.0.0.1"
+    assert cfg.policy == "dsan" and cfg.fallback_policy == "fgd"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("http_port", 70000), ("grpc_port", -2), ("url_prefix", "dsan"), ("url_prefix", "/x/"),
+     ("telemetry_window", 0), ("telemetry_stale_s", 0.0), ("assume_ttl_s", -1.0),
+     ("backoff_initial_s", 60.0), ("max_body_bytes", 10), ("log_level", "LOUD"), ("policy", "")],
+)
+def test_bad_values_name_the_field(field: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=field):
+        SidecarConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_mapping_rejects_unknown_keys_and_wrong_types() -> None:
+    with pytest.raises(ConfigError, match="unknown keys.*http_prot"):
+        SidecarConfig.from_mapping({"http_prot": 1})
+    with pytest.raises(ConfigError, match="http_port.*expected int"):
+        SidecarConfig.from_mapping({"http_port": "80"})
+    with pytest.raises(ConfigError, match="strict_node_names"):
+        SidecarConfig.from_mapping({"strict_node_names": 1})
+    cfg = SidecarConfig.from_mapping({"telemetry_stale_s": 5, "kubeconfig": "/k"})
+    assert cfg.telemetry_stale_s == 5.0 and isinstance(cfg.telemetry_stale_s, float)
+
+
+def test_flags_override_yaml_which_overrides_defaults(tmp_path: Path) -> None:
+    import argparse
+
+    path = tmp_path / "sidecar.yaml"
+    path.write_text("http_port: 9000\ngrpc_port: 9001\npolicy: tetris\n")
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["serve", "--config", str(path), "--grpc-port", "9100",
+                              "--strict-node-names", "true"])
+    cfg = config_from_args(args)
+    assert (cfg.http_port, cfg.grpc_port, cfg.policy) == (9000, 9100, "tetris")
+    assert cfg.strict_node_names is True
+    assert cfg.telemetry_window == SidecarConfig().telemetry_window
+
+
+def test_unreadable_yaml_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("http_port: [unclosed\n")
+    with pytest.raises(ConfigError, match="cannot read"):
+        SidecarConfig.from_yaml(bad)
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        SidecarConfig.from_mapping([1, 2])  # type: ignore[arg-type]
