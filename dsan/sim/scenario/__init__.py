@@ -1,0 +1,7 @@
+"""The seed scenario (issue 3): mixed AI training / Spark-like batch / web over 24 h.
+
+``config`` (typed, versioned YAML), ``cluster`` (nodes and topology), ``workload``
+(generators), ``contention``, ``preemption``, ``engine`` (discrete events, one decision per
+placement), ``metrics`` (Table 1 formulas), ``env`` (step-by-step API for reinforcement
+learning), ``runner`` (one policy, one seed), ``cli`` (``dsan sim seed-table1|burst``).
+"""

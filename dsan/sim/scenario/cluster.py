@@ -1,0 +1,81 @@
+"""Build the scenario's cluster: node groups laid out in racks, zones and NVLink domains.
+
+Layout: GPU nodes come first and fill whole NVLink domains; domains are split over the
+first two racks (a GPU pod row). CPU node sizes are interleaved so every rack holds a mix;
+racks hold ``ceil(n / racks)`` nodes; racks map onto zones in contiguous blocks (two-level
+network: ToR switch per rack, spine per zone).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dsan.sim.scenario.config import ClusterConfig
+from dsan.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, empty_snapshot
+
+
+def build_cluster(cfg: ClusterConfig, telemetry_len: int) -> ClusterSnapshot:
+    gpu_groups = [g for g in cfg.node_groups if g.gpus > 0]
+    cpu_groups = [g for g in cfg.node_groups if g.gpus == 0]
+    models = sorted({g.gpu_model for g in gpu_groups})
+    names: list[str] = []
+    cpu: list[float] = []
+    mem: list[float] = []
+    count: list[int] = []
+    model: list[int] = []
+    cost: list[float] = []
+    nvlink: list[int] = []
+    domain = 0
+    for g in gpu_groups:
+        per = max(1, g.nvlink_domain_nodes)
+        for i in range(g.count):
+            names.append(f"gpu-{g.gpu_model.lower()}-{len(names):03d}")
+            cpu.append(g.cpu_milli)
+            mem.append(g.mem_mib)
+            count.append(min(g.gpus, MAX_GPUS))
+            model.append(models.index(g.gpu_model))
+            cost.append(g.hourly_cost)
+            nvlink.append(domain + i // per)
+        domain += math.ceil(g.count / per)
+    n_gpu_nodes = len(names)
+    # Interleave CPU sizes so each rack gets a mix rather than one size per rack.
+    queues = [[g] * g.count for g in cpu_groups]
+    while any(queues):
+        for q in queues:
+            if q:
+                g = q.pop()
+                names.append(f"cpu-{int(g.cpu_milli // 1000)}c-{len(names):03d}")
+                cpu.append(g.cpu_milli)
+                mem.append(g.mem_mib)
+                count.append(0)
+                model.append(-1)
+                cost.append(g.hourly_cost)
+                nvlink.append(-1)
+    n = len(names)
+    per_rack = math.ceil(n / cfg.racks)
+    rack = np.empty(n, dtype=np.int32)
+    n_domains = domain
+    gpu_racks = min(2, cfg.racks)
+    filled = np.zeros(cfg.racks, dtype=np.int64)
+    for i in range(n_gpu_nodes):
+        r = min(gpu_racks - 1, nvlink[i] * gpu_racks // max(n_domains, 1))
+        rack[i] = r
+        filled[r] += 1
+    r = 0
+    for i in range(n_gpu_nodes, n):
+        while filled[r] >= per_rack:
+            r = (r + 1) % cfg.racks
+        rack[i] = r
+        filled[r] += 1
+    snap = empty_snapshot(names, cpu, mem, count, model, models)
+    snap.rack = rack
+    snap.zone = (rack * cfg.zones // cfg.racks).astype(np.int32)
+    snap.nvlink = np.asarray(nvlink, dtype=np.int32)
+    snap.hourly_cost = np.asarray(cost, dtype=np.float64)
+    snap.telemetry = np.zeros((n, telemetry_len, len(TELEMETRY_CHANNELS)), dtype=np.float32)
+    snap.telemetry_age_s = np.zeros(n)
+    snap.pod_count = np.zeros(n, dtype=np.int32)
+    snap.images = [frozenset() for _ in range(n)]
+    return snap

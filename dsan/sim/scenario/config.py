@@ -1,0 +1,321 @@
+"""The seed scenario's typed configuration, loaded from a versioned YAML file and validated.
+
+Every knob of the scenario lives here with its default; ``dsan/scenarios/seed-table1.yaml``
+overrides them and says where each calibrated value came from. Unknown keys, wrong types
+and out-of-range values are rejected at load time with the dotted path of the bad key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_VERSION = 1
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    count: int
+    cpu_milli: float
+    mem_mib: float
+    hourly_cost: float
+    gpus: int = 0
+    gpu_model: str = ""
+    #: GPU nodes per NVLink domain (NVSwitch-connected nodes); 0 for CPU nodes.
+    nvlink_domain_nodes: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    racks: int = 10
+    zones: int = 2
+    node_groups: tuple[NodeGroup, ...] = ()
+
+
+@dataclass(frozen=True)
+class StartupConfig:
+    container_start_s: float = 2.0
+    pull_mib_per_s: float = 200.0
+    node_boot_s: float = 90.0
+    #: Image sizes (MiB) indexed by image id; workload classes refer to ids.
+    image_mib: tuple[float, ...] = (8000.0, 6000.0, 1500.0, 600.0, 3000.0)
+
+
+@dataclass(frozen=True)
+class ScaleDownConfig:
+    grace_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class ContentionConfig:
+    #: CPU demand/capacity above which co-located pods interfere.
+    threshold: float = 0.7
+    #: Slowdown per unit of demand above the threshold.
+    beta: float = 1.5
+    #: Exponent damping how much CPU contention slows GPU training (data loading only).
+    train_sensitivity: float = 0.3
+
+
+@dataclass(frozen=True)
+class LocalityConfig:
+    """Relative training speed by the widest level a gang spans."""
+
+    node: float = 1.0
+    nvlink: float = 0.95
+    rack: float = 0.8
+    cross_rack: float = 0.65
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    jobs_per_h: float = 16.0
+    #: Daily swing of the arrival rate (0 = homogeneous Poisson) and the hour of its peak.
+    diurnal_amplitude: float = 0.0
+    peak_hour: float = 11.0
+    gpu_count_probs: dict[str, float] = field(default_factory=lambda: {"1": 1.0})
+    duration_quantiles_s: dict[str, list[float]] = field(default_factory=dict)
+    quantile_points: tuple[float, ...] = ()
+    min_duration_s: float = 60.0
+    max_duration_s: float = 28800.0
+    worker_cpu_milli: float = 11300.0
+    worker_mem_mib: float = 48128.0
+    cpu_use_frac: float = 0.6
+    gpu_activity: float = 0.9
+    priority: int = 500
+    start_delay_limit_s: float = 600.0
+    images: tuple[int, ...] = (0, 1)
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    jobs_per_h: float = 20.0
+    diurnal_amplitude: float = 0.0
+    peak_hour: float = 11.0
+    executors: tuple[int, ...] = (4, 8, 16)
+    executor_cpu_milli: tuple[float, ...] = (4000.0, 8000.0)
+    mem_mib_per_core: float = 3815.0
+    driver_cpu_milli: float = 1000.0
+    driver_mem_mib: float = 4096.0
+    stages: tuple[int, ...] = (2, 5)
+    #: Median and log-sd of the job's nominal duration at full parallelism and speed 1.
+    duration_median_s: float = 1200.0
+    duration_sigma: float = 0.8
+    #: Executors burst above their request (Burstable QoS): actual CPU = request * this.
+    cpu_use_frac: float = 1.2
+    deadline_slack: float = 2.0
+    driver_priority: int = 400
+    executor_priority: int = 100
+    images: tuple[int, ...] = (2,)
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    services: int = 20
+    replicas: tuple[int, int] = (3, 10)
+    cpu_milli: float = 2000.0
+    mem_mib: float = 4096.0
+    #: Requests/s one replica serves at speed 1.
+    service_rate: float = 100.0
+    #: Per-replica utilisation at the diurnal peak and trough (before contention).
+    peak_rho: float = 0.7
+    trough_rho: float = 0.2
+    peak_hour: float = 14.0
+    slo_p99_s: float = 0.25
+    priority: int = 1000
+    images: tuple[int, ...] = (3,)
+
+
+@dataclass(frozen=True)
+class BestEffortConfig:
+    """GPU-sharing notebooks/inference (openb's sharing tasks): reclaimable, no SLA."""
+
+    pods_per_h: float = 6.0
+    gpu_milli_probs: dict[str, float] = field(default_factory=lambda: {"500": 1.0})
+    cpu_milli: float = 4000.0
+    mem_mib: float = 15258.0
+    duration_mean_s: float = 3600.0
+    gpu_activity: float = 0.5
+    priority: int = 0
+    images: tuple[int, ...] = (4,)
+
+
+@dataclass(frozen=True)
+class BurstConfig:
+    jobs: int = 200
+    window_s: float = 600.0
+    at_h: float = 2.0
+    hours: float = 6.0
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    queue_threshold_s: float = 30.0
+    web_window_s: float = 300.0
+    telemetry_interval_s: float = 10.0
+    telemetry_len: int = 12
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    version: int = CONFIG_VERSION
+    name: str = "seed-table1"
+    hours: float = 24.0
+    cluster: ClusterConfig = ClusterConfig()
+    startup: StartupConfig = StartupConfig()
+    scale_down: ScaleDownConfig = ScaleDownConfig()
+    contention: ContentionConfig = ContentionConfig()
+    locality: LocalityConfig = LocalityConfig()
+    training: TrainingConfig = TrainingConfig()
+    batch: BatchConfig = BatchConfig()
+    web: WebConfig = WebConfig()
+    besteffort: BestEffortConfig = BestEffortConfig()
+    burst: BurstConfig = BurstConfig()
+    metrics: MetricsConfig = MetricsConfig()
+
+    def validate(self) -> ScenarioConfig:
+        """Raise ``ValueError`` naming the first bad value; return self for chaining."""
+        if self.version != CONFIG_VERSION:
+            raise ValueError(f"scenario version {self.version} unsupported (want {CONFIG_VERSION})")
+        if self.hours <= 0:
+            raise ValueError("hours must be > 0")
+        if not self.cluster.node_groups:
+            raise ValueError("cluster.node_groups must list at least one group")
+        for i, g in enumerate(self.cluster.node_groups):
+            if g.count <= 0 or g.cpu_milli <= 0 or g.mem_mib <= 0 or g.hourly_cost < 0:
+                raise ValueError(f"cluster.node_groups[{i}]: count/cpu/mem must be > 0, cost >= 0")
+            if not 0 <= g.gpus <= 8:
+                raise ValueError(f"cluster.node_groups[{i}].gpus must be within 0..8")
+        for name, probs in (
+            ("training.gpu_count_probs", self.training.gpu_count_probs),
+            ("besteffort.gpu_milli_probs", self.besteffort.gpu_milli_probs),
+        ):
+            if not probs or any(p < 0 for p in probs.values()) or sum(probs.values()) <= 0:
+                raise ValueError(f"{name} must hold non-negative probabilities with a positive sum")
+        t = self.training
+        for k in t.gpu_count_probs:
+            q = t.duration_quantiles_s.get(k)
+            if q is None or len(q) != len(t.quantile_points) or list(q) != sorted(q):
+                raise ValueError(
+                    f"training.duration_quantiles_s[{k}] must be sorted, one per quantile_points"
+                )
+        n_images = len(self.startup.image_mib)
+        for name, ids in (
+            ("training", t.images),
+            ("batch", self.batch.images),
+            ("web", self.web.images),
+            ("besteffort", self.besteffort.images),
+        ):
+            if not ids or any(not 0 <= i < n_images for i in ids):
+                raise ValueError(f"{name}.images must be ids within 0..{n_images - 1}")
+        if not 0 < self.web.trough_rho <= self.web.peak_rho < 1:
+            raise ValueError("web: need 0 < trough_rho <= peak_rho < 1")
+        if self.web.replicas[0] < 1 or self.web.replicas[1] < self.web.replicas[0]:
+            raise ValueError("web.replicas must be [min, max] with 1 <= min <= max")
+        for name, rate in (
+            ("training.jobs_per_h", t.jobs_per_h),
+            ("batch.jobs_per_h", self.batch.jobs_per_h),
+            ("besteffort.pods_per_h", self.besteffort.pods_per_h),
+        ):
+            if rate < 0:
+                raise ValueError(f"{name} must be >= 0")
+        for name, amp in (
+            ("training", t.diurnal_amplitude),
+            ("batch", self.batch.diurnal_amplitude),
+        ):
+            if not 0 <= amp <= 1:
+                raise ValueError(f"{name}.diurnal_amplitude must be within 0..1")
+        if self.metrics.telemetry_len < 1 or self.metrics.telemetry_interval_s <= 0:
+            raise ValueError("metrics.telemetry_len and telemetry_interval_s must be > 0")
+        return self
+
+
+def _build(cls: Any, data: Any, path: str) -> Any:
+    """Build dataclass ``cls`` from a YAML mapping, rejecting unknown keys and bad types."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{path or 'scenario'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{path or 'scenario'}: unknown key(s) {unknown}")
+    kwargs = {k: _coerce(hints[k], v, f"{path}.{k}" if path else k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{path}: expected a list")
+        args = typing.get_args(tp)
+        item = args[0]
+        return tuple(_coerce(item, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{path}: expected a mapping")
+        _, vt = typing.get_args(tp)
+        return {str(k): _coerce(vt, v, f"{path}.{k}") for k, v in value.items()}
+    if origin is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{path}: expected a list")
+        (item,) = typing.get_args(tp)
+        return [_coerce(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is types.UnionType:
+        raise ValueError(f"{path}: union types are not supported")
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{path}: expected a string, got {value!r}")
+        return value
+    raise ValueError(f"{path}: unsupported type {tp}")
+
+
+def from_dict(data: dict[str, Any]) -> ScenarioConfig:
+    cfg: ScenarioConfig = _build(ScenarioConfig, data, "")
+    return cfg.validate()
+
+
+def load(name_or_path: str) -> ScenarioConfig:
+    """Load a shipped scenario by name (``seed-table1``) or a YAML file by path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ValueError(f"scenario file {path} does not exist")
+        text = path.read_text()
+        where = str(path)
+    else:
+        res = resources.files("dsan").joinpath("scenarios", f"{name_or_path}.yaml")
+        if not res.is_file():
+            raise ValueError(
+                f"unknown scenario {name_or_path!r} (no dsan/scenarios/{name_or_path}.yaml)"
+            )
+        text = res.read_text()
+        where = f"dsan/scenarios/{name_or_path}.yaml"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{where}: not valid YAML: {exc}") from None
+    try:
+        return from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def replace(cfg: ScenarioConfig, **changes: Any) -> ScenarioConfig:
+    return dataclasses.replace(cfg, **changes).validate()
