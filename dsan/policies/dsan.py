@@ -37,7 +37,10 @@ class DSANScorer:
 
 
 def make(
-    model_dir: str | Path | None = None, workload: TargetWorkload | None = None, **_: object
+    model_dir: str | Path | None = None,
+    target_workload: TargetWorkload | None = None,
+    seed: int = 0,
 ) -> DSANScorer:
-    """The registry's factory; unknown keyword arguments (other scorers' options) are ignored."""
-    return DSANScorer(ServingModel.from_dir(model_dir or DEFAULT_DIR), workload)
+    """The registry's factory. ``seed`` is unused: DSAN scores deterministically."""
+    del seed
+    return DSANScorer(ServingModel.from_dir(model_dir or DEFAULT_DIR), target_workload)

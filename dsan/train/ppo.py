@@ -118,7 +118,7 @@ def imitation_update(model: DSANNet, opt: torch.optim.Optimizer, rollouts: list[
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
-                losses.append(float(loss))
+                losses.append(float(loss.detach()))
     return float(np.mean(losses)) if losses else 0.0
 
 
@@ -158,7 +158,7 @@ def ppo_update(model: DSANNet, opt: torch.optim.Optimizer, rollouts: list[Rollou
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
                 opt.step()
                 for k, val in (("pg", pg), ("vf", vf), ("ent", ent), ("kl", (old - new).mean())):
-                    stats[k].append(float(val))
+                    stats[k].append(float(val.detach()))
     return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
 
 
