@@ -490,10 +490,11 @@ class GraphCache:
             live = self._live_columns(n)
             snap = pub.snap if pub is not None and pub.index is self._index_pub else None
             if snap is None:
+                cols: dict[str, Any] = {k: v.copy() for k, v in live.items()}
                 snap = ClusterSnapshot(
                     names=list(self._names), gpu_models=list(self._models),
                     telemetry=self._tele_pub[1].copy(), telemetry_age_s=self._wall() - tele_time,
-                    version=self._version, **{k: v.copy() for k, v in live.items()})
+                    version=self._version, **cols)
             else:
                 for k, v in live.items():
                     np.copyto(getattr(snap, k), v)

@@ -171,11 +171,12 @@ def test_telemetry_ring_appends_only_new_windows_oldest_first() -> None:
     # 20 s later the agent's series has slid by two windows: append only those two.
     later = t0 + timedelta(seconds=20)
     cache.upsert_telemetry(ko.telemetry("n0", util=[[30, 40, 50]], sampled_at=later))
-    snap = cache.snapshot().snap
-    assert np.allclose(snap.telemetry[0, :, gpu], [0.2, 0.3, 0.4, 0.5])
+    tele = cache.snapshot().snap.telemetry
+    assert tele is not None and np.allclose(tele[0, :, gpu], [0.2, 0.3, 0.4, 0.5])
     # A duplicate delivery adds nothing.
     cache.upsert_telemetry(ko.telemetry("n0", util=[[30, 40, 50]], sampled_at=later))
-    assert np.allclose(cache.snapshot().snap.telemetry[0, :, gpu], [0.2, 0.3, 0.4, 0.5])
+    tele = cache.snapshot().snap.telemetry
+    assert tele is not None and np.allclose(tele[0, :, gpu], [0.2, 0.3, 0.4, 0.5])
     assert cache.snapshot().telemetry_time[0] == pytest.approx(later.timestamp())
 
 

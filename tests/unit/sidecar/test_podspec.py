@@ -19,8 +19,9 @@ from sidecar.podspec import (
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("500m", Decimal("0.5")), ("2", Decimal(2)), ("1Gi", Decimal(2**30)), ("1e3", Decimal(1000)),
-     ("1k", Decimal(1000)), ("128Mi", Decimal(128 * 2**20)), (3, Decimal(3)), ("0.5", Decimal("0.5"))],
+    [("500m", Decimal("0.5")), ("2", Decimal(2)), ("1Gi", Decimal(2**30)),
+     ("1e3", Decimal(1000)), ("1k", Decimal(1000)), ("128Mi", Decimal(128 * 2**20)),
+     (3, Decimal(3)), ("0.5", Decimal("0.5"))],
 )
 def test_quantities(text: object, value: Decimal) -> None:
     assert parse_quantity(text, "x") == value

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsan.policies.registry import make_scorer
+from sidecar import kubeobjects as ko
+from sidecar.cache import GraphCache
+from sidecar.clusterview import FakeClusterView
+from sidecar.config import SidecarConfig
+from sidecar.extender import ExtenderApp, NoopExtenderApp, encode_priorities, parse_args
+from sidecar.metrics import SidecarMetrics
+from sidecar.scoring import ScoringEngine
+from sidecar.service import PolicyInfo, RequestError, ScoringService
+
+
+def service(n: int = 4, start: bool = True) -> ScoringService:
+    cache = GraphCache(SidecarConfig())
+    view = FakeClusterView(cache, nodes=[ko.node(f"n{i}", cpu=str(4 * (i + 1)), gpus=2,
+                                                 model="A100") for i in range(n)])
+    if start:
+        view.start()
+    eng = ScoringEngine(cache, make_scorer("k8s-default"), make_scorer("fgd"), 60)
+    return ScoringService(cache, view, eng, SidecarMetrics(), PolicyInfo("k8s-default",
+                                                                          "k8s-default", "fgd"))
+
+
+def args(names: list[str], **pod: object) -> bytes:
+    return json.dumps({"Pod": ko.pod("p", **pod), "Nodes": None, "NodeNames": names}).encode()
+
+
+@given(st.lists(st.text(), max_size=20), st.data())
+def test_priorities_encoding_round_trips_any_names(names: list[str], data: st.DataObject) -> None:
+    scores = data.draw(st.lists(st.integers(0, 10), min_size=len(names), max_size=len(names)))
+    out = json.loads(encode_priorities(names, scores))
+    assert out == [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
+
+
+def test_prioritize_replies_host_priority_list_in_request_order() -> None:
+    svc = service()
+    status, body = ExtenderApp(svc).prioritize(args(["n3", "n0", "ghost"], cpu="2"))
+    assert status == 200
+    reply = json.loads(body)
+    assert [r["Host"] for r in reply] == ["n3", "n0", "ghost"]
+    assert all(0 <= r["Score"] <= 10 for r in reply)
+    assert reply[2]["Score"] == 0  # unknown
+    assert reply[0]["Score"] > reply[1]["Score"]  # LeastAllocated prefers the big node
+    assert svc.cache.assumed_count == 1  # the winner is charged until the pod binds
+
+
+def test_nodes_items_are_read_when_node_names_is_absent() -> None:
+    body = json.dumps({"Pod": ko.pod("p"), "Nodes": {"items": [ko.node("n1"), ko.node("n2")]}})
+    _, names = parse_args(body.encode())
+    assert names == ["n1", "n2"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "reason", "message"),
+    [(b"{nope", 400, "malformed_json", "not JSON"),
+     (b"[1, 2]", 400, "bad_request", "JSON object"),
+     (b'{"NodeNames": ["n0"]}', 400, "bad_pod", "Pod"),
+     (b'{"Pod": {}, "NodeNames": null}', 400, "bad_request", "neither NodeNames"),
+     (b'{"Pod": {}, "NodeNames": [1]}', 400, "bad_request", "list of strings"),
+     (b'{"Pod": {"spec": {"containers": [{"resources": {"requests": {"cpu": "x"}}}]}},'
+      b' "NodeNames": ["n0"]}', 400, "bad_pod", "requests[cpu]"),
+     (b'{"Pod": {"spec": {}}, "NodeNames": ["a", "b"]}', 404, "unknown_nodes", "unknown node"),
+     (b'{"Pod": {"spec": {}}, "NodeNames": []}', 400, "bad_request", "no candidate")],
+)
+def test_bad_requests_get_a_clear_error_and_are_counted(
+    body: bytes, status: int, reason: str, message: str
+) -> None:
+    svc = service()
+    got, out = ExtenderApp(svc).prioritize(body)
+    assert got == status
+    assert message in json.loads(out)["error"]
+    assert svc.metrics.errors.labels("http", reason)._value.get() == 1
+
+
+def test_not_ready_is_503() -> None:
+    got, out = ExtenderApp(service(start=False)).prioritize(args(["n0"]))
+    assert got == 503 and "not synced" in json.loads(out)["error"]
+
+
+def test_filter_reply_is_an_extender_filter_result() -> None:
+    status, body = ExtenderApp(service()).filter(args(["n0", "n3"], cpu="6"))
+    reply = json.loads(body)
+    assert status == 200
+    assert reply["NodeNames"] == ["n3"] and list(reply["FailedNodes"]) == ["n0"]
+    assert reply["Error"] == "" and reply["Nodes"] is None
+
+
+def test_noop_app_parses_and_replies_zeros() -> None:
+    status, body = NoopExtenderApp().prioritize(args(["a", "b"]))
+    assert status == 200 and json.loads(body) == [{"Host": "a", "Score": 0},
+                                                  {"Host": "b", "Score": 0}]
+
+
+def test_request_error_reasons_are_known() -> None:
+    with pytest.raises(ValueError, match="unknown error reason"):
+        RequestError("oops", "x")

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from dsan.snapshot import ClusterSnapshot, PodSpec
+from sidecar import kubeobjects as ko
+from sidecar.cache import GraphCache
+from sidecar.config import SidecarConfig
+from sidecar.scoring import NoKnownNodes, ScoringEngine
+
+
+class CpuFree:
+    """Scores by free CPU (a deterministic stand-in for any policy); records its calls."""
+
+    def __init__(self, name: str = "cpu-free", uses_telemetry: bool = False) -> None:
+        self.name = name
+        self.uses_telemetry = uses_telemetry
+        self.calls: list[list[int]] = []
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot,
+              nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        self.calls.append(nodes.tolist())
+        return (snap.cpu_cap - snap.cpu_used)[nodes]
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        return ()
+
+
+def setup(cpus: list[str], **cfg: object) -> tuple[GraphCache, list[str]]:
+    cache = GraphCache(SidecarConfig(**cfg))  # type: ignore[arg-type]
+    cache.replace_nodes([ko.node(f"n{i}", cpu=c, gpus=2, model="A100")
+                         for i, c in enumerate(cpus)])
+    return cache, [f"n{i}" for i in range(len(cpus))]
+
+
+POD = PodSpec(name="p", cpu_milli=1000, mem_mib=100)
+
+
+def test_scores_follow_request_order_and_span_the_scale() -> None:
+    cache, names = setup(["2", "8", "4"])
+    eng = ScoringEngine(cache, CpuFree(), CpuFree("fb"), 60)
+    res = eng.score(POD, ["n2", "n0", "n1"], max_score=10)
+    assert res.scores.tolist() == [3, 0, 10]  # (4-2)/(8-2)*10 rounds to 3
+    assert res.best == 2 and res.unknown == 0 and res.fallback == 0
+
+
+def test_unknown_and_infeasible_nodes_score_zero_and_are_not_passed_to_the_scorer() -> None:
+    cache, _ = setup(["2", "8", "4"])
+    scorer = CpuFree()
+    eng = ScoringEngine(cache, scorer, CpuFree("fb"), 60)
+    big = PodSpec(name="big", cpu_milli=3000, mem_mib=1)
+    res = eng.score(big, ["n0", "ghost", "n1", "n2"])
+    assert res.scores.tolist() == [0, 0, 100, 0]
+    assert (res.unknown, res.infeasible) == (1, 1)
+    rows = cache.snapshot().index
+    assert scorer.calls == [[rows["n1"], rows["n2"]]]
+
+
+def test_all_unknown_or_strict_is_an_error_naming_the_nodes() -> None:
+    cache, _ = setup(["2"])
+    with pytest.raises(NoKnownNodes, match="'x'"):
+        ScoringEngine(cache, CpuFree(), CpuFree(), 60).score(POD, ["x", "y"])
+    strict = ScoringEngine(cache, CpuFree(), CpuFree(), 60, strict_node_names=True)
+    with pytest.raises(NoKnownNodes, match="'ghost'"):
+        strict.score(POD, ["n0", "ghost"])
+
+
+def test_stale_telemetry_nodes_go_to_the_fallback_when_the_policy_reads_telemetry() -> None:
+    now = datetime.now(UTC)
+    cache, names = setup(["2", "8", "4", "6"], telemetry_stale_s=30.0)
+    for name in ("n0", "n1"):
+        cache.upsert_telemetry(ko.telemetry(name, util=[[10.0], [20.0]], sampled_at=now))
+    primary, fallback = CpuFree("dsan", uses_telemetry=True), CpuFree("fgd")
+    eng = ScoringEngine(cache, primary, fallback, 30.0)
+    res = eng.score(POD, names)
+    rows = cache.snapshot().index
+    assert primary.calls == [[rows["n0"], rows["n1"]]]
+    assert fallback.calls == [[rows["n2"], rows["n3"]]]
+    # Each group is normalised on its own scale.
+    assert res.scores.tolist() == [0, 100, 0, 100] and res.fallback == 2
+    # A heuristic reads no telemetry: no fallback at all.
+    heuristic = CpuFree("fgd")
+    res = ScoringEngine(cache, heuristic, CpuFree("x"), 30.0).score(POD, names)
+    assert res.fallback == 0 and len(heuristic.calls[0]) == 4
+
+
+def test_equal_scores_all_get_the_max_and_nan_scores_rank_lowest() -> None:
+    cache, names = setup(["4", "4", "4"])
+
+    class Nan(CpuFree):
+        def score(self, pod: PodSpec, snap: ClusterSnapshot,
+                  nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+            return np.array([1.0, np.nan, 2.0])
+
+    assert ScoringEngine(cache, CpuFree(), CpuFree(), 60).score(POD, names).scores.tolist() == \
+        [100, 100, 100]
+    assert ScoringEngine(cache, Nan(), CpuFree(), 60).score(POD, names).scores.tolist() == \
+        [0, 0, 100]
+
+
+def test_filter_uses_our_view_and_passes_unknown_nodes() -> None:
+    cache, _ = setup(["2", "8"])
+    eng = ScoringEngine(cache, CpuFree(), CpuFree(), 60)
+    passed, failed = eng.filter(PodSpec(name="p", cpu_milli=4000, mem_mib=1), ["n0", "n1", "new"])
+    assert passed == ["n1", "new"] and list(failed) == ["n0"]
