@@ -56,7 +56,9 @@ def best_fit_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, 
     return tuple(int(g) for g in sorted(order[: pod.num_gpu]))
 
 
-def normalize(scores: npt.NDArray[np.float64], max_score: int = MAX_NODE_SCORE) -> npt.NDArray[np.int64]:
+def normalize(
+    scores: npt.NDArray[np.float64], max_score: int = MAX_NODE_SCORE
+) -> npt.NDArray[np.int64]:
     """Min-max scale onto 0..max_score as integers; all-equal scores map to max_score.
 
     Non-finite scores (a scorer's bug or a missing feature) rank lowest instead of poisoning
@@ -65,7 +67,10 @@ def normalize(scores: npt.NDArray[np.float64], max_score: int = MAX_NODE_SCORE) 
     if scores.size == 0:
         return np.zeros(0, dtype=np.int64)
     s = np.where(np.isfinite(scores), scores, np.nan)
-    lo, hi = np.nanmin(s) if np.any(np.isfinite(s)) else 0.0, np.nanmax(s) if np.any(np.isfinite(s)) else 0.0
+    lo, hi = (
+        np.nanmin(s) if np.any(np.isfinite(s)) else 0.0,
+        np.nanmax(s) if np.any(np.isfinite(s)) else 0.0,
+    )
     if not hi > lo:
         out = np.full(scores.shape, max_score, dtype=np.int64)
     else:

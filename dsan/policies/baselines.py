@@ -4,7 +4,7 @@ Each mirrors one score plugin of hkust-adsl/kubernetes-scheduler-simulator
 (``pkg/simulator/plugin/*_score.go``), including its integer arithmetic, because truncation
 decides ties and the simulator breaks ties at random (kube-scheduler's ``selectHost``):
 
-* ``random``: one random feasible node gets the maximum score; the GPU is random too.
+* ``random``: one random feasible node gets the maximum score; a sharing pod's GPU is random.
 * ``dotprod``: ``int(100 * (1 - <node_free, pod_req> / 2))`` over (CPU, total GPU milli), both
   divided by the largest node spec (128 cores, 8 GPUs): the *smaller* dot product wins.
 * ``gpu-clustering``: nodes already running pods of the pod's GPU kind (share, 1-gpu,
@@ -58,13 +58,15 @@ class RandomScorer:
         return out
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-        if pod.num_gpu == 0 or pod.gpu_milli == 0:
-            return ()
+        # The FGD simulator's random GPU pick applies to a sharing pod only; whole-GPU pods take
+        # the lowest-indexed free GPUs (AllocateExclusiveGpuId), which best-fit also returns.
+        if not pod.is_sharing:
+            return best_fit_gpus(pod, snap, node)
         count = int(snap.gpu_count[node])
         fits = np.flatnonzero(snap.gpu_free[node, :count] >= pod.gpu_milli)
-        if fits.size < pod.num_gpu:
+        if fits.size == 0:
             raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPUs")
-        return tuple(sorted(int(g) for g in self.rng.choice(fits, pod.num_gpu, replace=False)))
+        return (int(fits[self.rng.integers(fits.size)]),)
 
 
 class DotProdScorer(_BestFitGpus):

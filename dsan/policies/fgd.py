@@ -42,6 +42,8 @@ class FGDScorer:
     def __init__(self, target: TargetWorkload | None = None) -> None:
         self.target = target if target is not None else TargetWorkload.default()
         self._snap: ClusterSnapshot | None = None
+        self._cpu = np.zeros(0)
+        self._gpu = np.zeros((0, MAX_GPUS), dtype=np.int32)
 
     # --- state tracking ------------------------------------------------------------------
     def _sync(self, snap: ClusterSnapshot) -> None:

@@ -65,7 +65,7 @@ def make_scorer(
         make = getattr(mod, "make", None)
         if make is None:
             raise ValueError("policy 'dsan' is not available: dsan.policies.dsan has no make()")
-        return make(seed=seed, target_workload=target_workload, **kwargs)  # type: ignore[no-any-return]
+        return make(seed=seed, target_workload=target_workload, **kwargs)
     if kwargs:
         raise ValueError(f"policy {name!r} takes no options, got {sorted(kwargs)}")
     if name == "k8s-default":
@@ -91,5 +91,5 @@ def make_scorer(
     if name == "random":
         return baselines.RandomScorer(seed)
     if name in simple:
-        return simple[name]()  # type: ignore[no-any-return]
+        return simple[name]()
     raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(POLICY_NAMES)}")

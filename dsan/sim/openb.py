@@ -54,7 +54,9 @@ class NodeTrace:
         """Distinct GPU model names, sorted (index order of ``ClusterSnapshot.gpu_model``)."""
         return sorted({m for m in self.model if m})
 
-    def snapshot(self, order: Sequence[int] | None = None) -> ClusterSnapshot:
+    def snapshot(
+        self, order: Sequence[int] | npt.NDArray[np.int64] | None = None
+    ) -> ClusterSnapshot:
         """Idle cluster; ``order`` permutes the nodes (the FGD protocol shuffles per seed)."""
         idx = np.arange(len(self)) if order is None else np.asarray(order, dtype=np.int64)
         models = self.gpu_models

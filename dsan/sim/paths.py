@@ -27,7 +27,8 @@ def traces_root() -> Path:
         if cand.is_dir():
             return cand
     raise TracesNotFound(
-        f"public traces not found: set DSAN_TRACES or place them at {repo.parent / 'shared' / 'traces'}"
+        "public traces not found: set DSAN_TRACES or place them at "
+        f"{repo.parent / 'shared' / 'traces'}"
     )
 
 

@@ -6,8 +6,8 @@ scores them and the best one wins. Ties go, by default, uniformly at random (kub
 reservoir-sampling ``selectHost``) from the caller's seeded generator; given ``tie_rank``
 (e.g. node-name order) the lowest rank wins instead, which is what the FGD simulator's
 patched ``selectHost`` does ("for reproducibility, choose the smallest lexicographical
-order"). The policy picks the GPUs inside the node; the pod is bound. A pod no node can host is reported, never queued:
-retries are the caller's business.
+order"). The policy picks the GPUs inside the node; the pod is bound. A pod no node can
+host is reported, never queued: retries are the caller's business.
 """
 
 from __future__ import annotations
