@@ -1,0 +1,117 @@
+"""The featurizer against hand-computed values, and its vectorised consistency."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dsan.features import (
+    FEATURE_NAMES,
+    FEATURES,
+    N_FEATURES,
+    NODE_FEATURES,
+    featurize,
+    fgd_select_gpus,
+    fragmentation,
+    schema_hash,
+)
+from dsan.policies.frag import FragTracker
+from dsan.policies.target import TargetWorkload
+from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+
+COL = {n: i for i, n in enumerate(FEATURE_NAMES)}
+
+
+def _two_nodes() -> ClusterSnapshot:
+    snap = empty_snapshot(["a", "b"], [64000, 96000], [262144, 524288], [2, 4], [0, 1], ["M0", "M1"])
+    snap.gpu_free[0, 1] = 300
+    snap.cpu_used[0] = 16000
+    return snap
+
+
+def _target() -> TargetWorkload:
+    return TargetWorkload.from_shapes([(4000, 500, 1, ())], [1])
+
+
+def test_schema_has_128_unique_named_features_in_four_tiers() -> None:
+    assert len(FEATURES) == N_FEATURES == 128
+    assert len(set(FEATURE_NAMES)) == 128
+    assert {f.tier for f in FEATURES} == {"base", "monitoring", "business", "derived"}
+    assert all(f.unit and f.norm for f in FEATURES)
+    assert NODE_FEATURES == tuple(range(len(NODE_FEATURES)))  # node block comes first
+    assert len(schema_hash()) == 16
+
+
+def test_hand_computed_values() -> None:
+    snap = _two_nodes()
+    pod = PodSpec("p", cpu_milli=8000, mem_mib=16384, num_gpu=1, gpu_milli=700)
+    x, tel = featurize(pod, snap, np.array([0, 1]), _target())
+    assert x.shape == (2, 128) and x.dtype == np.float32 and tel.shape == (2, 6, 5)
+
+    def f(name: str) -> np.ndarray:
+        return x[:, COL[name]].astype(np.float64)
+
+    np.testing.assert_allclose(f("node_cpu_cap"), [0.5, 0.75])
+    np.testing.assert_allclose(f("node_gpu_model_0"), [1, 0])
+    np.testing.assert_allclose(f("node_gpu_model_1"), [0, 1])
+    np.testing.assert_allclose(f("cpu_free_before"), [0.75, 1.0])
+    np.testing.assert_allclose(f("cpu_free_after"), [0.625, 88000 / 96000], rtol=1e-6)
+    np.testing.assert_allclose(f("gpu_free_before"), [0.65, 1.0])
+    np.testing.assert_allclose(f("gpu_free_after"), [0.3, 3300 / 4000], rtol=1e-6)
+    np.testing.assert_allclose(f("bestfit_score"), [0.80625, 0.45], rtol=1e-6)
+    # FGD: node a hosts the 500-milli shape before (GPU 0) and not after (300 + 300 left):
+    # fragment 300 -> 600. Node b: 0 -> 300 (one GPU left with 300 < 500).
+    np.testing.assert_allclose(f("frag_before") * 8000, [300, 0], atol=1e-3)
+    np.testing.assert_allclose(f("frag_after") * 8000, [600, 300], atol=1e-3)
+    np.testing.assert_allclose(f("frag_delta"), [0.3, 0.3], rtol=1e-6)
+    np.testing.assert_allclose(f("fgd_score"), [1 / (1 + math.exp(0.3))] * 2, rtol=1e-6)
+    np.testing.assert_allclose(f("full_gpus_before") * 8, [1, 4])
+    np.testing.assert_allclose(f("full_gpus_after") * 8, [0, 3])
+    np.testing.assert_allclose(f("chosen_gpu_free_after"), [0.3, 0.3], rtol=1e-6)
+    np.testing.assert_allclose(f("gpus_fitting") * 8, [1, 4])
+    np.testing.assert_allclose(f("is_best_bestfit"), [1, 0])
+    np.testing.assert_allclose(f("rel_bestfit"), [1, 0])
+    np.testing.assert_allclose(f("shape0_hostable_after") * 8, [0, 6])
+    np.testing.assert_allclose(f("pod_is_sharing"), [1, 1])
+    np.testing.assert_allclose(f("tel_present"), [0, 0])
+
+
+def test_fragmentation_matches_the_fgd_tracker() -> None:
+    rng = np.random.default_rng(3)
+    n = 40
+    cnt = rng.choice([1, 2, 4, 8], n)
+    snap = empty_snapshot([f"n{i}" for i in range(n)], np.full(n, 96000.0), np.full(n, 4e5), cnt,
+                          rng.integers(0, 2, n), ["M0", "M1"])
+    snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 250, 600, 1000], (n, 8)), 0)
+    target = TargetWorkload.default()
+    np.testing.assert_allclose(fragmentation(snap, np.arange(n), target), FragTracker(snap, target).frag)
+
+
+def test_sharing_pod_takes_the_gpu_that_fragments_least() -> None:
+    snap = empty_snapshot(["a"], [64000], [262144], [3], [0], ["M0"])
+    snap.gpu_free[0, :3] = [1000, 600, 800]
+    pod = PodSpec("p", 1000, 1000, 1, 300)
+    # 600 -> 300 leaves a GPU too small for the 500-milli shape; 800 -> 500 still fits it.
+    assert fgd_select_gpus(pod, snap, 0, _target()) == (2,)
+
+
+def test_rows_do_not_depend_on_other_candidates_except_relative_columns() -> None:
+    rng = np.random.default_rng(0)
+    n = 30
+    snap = empty_snapshot([f"n{i}" for i in range(n)], np.full(n, 64000.0), np.full(n, 2.6e5),
+                          rng.choice([2, 4, 8], n), np.zeros(n), ["M0"])
+    snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 500, 1000], (n, 8)), 0)
+    pod = PodSpec("p", 4000, 8000, 1, 450)
+    full, _ = featurize(pod, snap, np.arange(n))
+    part, _ = featurize(pod, snap, np.array([3, 7, 11]))
+    absolute = [i for i, name in enumerate(FEATURE_NAMES) if not name.startswith(("rel_", "is_best"))]
+    np.testing.assert_allclose(part[:, absolute], full[[3, 7, 11]][:, absolute], rtol=1e-6)
+    assert np.isfinite(full).all()
+
+
+def test_bad_node_block_is_refused_with_a_clear_error() -> None:
+    snap = _two_nodes()
+    with pytest.raises(ValueError, match="node_cols has shape"):
+        featurize(PodSpec("p", 1, 1), snap, np.array([0, 1]), node_cols=np.zeros((1, 3), np.float32))
