@@ -139,11 +139,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self.wfile.write(head.encode() + body)  # one write: see the module docstring
 
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        # The stdlib's own errors (bad request line, unsupported method) leave any body
+        # unread: close, or its bytes would be parsed as the next request.
+        self.close_connection = True
+        super().send_error(code, message, explain)
+
     def do_POST(self) -> None:
-        route = self.server.post_routes.get(self.path.split("?", 1)[0])
-        if route is None:
-            self._send(404, _error_body(f"no such endpoint: POST {self.path}"))
-            return
         length = self.headers.get("Content-Length")
         if length is None:
             self.server.count_error("bad_request")
@@ -165,6 +168,10 @@ class _Handler(BaseHTTPRequestHandler):
                 close=True)
             return
         body = self.rfile.read(n)
+        route = self.server.post_routes.get(self.path.split("?", 1)[0])
+        if route is None:
+            self._send(404, _error_body(f"no such endpoint: POST {self.path}"))
+            return
         try:
             status, out = route(body)
         except Exception as exc:  # a bug must not take the server down

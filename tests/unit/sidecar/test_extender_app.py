@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -28,7 +29,7 @@ def service(n: int = 4, start: bool = True) -> ScoringService:
                                                                           "k8s-default", "fgd"))
 
 
-def args(names: list[str], **pod: object) -> bytes:
+def args(names: list[str], **pod: Any) -> bytes:
     return json.dumps({"Pod": ko.pod("p", **pod), "Nodes": None, "NodeNames": names}).encode()
 
 

@@ -41,7 +41,7 @@ POD = PodSpec(name="p", cpu_milli=1000, mem_mib=100)
 
 
 def test_scores_follow_request_order_and_span_the_scale() -> None:
-    cache, names = setup(["2", "8", "4"])
+    cache, _ = setup(["2", "8", "4"])
     eng = ScoringEngine(cache, CpuFree(), CpuFree("fb"), 60)
     res = eng.score(POD, ["n2", "n0", "n1"], max_score=10)
     assert res.scores.tolist() == [3, 0, 10]  # (4-2)/(8-2)*10 rounds to 3

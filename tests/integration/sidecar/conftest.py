@@ -1,0 +1,52 @@
+"""A whole sidecar on loopback ports around a fake cluster view (real HTTP and gRPC servers)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sidecar import kubeobjects as ko
+from sidecar.app import Sidecar, load_policies
+from sidecar.cache import GraphCache
+from sidecar.clusterview import FakeClusterView
+from sidecar.config import SidecarConfig
+
+
+class GatedView(FakeClusterView):
+    """A fake view that syncs only when the test opens the gate."""
+
+    def __init__(self, cache: GraphCache, nodes: list[dict[str, Any]]) -> None:
+        super().__init__(cache, nodes=nodes)
+
+    def start(self) -> None:
+        pass
+
+    def open(self) -> None:
+        super().start()
+
+
+@pytest.fixture
+def sidecar_factory() -> Iterator[Any]:
+    started: list[Sidecar] = []
+
+    def make(n: int = 50, ready: bool = True, **cfg: Any) -> tuple[Sidecar, GatedView]:
+        config = SidecarConfig(http_port=0, grpc_port=0, policy=cfg.pop("policy", "fgd"), **cfg)
+        views: list[GatedView] = []
+
+        def factory(cache: GraphCache) -> GatedView:
+            views.append(GatedView(cache, ko.cluster(n)))
+            return views[0]
+
+        sc = Sidecar(config, view_factory=factory, policies=load_policies(config))
+        sc.start()
+        started.append(sc)
+        if ready:
+            views[0].open()
+            assert sc.wait_ready(5)
+        return sc, views[0]
+
+    yield make
+    for sc in started:
+        sc.stop()
