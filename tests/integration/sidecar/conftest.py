@@ -10,21 +10,8 @@ import pytest
 from sidecar import kubeobjects as ko
 from sidecar.app import Sidecar, load_policies
 from sidecar.cache import GraphCache
-from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
-
-
-class GatedView(FakeClusterView):
-    """A fake view that syncs only when the test opens the gate."""
-
-    def __init__(self, cache: GraphCache, nodes: list[dict[str, Any]]) -> None:
-        super().__init__(cache, nodes=nodes)
-
-    def start(self) -> None:
-        pass
-
-    def open(self) -> None:
-        super().start()
+from tests.integration.sidecar.harness import GatedView
 
 
 @pytest.fixture

@@ -63,9 +63,9 @@ def grpc_payloads(draw: st.DrawFn) -> bytes:
 
 @pytest.fixture(scope="module")
 def shared(request: pytest.FixtureRequest) -> Any:
-    from tests.integration.sidecar.conftest import GatedView
     from sidecar.app import Sidecar, load_policies
     from sidecar.config import SidecarConfig
+    from tests.integration.sidecar.harness import GatedView
 
     cfg = SidecarConfig(http_port=0, grpc_port=0, policy="fgd", max_body_bytes=2048)
     views: list[GatedView] = []
