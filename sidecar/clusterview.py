@@ -26,7 +26,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,9 +56,9 @@ class ClusterView(Protocol):
 class FakeClusterView:
     """Objects pushed by test code, delivered to the cache like watch events."""
 
-    def __init__(self, cache: GraphCache, nodes: list[Mapping[str, Any]] | None = None,
-                 pods: list[Mapping[str, Any]] | None = None,
-                 telemetry: list[Mapping[str, Any]] | None = None) -> None:
+    def __init__(self, cache: GraphCache, nodes: Sequence[Mapping[str, Any]] | None = None,
+                 pods: Sequence[Mapping[str, Any]] | None = None,
+                 telemetry: Sequence[Mapping[str, Any]] | None = None) -> None:
         self.cache = cache
         self._initial = (list(nodes or []), list(pods or []), list(telemetry or []))
         self._synced = False

@@ -69,8 +69,12 @@ def shared(request: pytest.FixtureRequest) -> Any:
 
     cfg = SidecarConfig(http_port=0, grpc_port=0, policy="fgd", max_body_bytes=2048)
     views: list[GatedView] = []
-    sc = Sidecar(cfg, view_factory=lambda c: views.append(GatedView(c, ko.cluster(10)))
-                 or views[0], policies=load_policies(cfg))
+
+    def factory(cache: Any) -> GatedView:
+        views.append(GatedView(cache, ko.cluster(10)))
+        return views[0]
+
+    sc = Sidecar(cfg, view_factory=factory, policies=load_policies(cfg))
     sc.start()
     views[0].open()
     assert sc.wait_ready(5)
