@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dsan.filtering import allocate, feasible, feasible_nodes, release
+from dsan.snapshot import PodSpec, empty_snapshot
+
+
+def snap3():
+    return empty_snapshot(
+        ["a", "b", "c"], [8000, 8000, 8000], [1000, 1000, 1000], [2, 0, 4], [0, -1, 1], ["G2", "T4"]
+    )
+
+
+def test_cpu_memory_gpu_model_and_share_fit() -> None:
+    s = snap3()
+    assert feasible(PodSpec("c", 8000, 1000), s).tolist() == [True, True, True]
+    assert feasible(PodSpec("c", 8001, 10), s).tolist() == [False, False, False]
+    assert feasible(PodSpec("g", 100, 10, 2, 1000), s).tolist() == [True, False, True]
+    assert feasible(PodSpec("g", 100, 10, 3, 1000), s).tolist() == [False, False, True]
+    assert feasible(PodSpec("m", 100, 10, 1, 500, (1,)), s).tolist() == [False, False, True]
+    allocate(s, PodSpec("x", 10, 10, 1, 700), 0, (0,))
+    allocate(s, PodSpec("y", 10, 10, 1, 700), 0, (1,))
+    assert feasible_nodes(PodSpec("s", 10, 10, 1, 300), s).tolist() == [0, 2]
+    assert feasible_nodes(PodSpec("s", 10, 10, 1, 301), s).tolist() == [2]
+
+
+def test_taints_need_tolerations() -> None:
+    s = snap3()
+    s.taint_mask = np.array([0, 0b10, 0b01], dtype=np.int64)
+    assert feasible(PodSpec("p", 1, 1), s).tolist() == [True, False, False]
+    assert feasible(PodSpec("p", 1, 1, toleration_mask=0b11), s).tolist() == [True, True, True]
+
+
+def test_allocate_refuses_overcommit_and_release_restores() -> None:
+    s = snap3()
+    pod = PodSpec("g", 4000, 500, 1, 600)
+    allocate(s, pod, 2, (3,))
+    assert s.gpu_free[2, 3] == 400 and s.cpu_used[2] == 4000
+    with pytest.raises(ValueError, match="GPU 3"):
+        allocate(s, pod, 2, (3,))
+    with pytest.raises(ValueError, match="CPU over-commit"):
+        allocate(s, PodSpec("big", 5000, 1), 2, ())
+    release(s, pod, 2, (3,))
+    assert s.gpu_free[2, 3] == 1000 and s.cpu_used[2] == 0

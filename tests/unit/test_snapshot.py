@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec, empty_snapshot
+
+
+def test_empty_snapshot_gpu_slots() -> None:
+    s = empty_snapshot(["a", "b"], [1, 2], [3, 4], [2, 0], [0, -1], ["G2"])
+    assert s.gpu_free.shape == (2, MAX_GPUS)
+    assert s.gpu_free[0].tolist() == [1000, 1000, 0, 0, 0, 0, 0, 0] and s.gpu_free[1].sum() == 0
+    assert s.gpu_full_free().tolist() == [2, 0] and s.gpu_free_total().tolist() == [2000.0, 0.0]
+
+
+def test_copy_is_deep() -> None:
+    s = empty_snapshot(["a"], [1], [1], [1], [0], ["G2"])
+    c = s.copy()
+    c.gpu_free[0, 0] = 5
+    assert s.gpu_free[0, 0] == 1000
+
+
+def test_bad_shapes_rejected() -> None:
+    with pytest.raises(ValueError, match="gpu_count"):
+        empty_snapshot(["a"], [1], [1], [9], [0], ["G2"])
+    s = empty_snapshot(["a"], [1], [1], [1], [0], ["G2"])
+    with pytest.raises(ValueError, match="cpu_used"):
+        ClusterSnapshot(
+            s.names,
+            s.cpu_cap,
+            np.zeros(2),
+            s.mem_cap,
+            s.mem_used,
+            s.gpu_count,
+            s.gpu_model,
+            s.gpu_free,
+        )
+
+
+def test_podspec_sharing() -> None:
+    assert (
+        PodSpec("p", 1, 1, 1, 500).is_sharing
+        and PodSpec("p", 1, 1, 2, 1000).gpu_total_milli == 2000
+    )
+    assert not PodSpec("p", 1, 1).is_sharing
