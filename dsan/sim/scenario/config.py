@@ -80,8 +80,11 @@ class TrainingConfig:
     diurnal_amplitude: float = 0.0
     peak_hour: float = 11.0
     gpu_count_probs: dict[str, float] = field(default_factory=lambda: {"1": 1.0})
-    duration_quantiles_s: dict[str, list[float]] = field(default_factory=dict)
-    quantile_points: tuple[float, ...] = ()
+    #: Placeholder table (uniform in log between 10 min and 1 h); the YAML ships Philly's.
+    duration_quantiles_s: dict[str, list[float]] = field(
+        default_factory=lambda: {"1": [600.0, 3600.0]}
+    )
+    quantile_points: tuple[float, ...] = (0.0, 100.0)
     min_duration_s: float = 60.0
     max_duration_s: float = 28800.0
     worker_cpu_milli: float = 11300.0

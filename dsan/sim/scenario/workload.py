@@ -79,7 +79,10 @@ def _poisson_times(
     return t[keep]
 
 
-class _Builder:
+class WorkloadBuilder:
+    """Accumulates jobs and pods; the generators below use it, and tests build tiny
+    hand-worked workloads with it directly."""
+
     def __init__(self, cfg: ScenarioConfig) -> None:
         self.cfg = cfg
         self.jobs: list[Job] = []
@@ -101,6 +104,10 @@ class _Builder:
         j = Job(id=len(self.jobs), kind=kind, submit=submit, pods=[], stage_work=work, **kw)  # type: ignore[arg-type]
         self.jobs.append(j)
         return j
+
+    def build(self) -> Workload:
+        return Workload(self.jobs, self.pods, self.pod_job, self.cpu_use, self.gpu_act,
+                        self.reclaim, self.cfg.web.services)
 
     def training(self, rng: np.random.Generator, times: np.ndarray, burst: bool) -> None:
         t = self.cfg.training
@@ -215,7 +222,7 @@ class _Builder:
 def generate(cfg: ScenarioConfig, seed: int, burst: bool = False) -> Workload:
     """All jobs of one run, sorted by submission time (ids follow that order)."""
     streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5)]
-    b = _Builder(cfg)
+    b = WorkloadBuilder(cfg)
     b.web(streams[0])
     t = cfg.training
     b.training(
@@ -231,4 +238,4 @@ def generate(cfg: ScenarioConfig, seed: int, burst: bool = False) -> Workload:
             + np.sort(streams[4].random(cfg.burst.jobs)) * cfg.burst.window_s
         )
         b.training(streams[4], at, True)
-    return Workload(b.jobs, b.pods, b.pod_job, b.cpu_use, b.gpu_act, b.reclaim, cfg.web.services)
+    return b.build()

@@ -1,0 +1,68 @@
+"""The versioned scenario config: shipped file loads, bad input names the bad key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsan.sim.scenario import calibrate
+from dsan.sim.scenario.config import from_dict, load
+
+
+def test_shipped_seed_table1_matches_the_article_cluster() -> None:
+    cfg = load("seed-table1")
+    groups = cfg.cluster.node_groups
+    assert sum(g.count for g in groups) == 200
+    assert sum(g.count * g.gpus for g in groups) == 40
+    assert cfg.hours == 24
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"cluster": {"racks": 2, "bogus": 1}}, r"cluster: unknown key\(s\) \['bogus'\]"),
+        ({"hours": "soon"}, "hours: expected a number"),
+        ({"version": 9}, "version 9 unsupported"),
+        ({"web": {"trough_rho": 0.9, "peak_rho": 0.5}}, "trough_rho <= peak_rho"),
+        ({"batch": {"images": [42]}}, "batch.images must be ids"),
+        ({"training": {"gpu_count_probs": {"1": 0.5, "16": 0.5}}}, r"duration_quantiles_s\[16\]"),
+    ],
+)
+def test_bad_config_names_the_key(data: dict[str, object], message: str) -> None:
+    base = {"cluster": {"node_groups": [{"count": 1, "cpu_milli": 1000, "mem_mib": 1024,
+                                         "hourly_cost": 1.0}]}}
+    merged = {**base, **data}
+    if "cluster" in data:
+        merged["cluster"] = {**base["cluster"], **data["cluster"]}  # type: ignore[dict-item]
+    if "training" in data:
+        merged["training"] = {"quantile_points": [0, 100], "duration_quantiles_s": {"1": [1, 2]},
+                              **data["training"]}  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match=message):
+        from_dict(merged)
+
+
+def test_unknown_scenario_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown scenario 'nope'"):
+        load("nope")
+    bad = tmp_path / "x.yaml"
+    bad.write_text("cluster: [1, 2\n")
+    with pytest.raises(ValueError, match="not valid YAML"):
+        load(str(bad))
+
+
+def test_shipped_calibration_matches_the_traces() -> None:
+    try:
+        from dsan.sim.paths import TracesNotFound, traces_root
+
+        root = traces_root()
+    except (ImportError, TracesNotFound):
+        pytest.skip("public traces not available")
+    cfg = load("seed-table1")
+    got = calibrate.philly(root)
+    assert got["gpu_count_probs"] == pytest.approx(cfg.training.gpu_count_probs, abs=1e-5)
+    for k, q in got["duration_quantiles_s"].items():  # type: ignore[attr-defined]
+        assert q == pytest.approx(cfg.training.duration_quantiles_s[k], abs=0.1)
+    ob = calibrate.openb(root)
+    assert ob["worker_cpu_milli_per_gpu"] == cfg.training.worker_cpu_milli
+    assert ob["worker_mem_mib_per_gpu"] == cfg.training.worker_mem_mib
