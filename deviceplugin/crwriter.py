@@ -152,8 +152,9 @@ class TelemetryWriter:
         except Exception as exc:  # any API or network error: retry later, keep serving
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"[:500]
-            log.warning("GPUTelemetry write failed (%d in a row): %s", self.failures,
-                        self.last_error)
+            if self.failures & (self.failures - 1) == 0:  # 1st, 2nd, 4th, 8th...: no log flood
+                log.warning("GPUTelemetry write failed (%d in a row): %s", self.failures,
+                            self.last_error)
             return False
         self.failures = 0
         self.writes += 1

@@ -1,0 +1,74 @@
+"""NvmlBackend's own logic (NVLink discovery incl. NVSwitch, NaN for unsupported readings,
+event translation, init failure) against a stand-in ``pynvml`` module, so it is exercised on
+machines without a GPU. The contract suite checks the real library where one exists."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deviceplugin.backend import COL, N_FIELDS, BackendUnavailable, EventKind
+from deviceplugin.nvml import NvmlBackend
+from tests.unit.deviceplugin.nvml_stub import make_pynvml
+
+
+@pytest.fixture
+def nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    m = make_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    yield m
+
+
+def test_init_failure_becomes_backend_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", make_pynvml(init_error=True))
+    with pytest.raises(BackendUnavailable, match="LibraryNotFound"):
+        NvmlBackend().init()
+
+
+def test_discovery_finds_direct_and_nvswitch_links(nvml: Any) -> None:
+    b = NvmlBackend()
+    b.init()
+    devs = b.devices()
+    assert [d.uuid for d in devs] == [f"GPU-{i:08d}" for i in range(4)]
+    assert devs[0].model == "Tesla T4" and devs[0].memory_total_mib == 16 * 1024
+    assert [d.nvlink_peers for d in devs] == [(1,), (0,), (3,), (2,)]
+    assert [d.nvlink_domain for d in devs] == [0, 0, 2, 2]
+
+
+def test_sample_converts_units_and_marks_unsupported_nan(nvml: Any) -> None:
+    b = NvmlBackend()
+    b.init()
+    out = np.zeros((4, N_FIELDS))
+    b.sample(out)
+    assert out[:, COL["util"]].tolist() == [0, 10, 20, 30]
+    assert out[0, COL["powerW"]] == pytest.approx(70.0)
+    assert math.isnan(out[3, COL["powerW"]])  # NotSupported -> NaN, not a failed sample
+    assert out[1, COL["memoryUsedMiB"]] == 1024 and out[1, COL["memoryFreeMiB"]] == 15 * 1024
+    assert out[2, COL["pcieRxKBps"]] == 200 and out[2, COL["temperatureC"]] == 42
+    assert np.isnan(out[:, COL["nvlinkKBps"]]).all()
+
+
+def test_events_translate_and_time_out(nvml: Any) -> None:
+    b = NvmlBackend()
+    b.init()
+    assert b.watch_events()
+    assert b.wait_events(0.01) == []
+    nvml.events.put(SimpleNamespace(device=2, eventType=8, eventData=79))
+    nvml.events.put(SimpleNamespace(device=1, eventType=2, eventData=0))
+    (xid,) = b.wait_events(0.5)
+    assert (xid.index, xid.kind, xid.xid) == (2, EventKind.XID, 79)
+    (ecc,) = b.wait_events(0.5)
+    assert (ecc.index, ecc.kind) == (1, EventKind.ECC_DBE)
+
+
+def test_check_fails_for_a_lost_gpu(nvml: Any) -> None:
+    b = NvmlBackend()
+    b.init()
+    nvml.lost.add(1)
+    assert [b.check(i) for i in range(4)] == [True, False, True, True]

@@ -1,0 +1,68 @@
+"""The resource manager: change feed, allocation responses per mode, refusals."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from deviceplugin.backend import EventKind, GPUEvent
+from deviceplugin.config import PluginConfig
+from deviceplugin.fake import FakeBackend
+from deviceplugin.resources import AllocationError, ResourceManager
+
+
+def _manager(**kw: object) -> ResourceManager:
+    b = FakeBackend(4)
+    devs = b.devices()
+    cfg = PluginConfig(node_name="n", recovery_quiet_s=0, **kw)  # type: ignore[arg-type]
+    return ResourceManager(devs, [b.numa_node(d.index) for d in devs], cfg)
+
+
+def test_health_change_wakes_waiters_and_bumps_version() -> None:
+    m = _manager()
+    got: list[int] = []
+    t = threading.Thread(target=lambda: got.append(m.wait_for_change(0, 5.0)))
+    t.start()
+    time.sleep(0.05)
+    assert m.apply_events([GPUEvent(2, EventKind.XID, 79, time.monotonic())])
+    t.join(2)
+    assert got == [1]
+    assert [d.health for d in m.devices()] == ["Healthy", "Healthy", "Unhealthy", "Healthy"]
+    assert m.last_change is not None and m.last_change[0] == 2
+    assert m.recover(lambda i: True) == [2] and m.version == 2
+    assert m.recover(lambda i: True) == []  # all healthy: no probes, no change
+
+
+def test_wait_for_change_times_out_without_change() -> None:
+    m = _manager()
+    t0 = time.monotonic()
+    assert m.wait_for_change(0, 0.05) == 0
+    assert time.monotonic() - t0 >= 0.04
+
+
+def test_allocate_modes() -> None:
+    m = _manager(allocate_modes=("envvar", "device-specs", "cdi"), cdi_kind="example.com/gpu")
+    ids = [d.uuid for d in m.infos]
+    a = m.allocate([ids[1], ids[3]])
+    assert a.envs == {"NVIDIA_VISIBLE_DEVICES": f"{ids[1]},{ids[3]}"}
+    assert ("/dev/nvidia3", "/dev/nvidia3", "rw") in a.device_specs
+    assert ("/dev/nvidiactl", "/dev/nvidiactl", "rw") in a.device_specs
+    assert a.cdi_devices == [f"example.com/gpu={ids[1]}", f"example.com/gpu={ids[3]}"]
+    only_env = _manager().allocate([ids[0]])
+    assert only_env.device_specs == [] and only_env.cdi_devices == []
+
+
+def test_allocate_refuses_unknown_empty_and_unhealthy() -> None:
+    m = _manager()
+    ids = [d.uuid for d in m.infos]
+    with pytest.raises(AllocationError, match="unknown"):
+        m.allocate(["GPU-x"])
+    with pytest.raises(AllocationError, match="empty"):
+        m.allocate([])
+    m.apply_events([GPUEvent(0, EventKind.ECC_DBE)])
+    with pytest.raises(AllocationError, match="Unhealthy"):
+        m.allocate([ids[0]])
+    with pytest.raises(AllocationError, match="must-include"):
+        m.preferred(ids[1:], [ids[0]], 2)
