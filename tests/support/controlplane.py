@@ -148,7 +148,9 @@ class ControlPlane:
         self.schedulers.clear()
         for p in (self.kwok, self.apiserver, self.etcd):
             if p is not None:
-                p.stop()
+                # The apiserver drains open watches for up to ~10 s on SIGTERM; a test
+                # cluster has nothing worth draining.
+                p.stop(timeout=3.0)
         if self.config.workdir is None and not self.config.keep_workdir:
             shutil.rmtree(self.dir, ignore_errors=True)
 
