@@ -91,8 +91,46 @@ def main(root: Path) -> int:
             f"| {wl.removeprefix('openb_pod_list_')} | {fmt(ours)} | {fmt(pub)} | "
             f"{'yes' if ours == pub else 'no'} | {note} |"
         )
+    out += ["", *frag_table(results)]
     print("\n".join(out))
     return 0
+
+
+def frag_table(results: list[dict], workload: str = "openb_pod_list_default") -> list[str]:  # type: ignore[type-arg]
+    """Fragment amount (% of capacity) and ratio (% of idle) at 50/90/100 % arrived."""
+    import csv
+
+    pub: dict[tuple[str, str, str], float] = {}
+    with paths.published("derived_summary_by_policy.csv").open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["workload"] == workload and row["metric"].startswith("frag"):
+                pub[(row["sc_policy"], row["metric"], row["arrived_workload_pct"])] = float(
+                    row["mean"]
+                )
+    lines = [
+        f"Fragmentation on `{workload.removeprefix('openb_pod_list_')}`"
+        " (mean over seeds; ours / published):",
+        "",
+        "| policy | frag amount % @50 | @90 | @100 | frag ratio % @50 | @90 | @100 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    from dsan.sim.matrix import label
+
+    for pol in (*PUBLISHED_POLICIES, "k8s-default", "tetris"):
+        rs = [r for r in results if r["workload"] == workload and r["policy"] == pol]
+        if not rs:
+            continue
+        cells = []
+        for key, metric in (
+            ("frag_amount_pct", "frag_amount_pct_of_total"),
+            ("frag_ratio_pct", "frag_ratio_pct_of_idle"),
+        ):
+            for k in ("50", "90", "100"):
+                ours = sum(r[key][k] for r in rs) / len(rs)
+                theirs = pub.get((label(pol), metric, k))
+                cells.append(f"{ours:.2f}" + ("" if theirs is None else f" / {theirs:.2f}"))
+        lines.append(f"| {pol} | " + " | ".join(cells) + " |")
+    return lines
 
 
 if __name__ == "__main__":
