@@ -8,6 +8,12 @@ MaxNodeScore) for the sidecar.
 A scorer may also choose *which* GPUs of the chosen node a pod gets
 (:meth:`Scorer.select_gpus`); the default is best-fit, as in the FGD simulator: the GPUs
 with the least free share that still fit.
+
+Optional hooks for scorers that keep per-node state the snapshot does not hold (e.g.
+``gpu-clustering`` counts the GPU kinds of the pods on each node): ``on_bind(pod, snap,
+node, gpus)`` and ``on_release(pod, snap, node, gpus)``. The simulators call them when
+present (``dsan.sim.scheduler.schedule_one`` / ``unbind``); a scorer without them is
+stateless with respect to bindings.
 """
 
 from __future__ import annotations
