@@ -563,6 +563,23 @@ class Engine:
         if burst.any():
             by_kind["burst"] = wait[sub & burst]
         out = self.acc.summary(lat[sub], wait[sub], self.cfg.metrics.queue_threshold_s, by_kind)
+        if burst.any():
+            out["burst"] = self._burst_summary()
         out["pods_submitted"] = int(sub.sum())
         out["sim_hours"] = self.horizon / 3600.0
         return out
+
+    def _burst_summary(self) -> dict[str, float]:
+        """Job-level view of the burst: a gang binds at once, so its wait is its first pod's."""
+        jobs = [j for j in self.wl.jobs if j.burst]
+        first = np.array([self.pod_bind[j.pods[0]] for j in jobs])
+        submit = np.array([j.submit for j in jobs])
+        wait = np.where(np.isnan(first), self.horizon, first) - submit
+        thr = self.cfg.metrics.queue_threshold_s
+        return {
+            "jobs": len(jobs),
+            "jobs_started": int((~np.isnan(first)).sum()),
+            "queued_jobs": int((wait > thr).sum()),
+            "mean_job_wait_s": float(wait.mean()),
+            "gpus_requested": int(sum(len(j.pods) for j in jobs)),
+        }
