@@ -4,6 +4,11 @@ rejects a malformed object; writes survive an apiserver restart."""
 
 from __future__ import annotations
 
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,9 +80,16 @@ def _agent(sock: Path, **kw: Any) -> Agent:
     return Agent(PluginConfig(**cfg), FakeBackend(8)).start()
 
 
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="dsan-e2e-", dir="/tmp"))  # short: unix socket paths
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def test_written_object_reads_back_identically(store: KubernetesTelemetryStore,
-                                               tmp_path: Path) -> None:
-    agent = _agent(Path("/tmp") / f"dsan-e2e-{tmp_path.name[-8:]}")
+                                               sock_dir: Path) -> None:
+    agent = _agent(sock_dir)
     try:
         time.sleep(0.4)  # a few samples, so windows are not empty
         written = agent.summary()
@@ -115,11 +127,10 @@ def test_schema_rejects_a_malformed_object(store: KubernetesTelemetryStore) -> N
 
 
 def test_agent_keeps_the_object_current_and_survives_an_apiserver_restart(
-    control_plane: Any, store: KubernetesTelemetryStore, tmp_path: Path
+    control_plane: Any, store: KubernetesTelemetryStore, sock_dir: Path
 ) -> None:
     backend = FakeBackend(8)
-    sock = Path("/tmp") / f"dsan-e2e-{tmp_path.name[-8:]}-b"
-    cfg = PluginConfig(node_name="e2e-agent-node", plugin_dir=sock, metrics_port=-1,
+    cfg = PluginConfig(node_name="e2e-agent-node", plugin_dir=sock_dir, metrics_port=-1,
                        crd_interval_s=0.3, crd_backoff_max_s=1.0, recovery_quiet_s=60,
                        kubeconfig=str(control_plane.kubeconfig))
     agent = Agent(cfg, backend).start()
@@ -135,7 +146,7 @@ def test_agent_keeps_the_object_current_and_survives_an_apiserver_restart(
 
         _wait(unhealthy, 5, "GPU 2 Unhealthy in the CR")
 
-        control_plane.restart_apiserver(down_s=1.5)
+        control_plane.restart_apiserver(down_s=0.5)
         writes = agent.writer.writes
         _wait(lambda: agent.writer is not None and agent.writer.writes > writes + 1, 20,
               "writes after the restart")
@@ -144,3 +155,22 @@ def test_agent_keeps_the_object_current_and_survives_an_apiserver_restart(
         assert (time.time() - stamp.timestamp()) < 5
     finally:
         agent.stop()
+
+
+def test_command_line_agent_writes_its_node_object(control_plane: Any,
+                                                   store: KubernetesTelemetryStore,
+                                                   sock_dir: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deviceplugin", "--backend", "fake", "--fake-gpus", "2",
+         "--fake-model", "T4", "--plugin-dir", str(sock_dir), "--metrics-port", "-1",
+         "--kubeconfig", str(control_plane.kubeconfig), "--node-name", "e2e-cli-node",
+         "--crd-interval", "0.5", "--run-for", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        obj = _wait(lambda: store.get("e2e-cli-node"), 30, "the CLI agent's GPUTelemetry")
+        parsed = tm.GPUTelemetry.from_dict(obj)
+        assert [g.model for g in parsed.gpus] == ["T4", "T4"] and parsed.available
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
