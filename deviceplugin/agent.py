@@ -70,7 +70,8 @@ class Agent:
         if self.available:
             infos = self.backend.devices()
             numa = [self.backend.numa_node(d.index) for d in infos]
-            self.manager = ResourceManager(infos, numa, cfg)
+            pcie = [self.backend.pcie_switch(d.index) for d in infos]
+            self.manager = ResourceManager(infos, numa, cfg, pcie_switches=pcie)
             self.sampler = TelemetrySampler(self.backend, len(infos), cfg.sample_interval_s,
                                             cfg.window_s, cfg.horizon_s)
             self.sampler.sample_once()  # /metrics and the CR have data from the first scrape

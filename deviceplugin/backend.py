@@ -68,6 +68,9 @@ class GPUBackend(Protocol):
     def numa_node(self, index: int) -> int | None:
         """The GPU's NUMA node (for kubelet's topology hints), ``None`` if unknown."""
 
+    def pcie_switch(self, index: int) -> int | None:
+        """An id shared by GPUs under the same PCIe switch, ``None`` if unknown."""
+
     def sample(self, out: np.ndarray) -> None:
         """Fill ``out`` (shape ``(len(devices()), N_FIELDS)``, float64) with current readings."""
 

@@ -151,6 +151,9 @@ class FakeBackend:
     def numa_node(self, index: int) -> int | None:
         return 0 if self.n < 2 else index // max(1, self.n // 2)
 
+    def pcie_switch(self, index: int) -> int | None:
+        return index // 2  # two GPUs per switch, as on DGX boards
+
     def sample(self, out: np.ndarray) -> None:
         # Vectorised over GPUs: one curve call, a handful of array ops.
         util = np.asarray(self.util_curve(self._clock() - self._t0), dtype=np.float64)

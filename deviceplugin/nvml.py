@@ -42,6 +42,7 @@ class NvmlBackend:
         self._event_set: Any = None
         self._lock = threading.Lock()
         self._nvlink_prev: dict[int, tuple[float, float]] = {}
+        self._pcie_groups: list[int | None] | None = None
 
     def init(self) -> None:
         try:
@@ -118,6 +119,33 @@ class NvmlBackend:
         except (OSError, ValueError):
             return None
         return node if node >= 0 else None
+
+    def pcie_switch(self, index: int) -> int | None:
+        if self._pcie_groups is None:
+            self._pcie_groups = self._discover_pcie()
+        return self._pcie_groups[index]
+
+    def _discover_pcie(self) -> list[int | None]:
+        # GPUs whose closest common ancestor is at most a tree of PCIe switches share one.
+        n = self._nvml
+        count = len(self._handles)
+        near: dict[int, list[int]] = {i: [] for i in range(count)}
+        known = [True] * count
+        for i in range(count):
+            for j in range(i + 1, count):
+                try:
+                    level = n.nvmlDeviceGetTopologyCommonAncestor(self._handles[i],
+                                                                 self._handles[j])
+                except n.NVMLError:
+                    known[i] = known[j] = False
+                    continue
+                if level <= n.NVML_TOPOLOGY_MULTIPLE:
+                    near[i].append(j)
+                    near[j].append(i)
+        groups = nvlink_domains(near)  # connected components, the same helper as NVLink
+        # A GPU alone under its switch is its own group; one we could not place is unknown.
+        return [None if not known[i] else i if groups[i] is None else groups[i]
+                for i in range(count)]
 
     # --- sampling -------------------------------------------------------------------------
     def sample(self, out: np.ndarray) -> None:

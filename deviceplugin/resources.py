@@ -53,6 +53,7 @@ class ResourceManager:
         numa_nodes: Sequence[int | None],
         config: PluginConfig,
         clock: Callable[[], float] = time.monotonic,
+        pcie_switches: Sequence[int | None] | None = None,
     ) -> None:
         self.config = config
         self.infos = list(devices)
@@ -63,7 +64,7 @@ class ResourceManager:
             enabled=config.health_enabled, clock=clock)
         self.topology = Topology.build(
             [d.uuid for d in self.infos], [d.nvlink_peers for d in self.infos],
-            [d.nvlink_domain for d in self.infos], self.numa)
+            [d.nvlink_domain for d in self.infos], self.numa, pcie_switches)
         self.version = 0
         self._cond = threading.Condition()
         #: (index, monotonic time the backend saw the event, time the change was published)

@@ -2,9 +2,9 @@
 
 kubelet asks ``GetPreferredAllocation`` for ``size`` devices out of ``available`` that must
 include ``must_include``. A good answer keeps a job's GPUs on NVLink with each other, inside
-one NVLink domain, and on one NUMA node / PCIe root, in that order of importance. Nodes have
-at most a few dozen GPUs, so small requests are solved exactly (every combination scored in
-one numpy pass); larger ones greedily.
+one NVLink domain, under one PCIe switch and on one NUMA node, in that order of importance.
+Nodes have at most a few dozen GPUs, so small requests are solved exactly (every combination
+scored in one numpy pass); larger ones greedily.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Pairwise weights: a direct NVLink beats a shared domain beats a shared NUMA node.
-W_LINK, W_DOMAIN, W_NUMA = 4.0, 2.0, 1.0
+#: Pairwise weights: a direct NVLink beats a shared NVLink domain beats a shared PCIe switch
+#: beats a shared NUMA node.
+W_LINK, W_DOMAIN, W_PCIE, W_NUMA = 4.0, 2.0, 1.5, 1.0
 #: Above this many combinations the exact search gives way to the greedy one.
 MAX_EXACT_COMBINATIONS = 20_000
 
@@ -42,6 +43,12 @@ def nvlink_domains(peers: Mapping[int, Sequence[int]]) -> dict[int, int | None]:
     return domain
 
 
+def _same(groups: Sequence[int | None]) -> np.ndarray:
+    """(n, n) bool: both in the same known group."""
+    g = np.array([-1 if x is None else x for x in groups])
+    return np.asarray((g[:, None] == g[None, :]) & (g[:, None] >= 0))
+
+
 @dataclass(frozen=True)
 class Topology:
     """Pairwise affinity between a node's GPUs, computed once from the backend's devices."""
@@ -56,6 +63,7 @@ class Topology:
         peers: Sequence[Sequence[int]],
         domains: Sequence[int | None],
         numa: Sequence[int | None],
+        pcie: Sequence[int | None] | None = None,
     ) -> Topology:
         n = len(ids)
         link = np.zeros((n, n))
@@ -65,9 +73,9 @@ class Topology:
                     link[i, j] = link[j, i] = 1.0
         dom = np.array([-1 if d is None else d for d in domains])
         same_dom = (dom[:, None] == dom[None, :]) & (dom[:, None] >= 0)
-        nu = np.array([-1 if x is None else x for x in numa])
-        same_numa = (nu[:, None] == nu[None, :]) & (nu[:, None] >= 0)
-        aff = W_LINK * link + W_DOMAIN * same_dom + W_NUMA * same_numa
+        aff = W_LINK * link + W_DOMAIN * same_dom + W_NUMA * _same(numa)
+        if pcie is not None:
+            aff += W_PCIE * _same(pcie)
         np.fill_diagonal(aff, 0.0)
         return cls(tuple(ids), aff)
 

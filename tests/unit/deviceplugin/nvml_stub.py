@@ -42,6 +42,7 @@ def make_pynvml(n: int = 4, init_error: bool = False) -> Any:
     m.NVML_PCIE_UTIL_TX_BYTES, m.NVML_PCIE_UTIL_RX_BYTES = 0, 1
     m.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, m.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 138, 139
     m.nvmlEventTypeXidCriticalError, m.nvmlEventTypeDoubleBitEccError = 8, 2
+    m.NVML_TOPOLOGY_SINGLE, m.NVML_TOPOLOGY_MULTIPLE, m.NVML_TOPOLOGY_SYSTEM = 10, 20, 50
     m.events = queue.Queue()
     m.lost = set()
     # GPU0 <-> GPU1 directly; GPU2 and GPU3 each have one link to an NVSwitch.
@@ -76,6 +77,8 @@ def make_pynvml(n: int = 4, init_error: bool = False) -> Any:
     m.nvmlDeviceGetCount = lambda: n
     m.nvmlDeviceGetHandleByIndex = lambda i: i
     m.nvmlDeviceGetIndex = lambda h: h
+    # GPUs 0 and 1 share a PCIe switch, 2 and 3 another; the pairs meet only at the CPU.
+    m.nvmlDeviceGetTopologyCommonAncestor = lambda a, b: 10 if a // 2 == b // 2 else 50
     m.nvmlDeviceGetPciInfo = lambda h: SimpleNamespace(busId=_bus(h).encode())
     m.nvmlDeviceGetNvLinkState = lambda h, link: 1 if (h, link) in links else 0
     m.nvmlDeviceGetNvLinkRemotePciInfo = link_remote

@@ -78,6 +78,8 @@ def test_healthy_gpus_pass_the_probe(backend: GPUBackend) -> None:
     for d in backend.devices():
         numa = backend.numa_node(d.index)
         assert numa is None or numa >= 0
+        switch = backend.pcie_switch(d.index)
+        assert switch is None or 0 <= switch < len(backend.devices())
 
 
 def test_events_are_delivered_as_a_list(backend: GPUBackend) -> None:

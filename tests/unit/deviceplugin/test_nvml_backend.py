@@ -41,6 +41,12 @@ def test_discovery_finds_direct_and_nvswitch_links(nvml: Any) -> None:
     assert [d.nvlink_domain for d in devs] == [0, 0, 2, 2]
 
 
+def test_pcie_switch_groups_from_common_ancestors(nvml: Any) -> None:
+    b = NvmlBackend()
+    b.init()
+    assert [b.pcie_switch(i) for i in range(4)] == [0, 0, 2, 2]
+
+
 def test_sample_converts_units_and_marks_unsupported_nan(nvml: Any) -> None:
     b = NvmlBackend()
     b.init()

@@ -16,7 +16,7 @@ def _topo(name: str, n: int = 8) -> tp.Topology:
     devs = FakeBackend(n, topology=name).devices()
     numa = [i // (n // 2) for i in range(n)]
     return tp.Topology.build([d.uuid for d in devs], [d.nvlink_peers for d in devs],
-                             [d.nvlink_domain for d in devs], numa)
+                             [d.nvlink_domain for d in devs], numa, pcie=[i // 2 for i in range(n)])
 
 
 def test_domains_are_connected_components() -> None:
@@ -29,7 +29,7 @@ def test_whole_quad_preferred_and_must_include_respected() -> None:
     t = _topo("two-quads")
     ids = list(t.ids)
     assert t.preferred(ids, [], 4) == ids[:4]
-    assert t.preferred(ids, [ids[7]], 2) == [ids[4], ids[7]]
+    assert t.preferred(ids, [ids[7]], 2) == [ids[6], ids[7]]  # quad-mate under its switch
     assert t.preferred(ids, [ids[1], ids[6]], 2) == [ids[1], ids[6]]
 
 
@@ -44,6 +44,19 @@ def test_no_nvlink_falls_back_to_numa() -> None:
     t = _topo("none")
     ids = list(t.ids)
     assert t.preferred([ids[2], ids[5], ids[6]], [], 2) == [ids[5], ids[6]]
+
+
+def test_pcie_switch_ranks_between_nvlink_domain_and_numa() -> None:
+    devs = FakeBackend(4, topology="none").devices()
+    ids = [d.uuid for d in devs]
+    # All on one NUMA node; GPUs 1 and 2 share a PCIe switch.
+    t = tp.Topology.build(ids, [()] * 4, [None] * 4, [0] * 4, pcie=[0, 1, 1, 2])
+    assert t.preferred(ids, [], 2) == [ids[1], ids[2]]
+    assert t.preferred(ids, [ids[3]], 2) == [ids[0], ids[3]]  # tie: lowest index
+    # A shared NVLink domain still beats a shared switch.
+    t2 = tp.Topology.build(ids, [(), (), (), ()], [None, 7, None, 7], [0] * 4,
+                           pcie=[0, 1, 1, 2])
+    assert t2.preferred(ids, [ids[1]], 2) == [ids[1], ids[3]]
 
 
 @pytest.mark.parametrize(
