@@ -114,7 +114,6 @@ def _specs() -> tuple[FeatureSpec, ...]:
         add(d, f"{r}_free_before", "fraction", "free / capacity (0 if no capacity)")
         add(d, f"{r}_free_after", "fraction", "free after placing / capacity")
     add(d, "least_allocated", "score", "mean free fraction after (k8s LeastAllocated / 1)")
-    add(d, "most_allocated", "score", "1 - least_allocated")
     add(d, "balanced_allocation", "score", "1 - std of used fractions after (k8s)")
     add(d, "tetris_alignment", "score", "<pod request, node free> each / scale")
     add(d, "dotprod", "score", "FGD DotProd: <request, used-after> / capacities")
@@ -125,6 +124,7 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(d, "frag_after", "GPU milli", "fragmentation after FGD GPU choice / 8000")
     add(d, "frag_delta", "GPU milli", "(after - before) / 1000")
     add(d, "fgd_score", "score", "sigmoid((before - after) / 1000)")
+    add(d, "fgd_score_int", "score", "floor(100 sigmoid((before - after) / 1000)) / 100, FGD's own")
     add(d, "full_gpus_before", "GPUs", "/8")
     add(d, "full_gpus_after", "GPUs", "/8")
     add(d, "partial_gpus_before", "GPUs", "GPUs with 0 < free < 1000, /8")
@@ -142,7 +142,7 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(d, "rel_bestfit", "rank", "min-max over candidates, 1 = best")
     add(d, "rel_least_allocated", "rank", "min-max over candidates")
     add(d, "rel_dotprod", "rank", "min-max over candidates")
-    add(d, "is_best_fgd", "bool", "ties with the FGD winner")
+    add(d, "is_best_fgd", "bool", "ties with the FGD winner (on fgd_score_int)")
     add(d, "is_best_bestfit", "bool", "ties with the BestFit winner")
     add(d, "frag_ratio_before", "fraction", "frag_before / idle GPU milli (0 if none idle)")
     add(d, "placement_cost", "relative price", "price x largest share of the node taken / 4")
@@ -358,7 +358,7 @@ def featurize(
         d += [_frac(now, cap), _frac(after, cap)]
     cu, mu = 1 - _frac(cfa, cpu_cap), 1 - _frac(mfa, mem_cap)
     least = 0.5 * (_frac(cfa, cpu_cap) + _frac(mfa, mem_cap))
-    d += [least, 1 - least, 1 - np.abs(cu - mu) / 2]
+    d += [least, 1 - np.abs(cu - mu) / 2]
     rq = np.array([pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE, gtot / GPU_SCALE])
     d.append(rq[0] * cpu_free / CPU_SCALE + rq[1] * mem_free / MEM_SCALE + rq[2] * gfree / GPU_SCALE)
     dot = rq[0] * cu + rq[1] * mu + rq[2] * (1 - _frac(gfa, gpu_cap))
@@ -368,7 +368,9 @@ def featurize(
     d += [cl, gl, bestfit]
     delta = pl.frag_after - pl.frag_before
     d += [pl.frag_before / GPU_SCALE, pl.frag_after / GPU_SCALE, delta / 1000]
-    d.append(1 / (1 + np.exp(np.clip(delta / 1000, -50, 50))))
+    fgd = 1 / (1 + np.exp(np.clip(delta / 1000, -50, 50)))
+    fgd_int = np.floor(fgd * 100) / 100  # FGD's plugin truncates to an int score: ties
+    d += [fgd, fgd_int]
     full_b = ((free == 1000) & present).sum(1).astype(np.float64)
     full_a = ((pl.free_after == 1000) & present).sum(1).astype(np.float64)
     d += [full_b / 8, full_a / 8, ((free > 0) & (free < 1000) & present).sum(1) / 8]
@@ -387,7 +389,7 @@ def featurize(
     allowed = np.isin(snap.gpu_model[nodes], np.asarray(pod.gpu_models, dtype=np.int32))
     d.append(allowed.astype(np.float64) if pod.gpu_models else one.copy())
     d += [_minmax(delta, higher_is_better=False), _minmax(bestfit), _minmax(least), _minmax(dot)]
-    d += [(delta <= delta.min() + 1e-9) * one, (bestfit >= bestfit.max() - 1e-9) * one]
+    d += [(fgd_int >= fgd_int.max()) * one, (bestfit >= bestfit.max() - 1e-9) * one]
     d.append(_frac(pl.frag_before, gfree))
     price = np.ones(m) if snap.hourly_cost is None else snap.hourly_cost[nodes]
     share = np.maximum(_frac(one * pod.cpu_milli, cpu_cap), _frac(one * gtot, gpu_cap))

@@ -90,7 +90,10 @@ def run_episode(
             assert teacher is not None
             s = np.asarray(teacher.score(pod, ep.snap, cand), dtype=np.float64)
             best = s >= s.max()
-            a = int(rng.choice(np.flatnonzero(best)))
+            # Ties go to the lowest node name, as in the FGD simulator (and `dsan sim openb`):
+            # a fixed order consolidates, a random one spreads pods and fragments more.
+            ties = np.flatnonzero(best)
+            a = int(ties[np.argmin(np.asarray(ep.snap.names, dtype=object)[cand[ties]])])
         else:
             assert model is not None and x is not None
             with torch.inference_mode():
