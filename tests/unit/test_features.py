@@ -115,3 +115,12 @@ def test_bad_node_block_is_refused_with_a_clear_error() -> None:
     snap = _two_nodes()
     with pytest.raises(ValueError, match="node_cols has shape"):
         featurize(PodSpec("p", 1, 1), snap, np.array([0, 1]), node_cols=np.zeros((1, 3), np.float32))
+
+
+def test_docs_features_md_is_generated_from_the_schema() -> None:
+    from pathlib import Path
+
+    from dsan.features import markdown
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "features.md"
+    assert doc.read_text() == markdown(), "regenerate: python -m dsan.features > docs/features.md"
