@@ -103,6 +103,13 @@ def run(a: argparse.Namespace) -> int:
     except BackendUnavailable as exc:
         logging.getLogger("deviceplugin").error("GPU backend unavailable: %s", exc)
         return 1
+    # One stable line on stdout once everything listens (scripts and tests wait for it).
+    metrics = (f"http://{cfg.metrics_addr}:{agent.metrics.port}/metrics"
+               if agent.metrics is not None else "off")
+    n_gpus = len(agent.manager.infos) if agent.manager is not None else 0
+    print(f"deviceplugin ready: node={cfg.node_name} gpus={n_gpus} "
+          f"socket={cfg.plugin_socket_path if agent.plugin else 'off'} metrics={metrics} "
+          f"available={str(agent.available).lower()}", flush=True)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
