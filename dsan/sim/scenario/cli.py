@@ -142,15 +142,17 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> Pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     for policy, runs in results.items():
         r = runs[0]
         t = [x / 3600.0 for x in r["series"]["t_s"]]
         ax.plot(t, r["series"]["utilization_pct"], label=f"{policy} (seed {r['seed']})")
-    ax.set_xlabel("simulated hour")
-    ax.set_ylabel("cumulative mean utilisation (%)")
+        ax2.plot(t, r["series"]["nodes_on"], label=policy)
+    ax.set_ylabel("utilisation of powered-on nodes (%)")
     ax.set_title(title)
     ax.legend()
+    ax2.set_xlabel("simulated hour")
+    ax2.set_ylabel("powered-on nodes")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

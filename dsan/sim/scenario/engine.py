@@ -383,9 +383,15 @@ class Engine:
             )
             self.acc.sla("web", int(viol.sum()), int(self.svc_size.size))
         a = self.acc
-        frac = np.where(a.cap_integral > 0, a.used_integral / np.maximum(a.cap_integral, 1e-9), 0.0)
+        snap, on = self.snap, self.on
+        used = np.array(
+            [snap.cpu_used.sum(), snap.mem_used.sum(), self.gpu_cap.sum() - snap.gpu_free.sum()]
+        )
+        cap = np.array([snap.cpu_cap @ on, snap.mem_cap @ on, self.gpu_cap @ on])
+        frac = np.where(cap > 0, used / np.maximum(cap, 1e-9), 0.0)
         a.series_t.append(self.now)
         a.series_util.append(float(frac.mean() * 100.0))
+        a.series_nodes_on.append(int(on.sum()))
         if self.progress is not None:
             self.progress(self.now)
 

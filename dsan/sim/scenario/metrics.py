@@ -98,9 +98,11 @@ class Accumulator:
     jct_by_kind: dict[str, list[float]] = field(default_factory=dict)
     preemptions: int = 0
     step: RewardParts = field(default_factory=RewardParts)
-    #: (t, utilisation %) samples for the plot, one per web window.
+    #: Samples for the plot, one per web window: time, utilisation of the powered-on nodes
+    #: at that instant (mean of CPU, memory, GPU, %), and how many nodes are powered on.
     series_t: list[float] = field(default_factory=list)
     series_util: list[float] = field(default_factory=list)
+    series_nodes_on: list[int] = field(default_factory=list)
 
     def sla(self, kind: str, violated: int, items: int = 1) -> None:
         self.sla_items += items

@@ -69,7 +69,12 @@ def run_policy(
     out["seed"] = seed
     out["decisions"] = decisions
     out["runtime_s"] = time.perf_counter() - started
-    out["series"] = {"t_s": engine.acc.series_t, "utilization_pct": engine.acc.series_util}
+    acc = engine.acc
+    out["series"] = {
+        "t_s": acc.series_t,
+        "utilization_pct": acc.series_util,
+        "nodes_on": acc.series_nodes_on,
+    }
     return out
 
 

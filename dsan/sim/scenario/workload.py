@@ -106,8 +106,15 @@ class WorkloadBuilder:
         return j
 
     def build(self) -> Workload:
-        return Workload(self.jobs, self.pods, self.pod_job, self.cpu_use, self.gpu_act,
-                        self.reclaim, self.cfg.web.services)
+        return Workload(
+            self.jobs,
+            self.pods,
+            self.pod_job,
+            self.cpu_use,
+            self.gpu_act,
+            self.reclaim,
+            self.cfg.web.services,
+        )
 
     def training(self, rng: np.random.Generator, times: np.ndarray, burst: bool) -> None:
         t = self.cfg.training
