@@ -26,16 +26,31 @@ def tiny_config(**over: Any) -> ScenarioConfig:
             "racks": 1,
             "zones": 1,
             "node_groups": [
-                {"count": 2, "cpu_milli": 64000, "mem_mib": 262144, "gpus": 4,
-                 "gpu_model": "A100", "nvlink_domain_nodes": 2, "hourly_cost": 4.0},
+                {
+                    "count": 2,
+                    "cpu_milli": 64000,
+                    "mem_mib": 262144,
+                    "gpus": 4,
+                    "gpu_model": "A100",
+                    "nvlink_domain_nodes": 2,
+                    "hourly_cost": 4.0,
+                },
                 {"count": 1, "cpu_milli": 16000, "mem_mib": 65536, "hourly_cost": 1.0},
             ],
         },
-        "startup": {"container_start_s": 2.0, "pull_mib_per_s": 200.0, "node_boot_s": 90.0,
-                    "image_mib": [200.0, 400.0]},
-        "training": {"jobs_per_h": 0.0, "gpu_count_probs": {"1": 1.0},
-                     "quantile_points": [0, 100], "duration_quantiles_s": {"1": [100, 100]},
-                     "images": [0]},
+        "startup": {
+            "container_start_s": 2.0,
+            "pull_mib_per_s": 200.0,
+            "node_boot_s": 90.0,
+            "image_mib": [200.0, 400.0],
+        },
+        "training": {
+            "jobs_per_h": 0.0,
+            "gpu_count_probs": {"1": 1.0},
+            "quantile_points": [0, 100],
+            "duration_quantiles_s": {"1": [100, 100]},
+            "images": [0],
+        },
         "batch": {"jobs_per_h": 0.0, "images": [0]},
         "web": {"services": 0, "images": [1]},
         "besteffort": {"pods_per_h": 0.0, "images": [1]},
@@ -49,8 +64,17 @@ def tiny_config(**over: Any) -> ScenarioConfig:
 
 
 def train_pod(name: str, gang: int = 1, prio: int = 500) -> PodSpec:
-    return PodSpec(name=name, cpu_milli=8000, mem_mib=32768, num_gpu=1, gpu_milli=1000,
-                   priority=prio, task_type=1, gang_size=gang, image=0)
+    return PodSpec(
+        name=name,
+        cpu_milli=8000,
+        mem_mib=32768,
+        num_gpu=1,
+        gpu_milli=1000,
+        priority=prio,
+        task_type=1,
+        gang_size=gang,
+        image=0,
+    )
 
 
 def first_node(d: Decision) -> int:
@@ -61,8 +85,11 @@ def last_node(d: Decision) -> int:
     return int(d.nodes[-1])
 
 
-def drive(engine: Engine, policy: Callable[[Decision], int] = first_node,
-          seen: list[Decision] | None = None) -> dict[str, Any]:
+def drive(
+    engine: Engine,
+    policy: Callable[[Decision], int] = first_node,
+    seen: list[Decision] | None = None,
+) -> dict[str, Any]:
     gen = engine.decisions()
     try:
         d = next(gen)

@@ -30,14 +30,20 @@ def test_shipped_seed_table1_matches_the_article_cluster() -> None:
     ],
 )
 def test_bad_config_names_the_key(data: dict[str, object], message: str) -> None:
-    base = {"cluster": {"node_groups": [{"count": 1, "cpu_milli": 1000, "mem_mib": 1024,
-                                         "hourly_cost": 1.0}]}}
+    base = {
+        "cluster": {
+            "node_groups": [{"count": 1, "cpu_milli": 1000, "mem_mib": 1024, "hourly_cost": 1.0}]
+        }
+    }
     merged = {**base, **data}
     if "cluster" in data:
         merged["cluster"] = {**base["cluster"], **data["cluster"]}  # type: ignore[dict-item]
     if "training" in data:
-        merged["training"] = {"quantile_points": [0, 100], "duration_quantiles_s": {"1": [1, 2]},
-                              **data["training"]}  # type: ignore[dict-item]
+        merged["training"] = {
+            "quantile_points": [0, 100],
+            "duration_quantiles_s": {"1": [1, 2]},
+            **data["training"],
+        }  # type: ignore[dict-item]
     with pytest.raises(ValueError, match=message):
         from_dict(merged)
 

@@ -116,11 +116,17 @@ def test_gang_rollback_leaves_capacity(cfg, builder) -> None:
 
 def test_batch_stages_parallelism_and_deadline(cfg, builder) -> None:
     job = builder.job(BATCH, 0.0, [200.0, 100.0], stage_par=[2, 1], deadline=200.0)
-    builder.pod(job, PodSpec("drv", 1000, 2048, priority=400, task_type=BATCH, image=0),
-                0.5, 0.0, False)
+    builder.pod(
+        job, PodSpec("drv", 1000, 2048, priority=400, task_type=BATCH, image=0), 0.5, 0.0, False
+    )
     for i in range(2):
-        builder.pod(job, PodSpec(f"ex{i}", 2000, 4096, priority=100, task_type=BATCH, image=0),
-                    0.9, 0.0, True)
+        builder.pod(
+            job,
+            PodSpec(f"ex{i}", 2000, 4096, priority=100, task_type=BATCH, image=0),
+            0.9,
+            0.0,
+            True,
+        )
     eng = Engine(cfg, 0, workload=builder.build())
     out = drive(eng)
     # driver running at 3 s; executors submitted then, image cached: running at 5 s.

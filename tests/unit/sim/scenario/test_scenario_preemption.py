@@ -18,9 +18,13 @@ from dsan.snapshot import PodSpec, empty_snapshot
 def _bound(rows: Sequence[tuple[object, ...]]) -> preemption.Bound:
     a = np.array(rows, dtype=object)
     return preemption.Bound(
-        node=a[:, 0].astype(np.int64), cpu=a[:, 1].astype(float), mem=a[:, 2].astype(float),
-        gpu_milli=a[:, 3].astype(np.int64), gslot=a[:, 4].astype(np.int64),
-        prio=a[:, 5].astype(np.int64), start=a[:, 6].astype(float),
+        node=a[:, 0].astype(np.int64),
+        cpu=a[:, 1].astype(float),
+        mem=a[:, 2].astype(float),
+        gpu_milli=a[:, 3].astype(np.int64),
+        gslot=a[:, 4].astype(np.int64),
+        prio=a[:, 5].astype(np.int64),
+        start=a[:, 6].astype(float),
         reclaimable=a[:, 7].astype(bool),
     )
 
@@ -28,8 +32,12 @@ def _bound(rows: Sequence[tuple[object, ...]]) -> preemption.Bound:
 def test_plan_picks_lowest_priority_victims() -> None:
     snap = empty_snapshot(["n0", "n1"], [4000, 4000], [8192, 8192], [0, 0], [-1, -1], [])
     # n0: a prio-50 pod (2 cores) and a prio-0 pod (2 cores); n1: two prio-50 pods.
-    rows = [(0, 2000, 1024, 0, -1, 50, 1.0, True), (0, 2000, 1024, 0, -1, 0, 2.0, True),
-            (1, 2000, 1024, 0, -1, 50, 1.0, True), (1, 2000, 1024, 0, -1, 50, 2.0, True)]
+    rows = [
+        (0, 2000, 1024, 0, -1, 50, 1.0, True),
+        (0, 2000, 1024, 0, -1, 0, 2.0, True),
+        (1, 2000, 1024, 0, -1, 50, 1.0, True),
+        (1, 2000, 1024, 0, -1, 50, 2.0, True),
+    ]
     for r in rows:
         snap.cpu_used[r[0]] += r[1]
         snap.mem_used[r[0]] += r[2]
@@ -57,9 +65,16 @@ def test_gang_plan_is_all_or_nothing() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 2), st.sampled_from([500, 1000, 1500]),
-                       st.sampled_from([0, 100, 400, 500, 1000]), st.booleans()),
-             min_size=1, max_size=12),
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.sampled_from([500, 1000, 1500]),
+            st.sampled_from([0, 100, 400, 500, 1000]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
     st.sampled_from([100, 400, 500, 1000]),
     st.sampled_from([500, 1500, 3000]),
 )
@@ -87,8 +102,15 @@ def test_engine_reclaims_best_effort_for_training(cfg, builder) -> None:
     # Eight best-effort pods hold 600 milli on each of the 8 GPUs; a training pod arrives.
     for i in range(8):
         j = builder.job(BE, 0.0, [5000.0], stage_par=[0])
-        builder.pod(j, PodSpec(f"be{i}", 1000, 1024, num_gpu=1, gpu_milli=600, priority=0,
-                               task_type=BE, image=1), 0.5, 0.5, True)
+        builder.pod(
+            j,
+            PodSpec(
+                f"be{i}", 1000, 1024, num_gpu=1, gpu_milli=600, priority=0, task_type=BE, image=1
+            ),
+            0.5,
+            0.5,
+            True,
+        )
     t = builder.job(TRAIN, 20.0, [100.0], stage_par=[0])
     builder.pod(t, train_pod("t"), 0.6, 0.9, False)
     eng = Engine(cfg, 0, workload=builder.build())

@@ -1,0 +1,81 @@
+"""`dsan sim seed-table1` / `dsan sim burst`: JSON on stdout, PNG written, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsan.cli import main
+
+
+def test_seed_table1_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "u.png"
+    rc = main(
+        [
+            "sim",
+            "seed-table1",
+            "--policies",
+            "k8s-default,tetris",
+            "--hours",
+            "0.2",
+            "--seed",
+            "4",
+            "--json",
+            "--png",
+            str(png),
+        ]
+    )
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"k8s-default", "tetris"}
+    for row in out.values():
+        for key in (
+            "utilization_pct",
+            "p99_task_latency_s",
+            "sla_violation_pct",
+            "jct_s",
+            "cost",
+            "queueing_events",
+            "mean_wait_s",
+        ):
+            assert isinstance(row[key], int | float)
+        assert row["seed"] == 4 and row["sim_hours"] == pytest.approx(0.2)
+    assert png.stat().st_size > 1000
+
+
+def test_burst_reports_the_burst(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        [
+            "sim",
+            "burst",
+            "--policies",
+            "k8s-default",
+            "--hours",
+            "2.2",
+            "--json",
+            "--png",
+            str(tmp_path / "b.png"),
+        ]
+    )
+    assert rc == 0
+    row = json.loads(capsys.readouterr().out)["k8s-default"]
+    assert row["burst"]["jobs"] == 200
+    assert "burst" in row["queueing_by_kind"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policies", "k8s-default,nope"], "unknown policy"),
+        (["--hours", "0"], "--hours must be > 0"),
+        (["--seeds", "5-3"], "empty seed range"),
+        (["--scenario", "missing"], "unknown scenario"),
+    ],
+)
+def test_bad_input_is_a_clear_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sim", "seed-table1", *args]) == 2
+    assert message in capsys.readouterr().err
