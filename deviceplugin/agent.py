@@ -76,9 +76,10 @@ class Agent:
                                             cfg.window_s, cfg.horizon_s)
             self.sampler.sample_once()  # /metrics and the CR have data from the first scrape
             self.sampler.start()
-            if cfg.health_enabled:
-                self.health = HealthMonitor(self.backend, self.manager, cfg.health_poll_s)
-                self.health.start()
+            # Started even with health checking off: Xids are still counted for telemetry,
+            # the tracker just never marks a device Unhealthy.
+            self.health = HealthMonitor(self.backend, self.manager, cfg.health_poll_s)
+            self.health.start()
             self.plugin = PluginServer(self.manager, cfg)
             self.plugin.start()
         if cfg.metrics_port >= 0:

@@ -196,3 +196,17 @@ def test_fail_on_init_error_raises(sock_dir: Path) -> None:
                        fail_on_init_error=True)
     with pytest.raises(BackendUnavailable):
         Agent(cfg, FakeBackend(2, unavailable=True)).start()
+
+
+def test_health_off_keeps_devices_healthy_but_counts_xids(kubelet: LocalKubelet,
+                                                          start_agent: Any) -> None:
+    backend = FakeBackend(2)
+    agent = start_agent(backend, health_enabled=False)
+    kubelet.wait_for(lambda: len(kubelet.latest()) == 2)
+    backend.inject_xid(1, 79)
+    assert agent.manager is not None
+    deadline = time.monotonic() + 2
+    while agent.manager.health_snapshot()[1][2] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert agent.manager.health_snapshot()[1] == (True, "", 1, 79)
+    assert set(kubelet.latest().values()) == {"Healthy"}
