@@ -118,7 +118,8 @@ class TelemetrySampler:
             try:
                 self.sample_once()
             except Exception:
-                log.exception("sampling failed; continuing")
+                if self.errors & (self.errors - 1) == 0:  # 1st, 2nd, 4th...: no log flood
+                    log.exception("sampling failed (%d so far); continuing", self.errors)
             next_at += self.interval_s
             delay = next_at - time.monotonic()
             if delay < 0:  # fell behind (suspended, overloaded): skip, do not burst

@@ -91,3 +91,27 @@ def test_background_thread_samples_at_interval() -> None:
     finally:
         s.stop()
     assert 8 <= s.samples <= 20 and s.errors == 0 and s.cpu_seconds > 0
+
+
+def test_failing_backend_is_counted_and_the_thread_keeps_going() -> None:
+    b = FakeBackend(2)
+    calls = {"n": 0}
+
+    def flaky(t: float) -> np.ndarray:
+        calls["n"] += 1
+        if calls["n"] % 2:
+            raise RuntimeError("driver hiccup")
+        return np.array([1.0, 2.0])
+
+    b.util_curve = flaky
+    s = TelemetrySampler(b, 2, interval_s=0.01, window_s=1, horizon_s=10)
+    s.start()
+    try:
+        import time
+
+        time.sleep(0.2)
+    finally:
+        s.stop()
+    assert s.errors >= 3 and s.samples >= 3
+    latest = s.latest()
+    assert latest is not None and latest[1][:, COL["util"]].tolist() == [1.0, 2.0]
