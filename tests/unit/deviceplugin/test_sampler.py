@@ -90,7 +90,9 @@ def test_background_thread_samples_at_interval() -> None:
         time.sleep(0.3)
     finally:
         s.stop()
-    assert 8 <= s.samples <= 20 and s.errors == 0 and s.cpu_seconds > 0
+    # Loose lower bound: 6 engineers share 2 cores. The upper bound is the point: a late
+    # sampler skips ahead instead of bursting to catch up.
+    assert 3 <= s.samples <= 17 and s.errors == 0 and s.cpu_seconds > 0
 
 
 def test_failing_backend_is_counted_and_the_thread_keeps_going() -> None:
@@ -109,7 +111,7 @@ def test_failing_backend_is_counted_and_the_thread_keeps_going() -> None:
     try:
         import time
 
-        time.sleep(0.2)
+        time.sleep(0.3)
     finally:
         s.stop()
     assert s.errors >= 3 and s.samples >= 3
