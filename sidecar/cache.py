@@ -131,6 +131,7 @@ class GraphCache:
         self._version = 0
         self._tele_version = 0
         self._tele_pub: tuple[int, npt.NDArray[np.float32]] | None = None
+        self._tele_in_snap = -1  # telemetry version held by the published snapshot
         self._published: Published | None = None
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
@@ -501,9 +502,11 @@ class GraphCache:
                 if len(snap.gpu_models) != len(self._models):
                     snap.gpu_models[:] = self._models
                 assert snap.telemetry is not None and snap.telemetry_age_s is not None
-                np.copyto(snap.telemetry, self._tele_pub[1])
+                if self._tele_in_snap != self._tele_pub[0]:
+                    np.copyto(snap.telemetry, self._tele_pub[1])
                 np.subtract(self._wall(), tele_time, out=snap.telemetry_age_s)
                 snap.version = self._version
+            self._tele_in_snap = self._tele_pub[0]
             pub = Published(snap=snap, index=self._index_pub, models=self._models_pub,
                             telemetry_time=tele_time, at=now, version=self._version)
             self._published = pub

@@ -31,7 +31,7 @@ def node(name: str, cpu: str = "32", memory: str = "128Gi", gpus: int = 0,
     if gpus:
         alloc[RESOURCE_GPU] = str(gpus)
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": lab, "resourceVersion": "1"},
+            "metadata": {"name": name, "labels": lab},
             "status": {"capacity": dict(alloc), "allocatable": alloc}}
 
 

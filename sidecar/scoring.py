@@ -106,9 +106,9 @@ class ScoringEngine:
         # --- normalise
         out = np.zeros(m, dtype=np.int64)
         if raw_fresh is not None:
-            out[fresh] = normalize(np.asarray(raw_fresh, dtype=np.float64), max_score)
+            out[fresh] = fast_normalize(raw_fresh, max_score)
         if raw_stale is not None:
-            out[stale] = normalize(np.asarray(raw_stale, dtype=np.float64), max_score)
+            out[stale] = fast_normalize(raw_stale, max_score)
         best = int(np.argmax(np.where(ok, out, -1))) if ok.any() else -1
         t3 = time.perf_counter()
         return ScoreResult(
@@ -133,6 +133,18 @@ class ScoringEngine:
         failed = {n: "dsan: insufficient CPU, memory or GPU share on this node"
                   for n, good in zip(names, ok.tolist(), strict=True) if not good}
         return passed, failed
+
+
+def fast_normalize(scores: npt.ArrayLike, max_score: int) -> npt.NDArray[np.int64]:
+    """:func:`dsan.policies.base.normalize` with a fast path for all-finite scores (the usual
+    case): three reductions instead of its NaN-aware ones. Same results (unit-tested)."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.size == 0 or not np.isfinite(s).all():
+        return normalize(s, max_score)
+    lo, hi = s.min(), s.max()
+    if not hi > lo:
+        return np.full(s.shape, max_score, dtype=np.int64)
+    return np.rint((s - lo) * (max_score / (hi - lo))).astype(np.int64)
 
 
 def _unknown_message(names: Sequence[str], known: npt.NDArray[np.bool_]) -> str:

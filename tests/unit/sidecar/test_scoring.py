@@ -5,12 +5,15 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from dsan.policies.base import normalize
 from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
-from sidecar.scoring import NoKnownNodes, ScoringEngine
+from sidecar.scoring import NoKnownNodes, ScoringEngine, fast_normalize
 
 
 class CpuFree:
@@ -107,3 +110,13 @@ def test_filter_uses_our_view_and_passes_unknown_nodes() -> None:
     eng = ScoringEngine(cache, CpuFree(), CpuFree(), 60)
     passed, failed = eng.filter(PodSpec(name="p", cpu_milli=4000, mem_mib=1), ["n0", "n1", "new"])
     assert passed == ["n1", "new"] and list(failed) == ["n0"]
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=30),
+       st.sampled_from([10, 100]))
+def test_fast_normalize_matches_the_shared_normalize(values: list[float], top: int) -> None:
+    arr = np.array(values, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        want = normalize(arr, top)
+        got = fast_normalize(arr, top)
+    assert got.tolist() == want.tolist()

@@ -1,0 +1,160 @@
+"""Turn bench/test_score_latency.py's --benchmark-json into docs/results/latency.md.
+
+    .venv/bin/python bench/latency_report.py out/latency.json [docs/results/latency.md]
+
+Ratios are taken between benchmarks of the same run (same machine state), never across runs.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+BUDGET_INPROCESS = 2.0
+BUDGET_HTTP = 1.5
+BUDGET_GRPC_S = 1e-3
+
+
+def load(path: Path) -> dict[tuple[str, int, str], dict[str, float]]:
+    data = json.loads(path.read_text())
+    out: dict[tuple[str, int, str], dict[str, float]] = {}
+    for b in data["benchmarks"]:
+        info: dict[str, Any] = b["extra_info"]
+        out[info["kind"], int(info["nodes"]), info["policy"]] = {
+            "p50": info["p50"], "p99": info["p99"], "rounds": b["stats"]["rounds"]}
+    return out
+
+
+def us(s: float) -> str:
+    return f"{s * 1e6:,.0f}"
+
+
+def verdict(ok: bool) -> str:
+    return "meets" if ok else "misses"
+
+
+def render(res: dict[tuple[str, int, str], dict[str, float]], source: str) -> str:
+    sizes = sorted({n for _, n, _ in res})
+    policies = sorted({p for k, _, p in res if k == "inprocess" and not p.startswith("floor")})
+    lines = [
+        "# Score latency of the sidecar",
+        "",
+        f"Measured by `bench/test_score_latency.py` in one pytest-benchmark run ({source}), "
+        f"Python {platform.python_version()}, on the shared 2-core development machine "
+        "(other engineers' builds and tests ran at the same time, so tails are noisy). "
+        "Each row's ratio is against its floor from the same run. Every call scores a new pod "
+        "(its winner is assumed, so the snapshot is refreshed each time, as in a cluster "
+        "where every pod is new). Cluster: `sidecar.kubeobjects.cluster(n)` (every 2nd node "
+        "with 8 GPUs) with about half the GPUs taken by bound pods; the pod asks for 4 CPUs, "
+        "16 GiB and half a GPU.",
+        "",
+        "Times in microseconds (p50 / p99).",
+        "",
+        "## In process (`ScoringService.score`) vs a numpy floor",
+        "",
+        "Floors: `dot` is the dot product of the pod vector with the (n, 4) node vectors "
+        "alone; `lookup+dot` also maps the candidate names to rows and gathers them, the least "
+        "any scorer does with the same inputs. Budget: p99 <= 2x the floor.",
+        "",
+        "| nodes | floor dot | floor lookup+dot | " + " | ".join(
+            f"{p} | {p} p99 / lookup+dot p99" for p in policies) + " |",
+        "|---|---|---|" + "---|---|" * len(policies),
+    ]
+    for n in sizes:
+        dot = res.get(("inprocess", n, "floor:dot"))
+        look = res.get(("inprocess", n, "floor:lookup+dot"))
+        if dot is None or look is None:
+            continue
+        row = (f"| {n} | {us(dot['p50'])} / {us(dot['p99'])} "
+               f"| {us(look['p50'])} / {us(look['p99'])} |")
+        for p in policies:
+            r = res.get(("inprocess", n, p))
+            if r is None:
+                row += " - | - |"
+                continue
+            ratio = r["p99"] / look["p99"]
+            row += (f" {us(r['p50'])} / {us(r['p99'])} | {ratio:.1f}x "
+                    f"({verdict(ratio <= BUDGET_INPROCESS)}); p50 {r['p50'] / look['p50']:.1f}x |")
+        lines.append(row)
+    lines += [
+        "",
+        "## HTTP extender (`POST /dsan/prioritize`) vs a no-op extender on the same server",
+        "",
+        "The no-op app parses the same ExtenderArgs and encodes the same HostPriorityList with "
+        "every score 0; one keep-alive `http.client` connection. Budget: p99 <= 1.5x no-op.",
+        "",
+        "| nodes | no-op | " + " | ".join(f"{p} | {p} p99 / no-op p99" for p in policies) + " |",
+        "|---|---|" + "---|---|" * len(policies),
+    ]
+    for n in sizes:
+        noop = res.get(("http", n, "noop"))
+        if noop is None:
+            continue
+        row = f"| {n} | {us(noop['p50'])} / {us(noop['p99'])} |"
+        for p in policies:
+            r = res.get(("http", n, p))
+            if r is None:
+                row += " - | - |"
+                continue
+            ratio = r["p99"] / noop["p99"]
+            row += (f" {us(r['p50'])} / {us(r['p99'])} | {ratio:.2f}x "
+                    f"({verdict(ratio <= BUDGET_HTTP)}); p50 {r['p50'] / noop['p50']:.2f}x |")
+        lines.append(row)
+    lines += [
+        "",
+        "## gRPC `Score` vs a no-op servicer on the same server",
+        "",
+        "Raw request bytes from a grpcio channel on loopback. Budget: p99 <= 1 ms at 1,000 "
+        "nodes (the no-op shows what grpcio itself costs here).",
+        "",
+        "| nodes | no-op | " + " | ".join(f"{p} | {p} vs budget" for p in policies) + " |",
+        "|---|---|" + "---|---|" * len(policies),
+    ]
+    for n in sizes:
+        noop = res.get(("grpc", n, "noop"))
+        if noop is None:
+            continue
+        row = f"| {n} | {us(noop['p50'])} / {us(noop['p99'])} |"
+        for p in policies:
+            r = res.get(("grpc", n, p))
+            if r is None:
+                row += " - | - |"
+                continue
+            note = (verdict(r["p99"] <= BUDGET_GRPC_S) + " 1 ms") if n == 1000 else "-"
+            row += f" {us(r['p50'])} / {us(r['p99'])} | {note} |"
+        lines.append(row)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    src = Path(argv[0])
+    dst = Path(argv[1]) if len(argv) > 1 else Path("docs/results/latency.md")
+    text = render(load(src), src.name)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(text + _NOTES)
+    print(text)
+    return 0
+
+
+_NOTES = """
+## Reading the numbers
+
+* The policy is most of the in-process time at every size; the sidecar's own part (name
+  lookup, feasibility on its view, snapshot refresh after each assumed pod, normalisation,
+  metrics) is a fixed ~50-100 us of numpy calls. Against a floor of a few microseconds no
+  Python scorer can be within 2x at 100 nodes; the ratio falls as the node count grows.
+* Over HTTP, JSON parsing of the request and encoding of the reply dominate at 5,000 nodes
+  for both servers alike, which is why the ratio to the no-op extender shrinks with size.
+* gRPC's floor on this machine is a few hundred microseconds per unary call (Python grpcio
+  thread hand-offs), so the 1 ms budget at 1,000 nodes leaves little for the policy.
+"""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
