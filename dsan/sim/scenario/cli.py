@@ -90,6 +90,17 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
+def _check_available(policies: list[str]) -> None:
+    """Build each scorer once so a missing model fails before hours of simulation."""
+    from dsan.policies.registry import make_scorer
+
+    for p in policies:
+        try:
+            make_scorer(p, seed=0)
+        except (ValueError, OSError) as exc:
+            raise ValueError(f"policy {p!r} is not available: {exc}") from None
+
+
 def _one(job: tuple[ScenarioConfig, str, int, bool, float | None]) -> dict[str, Any]:
     cfg, policy, seed, burst, hours = job
     return run_policy(cfg, policy, seed, burst=burst, hours=hours)
@@ -172,7 +183,8 @@ def _main(args: argparse.Namespace) -> int:
             raise ValueError("--hours must be > 0")
         if args.jobs < 1:
             raise ValueError("--jobs must be >= 1")
-    except ValueError as exc:
+        _check_available(policies)
+    except (ValueError, OSError) as exc:
         print(f"dsan sim {args.scenario_cmd}: {exc}", file=sys.stderr)
         return 2
     results = run_matrix(cfg, policies, seeds, args.burst, hours, args.jobs)

@@ -72,6 +72,7 @@ def test_burst_reports_the_burst(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (["--hours", "0"], "--hours must be > 0"),
         (["--seeds", "5-3"], "empty seed range"),
         (["--scenario", "missing"], "unknown scenario"),
+        (["--policies", "k8s-default", "--jobs", "0"], "--jobs must be >= 1"),
     ],
 )
 def test_bad_input_is_a_clear_error(
