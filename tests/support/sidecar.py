@@ -27,7 +27,8 @@ class Sidecar:
 
     kubeconfig: Path
     workdir: Path
-    policy: str = "bestfit"
+    #: Policy to serve; None = the sidecar's own default.
+    policy: str | None = "bestfit"
     extra_args: tuple[str, ...] = ()
     http_port: int = field(default_factory=free_port)
     grpc_port: int = field(default_factory=free_port)
@@ -53,7 +54,7 @@ class Sidecar:
                 f"--kubeconfig={self.kubeconfig}",
                 f"--http-port={self.http_port}",
                 f"--grpc-port={self.grpc_port}",
-                f"--policy={self.policy}",
+                *([f"--policy={self.policy}"] if self.policy else []),
                 *self.extra_args,
             ],
             self.workdir / "sidecar.log",
