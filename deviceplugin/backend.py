@@ -27,6 +27,7 @@ SAMPLE_FIELDS: Final = (
     "pcieTxKBps",
     "pcieRxKBps",
     "nvlinkKBps",     # NVLink traffic, all links, both directions
+    "eccDbeVolatile",  # uncorrectable (double-bit) ECC errors since the driver loaded
 )
 N_FIELDS: Final = len(SAMPLE_FIELDS)
 COL: Final = {name: i for i, name in enumerate(SAMPLE_FIELDS)}

@@ -92,6 +92,7 @@ class FakeBackend:
         self._watching = False
         self.initialised = False
         self.samples_taken = 0
+        self._dbe = np.zeros(n_gpus)
         self._links = np.array([bool(peers[i]) for i in range(n_gpus)], dtype=bool)
 
     # --- scripting ------------------------------------------------------------------------
@@ -99,6 +100,8 @@ class FakeBackend:
         self._emit(GPUEvent(index, EventKind.XID, xid, time.monotonic()))
 
     def inject_ecc_dbe(self, index: int) -> None:
+        with self._lock:
+            self._dbe[index] += 1  # the counter moves even when nobody watches events
         self._emit(GPUEvent(index, EventKind.ECC_DBE, 48, time.monotonic()))
 
     def set_check_failing(self, index: int, failing: bool = True) -> None:
@@ -169,6 +172,7 @@ class FakeBackend:
         out[:, COL["pcieRxKBps"]] = 6.0e5 * load
         out[:, COL["nvlinkKBps"]] = np.where(self._links, 5.0e6 * load, np.nan)
         with self._lock:
+            out[:, COL["eccDbeVolatile"]] = self._dbe
             out[~self._present, :] = np.nan
         self.samples_taken += 1
 

@@ -32,6 +32,8 @@ DCGM_FIELDS: Final = {
     "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": ("pcieRxKBps", "PCIe receive throughput (in KB/s)."),
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("nvlinkKBps",
                                            "NVLink bandwidth, all links (in KB/s)."),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("eccDbeVolatile",
+                                      "Double-bit ECC errors since the driver loaded."),
 }
 #: dcgm-exporter's per-GPU labels.
 LABELS: Final = ("gpu", "UUID", "device", "modelName", "Hostname", "pci_bus_id")

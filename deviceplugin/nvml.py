@@ -169,6 +169,8 @@ class NvmlBackend:
             row[COL["pcieRxKBps"]] = self._read(
                 lambda h=h: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_RX_BYTES))
             row[COL["nvlinkKBps"]] = self._nvlink_rate(i, h, now)
+            row[COL["eccDbeVolatile"]] = self._read(lambda h=h: n.nvmlDeviceGetTotalEccErrors(
+                h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC))
 
     def _read(self, fn: Any, raw: bool = False) -> Any:
         try:

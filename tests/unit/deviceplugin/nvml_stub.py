@@ -42,6 +42,7 @@ def make_pynvml(n: int = 4, init_error: bool = False) -> Any:
     m.NVML_PCIE_UTIL_TX_BYTES, m.NVML_PCIE_UTIL_RX_BYTES = 0, 1
     m.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, m.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 138, 139
     m.nvmlEventTypeXidCriticalError, m.nvmlEventTypeDoubleBitEccError = 8, 2
+    m.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, m.NVML_VOLATILE_ECC = 1, 0
     m.NVML_TOPOLOGY_SINGLE, m.NVML_TOPOLOGY_MULTIPLE, m.NVML_TOPOLOGY_SYSTEM = 10, 20, 50
     m.events = queue.Queue()
     m.lost = set()
@@ -89,6 +90,8 @@ def make_pynvml(n: int = 4, init_error: bool = False) -> Any:
     m.nvmlDeviceGetPowerUsage = power
     m.nvmlDeviceGetTemperature = temp
     m.nvmlDeviceGetClockInfo = lambda h, c: 1500
+    m.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: (
+        h if (kind, counter) == (1, 0) else -1)
     m.nvmlDeviceGetPcieThroughput = lambda h, c: 100 * (c + 1)
     m.nvmlDeviceGetFieldValues = lambda h, f: (_ for _ in ()).throw(NotSupported())
     m.nvmlEventSetCreate = lambda: "set"

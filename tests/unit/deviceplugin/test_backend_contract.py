@@ -68,7 +68,7 @@ def test_sample_fills_plausible_readings(backend: GPUBackend) -> None:
     assert np.allclose(used_free, total, rtol=0.05)
     temp = out[:, COL["temperatureC"]]
     assert np.all(np.isnan(temp) | ((temp > 0) & (temp < 130)))
-    for col in ("powerW", "smClockMHz", "pcieTxKBps", "pcieRxKBps"):
+    for col in ("powerW", "smClockMHz", "pcieTxKBps", "pcieRxKBps", "eccDbeVolatile"):
         v = out[:, COL[col]]
         assert np.all(np.isnan(v) | (v >= 0)), col
 

@@ -41,6 +41,8 @@ def test_dcgm_names_labels_and_values() -> None:
     assert tuple(sorted(lbl)) == tuple(sorted(LABELS))
     assert lbl["Hostname"] == "host-a" and lbl["UUID"] == devs[0].uuid
     assert {lb["gpu"]: v for lb, v in got["DCGM_FI_DEV_XID_ERRORS"]} == {"0": 0.0, "1": 79.0}
+    assert {lb["gpu"]: v for lb, v in got["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"]} == {"0": 0.0,
+                                                                                "1": 0.0}
     assert {lb["gpu"]: v for lb, v in got["dsan_gpu_healthy"]} == {"0": 1.0, "1": 0.0}
     assert got["dsan_deviceplugin_samples_total"][0][1] == 1.0
     assert got["dsan_deviceplugin_telemetry_available"][0][1] == 1.0

@@ -58,6 +58,7 @@ def test_sample_converts_units_and_marks_unsupported_nan(nvml: Any) -> None:
     assert out[1, COL["memoryUsedMiB"]] == 1024 and out[1, COL["memoryFreeMiB"]] == 15 * 1024
     assert out[2, COL["pcieRxKBps"]] == 200 and out[2, COL["temperatureC"]] == 42
     assert np.isnan(out[:, COL["nvlinkKBps"]]).all()
+    assert out[:, COL["eccDbeVolatile"]].tolist() == [0, 1, 2, 3]
 
 
 def test_events_translate_and_time_out(nvml: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deviceplugin.backend import COL
+from deviceplugin.backend import COL, N_FIELDS
 from deviceplugin.fake import FakeBackend
 from deviceplugin.sampler import TelemetrySampler, forward_fill
 
@@ -42,7 +42,7 @@ def test_windows_are_means_oldest_first() -> None:
         s.state["u"] = np.array([float(step), 50.0])  # type: ignore[attr-defined]
         s.sample_once()
     end, win = s.windows(now=1029.5)
-    assert end == 1029.5 and win.shape == (3, 2, 9)
+    assert end == 1029.5 and win.shape == (3, 2, N_FIELDS)
     # Windows (1019.5, 1029.5], (1009.5, 1019.5], (999.5, 1009.5] -> steps 20..29, 10..19, 0..9
     assert win[:, 0, COL["util"]].tolist() == [4.5, 14.5, 24.5]
     assert win[:, 1, COL["util"]].tolist() == [50.0, 50.0, 50.0]
@@ -77,7 +77,7 @@ def test_removed_gpu_repeats_last_known_window() -> None:
 def test_no_samples_yet() -> None:
     s, _, _ = _sampler()
     assert s.latest() is None
-    assert s.windows()[1].shape == (0, 2, 9)
+    assert s.windows()[1].shape == (0, 2, N_FIELDS)
 
 
 def test_background_thread_samples_at_interval() -> None:
