@@ -139,6 +139,12 @@ class Engine:
             self._push(j.submit, ARRIVE, j.id)
         self._push(0.0, WINDOW, 0)
 
+    def attach(self, select_gpus: SelectGpus, hooks: object | None = None) -> None:
+        """Use a scorer's GPU choice and bind/release hooks (before the first decision)."""
+        self.select_gpus = select_gpus
+        self._on_bind = getattr(hooks, "on_bind", None)
+        self._on_release = getattr(hooks, "on_release", None)
+
     # ---------------------------------------------------------------- events and clock
     def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
         self.seq += 1

@@ -48,10 +48,7 @@ def run_policy(
     wl = generate(cfg, seed, burst)
     engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl, progress=progress)
     scorer = factory(policy, seed, wl, engine)
-    engine.select_gpus = scorer.select_gpus
-    hook_bind = getattr(scorer, "on_bind", None)
-    hook_release = getattr(scorer, "on_release", None)
-    engine._on_bind, engine._on_release = hook_bind, hook_release
+    engine.attach(scorer.select_gpus, scorer)
     rng = np.random.default_rng(seed)
     gen = engine.decisions()
     decisions = 0
