@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts" / "dsan-scheduler" / "crds" / "gputelemetry.yaml"
 
 
+NODES = ("e2e-gpu-node", "e2e-bad-node", "e2e-agent-node", "e2e-cli-node")
+
+
 def _wait(pred: Any, timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -69,7 +72,14 @@ def store(control_plane: Any) -> Iterator[KubernetesTelemetryStore]:
             return True
 
         _wait(served, 30, "GPUTelemetry endpoint")
-    yield KubernetesTelemetryStore(kubeconfig=str(control_plane.kubeconfig))
+        yield KubernetesTelemetryStore(kubeconfig=str(control_plane.kubeconfig))
+        # The control plane is shared by the session: leave no objects for other tests' informers.
+        for name in NODES:
+            try:
+                custom.delete_cluster_custom_object(t.GROUP, t.VERSION, t.TELEMETRY_PLURAL, name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
 
 def _agent(sock: Path, **kw: Any) -> Agent:
