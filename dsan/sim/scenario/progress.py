@@ -1,0 +1,138 @@
+"""Job progress under contention: node speeds, web load, rates and completions.
+
+Batch stage rate = min(executors, stage cap) x mean speed of its running executors; training
+rate = locality x (slowest worker's speed)^sensitivity; best effort runs at 1; web never ends.
+All of it is recomputed vectorised once per event batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dsan.sim.scenario import contention as ct
+from dsan.sim.scenario.state import _EPS, DONE, RUNNING, EngineState
+from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN
+
+
+class ProgressMixin(EngineState):
+    def _next_completion(self) -> float:
+        act = self.job_active & (self.job_rate > 0)
+        if not act.any():
+            return math.inf
+        return self.now + float(np.min(self.job_left[act] / self.job_rate[act]))
+
+    def _locality(self, pods: list[int]) -> float:
+        s, loc = self.snap, self.cfg.locality
+        nodes = self.pod_node[pods]
+        assert s.nvlink is not None and s.rack is not None
+        if np.all(nodes == nodes[0]):
+            return loc.node
+        if np.all(s.nvlink[nodes] == s.nvlink[nodes[0]]) and s.nvlink[nodes[0]] >= 0:
+            return loc.nvlink
+        if np.all(s.rack[nodes] == s.rack[nodes[0]]):
+            return loc.rack
+        return loc.cross_rack
+
+    def _completions(self) -> None:
+        done = np.flatnonzero(
+            self.job_active & (self.job_left <= _EPS * np.maximum(self.job_rate, 1.0))
+        )
+        for j in done:
+            job = self.wl.jobs[int(j)]
+            if self.job_stage[j] + 1 < len(job.stage_work):
+                self.job_stage[j] += 1
+                self.job_left[j] = job.stage_work[self.job_stage[j]]
+                self.job_par[j] = job.stage_par[self.job_stage[j]]
+                continue
+            self.job_active[j] = False
+            self.job_done[j] = self.now
+            for p in job.pods:
+                if self.pod_node[p] >= 0:
+                    self._release(p)
+                self.pod_state[p] = DONE
+            self.acc.completed(KIND_NAMES[job.kind], self.now - job.submit)
+            if job.kind == BATCH:
+                self.acc.sla("batch", int(self.now > job.deadline + _EPS))
+
+    def _web_load(self) -> None:
+        """Per-replica request rate and CPU use from the diurnal curve and running replicas."""
+        if self.web_pods.size == 0:
+            return
+        w = self.cfg.web
+        running = self.pod_state[self.web_pods] == RUNNING
+        per_svc = np.bincount(self.web_svc[running], minlength=self.svc_size.size)
+        rho = ct.diurnal_rho(self.now, w.trough_rho, w.peak_rho, w.peak_hour)
+        lam_svc = self.svc_size * w.service_rate * rho
+        self.web_lam = np.where(
+            running, lam_svc[self.web_svc] / np.maximum(per_svc[self.web_svc], 1), 0.0
+        )
+        use = w.cpu_milli * self.web_lam / (w.service_rate * w.peak_rho)
+        nodes = self.pod_node[self.web_pods]
+        self.web_demand = np.bincount(
+            nodes[running], weights=use[running], minlength=len(self.snap)
+        ).astype(np.float64)
+        self.web_running = per_svc
+
+    def _window(self) -> None:
+        """Web SLO check and the utilisation sample for the plot, every web window."""
+        self._web_load()
+        self._speeds()
+        if self.web_pods.size and self.now > 0:
+            w = self.cfg.web
+            running = self.pod_state[self.web_pods] == RUNNING
+            mu = w.service_rate * self.speed[np.maximum(self.pod_node[self.web_pods], 0)]
+            viol = ct.service_violations(
+                self.web_svc[running],
+                self.web_lam[running],
+                mu[running],
+                w.slo_p99_s,
+                self.svc_size.size,
+                self.web_running,
+            )
+            self.acc.sla("web", int(viol.sum()), int(self.svc_size.size))
+        a = self.acc
+        snap, on = self.snap, self.on
+        used = np.array(
+            [snap.cpu_used.sum(), snap.mem_used.sum(), self.gpu_cap.sum() - snap.gpu_free.sum()]
+        )
+        cap = np.array([snap.cpu_cap @ on, snap.mem_cap @ on, self.gpu_cap @ on])
+        frac = np.where(cap > 0, used / np.maximum(cap, 1e-9), 0.0)
+        a.series_t.append(self.now)
+        a.series_util.append(float(frac.mean() * 100.0))
+        a.series_nodes_on.append(int(on.sum()))
+        if self.progress is not None:
+            self.progress(self.now)
+
+    def _speeds(self) -> None:
+        c = self.cfg.contention
+        self.speed = ct.node_speed(
+            self.demand + self.web_demand, self.snap.cpu_cap, c.threshold, c.beta
+        )
+
+    def _rates(self) -> None:
+        self._speeds()
+        run = self.pod_state == RUNNING
+        J = self.job_rate.size
+        ex = run & self.pod_exec
+        jobs_ex = self.pod_job[ex]
+        sp = self.speed[self.pod_node[ex]]
+        cnt = np.bincount(jobs_ex, minlength=J).astype(np.float64)
+        ssum = np.bincount(jobs_ex, weights=sp, minlength=J)
+        batch_rate = np.where(
+            cnt > 0, ssum / np.maximum(cnt, 1) * np.minimum(cnt, self.job_par), 0.0
+        )
+        tr = run & (self.pod_kind == TRAIN)
+        tmin = np.ones(J)
+        np.minimum.at(tmin, self.pod_job[tr], self.speed[self.pod_node[tr]])
+        train_rate = self.job_loc * ct.training_speed(tmin, self.cfg.contention.train_sensitivity)
+        k = self.job_kind
+        self.job_rate = (
+            np.where(
+                k == BATCH,
+                batch_rate,
+                np.where(k == TRAIN, train_rate, np.where(k == BE, 1.0, 0.0)),
+            )
+            * self.job_active
+        )

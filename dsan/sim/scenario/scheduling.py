@@ -1,0 +1,132 @@
+"""The scheduling pass: priority order, gangs all or nothing, preemption, bind and start-up."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import numpy as np
+
+from dsan.filtering import allocate, feasible, release
+from dsan.sim.scenario import preemption
+from dsan.sim.scenario.state import PENDING, READY, STARTING, Decision, EngineState
+from dsan.sim.scenario.workload import BE
+
+
+class SchedulingMixin(EngineState):
+    def _schedule(self) -> Generator[Decision, int, None]:
+        """One pass over the pending groups: priority order, FIFO within a group.
+
+        Pods of one shape and priority form a group; when its head fails even after
+        preemption, the rest of the group would fail too, so the pass moves on. Groups are
+        revisited only when capacity was freed or they gained pods.
+        """
+        if not self.groups:
+            return
+        for q in self.groups.values():  # drop units that finished or got placed meanwhile
+            while q and self.pod_state[self._unit_pods(q[0])[0]] != PENDING:
+                q.popleft()
+        order = sorted(
+            (k for k, q in self.groups.items() if q and (self.dirty or k in self.group_new)),
+            key=lambda k: (-k[0], self.pod_submit[self._unit_pods(self.groups[k][0])[0]]),
+        )
+        self.dirty = False
+        self.group_new.clear()
+        for key in order:
+            q = self.groups[key]
+            while q:
+                unit = q[0]
+                if self.pod_state[self._unit_pods(unit)[0]] != PENDING:
+                    q.popleft()
+                    continue
+                ok = yield from self._place(self._unit_pods(unit))
+                if not ok and self._preempt(self._unit_pods(unit)):
+                    ok = yield from self._place(self._unit_pods(unit))
+                if not ok:
+                    break
+                q.popleft()
+
+    def _place(self, pods: list[int]) -> Generator[Decision, int, bool]:
+        """Place all of ``pods`` or none (gang): roll back partial placements."""
+        placed: list[int] = []
+        for p in pods:
+            spec = self.wl.pods[p]
+            nodes = np.flatnonzero(feasible(spec, self.snap))
+            if nodes.size == 0:
+                for q in placed:
+                    release(self.snap, self.wl.pods[q], int(self.pod_node[q]), self.pod_gpus[q])
+                    if self._on_release is not None:
+                        self._on_release(
+                            self.wl.pods[q], self.snap, int(self.pod_node[q]), self.pod_gpus[q]
+                        )
+                    self.pod_node[q] = -1
+                    self.pod_gpus[q] = ()
+                return False
+            node = yield Decision(spec, p, int(self.pod_job[p]), nodes, self.snap, self.now)
+            node = int(node)
+            if node not in nodes:
+                raise ValueError(f"policy chose node {node}, not a feasible node for {spec.name}")
+            gpus = self.select_gpus(spec, self.snap, node)
+            allocate(self.snap, spec, node, gpus)
+            if self._on_bind is not None:
+                self._on_bind(spec, self.snap, node, gpus)
+            self.pod_node[p] = node
+            self.pod_gpus[p] = gpus
+            placed.append(p)
+        for p in placed:
+            self._bind(p)
+        return True
+
+    def _bind(self, p: int) -> None:
+        node, spec, st = int(self.pod_node[p]), self.wl.pods[p], self.cfg.startup
+        self.pod_gslot[p] = self.pod_gpus[p][0] if len(self.pod_gpus[p]) == 1 else -1
+        self.pod_state[p] = STARTING
+        self.pod_bound_at[p] = self.now
+        if np.isnan(self.pod_bind[p]):
+            self.pod_bind[p] = self.now
+        if not self.on[node]:
+            self.on[node] = True
+            self.boot_done[node] = self.now + st.node_boot_s
+        self.empty_since[node] = np.inf
+        t = max(self.now, self.boot_done[node])
+        img = spec.image
+        if img >= 0:
+            ready = self.image_ready.get((node, img))
+            if ready is None:
+                ready = t + st.image_mib[img] / st.pull_mib_per_s
+                self.image_ready[(node, img)] = ready
+                imgs = self.snap.images
+                assert imgs is not None
+                imgs[node] = imgs[node] | {img}
+            t = max(t, ready)
+        self._push(t + st.container_start_s, READY, p, int(self.pod_epoch[p]))
+
+    def _preempt(self, pods: list[int]) -> bool:
+        bound = np.flatnonzero((self.pod_node >= 0) & self.pod_reclaim)
+        prio = self.pod_prio[pods[0]]
+        if bound.size == 0 or not np.any(self.pod_prio[bound] < prio):
+            return False
+        b = preemption.Bound(
+            node=self.pod_node[bound],
+            cpu=self.pod_cpu[bound],
+            mem=self.pod_mem[bound],
+            gpu_milli=self.pod_gmilli[bound],
+            gslot=self.pod_gslot[bound],
+            prio=self.pod_prio[bound],
+            start=self.pod_bound_at[bound],
+            reclaimable=np.ones(bound.size, dtype=bool),
+        )
+        victims = preemption.plan([self.wl.pods[p] for p in pods], self.snap, b)
+        if not victims:
+            return False
+        for v in bound[victims]:
+            self._evict(int(v))
+        return True
+
+    def _evict(self, p: int) -> None:
+        job = self.wl.jobs[self.pod_job[p]]
+        self._release(p)
+        self.acc.preemptions += 1
+        if job.kind == BE:  # a reclaimed notebook restarts from scratch
+            self.job_active[job.id] = False
+            self.job_left[job.id] = job.stage_work[0]
+        self._submit([p], False)

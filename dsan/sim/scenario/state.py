@@ -1,0 +1,177 @@
+"""The seed scenario engine's state: per-node, per-pod and per-job numpy arrays.
+
+Split from :mod:`engine` so that the scheduling pass (:mod:`scheduling`) and job progress
+under contention (:mod:`progress`) read as their own modules; all three share this state.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dsan.filtering import release
+from dsan.policies.base import best_fit_gpus
+from dsan.sim.scenario.cluster import build_cluster
+from dsan.sim.scenario.config import ScenarioConfig
+from dsan.sim.scenario.metrics import Accumulator
+from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
+from dsan.snapshot import ClusterSnapshot, PodSpec
+
+ARRIVE, READY, WINDOW = 0, 1, 2
+PENDING_NONE, PENDING, STARTING, RUNNING, DONE = 0, 1, 2, 3, 4
+_EPS = 1e-6
+
+SelectGpus = Callable[[PodSpec, ClusterSnapshot, int], tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One placement to make: give back an entry of ``nodes`` (an index into ``snapshot``)."""
+
+    pod: PodSpec
+    pod_id: int
+    job_id: int
+    #: Feasible node indices (never empty).
+    nodes: np.ndarray
+    #: The engine's live snapshot: read it, never mutate it.
+    snapshot: ClusterSnapshot
+    time_s: float
+
+
+class EngineState:
+    """The engine's arrays and the bookkeeping every part of it shares."""
+
+    def __init__(
+        self,
+        cfg: ScenarioConfig,
+        seed: int,
+        *,
+        burst: bool = False,
+        hours: float | None = None,
+        workload: Workload | None = None,
+        select_gpus: SelectGpus | None = None,
+        hooks: object | None = None,
+        progress: Callable[[float], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.seed = seed
+        self.horizon = float(hours if hours is not None else cfg.hours) * 3600.0
+        self.snap = build_cluster(cfg.cluster, cfg.metrics.telemetry_len)
+        self.wl = workload if workload is not None else generate(cfg, seed, burst)
+        self.select_gpus: SelectGpus = select_gpus or best_fit_gpus
+        self.progress = progress
+        # A stateful scorer (e.g. gpu-clustering) tracks binds/releases through these hooks.
+        self._on_bind = getattr(hooks, "on_bind", None)
+        self._on_release = getattr(hooks, "on_release", None)
+        self.acc = Accumulator()
+        wl, n = self.wl, len(self.snap)
+        P, J = len(wl.pods), len(wl.jobs)
+        self.pod_kind = np.array([p.task_type for p in wl.pods], dtype=np.int64)
+        self.pod_job = np.asarray(wl.pod_job, dtype=np.int64)
+        self.pod_cpu = np.array([p.cpu_milli for p in wl.pods])
+        self.pod_mem = np.array([p.mem_mib for p in wl.pods])
+        self.pod_gmilli = np.array([p.gpu_milli for p in wl.pods], dtype=np.int64)
+        self.pod_prio = np.array([p.priority for p in wl.pods], dtype=np.int64)
+        self.pod_use = np.asarray(wl.pod_cpu_use)
+        self.pod_act = np.asarray(wl.pod_gpu_act)
+        self.pod_reclaim = np.asarray(wl.pod_reclaimable, dtype=bool)
+        self.pod_exec = np.zeros(P, dtype=bool)
+        for j in wl.jobs:
+            if j.kind == BATCH:
+                self.pod_exec[j.pods[1:]] = True
+        self.pod_node = np.full(P, -1, dtype=np.int64)
+        self.pod_gslot = np.full(P, -1, dtype=np.int64)
+        self.pod_gpus: list[tuple[int, ...]] = [()] * P
+        self.pod_state = np.zeros(P, dtype=np.int8)
+        self.pod_submit = np.full(P, np.nan)
+        self.pod_bind = np.full(P, np.nan)  # first bind
+        self.pod_start = np.full(P, np.nan)  # first running
+        self.pod_bound_at = np.zeros(P)  # latest bind, for victim order
+        self.pod_epoch = np.zeros(P, dtype=np.int64)
+        self.job_left = np.array([j.stage_work[0] for j in wl.jobs])
+        self.job_stage = np.zeros(J, dtype=np.int64)
+        self.job_par = np.array(
+            [j.stage_par[0] if j.stage_par else 0 for j in wl.jobs], dtype=np.float64
+        )
+        self.job_active = np.zeros(J, dtype=bool)
+        self.job_rate = np.zeros(J)
+        self.job_loc = np.ones(J)
+        self.job_done = np.full(J, np.nan)
+        self.job_kind = np.array([j.kind for j in wl.jobs], dtype=np.int64)
+        self.on = np.ones(n, dtype=bool)
+        self.empty_since = np.zeros(n)
+        self.boot_done = np.zeros(n)
+        self.image_ready: dict[tuple[int, int], float] = {}
+        self.demand = np.zeros(n)  # actual CPU use of running non-web pods (millicores)
+        self.web_demand = np.zeros(n)
+        self.gpu_busy = np.zeros(n)  # Σ gpu_milli * activity of running GPU pods
+        self.speed = np.ones(n)
+        self.gpu_cap = self.snap.gpu_count.astype(np.float64) * 1000.0
+        web = [j for j in wl.jobs if j.kind == WEB]
+        self.svc_size = np.zeros(max(wl.n_services, 1))
+        for j in web:
+            self.svc_size[j.service] = len(j.pods)
+        self.web_pods = np.array([p for j in web for p in j.pods], dtype=np.int64)
+        self.web_svc = np.array([j.service for j in web for _ in j.pods], dtype=np.int64)
+        self.web_lam = np.zeros(self.web_pods.size)  # per-replica request rate
+        self.web_running = np.zeros(self.svc_size.size, dtype=np.int64)
+        self.now = 0.0
+        self.last_sample = -1
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+        self.groups: dict[tuple[float, ...], deque[int]] = {}
+        self.group_new: set[tuple[float, ...]] = set()
+        self.dirty = True
+        for j in wl.jobs:
+            self._push(j.submit, ARRIVE, j.id)
+        self._push(0.0, WINDOW, 0)
+
+    def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, a, b))
+
+    def _unit_pods(self, unit: int) -> list[int]:
+        return self.wl.jobs[-1 - unit].pods if unit < 0 else [unit]
+
+    def _submit(self, pods: list[int], gang: bool) -> None:
+        for p in pods:
+            self.pod_state[p] = PENDING
+            if np.isnan(self.pod_submit[p]):
+                self.pod_submit[p] = self.now
+        units = [pods] if gang else [[p] for p in pods]
+        for u in units:
+            spec = self.wl.pods[u[0]]
+            key = (
+                spec.priority,
+                spec.cpu_milli,
+                spec.mem_mib,
+                spec.num_gpu,
+                spec.gpu_milli,
+                len(u),
+            )
+            self.groups.setdefault(key, deque()).append(
+                u[0] if not gang else -1 - self.pod_job[u[0]]
+            )
+            self.group_new.add(key)
+
+    def _release(self, p: int) -> None:
+        node = int(self.pod_node[p])
+        if self.pod_state[p] == RUNNING:
+            if self.pod_kind[p] != WEB:
+                self.demand[node] -= self.pod_cpu[p] * self.pod_use[p]
+            self.gpu_busy[node] -= self.pod_gmilli[p] * self.pod_act[p]
+        release(self.snap, self.wl.pods[p], node, self.pod_gpus[p])
+        if self._on_release is not None:
+            self._on_release(self.wl.pods[p], self.snap, node, self.pod_gpus[p])
+        self.pod_node[p] = -1
+        self.pod_gslot[p] = -1
+        self.pod_gpus[p] = ()
+        self.pod_epoch[p] += 1
+        assert self.snap.pod_count is not None
+        if self.snap.pod_count[node] == 0:
+            self.empty_since[node] = self.now
+        self.dirty = True
