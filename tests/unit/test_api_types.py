@@ -15,7 +15,10 @@ def test_parse_gpu_models(raw: str | None, want: tuple[str, ...]) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "want"),
-    [(None, None), ("500", 500), ("1000", 1000), ("0", None), ("1001", None), ("-3", None), ("x", None)],
+    [
+        (None, None), ("500", 500), ("1000", 1000),
+        ("0", None), ("1001", None), ("-3", None), ("x", None),
+    ],
 )
 def test_parse_gpu_milli(raw: str | None, want: int | None) -> None:
     assert t.parse_gpu_milli(raw) == want
