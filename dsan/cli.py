@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 #: (subcommand, module with ``add_parser(subparsers)`` returning the parser, help text)
 SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
@@ -40,7 +41,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 sub.add_parser(name, help=f"{help_text} [not available: {exc.name}]")
                 continue
             raise
-        add: Callable[[argparse._SubParsersAction], argparse.ArgumentParser] = mod.add_parser  # type: ignore[type-arg]
+        add: Callable[[Any], argparse.ArgumentParser] = mod.add_parser
         add(sub)
     return parser
 
