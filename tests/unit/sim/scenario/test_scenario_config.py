@@ -42,8 +42,8 @@ def test_bad_config_names_the_key(data: dict[str, object], message: str) -> None
         merged["training"] = {
             "quantile_points": [0, 100],
             "duration_quantiles_s": {"1": [1, 2]},
-            **data["training"],
-        }  # type: ignore[dict-item]
+            **data["training"],  # type: ignore[dict-item]
+        }
     with pytest.raises(ValueError, match=message):
         from_dict(merged)
 

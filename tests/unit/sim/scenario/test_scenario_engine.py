@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import close, drive, first_node, last_node, tiny_config, train_pod
+from scenario_fixtures import close, drive, first_node, last_node, tiny_config, train_pod
 
 from dsan.sim.scenario.engine import Decision, Engine
 from dsan.sim.scenario.workload import BATCH, BE, TRAIN, WEB, WorkloadBuilder

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import HORIZON_S, train_pod
+from scenario_fixtures import HORIZON_S, train_pod
 
 from dsan.sim.scenario.env import ScenarioEnv
 from dsan.sim.scenario.workload import TRAIN, WorkloadBuilder

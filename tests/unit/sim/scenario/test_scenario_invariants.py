@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import tiny_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scenario_fixtures import tiny_config
 
 from dsan.sim.scenario.engine import PENDING, RUNNING, STARTING, Decision, Engine
 from dsan.sim.scenario.workload import TRAIN
@@ -35,12 +35,18 @@ def _check(eng: Engine, deciding_job: int = -1) -> None:
 def test_random_policy_keeps_books_straight(seed: int) -> None:
     cfg = tiny_config(
         hours=1.0,
-        training={"jobs_per_h": 30.0, "gpu_count_probs": {"1": 0.5, "2": 0.3, "4": 0.2},
-                  "duration_quantiles_s": {"1": [60, 900], "2": [60, 900], "4": [60, 900]}},
+        training={
+            "jobs_per_h": 30.0,
+            "gpu_count_probs": {"1": 0.5, "2": 0.3, "4": 0.2},
+            "duration_quantiles_s": {"1": [60, 900], "2": [60, 900], "4": [60, 900]},
+        },
         batch={"jobs_per_h": 6.0, "executors": [2, 4], "duration_median_s": 300.0},
         web={"services": 2, "replicas": [1, 3]},
-        besteffort={"pods_per_h": 20.0, "duration_mean_s": 600.0,
-                    "gpu_milli_probs": {"500": 0.5, "300": 0.5}},
+        besteffort={
+            "pods_per_h": 20.0,
+            "duration_mean_s": 600.0,
+            "gpu_milli_probs": {"500": 0.5, "300": 0.5},
+        },
     )
     eng = Engine(cfg, seed)
     rng = np.random.default_rng(seed)

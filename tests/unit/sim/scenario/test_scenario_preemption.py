@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from conftest import drive, train_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scenario_fixtures import drive, train_pod
 
 from dsan.sim.scenario import preemption
 from dsan.sim.scenario.engine import Engine
