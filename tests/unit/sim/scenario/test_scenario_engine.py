@@ -180,3 +180,27 @@ def test_bad_choice_is_rejected(cfg, builder) -> None:
     next(gen)
     with pytest.raises(ValueError, match="not a feasible node"):
         gen.send(2)  # the CPU node has no GPU
+
+
+def test_burst_summary_is_per_job(cfg, builder) -> None:
+    a = builder.job(TRAIN, 0.0, [100.0], stage_par=[0])
+    for i in range(7):
+        builder.pod(a, train_pod(f"a{i}", gang=7), 0.6, 0.9, False)
+    b = builder.job(TRAIN, 10.0, [100.0], stage_par=[0], burst=True)
+    for i in range(2):
+        builder.pod(b, train_pod(f"b{i}", gang=2), 0.6, 0.9, False)
+    c = builder.job(TRAIN, 50.0, [10.0], stage_par=[0], burst=True)
+    builder.pod(c, train_pod("c"), 0.6, 0.9, False)
+    out = drive(Engine(cfg, 0, workload=builder.build()))
+    a_done = 3.0 + 100.0 / 0.95
+    # B (2 GPUs) waits for A: a_done - 10 s; C takes the last free GPU at once.
+    assert out["burst"] == pytest.approx(
+        {
+            "jobs": 2,
+            "jobs_started": 2,
+            "queued_jobs": 1,
+            "gpus_requested": 3,
+            "mean_job_wait_s": (a_done - 10.0) / 2,
+        }
+    )
+    assert out["queueing_by_kind"]["burst"]["events"] == 2  # B's two pods
