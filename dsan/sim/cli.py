@@ -43,9 +43,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     op.add_argument(
         "--tie-break",
-        choices=("name", "random"),
-        default="name",
-        help="score ties: lowest node name (FGD simulator) or random (kube-scheduler)",
+        choices=("name", "order", "random"),
+        default="order",
+        help="score ties: first in the seed's node permutation (default; matches the "
+        "published FGD numbers), lowest node name, or random (kube-scheduler)",
     )
     op.add_argument("--json", action="store_true", help="single run: print the result as JSON")
     op.add_argument("--out", type=Path, default=None, help="matrix: write CSV, table and PNGs here")

@@ -74,4 +74,19 @@ def test_golden_slice(openb_slice: tuple[Path, Path]) -> None:
     assert got["fgd"] < got["random"]
 
 
-GOLDEN: dict[str, float] = {"fgd": 1.7868, "bestfit": 1.9025, "random": 7.961}
+GOLDEN: dict[str, float] = {"fgd": 1.8302, "bestfit": 1.8164, "random": 7.961}
+
+
+def test_tie_break_rules_differ_and_are_deterministic(openb_slice: tuple[Path, Path]) -> None:
+    nodes, pods = openb_slice
+    got = {
+        tb: run_openb(OpenbConfig(pods, nodes, "gpu-packing", seed=43, tie_break=tb))[
+            "unallocated_gpu_pct_curve"
+        ]
+        for tb in ("name", "order")
+    }
+    again = run_openb(OpenbConfig(pods, nodes, "gpu-packing", seed=43, tie_break="order"))
+    assert again["unallocated_gpu_pct_curve"] == got["order"]
+    assert got["name"] != got["order"]  # CPU-only pods tie everywhere under packing
+    with pytest.raises(ValueError, match="tie_break"):
+        OpenbConfig(pods, nodes, tie_break="first")
