@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -155,10 +156,14 @@ class KubeClusterView:
         self._stop.set()
         for r in self._reflectors:
             resp = r.response
-            if resp is not None:
-                # Closing unblocks a watch read; a dead socket may raise anything.
-                with contextlib.suppress(Exception):
-                    resp.close()
+            conn = getattr(resp, "connection", None) if resp is not None else None
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                # Shut the socket down rather than close the response: close() needs the
+                # reader's buffer lock, which the watch thread holds while blocked in a read
+                # (a deadlock until the watch times out). shutdown() makes that read return.
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
         for t in self._threads:
             t.join(timeout=5)
 

@@ -11,6 +11,7 @@ largest init container, plus the pod overhead.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -180,10 +181,14 @@ def podspec_from_parts(
     if wanted:
         models = tuple(sorted({gpu_models.get(m, NO_MODEL) for m in wanted}))
     task = parse_task_type(_str_or_none(annotations.get(ANNOTATION_TASK_TYPE)))
+    cpu_milli = float(req.get("cpu", Decimal(0)) * 1000)
+    mem_mib = float(req.get("memory", Decimal(0)) / _MIB)
+    if not (math.isfinite(cpu_milli) and math.isfinite(mem_mib)) or num_gpu > 1 << 20:
+        raise PodError(f"requests: {name} asks for more than any node can have")
     return PodSpec(
         name=name,
-        cpu_milli=float(req.get("cpu", Decimal(0)) * 1000),
-        mem_mib=float(req.get("memory", Decimal(0)) / _MIB),
+        cpu_milli=cpu_milli,
+        mem_mib=mem_mib,
         num_gpu=num_gpu,
         gpu_milli=gpu_milli,
         gpu_models=models,

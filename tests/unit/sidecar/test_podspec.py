@@ -97,3 +97,8 @@ def test_malformed_pods_name_the_field(pod: object, where: str) -> None:
 def test_pod_key_prefers_uid() -> None:
     assert pod_key(ko.pod("p", uid="u1")) == "u1"
     assert pod_key({"metadata": {"name": "p", "namespace": "n"}}) == "n/p"
+
+
+def test_absurd_requests_are_rejected_not_turned_into_infinity() -> None:
+    with pytest.raises(PodError, match="more than any node"):
+        podspec_from_pod(ko.pod("p", cpu="1e400"), {})
