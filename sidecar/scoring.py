@@ -142,6 +142,8 @@ def fast_normalize(scores: npt.ArrayLike, max_score: int) -> npt.NDArray[np.int6
     if s.size == 0 or not np.isfinite(s).all():
         return normalize(s, max_score)
     lo, hi = s.min(), s.max()
+    if not np.isfinite(hi - lo):  # a span that overflows: leave it to the careful version
+        return normalize(s, max_score)
     if not hi > lo:
         return np.full(s.shape, max_score, dtype=np.int64)
     return np.rint((s - lo) * (max_score / (hi - lo))).astype(np.int64)
