@@ -102,17 +102,13 @@ class FGDScorer:
         access = self._access[:, idx]
         m = len(idx)
         if pod.is_sharing:
-            # One what-if variant per (node, GPU): the share taken from that GPU.
-            after = free[:, None, :] - pod.gpu_milli * _EYE[None, :, :]  # (m, G, G)
-            valid = free >= pod.gpu_milli
-            frag = node_frag(
-                np.repeat(cpu_after, MAX_GPUS),
-                after.reshape(m * MAX_GPUS, MAX_GPUS),
-                np.repeat(access, MAX_GPUS, axis=1),
-                self.target,
-            ).reshape(m, MAX_GPUS)
-            score = np.floor(_sigmoid((before[:, None] - frag) / 1000.0) * MAX_NODE_SCORE)
-            score = np.where(valid, score, -1.0)
+            # One what-if variant per (node, GPU that fits): the share taken from that GPU.
+            valid = free >= pod.gpu_milli  # (m, G)
+            row, gpu = np.nonzero(valid)
+            after = free[row] - pod.gpu_milli * _EYE[gpu]  # (v, G)
+            frag = node_frag(cpu_after[row], after, access[:, row], self.target)
+            score = np.full((m, MAX_GPUS), -1.0)
+            score[row, gpu] = np.floor(_sigmoid((before[row] - frag) / 1000.0) * MAX_NODE_SCORE)
             best = score.argmax(axis=1)  # first maximum = lowest slot, as the plugin's strict ">"
             return score[np.arange(m), best], np.where(valid.any(axis=1), best, -1)
         if pod.num_gpu > 0 and pod.gpu_milli > 0:

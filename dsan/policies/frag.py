@@ -38,10 +38,10 @@ def node_frag(
     """
     free = gpu_free.astype(np.int32, copy=False)
     total = free.sum(axis=1)  # (m,)
-    milli = target.gpu_milli[:, None, None]  # (K,1,1)
-    small = free[None, :, :] < milli  # (K,m,G)
-    frag_small = np.where(small, free[None, :, :], 0).sum(axis=2)  # (K,m)
-    fit = (~small).sum(axis=2)  # GPUs that can take the shape's share
+    milli = target.milli_unique[:, None, None]  # (U,1,1): distinct shares, U <= K
+    small = free[None, :, :] < milli  # (U,m,G)
+    frag_small = np.where(small, free[None, :, :], 0).sum(axis=2)[target.milli_index]  # (K,m)
+    fit = (~small).sum(axis=2)[target.milli_index]  # GPUs that can take the shape's share
     host = (
         access
         & (target.num_gpu[:, None] > 0)

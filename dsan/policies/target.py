@@ -21,7 +21,7 @@ import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,9 @@ class TargetWorkload:
     #: Allowed GPU model names per shape; ``()`` = any model.
     models: tuple[tuple[str, ...], ...]
     freq: npt.NDArray[np.float64]
+    #: Distinct ``gpu_milli`` values and each shape's index into them (set at construction).
+    milli_unique: npt.NDArray[np.int32] = field(init=False, repr=False, compare=False)
+    milli_index: npt.NDArray[np.int64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         k = len(self.models)
@@ -55,6 +58,10 @@ class TargetWorkload:
             raise ValueError("target workload has no shapes")
         if np.any(self.freq < 0) or abs(float(self.freq.sum()) - 1.0) > 1e-6:
             raise ValueError("target workload frequencies must be >= 0 and sum to 1")
+        # Shapes share few distinct GPU shares; fragmentation is computed once per share.
+        uniq, inv = np.unique(self.gpu_milli, return_inverse=True)
+        object.__setattr__(self, "milli_unique", uniq.astype(np.int32))
+        object.__setattr__(self, "milli_index", inv.astype(np.int64))
 
     def __len__(self) -> int:
         return len(self.models)
