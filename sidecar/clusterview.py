@@ -123,24 +123,19 @@ class _Reflector:
 class KubeClusterView:
     """List + watch against a real kube-apiserver, one daemon thread per resource."""
 
-    def __init__(self, cfg: SidecarConfig, cache: GraphCache, api_client: Any) -> None:
-        from kubernetes import client  # not at import time: DEVELOPERS.md rule 4
-
+    def __init__(self, cfg: SidecarConfig, cache: GraphCache, api_client: Any,
+                 list_fns: Mapping[str, Callable[..., Any]] | None = None) -> None:
+        """``list_fns`` (resource -> list function) replaces the client's, for tests."""
         self.cfg = cfg
         self.cache = cache
-        core = client.CoreV1Api(api_client)
-        custom = client.CustomObjectsApi(api_client)
-
-        def list_telemetry(**kw: Any) -> Any:
-            return custom.list_cluster_custom_object(GROUP, VERSION, TELEMETRY_PLURAL, **kw)
-
+        fns = dict(list_fns) if list_fns is not None else _client_list_fns(api_client)
         self._reflectors = [
-            _Reflector("nodes", core.list_node, cache.replace_nodes),
-            _Reflector("pods", core.list_pod_for_all_namespaces, cache.replace_pods),
+            _Reflector("nodes", fns["nodes"], cache.replace_nodes),
+            _Reflector("pods", fns["pods"], cache.replace_pods),
         ]
         if cfg.watch_telemetry:
             self._reflectors.append(
-                _Reflector("gputelemetries", list_telemetry, cache.replace_telemetry,
+                _Reflector("gputelemetries", fns["gputelemetries"], cache.replace_telemetry,
                            optional=True))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -243,6 +238,19 @@ class KubeClusterView:
             r.response = None
             resp.release_conn()
         return rv
+
+
+def _client_list_fns(api_client: Any) -> dict[str, Callable[..., Any]]:
+    from kubernetes import client  # not at import time: DEVELOPERS.md rule 4
+
+    core = client.CoreV1Api(api_client)
+    custom = client.CustomObjectsApi(api_client)
+
+    def list_telemetry(**kw: Any) -> Any:
+        return custom.list_cluster_custom_object(GROUP, VERSION, TELEMETRY_PLURAL, **kw)
+
+    return {"nodes": core.list_node, "pods": core.list_pod_for_all_namespaces,
+            "gputelemetries": list_telemetry}
 
 
 def _events(resp: Any) -> Iterator[dict[str, Any]]:

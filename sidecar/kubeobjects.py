@@ -42,9 +42,14 @@ def pod(name: str, cpu: str = "1", memory: str = "1Gi", gpus: int = 0,
     req = {"cpu": cpu, "memory": memory, **(extra_requests or {})}
     if gpus:
         req[RESOURCE_GPU] = str(gpus)
+    # Extended resources cannot be overcommitted: the apiserver wants limits == requests.
+    limits = {k: v for k, v in req.items() if "/" in k}
+    resources: dict[str, Any] = {"requests": req}
+    if limits:
+        resources["limits"] = limits
     spec: dict[str, Any] = {
         "schedulerName": "dsan-scheduler",
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": req}}],
+        "containers": [{"name": "main", "image": "busybox", "resources": resources}],
     }
     if node_name:
         spec["nodeName"] = node_name
