@@ -53,7 +53,11 @@ class Stack:
 def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     require_prometheus()
     work = tmp_path_factory.mktemp("dsan-e2e")
-    sidecar = Sidecar(control_plane.kubeconfig, work, policy="bestfit").start()
+    # backoff_max_s 5: after the apiserver restart test the informers retry within seconds
+    # instead of the default 30 s, which only keeps the suite short.
+    sidecar = Sidecar(
+        control_plane.kubeconfig, work, policy="bestfit", extra_args=("--backoff-max-s=5",)
+    ).start()
     try:
         with RecordingProxy(sidecar.http_port) as proxy, control_plane.api_client() as api:
             control_plane.start_scheduler(

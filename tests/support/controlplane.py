@@ -222,10 +222,52 @@ class ControlPlane:
     def restart_apiserver(self, down_s: float = 0.0) -> float:
         """Stop the apiserver, stay down ``down_s`` s, start it again; returns seconds to ready."""
         assert self.apiserver is not None
-        self.apiserver.stop()
+        self.apiserver.stop(timeout=3.0)
         time.sleep(down_s)
         self.start_apiserver()
+        self.wait_reconnected()
         return self.timings["apiserver"]
+
+    def wait_reconnected(self, timeout: float = 90.0) -> float:
+        """After an apiserver restart, wait until kwok and the default scheduler work again.
+
+        Their client-go watches back off (up to ~30 s) while the apiserver is down; without
+        this, the next test's nodes stay NotReady or its pods Pending for that long. A canary
+        node must turn Ready (kwok) and a canary pod must bind to it (default scheduler).
+        """
+        from kubernetes import client
+
+        from tests.support.workload import NodeShape, node_manifest, pod_manifest
+
+        start = time.monotonic()
+        if self.kwok is None:
+            return 0.0
+        name = f"canary-{int(start * 1000) % 10**9}"
+        with self.api_client() as api:
+            core: Any = client.CoreV1Api(api)  # manifests are plain dicts
+            core.create_node(node_manifest(name, NodeShape(gpus=0), {"dsan.io/canary": "true"}))
+            try:
+
+                def ready() -> bool:
+                    n = core.read_node(name)
+                    conds = n.status.conditions or []
+                    return any(c.type == "Ready" and c.status == "True" for c in conds)
+
+                wait_until("kwok after apiserver restart", ready, timeout, [self.kwok])
+                if "default" in self.schedulers:
+                    pod = pod_manifest(name, cpu="10m", memory="1Mi")
+                    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": name}
+                    core.create_namespaced_pod("default", pod)
+                    wait_until(
+                        "default scheduler after apiserver restart",
+                        lambda: bool(core.read_namespaced_pod(name, "default").spec.node_name),
+                        timeout,
+                        [self.schedulers["default"][0]],
+                    )
+                    core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+            finally:
+                core.delete_node(name)
+        return time.monotonic() - start
 
     def _start_kwok(self) -> None:
         port = free_port()
