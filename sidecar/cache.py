@@ -36,11 +36,12 @@ from dsan.api.types import (
     Topology,
     parse_float_label,
 )
-from dsan.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
+from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
 from sidecar.config import SidecarConfig
 from sidecar.podspec import PodError, parse_quantity, pod_key, podspec_from_pod
+from sidecar.telemetry import CHANNELS, BadTelemetry, new_windows
 
-_C = len(TELEMETRY_CHANNELS)
+_C = CHANNELS
 _TERMINAL = ("Succeeded", "Failed")
 
 
@@ -428,37 +429,20 @@ class GraphCache:
 
     def _apply_telemetry(self, i: int, tel: tele_api.GPUTelemetry) -> bool:
         """Append the windows newer than what the node's ring holds; False if none."""
-        if not tel.available or not tel.statuses:
-            return False
-        series = {m: np.array([s.series(m) for s in tel.statuses], dtype=np.float64)
-                  for m in ("util", "memoryUsedMiB", "powerW")}
-        length = series["util"].shape[1] if series["util"].ndim == 2 else 0
-        if length == 0:
-            return False
-        total = {g.uuid: g.memory_total_mib for g in tel.gpus}
-        mem_tot = np.array([[max(1, total.get(s.uuid, 0))] for s in tel.statuses], np.float64)
-        end = tel.sampled_at.timestamp()
-        last = self._tele_time[i]
-        new = length if not math.isfinite(last) else round((end - last) / tel.window_seconds)
-        new = min(max(new, 0), length, self._T)
-        if new == 0:
-            return False
-        windows = np.empty((new, _C), dtype=np.float32)
         cpu_frac = self._cpu_used[i] / self._cpu_cap[i] if self._cpu_cap[i] > 0 else 0.0
         mem_frac = self._mem_used[i] / self._mem_cap[i] if self._mem_cap[i] > 0 else 0.0
-        # Channels as in dsan.snapshot.TELEMETRY_CHANNELS; CPU and memory come from
-        # requests because the CR carries GPU series only.
-        windows[:, 0] = cpu_frac
-        windows[:, 1] = mem_frac
-        windows[:, 2] = series["util"][:, -new:].mean(axis=0) / 100.0
-        windows[:, 3] = (series["memoryUsedMiB"] / mem_tot)[:, -new:].mean(axis=0) \
-            if series["memoryUsedMiB"].size else 0.0
-        windows[:, 4] = series["powerW"][:, -new:].mean(axis=0) / self._cfg.gpu_power_ref_w \
-            if series["powerW"].size else 0.0
-        np.clip(windows, 0.0, 1.0, out=windows)
-        slots = (self._tele_pos[i] + np.arange(new)) % self._T
+        try:
+            got = new_windows(tel, float(self._tele_time[i]), self._T, cpu_frac, mem_frac,
+                              self._cfg.gpu_power_ref_w)
+        except BadTelemetry:
+            self.stats.bad_objects["telemetry"] += 1
+            return False
+        if got is None:
+            return False
+        windows, end = got
+        slots = (self._tele_pos[i] + np.arange(len(windows))) % self._T
         self._tele[i, slots] = windows
-        self._tele_pos[i] = (self._tele_pos[i] + new) % self._T
+        self._tele_pos[i] = (self._tele_pos[i] + len(windows)) % self._T
         self._tele_time[i] = end
         self._tele_version += 1
         return True
@@ -528,29 +512,3 @@ class GraphCache:
 
     def __len__(self) -> int:
         return len(self._names)
-
-
-def topology_edges(snap: ClusterSnapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]:
-    """Undirected topology edges as (2, E) node indices plus an edge type per edge.
-
-    Type 0: same NVLink domain; type 1: same rack. Zones are too coarse for cliques and stay
-    a node attribute (``snap.zone``). Loops run per group, not per node.
-    """
-    src: list[npt.NDArray[np.int64]] = []
-    dst: list[npt.NDArray[np.int64]] = []
-    kinds: list[npt.NDArray[np.int8]] = []
-    for kind, ids in enumerate((snap.nvlink, snap.rack)):
-        if ids is None:
-            continue
-        for gid in np.unique(ids[ids >= 0]):
-            members = np.flatnonzero(ids == gid)
-            if members.size < 2:
-                continue
-            a, b = np.meshgrid(members, members, indexing="ij")
-            off = a != b
-            src.append(a[off])
-            dst.append(b[off])
-            kinds.append(np.full(int(off.sum()), kind, dtype=np.int8))
-    if not src:
-        return np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int8)
-    return np.stack([np.concatenate(src), np.concatenate(dst)]), np.concatenate(kinds)

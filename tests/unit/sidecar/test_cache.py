@@ -7,9 +7,10 @@ import pytest
 
 from dsan.snapshot import TELEMETRY_CHANNELS
 from sidecar import kubeobjects as ko
-from sidecar.cache import GraphCache, topology_edges
+from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.podspec import podspec_from_pod
+from sidecar.topology import topology_edges
 
 
 class Clock:
@@ -201,3 +202,13 @@ def test_topology_edges_connect_nvlink_domains_and_racks() -> None:
     assert (0, 1, 0) in pairs and (1, 0, 0) in pairs  # NVLink a<->b
     assert {(0, 2, 1), (2, 1, 1)} <= pairs  # rack r1 clique
     assert not any(3 in (s, d) for s, d, _ in pairs)  # d is alone in r2
+
+
+def test_ragged_telemetry_is_counted_not_raised() -> None:
+    cache, clock = make(1)
+    obj = ko.telemetry("n0", util=[[10.0, 20.0], [30.0, 40.0]],
+                       sampled_at=datetime.fromtimestamp(clock.t, UTC))
+    for key in list(obj["status"]["gpus"][1]["windows"]):
+        obj["status"]["gpus"][1]["windows"][key] = [1.0]  # GPU 1 shorter than GPU 0
+    cache.upsert_telemetry(obj)
+    assert cache.stats.bad_objects["telemetry"] == 1
