@@ -37,7 +37,9 @@ def _single() -> float:
     env = EnvConfig(n_nodes=N_NODES)
     t0, decisions = time.perf_counter(), 0
     for s in range(EPISODES):
-        decisions += len(run_episode(make_episode(env, s), model, "sample", rng=np.random.default_rng(s)))
+        decisions += len(
+            run_episode(make_episode(env, s), model, "sample", rng=np.random.default_rng(s))
+        )
     return decisions / (time.perf_counter() - t0)
 
 
@@ -51,8 +53,16 @@ def test_collection_single_process(benchmark) -> None:  # type: ignore[no-untype
 @pytest.mark.benchmark(group="training-throughput")
 @pytest.mark.parametrize("workers", [1, 2])
 def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:  # type: ignore[no-untyped-def]
-    a = Args(out=str(tmp_path), n_nodes=N_NODES, iterations=2, episodes_per_iter=EPISODES // workers or 1,
-             eval_episodes=1, export=False, progress=False, ppo_epochs=1)
+    a = Args(
+        out=str(tmp_path),
+        n_nodes=N_NODES,
+        iterations=2,
+        episodes_per_iter=EPISODES // workers or 1,
+        eval_episodes=1,
+        export=False,
+        progress=False,
+        ppo_epochs=1,
+    )
     d = DistConfig(workers=workers, master_port=29650 + workers)
     summary = benchmark.pedantic(run, args=(a, d), rounds=1, iterations=1)
     benchmark.extra_info["decisions_per_s"] = summary["decisions_per_s"][-1]
@@ -62,8 +72,22 @@ def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:  # t
 
 @pytest.mark.benchmark(group="training-throughput")
 def test_wall_time_to_best_heuristic_parity(benchmark, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    a = Args(out=str(tmp_path), n_nodes=64, imitation_episodes=6, imitation_epochs=6, lr=3e-3,
-             iterations=3, episodes_per_iter=1, eval_episodes=2, export=False, progress=False)
+    a = Args(
+        out=str(tmp_path),
+        n_nodes=64,
+        imitation_episodes=6,
+        imitation_epochs=6,
+        lr=3e-3,
+        iterations=3,
+        episodes_per_iter=1,
+        eval_episodes=2,
+        export=False,
+        progress=False,
+    )
     summary = benchmark.pedantic(train, args=(a,), rounds=1, iterations=1)
-    benchmark.extra_info.update(parity_wall_s=summary["parity_wall_s"], eval_alloc_pct=summary["eval_alloc_pct"],
-                                baselines=summary["baselines_alloc_pct"], teacher=summary["teacher"])
+    benchmark.extra_info.update(
+        parity_wall_s=summary["parity_wall_s"],
+        eval_alloc_pct=summary["eval_alloc_pct"],
+        baselines=summary["baselines_alloc_pct"],
+        teacher=summary["teacher"],
+    )

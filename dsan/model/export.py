@@ -52,7 +52,11 @@ def example_inputs(n: int = 16, m: int = 8, e: int = 24, t: int = 6) -> tuple[to
 
 
 def _dynamic_shapes() -> tuple[dict[int, Any], ...]:
-    n, m, e = Dim("nodes", min=2, max=1 << 20), Dim("cands", min=2, max=1 << 20), Dim("edges", min=1, max=1 << 26)
+    n, m, e = (
+        Dim("nodes", min=2, max=1 << 20),
+        Dim("cands", min=2, max=1 << 20),
+        Dim("edges", min=1, max=1 << 26),
+    )
     return ({0: m}, {0: n}, {0: n}, {1: e}, {0: e}, {0: m}, {0: m})
 
 
@@ -73,7 +77,9 @@ def save(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TorchScript's deprecation notice: we ship both
             torch.jit.save(torch.jit.script(model), str(out / TORCHSCRIPT))
-            torch.export.save(export(model, example_inputs(), dynamic_shapes=_dynamic_shapes()), out / EXPORTED)
+            torch.export.save(
+                export(model, example_inputs(), dynamic_shapes=_dynamic_shapes()), out / EXPORTED
+            )
     manifest = {
         "version": version,
         "feature_schema": schema_hash(),
@@ -105,11 +111,15 @@ def load(model_dir: str | Path = DEFAULT_DIR) -> tuple[DSANNet, dict[str, Any]]:
     """Eager model and manifest; raises :class:`SchemaMismatch` on a schema change."""
     manifest = read_manifest(model_dir)
     model = DSANNet(ModelConfig(**manifest["model"]))
-    model.load_state_dict(torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True))
+    model.load_state_dict(
+        torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True)
+    )
     return model.eval(), manifest
 
 
-def load_torchscript(model_dir: str | Path = DEFAULT_DIR) -> tuple[torch.jit.ScriptModule, dict[str, Any]]:
+def load_torchscript(
+    model_dir: str | Path = DEFAULT_DIR,
+) -> tuple[torch.jit.ScriptModule, dict[str, Any]]:
     manifest = read_manifest(model_dir)
     return torch.jit.load(str(Path(model_dir) / TORCHSCRIPT), map_location="cpu"), manifest
 

@@ -118,7 +118,9 @@ class ScoreHead(nn.Module):
         self.masked: float = MASKED
         self.skip = nn.Linear(features, 1)
         self.proj = nn.Linear(features, 2 * hidden)
-        self.mlp = nn.Sequential(nn.Linear(3 * hidden, 2 * hidden), nn.ReLU(), nn.Linear(2 * hidden, 1))
+        self.mlp = nn.Sequential(
+            nn.Linear(3 * hidden, 2 * hidden), nn.ReLU(), nn.Linear(2 * hidden, 1)
+        )
         self.value = nn.Sequential(nn.Linear(4 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
         self.reset_parameters()
 

@@ -1,6 +1,7 @@
 """The ``dsan`` scorer: the trained Dual-Stream Attention Network behind the Scorer protocol.
 
-``make()`` loads the model shipped in ``dsan/model/default/`` (or ``model_dir``); loading
+``make()`` loads the model shipped in ``dsan/model/default/`` (or ``model_dir`` /
+``$DSAN_MODEL_DIR``); loading
 refuses a model trained on another feature schema. GPUs inside the chosen node are picked
 like FGD (least fragmentation after, best fit on ties), because DSAN's features describe
 the node after exactly that choice.
@@ -8,6 +9,7 @@ the node after exactly that choice.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,8 @@ def make(
     target_workload: TargetWorkload | None = None,
     seed: int = 0,
 ) -> DSANScorer:
-    """The registry's factory. ``seed`` is unused: DSAN scores deterministically."""
+    """The registry's factory: ``model_dir``, else ``$DSAN_MODEL_DIR``, else the shipped model.
+    ``seed`` is unused: DSAN scores deterministically."""
     del seed
-    return DSANScorer(ServingModel.from_dir(model_dir or DEFAULT_DIR), target_workload)
+    chosen = model_dir or os.environ.get("DSAN_MODEL_DIR") or DEFAULT_DIR
+    return DSANScorer(ServingModel.from_dir(chosen), target_workload)

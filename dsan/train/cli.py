@@ -10,28 +10,41 @@ from typing import Any
 from dsan.train.ppo import Args
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    p = sub.add_parser("train", help="train the DSAN policy (imitation + PPO, optionally distributed)",
-                       description="Imitation warm start from the best heuristic, then PPO on openb "
-                                   "episodes. Writes metrics.csv, checkpoints and <out>/model/.")
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "train",
+        help="train the DSAN policy (imitation + PPO, optionally distributed)",
+        description="Imitation warm start from the best heuristic, then PPO on openb "
+        "episodes. Writes metrics.csv, checkpoints and <out>/model/.",
+    )
     for f in fields(Args):
         if f.name in ("extra",):
             continue
         flag = "--" + f.name.replace("_", "-")
-        default = f.default if not callable(f.default_factory) else f.default_factory()  # type: ignore[misc]
+        default = f.default if not callable(f.default_factory) else f.default_factory()
         if isinstance(default, bool):
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         elif isinstance(default, tuple):
-            p.add_argument(flag, nargs="+", default=list(default), help=f"default: {' '.join(default)}")
+            p.add_argument(
+                flag, nargs="+", default=list(default), help=f"default: {' '.join(default)}"
+            )
         else:
             p.add_argument(flag, type=type(default), default=default, help=f"default: {default}")
-    p.add_argument("--workers", type=int, default=0,
-                   help="rollout workers on torch.distributed.rpc (0 = single process)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="rollout workers on torch.distributed.rpc (0 = single process)",
+    )
     p.add_argument("--master-addr", default="127.0.0.1", help="rendezvous address (multi-host)")
     p.add_argument("--master-port", type=int, default=29533)
     p.add_argument("--rank", type=int, default=None, help="this process's rank (multi-host only)")
-    p.add_argument("--rollback-threshold", type=float, default=1.0,
-                   help="allocation points the shadow tolerates before rolling the PS back")
+    p.add_argument(
+        "--rollback-threshold",
+        type=float,
+        default=1.0,
+        help="allocation points the shadow tolerates before rolling the PS back",
+    )
     p.add_argument("--inject-degraded-at", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--init-weights", default=None, help="start PPO from these weights (weights.pt)")
     p.set_defaults(func=run)
@@ -49,8 +62,13 @@ def run(ns: argparse.Namespace) -> int:
         from dsan.train.distributed import DistConfig
         from dsan.train.distributed import run as run_dist
 
-        d = DistConfig(workers=ns.workers, master_addr=ns.master_addr, master_port=ns.master_port,
-                       rollback_threshold=ns.rollback_threshold, inject_degraded_at=ns.inject_degraded_at)
+        d = DistConfig(
+            workers=ns.workers,
+            master_addr=ns.master_addr,
+            master_port=ns.master_port,
+            rollback_threshold=ns.rollback_threshold,
+            inject_degraded_at=ns.inject_degraded_at,
+        )
         summary = run_dist(a, d, ns.rank)
     else:
         from dsan.train.ppo import train

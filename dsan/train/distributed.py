@@ -66,17 +66,23 @@ def _local_model(cfg: dict[str, int], state: dict[str, torch.Tensor]) -> DSANNet
     return _MODEL.eval()
 
 
-def collect(cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig,
-            seeds: list[int]) -> tuple[list[Rollout], float]:
+def collect(
+    cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
+) -> tuple[list[Rollout], float]:
     """Worker: play one episode per seed with the given weights; returns rollouts and seconds."""
     torch.set_num_threads(1)
     model = _local_model(cfg, state)
     t0 = time.perf_counter()
-    ros = [run_episode(make_episode(env, s), model, "sample", rng=np.random.default_rng(s)) for s in seeds]
+    ros = [
+        run_episode(make_episode(env, s), model, "sample", rng=np.random.default_rng(s))
+        for s in seeds
+    ]
     return ros, time.perf_counter() - t0
 
 
-def validate(cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]) -> float:
+def validate(
+    cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
+) -> float:
     """Shadow: greedy allocation % of the given weights on held-out episodes."""
     torch.set_num_threads(1)
     return evaluate(_local_model(cfg, state), env, seeds)
@@ -107,12 +113,20 @@ class ParameterServer:
     def judge(self, score: float) -> bool:
         """Accept the current version (True) or roll back to the last good one (False)."""
         if score >= self.good_score - self.threshold:
-            self.good_score = max(self.good_score, score) if self.good_score > -float("inf") else score
+            self.good_score = (
+                max(self.good_score, score) if self.good_score > -float("inf") else score
+            )
             self.good_version = self.version
             self._good = self._snapshot()
             return True
-        self.rollbacks.append({"from_version": self.version, "to_version": self.good_version,
-                               "score": score, "good_score": self.good_score})
+        self.rollbacks.append(
+            {
+                "from_version": self.version,
+                "to_version": self.good_version,
+                "score": score,
+                "good_score": self.good_score,
+            }
+        )
         self.model.load_state_dict(self._good[0])
         self.opt.load_state_dict(self._good[1])
         return False
@@ -129,7 +143,9 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     init = a.extra.get("init_weights")
     if init:
         model.load_state_dict(torch.load(init, weights_only=True))
-    ps = ParameterServer(model, torch.optim.Adam(model.parameters(), lr=a.ppo_lr), d.rollback_threshold)
+    ps = ParameterServer(
+        model, torch.optim.Adam(model.parameters(), lr=a.ppo_lr), d.rollback_threshold
+    )
     cfg = model.cfg.to_dict()
     workers = [f"worker{i}" for i in range(1, d.workers + 1)]
     eval_seeds = [EVAL_SEED_BASE + i for i in range(a.eval_episodes)]
@@ -139,9 +155,19 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     throughput: list[float] = []
     for it in range(a.iterations):
         state = ps.weights()
-        futs = [rpc.rpc_async(w, collect, args=(cfg, state, env,
-                              [int(s) for s in rng.integers(10_000, size=a.episodes_per_iter)]))
-                for w in workers]
+        futs = [
+            rpc.rpc_async(
+                w,
+                collect,
+                args=(
+                    cfg,
+                    state,
+                    env,
+                    [int(s) for s in rng.integers(10_000, size=a.episodes_per_iter)],
+                ),
+            )
+            for w in workers
+        ]
         t_col = time.perf_counter()
         results = [f.wait() for f in futs]
         wall = time.perf_counter() - t_col
@@ -156,21 +182,46 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
                 ps.model.head.skip.bias.zero_()
         score = rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds))
         ok = ps.judge(score)
-        log.write({"iteration": it, "phase": "ppo-dist", "reward": float(np.mean([sum(r.reward) for r in ros])),
-                   "eval_alloc_pct": score, "decisions_per_s": decisions / wall,
-                   "wall_s": time.perf_counter() - t0, "event": "accept" if ok else
-                   f"rollback v{v}->v{ps.good_version}", **st})
+        log.write(
+            {
+                "iteration": it,
+                "phase": "ppo-dist",
+                "reward": float(np.mean([sum(r.reward) for r in ros])),
+                "eval_alloc_pct": score,
+                "decisions_per_s": decisions / wall,
+                "wall_s": time.perf_counter() - t0,
+                "event": "accept" if ok else f"rollback v{v}->v{ps.good_version}",
+                **st,
+            }
+        )
         if not ok:
-            print(f"[dsan train] shadow rejected version {v} (alloc {score:.2f}% < "
-                  f"{ps.good_score:.2f}% - {d.rollback_threshold}): rolled back to v{ps.good_version}",
-                  flush=True)
-    summary = {"workers": d.workers, "versions": ps.version, "good_version": ps.good_version,
-               "good_score": ps.good_score, "rollbacks": ps.rollbacks,
-               "decisions_per_s": throughput, "wall_s": time.perf_counter() - t0,
-               "final_weights_equal_good": all(torch.equal(a_, b_) for a_, b_ in
-                                               zip(ps.model.state_dict().values(), ps._good[0].values(), strict=True))}
-    save(ps.model, out / "model", version=f"dsan-dist-{ps.good_version}", training=asdict(a),
-         evaluation={"eval_alloc_pct": ps.good_score}, exports=a.export)
+            print(
+                f"[dsan train] shadow rejected version {v} (alloc {score:.2f}% < "
+                f"{ps.good_score:.2f}% - {d.rollback_threshold}): "
+                f"rolled back to v{ps.good_version}",
+                flush=True,
+            )
+    summary = {
+        "workers": d.workers,
+        "versions": ps.version,
+        "good_version": ps.good_version,
+        "good_score": ps.good_score,
+        "rollbacks": ps.rollbacks,
+        "decisions_per_s": throughput,
+        "wall_s": time.perf_counter() - t0,
+        "final_weights_equal_good": all(
+            torch.equal(a_, b_)
+            for a_, b_ in zip(ps.model.state_dict().values(), ps._good[0].values(), strict=True)
+        ),
+    }
+    save(
+        ps.model,
+        out / "model",
+        version=f"dsan-dist-{ps.good_version}",
+        training=asdict(a),
+        evaluation={"eval_alloc_pct": ps.good_score},
+        exports=a.export,
+    )
     return summary
 
 
@@ -178,9 +229,12 @@ def _entry(rank: int, world: int, a: Args, d: DistConfig, result: Any) -> None:
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = d.master_addr, str(d.master_port)
     torch.set_num_threads(1)
     name = "ps" if rank == 0 else ("shadow" if rank == world - 1 else f"worker{rank}")
-    opts = rpc.TensorPipeRpcBackendOptions(num_worker_threads=4, rpc_timeout=d.rpc_timeout_s,
-                                           init_method=f"tcp://{d.master_addr}:{d.master_port}",
-                                           _transports=["uv"])
+    opts = rpc.TensorPipeRpcBackendOptions(
+        num_worker_threads=4,
+        rpc_timeout=d.rpc_timeout_s,
+        init_method=f"tcp://{d.master_addr}:{d.master_port}",
+        _transports=["uv"],
+    )
     rpc.init_rpc(name, rank=rank, world_size=world, rpc_backend_options=opts)
     try:
         if rank == 0:

@@ -109,7 +109,9 @@ class Episode:
 
     def __post_init__(self) -> None:
         self.frag = FragTracker(self.snap, self.target)
-        price = self.snap.hourly_cost if self.snap.hourly_cost is not None else np.ones(len(self.snap))
+        price = (
+            self.snap.hourly_cost if self.snap.hourly_cost is not None else np.ones(len(self.snap))
+        )
         self.price = price
         self.total_price = float(price.sum())
 
@@ -138,7 +140,7 @@ class Episode:
         return None
 
     def place(self, pod: PodSpec, node: int) -> npt.NDArray[np.float64]:
-        """Bind ``pod`` to ``node``; returns the reward components (util, completion, cost, frag)."""
+        """Bind ``pod`` to ``node``; returns reward parts (util, completion, cost, dPhi)."""
         from dsan.features import fgd_select_gpus
         from dsan.filtering import allocate
 
@@ -155,7 +157,10 @@ class Episode:
     def reward(self, parts: npt.NDArray[np.float64], sla: float) -> float:
         w = self.weights
         return float(
-            w.util * parts[0] + w.completion * parts[1] + w.cost * parts[2] + w.sla * sla
+            w.util * parts[0]
+            + w.completion * parts[1]
+            + w.cost * parts[2]
+            + w.sla * sla
             + w.frag_shaping * parts[3]
         )
 

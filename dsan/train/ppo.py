@@ -27,9 +27,9 @@ from tqdm import tqdm
 
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.train.teachers import TEACHERS, make_teacher
 from dsan.train.env import EnvConfig, RewardWeights, make_episode
 from dsan.train.rollout import Rollout, run_episode
+from dsan.train.teachers import TEACHERS, make_teacher
 
 
 @dataclass
@@ -38,8 +38,12 @@ class Args:
     seed: int = 1
     hidden: int = 32
     n_nodes: int = 96
-    workloads: tuple[str, ...] = ("openb_pod_list_default.csv", "openb_pod_list_gpushare40.csv",
-                                  "openb_pod_list_multigpu20.csv", "openb_pod_list_cpu050.csv")
+    workloads: tuple[str, ...] = (
+        "openb_pod_list_default.csv",
+        "openb_pod_list_gpushare40.csv",
+        "openb_pod_list_multigpu20.csv",
+        "openb_pod_list_cpu050.csv",
+    )
     teacher: str = "auto"  # "auto" = the best of TEACHERS_AUTO on held-out training episodes
     imitation_episodes: int = 6
     imitation_epochs: int = 4
@@ -73,7 +77,9 @@ class Args:
             raise ValueError(f"Args.teacher {self.teacher!r} is not a heuristic DSAN can imitate")
 
     def env(self) -> EnvConfig:
-        w = RewardWeights(self.w_util, self.w_completion, self.w_cost, self.w_sla, self.frag_shaping)
+        w = RewardWeights(
+            self.w_util, self.w_completion, self.w_cost, self.w_sla, self.frag_shaping
+        )
         return EnvConfig(workloads=tuple(self.workloads), n_nodes=self.n_nodes, reward=w)
 
 
@@ -87,22 +93,34 @@ def _segment_log_softmax(logits: torch.Tensor, seg: torch.Tensor, n: int) -> tor
 
 def _batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
     """Flat logits, per-step log-probs of all rows, segment ids, values for ``steps``."""
-    emb = model.embed_nodes(torch.from_numpy(ro.node_x), torch.from_numpy(ro.telemetry),
-                            ro.edge_index, ro.edge_weight)
+    emb = model.embed_nodes(
+        torch.from_numpy(ro.node_x), torch.from_numpy(ro.telemetry), ro.edge_index, ro.edge_weight
+    )
     x = np.concatenate([ro.x[i] for i in steps])
     cand = np.concatenate([ro.cand[i] for i in steps])
     sizes = np.array([len(ro.cand[i]) for i in steps])
     seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
     c = torch.from_numpy(cand)
-    logits, values = model.score(torch.from_numpy(x), emb.index_select(0, c),
-                                 torch.ones(len(cand), dtype=torch.bool), seg, len(steps))
+    logits, values = model.score(
+        torch.from_numpy(x),
+        emb.index_select(0, c),
+        torch.ones(len(cand), dtype=torch.bool),
+        seg,
+        len(steps),
+    )
     logp = _segment_log_softmax(logits, seg, len(steps))
     first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
     return logp, seg, first, values
 
 
-def imitation_update(model: DSANNet, opt: torch.optim.Optimizer, rollouts: list[Rollout],
-                     epochs: int, minibatch: int, rng: np.random.Generator) -> float:
+def imitation_update(
+    model: DSANNet,
+    opt: torch.optim.Optimizer,
+    rollouts: list[Rollout],
+    epochs: int,
+    minibatch: int,
+    rng: np.random.Generator,
+) -> float:
     """Raise the probability mass on the teacher's best nodes; returns the mean loss."""
     losses = []
     for _ in range(epochs):
@@ -111,9 +129,12 @@ def imitation_update(model: DSANNet, opt: torch.optim.Optimizer, rollouts: list[
                 logp, seg, _, _ = _batch(model, ro, steps)
                 best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
                 mass = torch.full((len(steps),), -1e30).scatter_reduce(
-                    0, seg[best], logp[best], "amax", include_self=True)
+                    0, seg[best], logp[best], "amax", include_self=True
+                )
                 # log sum_{best} p = m + log sum exp(logp - m), per step
-                s = torch.zeros(len(steps)).index_add(0, seg[best], (logp[best] - mass[seg[best]]).exp())
+                s = torch.zeros(len(steps)).index_add(
+                    0, seg[best], (logp[best] - mass[seg[best]]).exp()
+                )
                 loss = -(mass + s.log()).mean()
                 opt.zero_grad()
                 loss.backward()
@@ -135,8 +156,13 @@ def advantages(ro: Rollout, gamma: float, lam: float) -> tuple[np.ndarray, np.nd
     return adv, adv + v
 
 
-def ppo_update(model: DSANNet, opt: torch.optim.Optimizer, rollouts: list[Rollout], a: Args,
-               rng: np.random.Generator) -> dict[str, float]:
+def ppo_update(
+    model: DSANNet,
+    opt: torch.optim.Optimizer,
+    rollouts: list[Rollout],
+    a: Args,
+    rng: np.random.Generator,
+) -> dict[str, float]:
     gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in rollouts]
     allv = np.concatenate([g[0] for g in gae]) if gae else np.zeros(1)
     mu, sd = allv.mean(), allv.std() + 1e-8
@@ -163,7 +189,9 @@ def ppo_update(model: DSANNet, opt: torch.optim.Optimizer, rollouts: list[Rollou
     return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
 
 
-def evaluate(model: DSANNet | None, env: EnvConfig, seeds: list[int], policy: str | None = None) -> float:
+def evaluate(
+    model: DSANNet | None, env: EnvConfig, seeds: list[int], policy: str | None = None
+) -> float:
     """Mean allocation % over held-out episodes (greedy model, or a heuristic by name)."""
     out = []
     for s in seeds:
@@ -172,7 +200,9 @@ def evaluate(model: DSANNet | None, env: EnvConfig, seeds: list[int], policy: st
             ro = run_episode(ep, model, mode="greedy", keep=False)
         else:
             sc = make_teacher(policy, ep.target, seed=s)
-            ro = run_episode(ep, mode="teacher", teacher=sc, rng=np.random.default_rng(s), keep=False)
+            ro = run_episode(
+                ep, mode="teacher", teacher=sc, rng=np.random.default_rng(s), keep=False
+            )
         out.append(ro.alloc_pct)
     return float(np.mean(out))
 
@@ -202,7 +232,9 @@ def train(a: Args) -> dict[str, Any]:
         start_it = state["iteration"] + 1
         rng = np.random.default_rng(state["rng_seed"])
         torch.manual_seed(state["rng_seed"])
-    baselines = state.get("baselines") or {p: evaluate(None, env, eval_seeds, p) for p in TEACHERS_AUTO}
+    baselines = state.get("baselines") or {
+        p: evaluate(None, env, eval_seeds, p) for p in TEACHERS_AUTO
+    }
     teacher = a.teacher if a.teacher != "auto" else max(baselines, key=lambda p: baselines[p])
     if teacher not in baselines:
         baselines[teacher] = evaluate(None, env, eval_seeds, teacher)
@@ -212,21 +244,34 @@ def train(a: Args) -> dict[str, Any]:
         eps = []
         for _ in range(a.imitation_episodes):
             ep = make_episode(env, int(rng.integers(10_000)))
-            eps.append(run_episode(ep, mode="teacher", teacher=make_teacher(teacher, ep.target, a.seed), rng=rng))
+            eps.append(
+                run_episode(
+                    ep, mode="teacher", teacher=make_teacher(teacher, ep.target, a.seed), rng=rng
+                )
+            )
         il = imitation_update(model, opt, eps, a.imitation_epochs, a.minibatch, rng)
         score = evaluate(model, env, eval_seeds)
         if parity_s is None and score >= parity_at - 1e-9:
             parity_s = time.perf_counter() - t0
-        log.write({"iteration": -1, "phase": "imitation", "loss": il, "eval_alloc_pct": score,
-                   "wall_s": time.perf_counter() - t0})
+        log.write(
+            {
+                "iteration": -1,
+                "phase": "imitation",
+                "loss": il,
+                "eval_alloc_pct": score,
+                "wall_s": time.perf_counter() - t0,
+            }
+        )
         for g in opt.param_groups:
             g["lr"] = a.ppo_lr
     best = evaluate(model, env, eval_seeds) if start_it else log.last_eval
     bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:
         t_col = time.perf_counter()
-        ros = [run_episode(make_episode(env, int(rng.integers(10_000))), model, "sample")
-               for _ in range(a.episodes_per_iter)]
+        ros = [
+            run_episode(make_episode(env, int(rng.integers(10_000))), model, "sample")
+            for _ in range(a.episodes_per_iter)
+        ]
         col_s = time.perf_counter() - t_col
         decisions = sum(len(r) for r in ros)
         st = ppo_update(model, opt, ros, a, rng)
@@ -234,31 +279,72 @@ def train(a: Args) -> dict[str, Any]:
         if parity_s is None and score >= parity_at - 1e-9:
             parity_s = time.perf_counter() - t0
         rew = float(np.mean([sum(r.reward) for r in ros]))
-        bar.set_postfix(reward=f"{rew:.3f}", alloc=f"{score:.2f}", teacher=f"{baselines[teacher]:.2f}")
-        log.write({"iteration": it, "phase": "ppo", "reward": rew, "eval_alloc_pct": score,
-                   "decisions_per_s": decisions / col_s, "wall_s": time.perf_counter() - t0, **st})
+        bar.set_postfix(
+            reward=f"{rew:.3f}", alloc=f"{score:.2f}", teacher=f"{baselines[teacher]:.2f}"
+        )
+        log.write(
+            {
+                "iteration": it,
+                "phase": "ppo",
+                "reward": rew,
+                "eval_alloc_pct": score,
+                "decisions_per_s": decisions / col_s,
+                "wall_s": time.perf_counter() - t0,
+                **st,
+            }
+        )
         if score >= best:
             best = score
             torch.save(model.state_dict(), out / "best.pt")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
-                    "rng_seed": int(rng.integers(1 << 31)), "baselines": baselines,
-                    "parity_s": parity_s}, ckpt)
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "opt": opt.state_dict(),
+                "iteration": it,
+                "rng_seed": int(rng.integers(1 << 31)),
+                "baselines": baselines,
+                "parity_s": parity_s,
+            },
+            ckpt,
+        )
     if (out / "best.pt").is_file():
         model.load_state_dict(torch.load(out / "best.pt", weights_only=True))
     final = evaluate(model, env, eval_seeds)
-    summary = {"eval_alloc_pct": final, "baselines_alloc_pct": baselines, "teacher": teacher,
-               "wall_s": time.perf_counter() - t0, "parity_wall_s": parity_s,
-               "eval_seeds": eval_seeds}
-    save(model, a.model_dir or out / "model", version=f"dsan-{a.seed}-{int(time.time())}",
-         training={k: v for k, v in asdict(a).items() if k not in ("extra",)}, evaluation=summary,
-         exports=a.export)
+    summary = {
+        "eval_alloc_pct": final,
+        "baselines_alloc_pct": baselines,
+        "teacher": teacher,
+        "wall_s": time.perf_counter() - t0,
+        "parity_wall_s": parity_s,
+        "eval_seeds": eval_seeds,
+    }
+    save(
+        model,
+        a.model_dir or out / "model",
+        version=f"dsan-{a.seed}-{int(time.time())}",
+        training={k: v for k, v in asdict(a).items() if k not in ("extra",)},
+        evaluation=summary,
+        exports=a.export,
+    )
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 
 class _CsvLog:
-    FIELDS = ("iteration", "phase", "loss", "reward", "eval_alloc_pct", "decisions_per_s",
-              "pg", "vf", "ent", "kl", "wall_s", "event")
+    FIELDS = (
+        "iteration",
+        "phase",
+        "loss",
+        "reward",
+        "eval_alloc_pct",
+        "decisions_per_s",
+        "pg",
+        "vf",
+        "ent",
+        "kl",
+        "wall_s",
+        "event",
+    )
 
     def __init__(self, path: Path, resume: bool) -> None:
         self.path = path

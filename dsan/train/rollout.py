@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from dsan.features import featurize, node_block, telemetry_of
+from dsan.features import PlacementCache, featurize, node_block, telemetry_of
 from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet
 from dsan.policies.base import Scorer
@@ -73,6 +73,7 @@ def run_episode(
         with torch.inference_mode():
             emb = model.embed_nodes(torch.from_numpy(node_x), torch.from_numpy(tel), ei, ew)
     pending_sla = 0.0
+    cache = PlacementCache(ep.target)
     while True:
         nxt = ep.next_decision()
         if nxt is None:
@@ -83,7 +84,11 @@ def run_episode(
         else:
             pending_sla += sla
         need_x = keep or mode != "teacher"
-        x = featurize(pod, ep.snap, cand, ep.target, node_cols=node_x[cand])[0] if need_x else None
+        x = (
+            featurize(pod, ep.snap, cand, ep.target, node_cols=node_x[cand], cache=cache)[0]
+            if need_x
+            else None
+        )
         logp = value = 0.0
         best = np.zeros(len(cand), dtype=bool)
         if mode == "teacher":
@@ -98,8 +103,11 @@ def run_episode(
             assert model is not None and x is not None
             with torch.inference_mode():
                 logits, v = model.score(
-                    torch.from_numpy(x), emb.index_select(0, torch.from_numpy(cand)),
-                    torch.ones(len(cand), dtype=torch.bool), torch.zeros(len(cand), dtype=torch.long), 1,
+                    torch.from_numpy(x),
+                    emb.index_select(0, torch.from_numpy(cand)),
+                    torch.ones(len(cand), dtype=torch.bool),
+                    torch.zeros(len(cand), dtype=torch.long),
+                    1,
                 )
             lp = torch.log_softmax(logits, 0)
             if mode == "greedy":

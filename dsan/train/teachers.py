@@ -27,7 +27,9 @@ class FGDPack:
         self.fgd = make_scorer("fgd", target_workload=target)
         self.bestfit = make_scorer("bestfit")
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    def score(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
         f = np.asarray(self.fgd.score(pod, snap, nodes), dtype=np.float64)
         b = np.asarray(self.bestfit.score(pod, snap, nodes), dtype=np.float64)
         span = float(b.max() - b.min()) if b.size else 0.0

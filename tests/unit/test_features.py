@@ -25,7 +25,9 @@ COL = {n: i for i, n in enumerate(FEATURE_NAMES)}
 
 
 def _two_nodes() -> ClusterSnapshot:
-    snap = empty_snapshot(["a", "b"], [64000, 96000], [262144, 524288], [2, 4], [0, 1], ["M0", "M1"])
+    snap = empty_snapshot(
+        ["a", "b"], [64000, 96000], [262144, 524288], [2, 4], [0, 1], ["M0", "M1"]
+    )
     snap.gpu_free[0, 1] = 300
     snap.cpu_used[0] = 16000
     return snap
@@ -40,7 +42,7 @@ def test_schema_has_128_unique_named_features_in_four_tiers() -> None:
     assert len(set(FEATURE_NAMES)) == 128
     assert {f.tier for f in FEATURES} == {"base", "monitoring", "business", "derived"}
     assert all(f.unit and f.norm for f in FEATURES)
-    assert NODE_FEATURES == tuple(range(len(NODE_FEATURES)))  # node block comes first
+    assert tuple(range(len(NODE_FEATURES))) == NODE_FEATURES  # node block comes first
     assert len(schema_hash()) == 16
 
 
@@ -82,11 +84,19 @@ def test_fragmentation_matches_the_fgd_tracker() -> None:
     rng = np.random.default_rng(3)
     n = 40
     cnt = rng.choice([1, 2, 4, 8], n)
-    snap = empty_snapshot([f"n{i}" for i in range(n)], np.full(n, 96000.0), np.full(n, 4e5), cnt,
-                          rng.integers(0, 2, n), ["M0", "M1"])
+    snap = empty_snapshot(
+        [f"n{i}" for i in range(n)],
+        np.full(n, 96000.0),
+        np.full(n, 4e5),
+        cnt,
+        rng.integers(0, 2, n),
+        ["M0", "M1"],
+    )
     snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 250, 600, 1000], (n, 8)), 0)
     target = TargetWorkload.default()
-    np.testing.assert_allclose(fragmentation(snap, np.arange(n), target), FragTracker(snap, target).frag)
+    np.testing.assert_allclose(
+        fragmentation(snap, np.arange(n), target), FragTracker(snap, target).frag
+    )
 
 
 def test_sharing_pod_takes_the_gpu_that_fragments_least() -> None:
@@ -100,13 +110,21 @@ def test_sharing_pod_takes_the_gpu_that_fragments_least() -> None:
 def test_rows_do_not_depend_on_other_candidates_except_relative_columns() -> None:
     rng = np.random.default_rng(0)
     n = 30
-    snap = empty_snapshot([f"n{i}" for i in range(n)], np.full(n, 64000.0), np.full(n, 2.6e5),
-                          rng.choice([2, 4, 8], n), np.zeros(n), ["M0"])
+    snap = empty_snapshot(
+        [f"n{i}" for i in range(n)],
+        np.full(n, 64000.0),
+        np.full(n, 2.6e5),
+        rng.choice([2, 4, 8], n),
+        np.zeros(n),
+        ["M0"],
+    )
     snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 500, 1000], (n, 8)), 0)
     pod = PodSpec("p", 4000, 8000, 1, 450)
     full, _ = featurize(pod, snap, np.arange(n))
     part, _ = featurize(pod, snap, np.array([3, 7, 11]))
-    absolute = [i for i, name in enumerate(FEATURE_NAMES) if not name.startswith(("rel_", "is_best"))]
+    absolute = [
+        i for i, name in enumerate(FEATURE_NAMES) if not name.startswith(("rel_", "is_best"))
+    ]
     np.testing.assert_allclose(part[:, absolute], full[[3, 7, 11]][:, absolute], rtol=1e-6)
     assert np.isfinite(full).all()
 
@@ -114,7 +132,9 @@ def test_rows_do_not_depend_on_other_candidates_except_relative_columns() -> Non
 def test_bad_node_block_is_refused_with_a_clear_error() -> None:
     snap = _two_nodes()
     with pytest.raises(ValueError, match="node_cols has shape"):
-        featurize(PodSpec("p", 1, 1), snap, np.array([0, 1]), node_cols=np.zeros((1, 3), np.float32))
+        featurize(
+            PodSpec("p", 1, 1), snap, np.array([0, 1]), node_cols=np.zeros((1, 3), np.float32)
+        )
 
 
 def test_docs_features_md_is_generated_from_the_schema() -> None:
@@ -124,3 +144,67 @@ def test_docs_features_md_is_generated_from_the_schema() -> None:
 
     doc = Path(__file__).resolve().parents[2] / "docs" / "features.md"
     assert doc.read_text() == markdown(), "regenerate: python -m dsan.features > docs/features.md"
+
+
+def test_sharing_whatif_equals_node_frag_on_every_explicit_variant() -> None:
+    from dsan.features import placement
+    from dsan.policies.frag import node_frag
+
+    rng = np.random.default_rng(7)
+    n = 50
+    snap = empty_snapshot(
+        [f"n{i}" for i in range(n)],
+        np.full(n, 32000.0),
+        np.full(n, 4e5),
+        rng.choice([1, 2, 4, 8], n),
+        rng.integers(0, 2, n),
+        ["M0", "M1"],
+    )
+    snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 200, 450, 700, 1000], (n, 8)), 0)
+    snap.cpu_used[:] = rng.choice([0.0, 16000.0, 28000.0], n)
+    target = TargetWorkload.default()
+    pod = PodSpec("p", 2000, 100, 1, 400)
+    nodes = np.arange(n)
+    pl = placement(pod, snap, nodes, target)
+    acc = target.access(snap)
+    for i in range(n):
+        best = np.inf
+        for g in range(int(snap.gpu_count[i])):
+            if snap.gpu_free[i, g] < 400:
+                continue
+            var = snap.gpu_free[i : i + 1].copy()
+            var[0, g] -= 400
+            f = node_frag(
+                np.array([32000.0 - snap.cpu_used[i] - 2000]), var, acc[:, i : i + 1], target
+            )[0]
+            best = min(best, f)
+        if np.isfinite(best):
+            assert pl.frag_after[i] == pytest.approx(best)
+            assert pl.free_after[i].sum() == snap.gpu_free[i].sum() - 400
+
+
+def test_placement_cache_gives_the_same_features_as_a_fresh_computation() -> None:
+    from dsan.features import PlacementCache
+    from dsan.filtering import allocate, feasible_nodes
+    from dsan.policies.base import best_fit_gpus
+
+    rng = np.random.default_rng(1)
+    n = 20
+    snap = empty_snapshot(
+        [f"n{i}" for i in range(n)],
+        np.full(n, 32000.0),
+        np.full(n, 4e5),
+        rng.choice([2, 4, 8], n),
+        np.zeros(n),
+        ["M0"],
+    )
+    target = TargetWorkload.default()
+    cache = PlacementCache(target)
+    pods = [PodSpec(f"p{i}", 2000, 100, 1, int(rng.choice([300, 500, 1000]))) for i in range(30)]
+    for pod in pods:
+        nodes = feasible_nodes(pod, snap)
+        fresh, _ = featurize(pod, snap, nodes, target)
+        cached, _ = featurize(pod, snap, nodes, target, cache=cache)
+        np.testing.assert_array_equal(fresh, cached)
+        node = int(nodes[int(rng.integers(len(nodes)))])
+        allocate(snap, pod, node, best_fit_gpus(pod, snap, node))

@@ -19,7 +19,9 @@ from dsan.snapshot import PodSpec, empty_snapshot
 def model_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     d = tmp_path_factory.mktemp("model")
-    ex.save(DSANNet(ModelConfig(hidden=8)), d, version="t1", training={"seed": 0}, evaluation={"x": 1})
+    ex.save(
+        DSANNet(ModelConfig(hidden=8)), d, version="t1", training={"seed": 0}, evaluation={"x": 1}
+    )
     return d
 
 
@@ -45,16 +47,18 @@ def test_schema_mismatch_is_refused_with_a_clear_error(model_dir, tmp_path) -> N
     man["feature_schema"] = "0000000000000000"
     (tmp_path / ex.MANIFEST).write_text(json.dumps(man))
     for loader in (ex.load, ex.load_torchscript, ex.load_exported):
-        with pytest.raises(ex.SchemaMismatch, match="feature schema '0000000000000000'.*retrain"):
+        with pytest.raises(ex.SchemaMismatch, match=r"feature schema '0000000000000000'.*retrain"):
             loader(tmp_path)
-    with pytest.raises(FileNotFoundError, match="manifest.json missing"):
+    with pytest.raises(FileNotFoundError, match=r"manifest\.json missing"):
         ex.load(tmp_path / "nowhere")
 
 
 def test_dsan_scorer_from_the_registry_places_pods(model_dir) -> None:  # type: ignore[no-untyped-def]
     scorer = make_scorer("dsan", model_dir=model_dir)
     n = 6
-    snap = empty_snapshot([f"n{i}" for i in range(n)], [64000] * n, [262144] * n, [2] * n, [0] * n, ["M0"])
+    snap = empty_snapshot(
+        [f"n{i}" for i in range(n)], [64000] * n, [262144] * n, [2] * n, [0] * n, ["M0"]
+    )
     snap.gpu_free[1:, :2] = 100  # only node 0 can take a 500-milli share
     rng = np.random.default_rng(0)
     where = schedule_one(PodSpec("p", 1000, 1000, 1, 500), snap, scorer, rng)

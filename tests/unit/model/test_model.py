@@ -64,7 +64,9 @@ def test_graph_links_racks_nvlink_and_zones_with_latency_weights() -> None:
     snap.rack = np.array([0, 0, 1, 1, 2, -1], dtype=np.int32)
     snap.nvlink = np.array([0, -1, -1, -1, -1, -1], dtype=np.int32)
     ei, ew = build_graph(snap)
-    pairs = {(int(a), int(b)): float(w) for (a, b), w in zip(ei.T.tolist(), ew.tolist(), strict=True)}
+    pairs = {
+        (int(a), int(b)): float(w) for (a, b), w in zip(ei.T.tolist(), ew.tolist(), strict=True)
+    }
     assert pairs[(0, 1)] == 0.5 and pairs[(1, 0)] == 0.5  # same rack beats same zone
     assert pairs[(4, 5)] == pytest.approx(0.2)  # same zone, different/unknown rack
     assert (0, 4) not in pairs  # different zones are not linked
@@ -73,7 +75,9 @@ def test_graph_links_racks_nvlink_and_zones_with_latency_weights() -> None:
 
 def test_serving_recomputes_embeddings_only_when_telemetry_changes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     n = 10
-    snap = empty_snapshot([f"n{i}" for i in range(n)], [64000] * n, [262144] * n, [4] * n, [0] * n, ["M0"])
+    snap = empty_snapshot(
+        [f"n{i}" for i in range(n)], [64000] * n, [262144] * n, [4] * n, [0] * n, ["M0"]
+    )
     snap.telemetry = np.zeros((n, 6, 5), dtype=np.float32)
     sm = ServingModel(DSANNet(ModelConfig(hidden=8)))
     pod = PodSpec("p", 1000, 1000, 1, 500)

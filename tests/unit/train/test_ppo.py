@@ -24,7 +24,12 @@ def test_segment_log_softmax_equals_per_segment_log_softmax() -> None:
 
 
 def test_gae_by_hand() -> None:
-    ro = Rollout(np.zeros((1, 1), np.float32), np.zeros((1, 1, 1), np.float32), torch.zeros(2, 0), torch.zeros(0))
+    ro = Rollout(
+        np.zeros((1, 1), np.float32),
+        np.zeros((1, 1, 1), np.float32),
+        torch.zeros(2, 0),
+        torch.zeros(0),
+    )
     ro.reward, ro.value = [1.0, 0.0, 2.0], [0.5, 0.5, 0.5]
     adv, ret = advantages(ro, gamma=1.0, lam=0.5)
     d = [1.0 + 0.5 - 0.5, 0.0 + 0.5 - 0.5, 2.0 - 0.5]
@@ -49,7 +54,9 @@ def test_imitation_moves_the_policy_towards_the_teacher() -> None:
     eps = []
     for s in (1, 2):
         ep = make_episode(SMALL, s)
-        eps.append(run_episode(ep, mode="teacher", teacher=make_teacher("fgd-pack", ep.target), rng=rng))
+        eps.append(
+            run_episode(ep, mode="teacher", teacher=make_teacher("fgd-pack", ep.target), rng=rng)
+        )
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     first = imitation_update(model, opt, eps, 1, 32, rng)
     for _ in range(4):

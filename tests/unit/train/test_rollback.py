@@ -32,8 +32,16 @@ def test_parameter_server_rolls_back_a_degraded_version() -> None:
 
 @pytest.mark.slow
 def test_rpc_training_rejects_an_injected_degraded_version(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    a = Args(out=str(tmp_path), n_nodes=16, iterations=2, episodes_per_iter=1, eval_episodes=1,
-             export=False, progress=False, hidden=8)
+    a = Args(
+        out=str(tmp_path),
+        n_nodes=16,
+        iterations=2,
+        episodes_per_iter=1,
+        eval_episodes=1,
+        export=False,
+        progress=False,
+        hidden=8,
+    )
     d = DistConfig(workers=1, master_port=29611, rollback_threshold=0.5, inject_degraded_at=0)
     summary = run(a, d)
     assert summary["rollbacks"] and summary["rollbacks"][0]["from_version"] == 1

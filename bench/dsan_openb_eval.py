@@ -1,0 +1,113 @@
+"""DSAN vs FGD on openb with the FGD protocol, side by side in one run, against FGD's
+published value (mean over its 10 seeds at arrived workload = 100 %).
+
+Usage::
+
+    .venv/bin/python bench/dsan_openb_eval.py --pods default gpushare100 --seeds 42 \
+        --out docs/results/dsan_openb.md
+
+Both policies go through engineer A's protocol (``dsan.sim.protocol.run_openb``) with the
+same seed, node permutation and pod order; DSAN is the shipped model unless
+``$DSAN_MODEL_DIR`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from dsan.model.export import DEFAULT_DIR, read_manifest
+from dsan.sim import paths
+from dsan.sim.openb import load_nodes, load_pods
+from dsan.sim.protocol import OpenbConfig, run_openb
+
+
+def published_fgd() -> dict[str, tuple[float, float]]:
+    out: dict[str, tuple[float, float]] = {}
+    with paths.published("derived_summary_by_policy.csv").open() as f:
+        for row in csv.DictReader(f):
+            if (
+                row["sc_policy"] == "06-FGD"
+                and row["metric"] == "unallocated_gpu_pct"
+                and row["arrived_workload_pct"] == "100"
+            ):
+                out[row["workload"]] = (float(row["mean"]), float(row["stdev_sample"]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", nargs="+", default=["default"])
+    ap.add_argument("--seeds", default="42")
+    ap.add_argument("--policies", default="fgd,dsan")
+    ap.add_argument("--out", type=Path, default=None, help="append a markdown table here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    pols = args.policies.split(",")
+    nodes_path = paths.openb_csv(paths.DEFAULT_NODES)
+    nodes = load_nodes(nodes_path)
+    pub = published_fgd()
+    manifest = read_manifest(DEFAULT_DIR)
+    train_files = manifest["training"].get("workloads", [])
+    rows = []
+    for w in args.pods:
+        name = w if w.endswith(".csv") else f"openb_pod_list_{w}.csv"
+        pods = load_pods(paths.openb_csv(name), nodes.gpu_models)
+        res: dict[str, list[float]] = {p: [] for p in pols}
+        secs: dict[str, float] = {p: 0.0 for p in pols}
+        for s in seeds:
+            for p in pols:
+                t0 = time.perf_counter()
+                r = run_openb(
+                    OpenbConfig(paths.openb_csv(name), nodes_path, p, seed=s), nodes, pods
+                )
+                secs[p] += time.perf_counter() - t0
+                res[p].append(float(r["unallocated_gpu_pct_at_100"]))
+                print(
+                    json.dumps(
+                        {
+                            "workload": name,
+                            "policy": p,
+                            "seed": s,
+                            "unallocated_gpu_pct_at_100": r["unallocated_gpu_pct_at_100"],
+                            "wall_s": round(time.perf_counter() - t0, 1),
+                        }
+                    ),
+                    flush=True,
+                )
+        stem = name[:-4]
+        pm = pub.get(stem)
+        rows.append((stem, "train" if name in train_files else "held out", res, secs, pm))
+    if args.out:
+        lines = []
+        if not args.out.exists():
+            lines += [
+                "| workload | DSAN role | seeds | "
+                + " | ".join(f"{p} unalloc % @100" for p in pols)
+                + " | FGD published (10 seeds) | DSAN below published FGD? |",
+                "|---|---|---|" + "---|" * len(pols) + "---|---|",
+            ]
+        for stem, role, res, _secs, pm in rows:
+            cells = [f"{sum(v) / len(v):.3f}" for v in res.values()]
+            pub_s = f"{pm[0]:.3f} ± {pm[1]:.3f}" if pm else "not published"
+            d = res.get("dsan")
+            verdict = ("yes" if d and pm and sum(d) / len(d) < pm[0] else "no") if pm else "n/a"
+            lines.append(
+                f"| {stem} | {role} | {','.join(map(str, seeds))} | "
+                + " | ".join(cells)
+                + f" | {pub_s} | {verdict} |"
+            )
+        with args.out.open("a") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
