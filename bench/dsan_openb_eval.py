@@ -56,19 +56,21 @@ def main(argv: list[str] | None = None) -> int:
     pub = published_fgd()
     manifest = read_manifest(DEFAULT_DIR)
     train_files = manifest["training"].get("workloads", [])
-    rows = []
+    if args.out and not args.out.exists():
+        header = " | ".join(f"{p} unalloc % @100" for p in pols)
+        args.out.write_text(
+            f"| workload | DSAN role | seeds | {header} | FGD published (10 seeds) "
+            "| DSAN below published FGD? |\n|---|---|---|" + "---|" * len(pols) + "---|---|\n"
+        )
     for w in args.pods:
         name = w if w.endswith(".csv") else f"openb_pod_list_{w}.csv"
         pods = load_pods(paths.openb_csv(name), nodes.gpu_models)
         res: dict[str, list[float]] = {p: [] for p in pols}
-        secs: dict[str, float] = {p: 0.0 for p in pols}
         for s in seeds:
             for p in pols:
                 t0 = time.perf_counter()
-                r = run_openb(
-                    OpenbConfig(paths.openb_csv(name), nodes_path, p, seed=s), nodes, pods
-                )
-                secs[p] += time.perf_counter() - t0
+                cfg = OpenbConfig(paths.openb_csv(name), nodes_path, p, seed=s)
+                r = run_openb(cfg, nodes, pods)
                 res[p].append(float(r["unallocated_gpu_pct_at_100"]))
                 print(
                     json.dumps(
@@ -82,30 +84,16 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                     flush=True,
                 )
-        stem = name[:-4]
-        pm = pub.get(stem)
-        rows.append((stem, "train" if name in train_files else "held out", res, secs, pm))
-    if args.out:
-        lines = []
-        if not args.out.exists():
-            lines += [
-                "| workload | DSAN role | seeds | "
-                + " | ".join(f"{p} unalloc % @100" for p in pols)
-                + " | FGD published (10 seeds) | DSAN below published FGD? |",
-                "|---|---|---|" + "---|" * len(pols) + "---|---|",
-            ]
-        for stem, role, res, _secs, pm in rows:
-            cells = [f"{sum(v) / len(v):.3f}" for v in res.values()]
+        if args.out:  # one row per workload as soon as it is done: partial runs still report
+            stem = name[:-4]
+            pm = pub.get(stem)
+            role = "train" if name in train_files else "held out"
+            cells = " | ".join(f"{sum(v) / len(v):.3f}" for v in res.values())
             pub_s = f"{pm[0]:.3f} ± {pm[1]:.3f}" if pm else "not published"
             d = res.get("dsan")
-            verdict = ("yes" if d and pm and sum(d) / len(d) < pm[0] else "no") if pm else "n/a"
-            lines.append(
-                f"| {stem} | {role} | {','.join(map(str, seeds))} | "
-                + " | ".join(cells)
-                + f" | {pub_s} | {verdict} |"
-            )
-        with args.out.open("a") as f:
-            f.write("\n".join(lines) + "\n")
+            verdict = ("yes" if d and sum(d) / len(d) < pm[0] else "no") if pm else "n/a"
+            with args.out.open("a") as f:
+                f.write(f"| {stem} | {role} | {args.seeds} | {cells} | {pub_s} | {verdict} |\n")
     return 0
 
 

@@ -79,7 +79,7 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(b, "node_cpu_per_gpu", "millicores", "/128000")
     add(b, "node_mem_per_gpu", "MiB", "/1048576")
     add(b, "node_image_count", "images", "/64")
-    add(b, "node_gpu_slots_absent", "slots", "(8-count)/8")
+    add(b, "node_name_rank", "rank", "position of the node's name in sorted order / n")
     m = "monitoring"
     for ch in TELEMETRY_CHANNELS:
         for stat in ("last", "mean", "max", "min", "std", "slope"):
@@ -388,7 +388,11 @@ def node_block(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F32:
     c.append(_frac(snap.mem_cap[nodes], cnt) / MEM_SCALE)
     imgs = np.zeros(m) if snap.images is None else np.array([len(snap.images[i]) for i in nodes])
     c.append(imgs / 64.0)
-    c.append((MAX_GPUS - cnt) / MAX_GPUS)
+    # The FGD simulator breaks score ties by node name: a fixed order that consolidates.
+    # Exposing the order lets the network learn that tie-break instead of guessing.
+    rank = np.empty(len(snap), dtype=np.float64)
+    rank[np.argsort(np.asarray(snap.names, dtype=object), kind="stable")] = np.arange(len(snap))
+    c.append(rank[nodes] / max(1, len(snap)))
     tel = telemetry_of(snap, nodes).astype(np.float64)
     stats = np.stack(
         [tel[:, -1], tel.mean(1), tel.max(1), tel.min(1), tel.std(1), tel[:, -1] - tel[:, 0]],

@@ -46,7 +46,7 @@ def _fingerprint(snap: ClusterSnapshot) -> bytes:
         snap.hourly_cost,
     ):
         h.update(b"-" if arr is None else np.ascontiguousarray(arr).tobytes())
-    h.update(str(len(snap)).encode())
+    h.update("\0".join(snap.names).encode())  # node set and order (name rank feature)
     return h.digest()
 
 

@@ -99,6 +99,8 @@ def run_episode(
             # a fixed order consolidates, a random one spreads pods and fragments more.
             ties = np.flatnonzero(best)
             a = int(ties[np.argmin(np.asarray(ep.snap.names, dtype=object)[cand[ties]])])
+            best = np.zeros(len(cand), dtype=bool)  # imitate the exact choice, tie-break too
+            best[a] = True
         else:
             assert model is not None and x is not None
             with torch.inference_mode():
