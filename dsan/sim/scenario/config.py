@@ -17,7 +17,10 @@ from typing import Any
 
 import yaml
 
-CONFIG_VERSION = 1
+#: Version 2 (calibration pass of issue 3) added ``load_targets``; version-1 files still load
+#: (the section then takes its defaults), so old copies stay runnable.
+CONFIG_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,19 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class LoadTargets:
+    """Offered-load targets the arrival rates are derived from (dsan.sim.scenario.offered).
+
+    ``gpu_mean``: daily mean GPUs held by training plus best effort, a GPU-sharing pod
+    counting as the whole GPU it blocks for whole-GPU jobs, as a fraction of all GPUs.
+    ``cpu_peak``: requested cores at the diurnal peak, as a fraction of all cores.
+    """
+
+    gpu_mean: float = 0.65
+    cpu_peak: float = 0.60
+
+
+@dataclass(frozen=True)
 class ScenarioConfig:
     version: int = CONFIG_VERSION
     name: str = "seed-table1"
@@ -181,11 +197,14 @@ class ScenarioConfig:
     besteffort: BestEffortConfig = BestEffortConfig()
     burst: BurstConfig = BurstConfig()
     metrics: MetricsConfig = MetricsConfig()
+    load_targets: LoadTargets = LoadTargets()
 
     def validate(self) -> ScenarioConfig:
         """Raise ``ValueError`` naming the first bad value; return self for chaining."""
-        if self.version != CONFIG_VERSION:
-            raise ValueError(f"scenario version {self.version} unsupported (want {CONFIG_VERSION})")
+        if self.version not in SUPPORTED_VERSIONS:
+            raise ValueError(
+                f"scenario version {self.version} unsupported (want one of {SUPPORTED_VERSIONS})"
+            )
         if self.hours <= 0:
             raise ValueError("hours must be > 0")
         if not self.cluster.node_groups:
@@ -234,6 +253,14 @@ class ScenarioConfig:
         ):
             if not 0 <= amp <= 1:
                 raise ValueError(f"{name}.diurnal_amplitude must be within 0..1")
+        for name, frac in (
+            ("load_targets.gpu_mean", self.load_targets.gpu_mean),
+            ("load_targets.cpu_peak", self.load_targets.cpu_peak),
+        ):
+            if not 0 < frac <= 1.5:
+                raise ValueError(f"{name} must be within (0, 1.5]")
+        if self.training.max_duration_s < self.training.min_duration_s:
+            raise ValueError("training.max_duration_s must be >= min_duration_s")
         if self.metrics.telemetry_len < 1 or self.metrics.telemetry_interval_s <= 0:
             raise ValueError("metrics.telemetry_len and telemetry_interval_s must be > 0")
         return self

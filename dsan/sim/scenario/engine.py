@@ -25,7 +25,7 @@ from collections.abc import Generator
 
 import numpy as np
 
-from dsan.sim.scenario.metrics import billed_seconds
+from dsan.sim.scenario.metrics import billed_seconds, p99
 from dsan.sim.scenario.progress import ProgressMixin
 from dsan.sim.scenario.scheduling import SchedulingMixin
 from dsan.sim.scenario.state import (
@@ -202,6 +202,10 @@ class Engine(SchedulingMixin, ProgressMixin):
         if burst.any():
             by_kind["burst"] = wait[sub & burst]
         out = self.acc.summary(lat[sub], wait[sub], self.cfg.metrics.queue_threshold_s, by_kind)
+        # Which class sets the tail: P99 per task type (training / batch / web / best effort).
+        out["p99_by_kind_s"] = {
+            KIND_NAMES[k]: p99(lat[sub & (self.pod_kind == k)]) for k in range(len(KIND_NAMES))
+        }
         if burst.any():
             out["burst"] = self._burst_summary()
         out["pods_submitted"] = int(sub.sum())
