@@ -11,6 +11,7 @@ largest init container, plus the pod overhead.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -47,6 +48,25 @@ class PodError(ValueError):
 
 def parse_quantity(value: Any, where: str) -> Decimal:
     """A Kubernetes quantity ("500m", "2Gi", "1e3", 4) as a Decimal; PodError if malformed."""
+    if isinstance(value, str):
+        # Pods repeat a handful of quantity strings: parse each once.
+        got = _parse_str(value)
+        if isinstance(got, Decimal):
+            return got
+        raise PodError(f"{where}: {got}")
+    return _parse(value, where)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_str(value: str) -> Decimal | str:
+    """The Decimal, or the error message (exceptions are not cached by lru_cache)."""
+    try:
+        return _parse(value, "")
+    except PodError as exc:
+        return str(exc).removeprefix(": ")
+
+
+def _parse(value: Any, where: str) -> Decimal:
     if isinstance(value, bool):
         raise PodError(f"{where}: {value!r} is not a quantity")
     if isinstance(value, int | float):

@@ -102,3 +102,15 @@ def test_noop_app_parses_and_replies_zeros() -> None:
 def test_request_error_reasons_are_known() -> None:
     with pytest.raises(ValueError, match="unknown error reason"):
         RequestError("oops", "x")
+
+
+@given(st.lists(st.integers(0, 100), max_size=3000))
+def test_grpc_score_bytes_decode_as_a_score_response(scores: list[int]) -> None:
+    import numpy as np
+
+    from dsan.api.gen.scorer_v1 import scorer_pb2
+    from sidecar.grpc_server import encode_scores
+
+    tail = scorer_pb2.ScoreResponse(policy="p", unknown_nodes=2).SerializeToString()
+    out = scorer_pb2.ScoreResponse.FromString(encode_scores(np.array(scores, np.int64)) + tail)
+    assert list(out.scores) == scores and out.policy == "p" and out.unknown_nodes == 2
