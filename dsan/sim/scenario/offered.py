@@ -172,13 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     cfg = load(args[0] if args else "seed-table1")
     for name, o in offered(cfg).items():
-        print(f"{name}: mean {o.mean:.1f} ({100 * o.mean_frac:.1f} %), "
-              f"peak {o.peak:.1f} ({100 * o.peak_frac:.1f} %) of {o.capacity:.0f}")
+        print(
+            f"{name}: mean {o.mean:.1f} ({100 * o.mean_frac:.1f} %), "
+            f"peak {o.peak:.1f} ({100 * o.peak_frac:.1f} %) of {o.capacity:.0f}"
+        )
     exd, f = training_moments(cfg.training)
     print(f"training: E[GPUs x duration] = {exd:.0f} GPU-s/job; |F|/E = {f / exd:.2f}")
-    print(f"derived: training.jobs_per_h = {training_rate_for(cfg):.2f}, "
-          f"batch.jobs_per_h = {batch_rate_for(cfg):.2f} (shipped: "
-          f"{cfg.training.jobs_per_h}, {cfg.batch.jobs_per_h})")
+    print(
+        f"derived: training.jobs_per_h = {training_rate_for(cfg):.2f}, "
+        f"batch.jobs_per_h = {batch_rate_for(cfg):.2f} (shipped: "
+        f"{cfg.training.jobs_per_h}, {cfg.batch.jobs_per_h})"
+    )
     return 0
 
 

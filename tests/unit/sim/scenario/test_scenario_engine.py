@@ -204,3 +204,18 @@ def test_burst_summary_is_per_job(cfg, builder) -> None:
         }
     )
     assert out["queueing_by_kind"]["burst"]["events"] == 2  # B's two pods
+
+
+def test_p99_per_task_type(cfg, builder) -> None:
+    # A training pod (image 0: 1 s pull) and a web replica (image 1: 2 s pull) on separate
+    # nodes: latencies 3 s and 4 s, so the overall P99 is the web one and each type has its own.
+    t = builder.job(TRAIN, 0.0, [100.0], stage_par=[0])
+    builder.pod(t, train_pod("t0"), 0.6, 0.9, False)
+    w = builder.job(WEB, 0.0, [float("inf")], stage_par=[0], service=0)
+    web = PodSpec(name="w0", cpu_milli=1000, mem_mib=1024, priority=1000, task_type=WEB, image=1)
+    builder.pod(w, web, 1.0, 0.0, False)
+    out = drive(Engine(cfg, 0, workload=builder.build()), last_node)
+    assert out["p99_task_latency_s"] == pytest.approx(4.0)
+    by = out["p99_by_kind_s"]
+    assert by["training"] == pytest.approx(3.0) and by["web"] == pytest.approx(4.0)
+    assert by["batch"] == 0.0 and by["besteffort"] == 0.0
