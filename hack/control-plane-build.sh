@@ -60,4 +60,5 @@ if [[ ! -x "$KWOK_DIR/kwok" ]]; then
   rm -rf "$KWOK_DIR"; mv "$tmp" "$KWOK_DIR"
 fi
 
+bash hack/helm-build.sh >&2   # the helm CLI for tests/e2e/test_chart.py (no-op when cached)
 print_paths
