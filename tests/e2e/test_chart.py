@@ -1,0 +1,372 @@
+"""The Helm chart for real. The real `helm` CLI (built by hack/helm-build.sh) lints and renders
+charts/dsan-scheduler with its default values and with an override; `helm install` puts every
+rendered object into the real kube-apiserver (the CRD goes through a server-side dry-run apply,
+the workloads' pod templates through a dry-run Pod create, because no controller manager runs
+here); the rendered sidecar config file and device-plugin flags parse with the components' own
+parsers into exactly the values given; and the real kube-scheduler runs the rendered
+KubeSchedulerConfiguration as the chart's ServiceAccount: it gets ready, takes the chart's Lease
+and is never forbidden anything (so the chart's RBAC is enough)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from deviceplugin import cli as dp_cli
+from deviceplugin.config import PluginConfig
+from dsan.cli import build_parser
+from sidecar import cli as sc_cli
+from sidecar.config import SidecarConfig
+from tests.support.pki import write_kubeconfig
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "dsan-scheduler"
+BUILD = ROOT / "hack" / "helm-build.sh"
+
+#: Every value changed from its default where the chart renders it, so a key that the chart
+#: drops, misspells or hard-codes shows up as a mismatch below.
+OVERRIDE: dict[str, Any] = {
+    "scheduler": {
+        "schedulerName": "dsan-chart-override",
+        "leaseName": "dsan-chart-override",
+        "qps": 200,
+        "burst": 400,
+        "verbosity": 3,
+        "extender": {
+            "weight": 3,
+            "httpTimeout": "250ms",
+            "ignorable": False,
+            "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
+        },
+    },
+    "sidecar": {
+        "config": {
+            "http_port": 9999,
+            "grpc_port": -1,  # gRPC off: must not become a containerPort
+            "url_prefix": "/score",
+            "policy": "fgd",
+            "fallback_policy": "tetris",
+            "telemetry_window": 8,
+            "telemetry_stale_s": 30.5,
+            "assume_max": 1_000_000,
+            "max_body_bytes": 16_777_216,
+            "watch_telemetry": False,
+            "strict_node_names": True,
+            "log_level": "DEBUG",
+        }
+    },
+    "devicePlugin": {
+        "config": {
+            "resource_name": "example.com/gpu",
+            "plugin_dir": "/var/lib/kubelet/dp",
+            "endpoint": "dsan-test.sock",
+            "backend": "fake",
+            "fail_on_init_error": True,
+            "fake_gpus": 4,
+            "fake_model": "H100-SXM5-80GB",
+            "fake_topology": "nvswitch",
+            "allocate_modes": ["envvar", "cdi"],
+            "cdi_kind": "example.com/gpu",
+            "pre_start_required": True,
+            "health_enabled": False,
+            "ignored_xids": [13, 79],
+            "recovery_quiet_s": 12.5,
+            "sample_interval_s": 0.5,
+            "window_s": 20,
+            "horizon_s": 600,
+            "metrics_addr": "127.0.0.1",
+            "metrics_port": -1,  # no /metrics: must not become a containerPort
+            "crd_enabled": False,
+            "crd_interval_s": 2.5,
+        }
+    },
+}
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and k in out else v
+    return out
+
+
+@dataclass(frozen=True)
+class Rendered:
+    release: str
+    namespace: str
+    values: dict[str, Any]  # the effective values: values.yaml with the override merged in
+    values_file: Path | None
+    docs: list[dict[str, Any]]
+
+    def one(self, kind: str, suffix: str = "") -> dict[str, Any]:
+        found = [
+            d for d in self.docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)
+        ]
+        assert len(found) == 1, f"expected one {kind} *{suffix}, got {len(found)}"
+        return found[0]
+
+    def container(self, kind: str, name: str) -> dict[str, Any]:
+        spec = self.one(kind)["spec"]["template"]["spec"]
+        return next(c for c in spec["containers"] if c["name"] == name)
+
+
+class Helm:
+    """The real helm CLI with its config/cache/data homes in a temp dir (nothing in ~)."""
+
+    def __init__(self, binary: Path, home: Path) -> None:
+        self.binary = binary
+        self.env = {
+            **os.environ,
+            **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CONFIG", "CACHE", "DATA")},
+        }
+
+    def __call__(self, *args: str, check: bool = True, timeout: float = 120.0) -> str:
+        proc = subprocess.run(
+            [str(self.binary), *args], capture_output=True, text=True, env=self.env,
+            timeout=timeout,
+        )
+        if check:
+            assert proc.returncode == 0, (
+                f"helm {' '.join(args)} failed:\n{proc.stderr}{proc.stdout}"
+            )
+        return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    proc = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True)
+    assert proc.returncode == 0, f"{BUILD.name} failed:\n{proc.stderr[-3000:]}"
+    path = Path(proc.stdout.strip().splitlines()[-1].split("=", 1)[1])
+    return Helm(path, tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture(scope="module", params=["default", "override"])
+def rendered(
+    request: pytest.FixtureRequest, helm: Helm, tmp_path_factory: pytest.TempPathFactory
+) -> Rendered:
+    release = f"chart-{request.param}"
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values_file = None
+    args = ["template", release, str(CHART), "--namespace", f"dsan-{release}", "--include-crds"]
+    if request.param == "override":
+        values_file = tmp_path_factory.mktemp("values") / "override.yaml"
+        values_file.write_text(yaml.safe_dump(OVERRIDE))
+        values = _deep_merge(values, OVERRIDE)
+        args += ["--values", str(values_file)]
+    docs = [d for d in yaml.safe_load_all(helm(*args)) if d]
+    return Rendered(release, f"dsan-{release}", values, values_file, docs)
+
+
+def test_helm_lint_passes_strict_with_default_and_override_values(
+    helm: Helm, rendered: Rendered
+) -> None:
+    extra = ["--values", str(rendered.values_file)] if rendered.values_file else []
+    out = helm("lint", "--strict", str(CHART), *extra)
+    assert "0 chart(s) failed" in out, out
+
+
+def test_render_holds_every_component(rendered: Rendered) -> None:
+    kinds = sorted(d["kind"] for d in rendered.docs)
+    assert kinds == sorted(
+        ["CustomResourceDefinition", "ConfigMap", "Deployment", "DaemonSet"]
+        + ["ServiceAccount"] * 2 + ["ClusterRole"] * 2 + ["ClusterRoleBinding"] * 4
+        + ["RoleBinding"]
+    ), kinds
+    cluster_scoped = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    for d in rendered.docs:
+        if d["kind"] not in cluster_scoped:
+            # The scheduler's auth-reader binding must sit beside its Role in kube-system.
+            want = "kube-system" if d["kind"] == "RoleBinding" else rendered.namespace
+            assert d["metadata"].get("namespace") == want, d["metadata"]
+
+
+def test_sidecar_config_file_and_command_parse_into_the_values(
+    rendered: Rendered, tmp_path: Path
+) -> None:
+    cm = rendered.one("ConfigMap", "-config")
+    expected = SidecarConfig.from_mapping(rendered.values["sidecar"]["config"])
+    assert SidecarConfig.from_mapping(yaml.safe_load(cm["data"]["sidecar.yaml"])) == expected
+    # The container's own command line, through `dsan serve`'s parser, with the mounted file.
+    (tmp_path / "sidecar.yaml").write_text(cm["data"]["sidecar.yaml"])
+    command = rendered.container("Deployment", "sidecar")["command"]
+    assert command[0] == "dsan"
+    argv = [a.replace("/etc/dsan/", f"{tmp_path}/") for a in command[1:]]
+    args = build_parser(argv).parse_args(argv)
+    assert args.func is sc_cli.run
+    assert sc_cli.config_from_args(args) == expected
+    if rendered.values_file is not None:
+        assert expected != SidecarConfig()  # the override really reached the file
+
+
+def test_deviceplugin_flags_parse_into_the_values(
+    rendered: Rendered, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container = rendered.container("DaemonSet", "deviceplugin")
+    env = {e["name"]: e for e in container.get("env", [])}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    monkeypatch.setenv("NODE_NAME", "gpu-node-7")  # what the downward API gives the pod
+    command = container["command"]
+    assert command[0] == "dsan"
+    args = build_parser(command[1:]).parse_args(command[1:])
+    assert args.func is dp_cli.run
+    got = dp_cli.config_from_args(args)
+    base = PluginConfig(node_name="gpu-node-7")
+    given: dict[str, Any] = {}
+    for f in fields(PluginConfig):
+        if f.name in rendered.values["devicePlugin"]["config"]:
+            value = rendered.values["devicePlugin"]["config"][f.name]
+            default = getattr(base, f.name)
+            if isinstance(default, (tuple, frozenset, Path, float)):
+                value = type(default)(value)  # YAML lists/strings/ints -> the field's type
+            given[f.name] = value
+    assert got == dataclasses.replace(base, **given)
+    mount = container["volumeMounts"][0]["mountPath"]
+    assert Path(mount) == got.plugin_dir, "the kubelet socket dir must be mounted where it looks"
+
+
+def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:
+    cfg = yaml.safe_load(rendered.one("ConfigMap", "-config")["data"]["scheduler-config.yaml"])
+    v, sc = rendered.values["scheduler"], rendered.values["sidecar"]["config"]
+    assert cfg["kind"] == "KubeSchedulerConfiguration"
+    assert [p["schedulerName"] for p in cfg["profiles"]] == [v["schedulerName"]]
+    assert (cfg["clientConnection"]["qps"], cfg["clientConnection"]["burst"]) == (
+        v["qps"], v["burst"]
+    )
+    le = cfg["leaderElection"]
+    assert (le["leaderElect"], le["resourceName"], le["resourceNamespace"]) == (
+        v["leaderElect"], v["leaseName"], rendered.namespace
+    )
+    (ext,) = cfg["extenders"]
+    assert ext["urlPrefix"] == f"http://127.0.0.1:{sc['http_port']}{sc['url_prefix']}"
+    assert (ext["weight"], ext["httpTimeout"], ext["ignorable"]) == (
+        v["extender"]["weight"], v["extender"]["httpTimeout"], v["extender"]["ignorable"]
+    )
+    assert ext.get("managedResources", []) == v["extender"]["managedResources"]
+
+
+# --- against the real control plane ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def installed(rendered: Rendered, helm: Helm, control_plane: Any) -> Iterator[Rendered]:
+    """`helm install` the render's values into a fresh namespace (CRDs skipped: the session's
+    CRD is shared, and it is checked by a dry-run apply instead); `helm uninstall` afterwards."""
+    control_plane.ensure_namespace(rendered.namespace)
+    extra = ["--values", str(rendered.values_file)] if rendered.values_file else []
+    kube = ["--kubeconfig", str(control_plane.kubeconfig), "--namespace", rendered.namespace]
+    try:
+        helm("install", rendered.release, str(CHART), "--skip-crds", *kube, *extra)
+        yield rendered
+    finally:
+        # Also after a failed install: the control plane is shared by the session, and helm
+        # may have created part of the release (cluster-scoped RBAC included) before failing.
+        helm("uninstall", rendered.release, *kube, check=False)
+
+
+def test_apiserver_accepts_every_rendered_object(installed: Rendered, control_plane: Any) -> None:
+    from kubernetes import client, dynamic
+
+    with control_plane.api_client() as api:
+        dyn = dynamic.DynamicClient(api)
+        for doc in installed.docs:
+            res = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            meta = doc["metadata"]
+            if doc["kind"] == "CustomResourceDefinition":
+                # Accepted and valid as a whole (structural schema), without touching the
+                # shared CRD: force takes the fields over only within this dry run.
+                out = dyn.server_side_apply(
+                    res, body=doc, field_manager="dsan-chart-test", force_conflicts=True,
+                    dry_run="All",
+                )
+                assert out.metadata.name == meta["name"]
+                continue
+            live = dyn.get(res, name=meta["name"], namespace=meta.get("namespace"))
+            assert live.metadata.labels["app.kubernetes.io/instance"] == installed.release
+        # No controller manager runs here, so make each workload's Pod ourselves (dry run): the
+        # priority class, the ServiceAccount and the whole pod spec pass admission.
+        core: Any = client.CoreV1Api(api)  # Any: the typed client wants V1Pod, we have YAML
+        for kind in ("Deployment", "DaemonSet"):
+            template = installed.one(kind)["spec"]["template"]
+            pod = {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {**template["metadata"], "name": f"{installed.release}-{kind.lower()}"},
+                "spec": template["spec"],
+            }
+            out = core.create_namespaced_pod(installed.namespace, pod, dry_run="All")
+            assert out.spec.service_account_name == template["spec"]["serviceAccountName"]
+            assert out.spec.priority is not None and out.spec.priority >= 2_000_000_000
+
+
+def test_kube_scheduler_runs_the_rendered_config_as_the_chart_service_account(
+    installed: Rendered, control_plane: Any
+) -> None:
+    from kubernetes import client
+
+    ns = installed.namespace
+    cfg = yaml.safe_load(installed.one("ConfigMap", "-config")["data"]["scheduler-config.yaml"])
+    sa = installed.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    with control_plane.api_client() as api:
+        core: Any = client.CoreV1Api(api)
+        coord: Any = client.CoordinationV1Api(api)
+        lease_name = cfg["leaderElection"]["resourceName"]
+        token = core.create_namespaced_service_account_token(
+            sa, ns, client.AuthenticationV1TokenRequest(
+                spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+            ),
+        ).status.token
+        sa_kubeconfig = write_kubeconfig(
+            control_plane.dir / f"{installed.release}-sa.kubeconfig", control_plane.server,
+            control_plane.pki.ca_cert, token,
+        )
+        # As in the pod: the rendered file as is, only the in-cluster credentials replaced by
+        # the ServiceAccount's token (also for delegated authn/authz, as in-cluster would).
+        name = f"chart-{installed.release}"
+        conn = {**cfg["clientConnection"], "kubeconfig": str(sa_kubeconfig)}
+        path = control_plane.dir / f"{installed.release}-scheduler-config.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        control_plane.start_scheduler(
+            name, path,
+            extra_args=(
+                f"--authentication-kubeconfig={sa_kubeconfig}",
+                f"--authorization-kubeconfig={sa_kubeconfig}",
+            ),
+            overrides={"clientConnection": conn, "leaderElection": cfg["leaderElection"]},
+        )
+        proc, _ = control_plane.schedulers[name]
+        try:
+            deadline = time.monotonic() + 30
+            holder = None
+            while holder is None and time.monotonic() < deadline:
+                proc.check_alive()
+                with contextlib.suppress(client.exceptions.ApiException):
+                    holder = coord.read_namespaced_lease(lease_name, ns).spec.holder_identity
+                time.sleep(0.2)
+            assert holder, (
+                f"kube-scheduler took no Lease {ns}/{lease_name} within 30 s; refusals:\n"
+                + "\n".join(_forbidden(proc.log)[:10])
+            )
+            time.sleep(1.0)  # informers list everything once started: let a refusal surface
+            proc.check_alive()
+        finally:
+            control_plane.stop_scheduler(name)
+            with contextlib.suppress(client.exceptions.ApiException):
+                coord.delete_namespaced_lease(lease_name, ns)
+    forbidden = _forbidden(proc.log)
+    assert not forbidden, "the chart's RBAC is missing something:\n" + "\n".join(forbidden[:10])
+
+
+def _forbidden(log: Path) -> list[str]:
+    """The scheduler's log lines where the apiserver refused it something (RBAC)."""
+    text = log.read_text(errors="replace")
+    return [line for line in text.splitlines() if "forbidden" in line.lower()]
