@@ -35,7 +35,10 @@ def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
     except ValueError as exc:
         raise ConfigError(f"sidecar config: fallback_policy: {exc}") from None
     try:
-        scorer = make_scorer(cfg.policy)
+        if cfg.policy == "dsan" and cfg.model_dir is not None:
+            scorer = make_scorer("dsan", model_dir=cfg.model_dir)
+        else:
+            scorer = make_scorer(cfg.policy)
     except Exception as exc:
         if cfg.policy != "dsan":
             raise ConfigError(f"sidecar config: policy: {exc}") from None

@@ -35,6 +35,9 @@ class SidecarConfig:
     policy: str = "dsan"
     #: Heuristic used when `policy` cannot be loaded and for nodes with stale telemetry.
     fallback_policy: str = "fgd"
+    #: DSAN model directory (exported TorchScript + manifest); None = $DSAN_MODEL_DIR, else
+    #: the model shipped in dsan/model/default/.
+    model_dir: str | None = None
     #: Extender requests with a larger body are refused with 413.
     max_body_bytes: int = 8 * 1024 * 1024
     #: gRPC messages larger than this are refused by the gRPC server.
@@ -121,7 +124,7 @@ class SidecarConfig:
 
 def _coerce(name: str, default: Any, value: Any) -> Any:
     """Type-check one YAML value against its field's default (ints may stand for floats)."""
-    if default is None:  # only kubeconfig: an optional path
+    if default is None:  # kubeconfig, model_dir: optional paths
         if value is None or isinstance(value, str):
             return value
     elif isinstance(default, bool):

@@ -58,3 +58,28 @@ def test_unreadable_yaml_is_a_config_error(tmp_path: Path) -> None:
         SidecarConfig.from_yaml(bad)
     with pytest.raises(ConfigError, match="expected a mapping"):
         SidecarConfig.from_mapping([1, 2])  # type: ignore[arg-type]
+
+
+def test_unloadable_dsan_falls_back_and_unknown_policies_are_config_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dsan.policies import registry
+    from sidecar.app import load_policies
+
+    real = registry.make_scorer
+    seen: dict[str, object] = {}
+
+    def fake(name: str, **kw: object) -> object:
+        if name == "dsan":  # no model exported (and no torch import in a unit test)
+            seen.update(kw)
+            raise FileNotFoundError("no DSAN model")
+        return real(name)
+
+    monkeypatch.setattr(registry, "make_scorer", fake)
+    scorer, fallback, info = load_policies(SidecarConfig(model_dir="/m"))
+    assert seen == {"model_dir": "/m"}
+    assert scorer.name == "fgd" and fallback.name == "fgd" and info.name == "fgd"
+    with pytest.raises(ConfigError, match="policy"):
+        load_policies(SidecarConfig(policy="no-such-policy"))
+    with pytest.raises(ConfigError, match="fallback_policy"):
+        load_policies(SidecarConfig(fallback_policy="nope"))
