@@ -114,6 +114,8 @@ class GraphCache:
         self._names: list[str] = []
         self._index: dict[str, int] = {}
         self._index_pub: dict[str, int] = {}
+        #: Last parsed row per node, to skip updates that change nothing we read.
+        self._rows: dict[str, tuple[Any, ...]] = {}
         self._nodeset_version = 0
         self._index_pub_version = -1
         self._alloc(16)
@@ -194,6 +196,14 @@ class GraphCache:
         name = row[0]
         with self._lock:
             i = self._index.get(name)
+            old = self._rows.get(name)
+            if i is not None and old == row:
+                return  # a heartbeat or status-only update: nothing we read changed
+            self._rows[name] = row
+            if i is not None and old is not None and old[1:4] != row[1:4]:
+                # Capacity changed under a live row. Scorers that cache per snapshot object
+                # (FGD) only diff the used columns, so give them a new snapshot object.
+                self._nodeset_version += 1
             if i is None:
                 if len(self._names) == self._cap:
                     self._alloc(self._cap * 2)
@@ -254,6 +264,7 @@ class GraphCache:
                 self._names[i] = moved
                 self._index[moved] = i
             self._names.pop()
+            self._rows.pop(name, None)
             self._nodeset_version += 1
             self._tele_version += 1
             self._touch()

@@ -212,3 +212,16 @@ def test_ragged_telemetry_is_counted_not_raised() -> None:
         obj["status"]["gpus"][1]["windows"][key] = [1.0]  # GPU 1 shorter than GPU 0
     cache.upsert_telemetry(obj)
     assert cache.stats.bad_objects["telemetry"] == 1
+
+
+def test_unchanged_node_updates_are_free_and_capacity_changes_renew_the_snapshot() -> None:
+    cache, _ = make(2)
+    a = cache.snapshot()
+    cache.upsert_node(ko.node("n0", cpu="8", memory="16Gi", gpus=4, model="A100"))  # heartbeat
+    assert cache.snapshot() is a
+    cache.upsert_node(ko.node("n0", cpu="8", memory="16Gi", gpus=4, model="A100",
+                              labels={"x": "y"}))  # a label we do not read... still same row
+    assert cache.snapshot() is a
+    cache.upsert_node(ko.node("n0", cpu="16", memory="16Gi", gpus=4, model="A100"))
+    b = cache.snapshot()
+    assert b.snap is not a.snap and b.snap.cpu_cap[b.index["n0"]] == 16000
