@@ -69,6 +69,26 @@ def per_seed(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def tails(data: dict[str, Any]) -> str:
+    """P99 per task type and what the pods at or above the overall P99 waited for."""
+    out = [
+        "| policy | seed | P99 s all | training | batch | web | best effort "
+        "| tail pods: queued / boot / pull / start |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for policy, row in data.items():
+        for r in _runs(row):
+            k = r["p99_by_kind_s"]
+            c = r["p99_tail_causes"]
+            out.append(
+                f"| {policy} | {r['seed']} | {r['p99_task_latency_s']:.1f} | "
+                f"{k['training']:.1f} | {k['batch']:.1f} | {k['web']:.1f} | "
+                f"{k['besteffort']:.1f} | {c['queued']} / {c['boot']} / {c['pull']} / "
+                f"{c['start']} |"
+            )
+    return "\n".join(out)
+
+
 def burst(data: dict[str, Any]) -> str:
     out = [
         "| policy | seed | burst GPUs asked | burst jobs queued > 30 s | mean burst job wait min "
@@ -92,6 +112,7 @@ def main(argv: list[str]) -> int:
     print(
         "## Table 1 (mean ± sd over seeds)\n\n" + table1(t1) + "\n\n### Per seed\n\n" + per_seed(t1)
     )
+    print("\n### P99 task latency per task type, and what sets the tail\n\n" + tails(t1))
     if len(argv) > 1:
         print("\n## Burst\n\n" + burst(json.loads(Path(argv[1]).read_text())))
     return 0

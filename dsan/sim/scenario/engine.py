@@ -208,9 +208,28 @@ class Engine(SchedulingMixin, ProgressMixin):
         }
         if burst.any():
             out["burst"] = self._burst_summary()
+        out["p99_tail_causes"] = self._tail_causes(lat[sub], wait[sub])
         out["pods_submitted"] = int(sub.sum())
         out["sim_hours"] = self.horizon / 3600.0
         return out
+
+    def _tail_causes(self, lat: np.ndarray, wait: np.ndarray) -> dict[str, int]:
+        """What the pods at or above the P99 latency waited for, first match wins: queueing
+        (wait for a bind over the queue threshold: no room, a fragmented gang, a preempted
+        restart), a scaled-down node's boot, an image pull, or only the container start."""
+        if lat.size == 0:
+            return {}
+        tail = lat >= p99(lat)
+        startup = lat - wait
+        st = self.cfg.startup
+        queued = wait > self.cfg.metrics.queue_threshold_s
+        boot = ~queued & (startup >= st.node_boot_s)
+        pull = ~queued & ~boot & (startup > st.container_start_s + 1e-6)
+        start = ~queued & ~boot & ~pull
+        return {
+            k: int((tail & m).sum())
+            for k, m in (("queued", queued), ("boot", boot), ("pull", pull), ("start", start))
+        }
 
     def _burst_summary(self) -> dict[str, float]:
         """Job-level view of the burst: a gang binds at once, so its wait is its first pod's."""

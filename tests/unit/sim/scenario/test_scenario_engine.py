@@ -219,3 +219,5 @@ def test_p99_per_task_type(cfg, builder) -> None:
     by = out["p99_by_kind_s"]
     assert by["training"] == pytest.approx(3.0) and by["web"] == pytest.approx(4.0)
     assert by["batch"] == 0.0 and by["besteffort"] == 0.0
+    # The tail (latency >= P99 = 4 s) is the web replica, slowed only by its image pull.
+    assert out["p99_tail_causes"] == {"queued": 0, "boot": 0, "pull": 1, "start": 0}
