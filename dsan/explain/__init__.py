@@ -1,0 +1,1 @@
+"""Explanations of DSAN decisions (Shapley values over the feature names)."""

@@ -1,0 +1,80 @@
+"""One scheduling decision, frozen for explaining: the pod, the cluster, the candidates, the
+served scorer's scores, the node that won and the runner-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.filtering import feasible_nodes
+from dsan.policies.base import Scorer
+from dsan.sim.scheduler import select_node
+from dsan.snapshot import ClusterSnapshot, PodSpec
+
+
+class ExplainError(ValueError):
+    """A decision that cannot be explained (no candidates, unknown policy, bad index)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    pod: PodSpec
+    snap: ClusterSnapshot
+    scorer: Scorer
+    #: Feasible node indices into ``snap`` and the scorer's score of each.
+    candidates: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    #: Positions into ``candidates`` of the winner and of the best other node.
+    chosen: int
+    runner_up: int
+    index: int | None = None
+
+    @property
+    def chosen_node(self) -> int:
+        return int(self.candidates[self.chosen])
+
+    @property
+    def runner_up_node(self) -> int:
+        return int(self.candidates[self.runner_up])
+
+    @property
+    def tie(self) -> bool:
+        return bool(self.scores[self.chosen] == self.scores[self.runner_up])
+
+
+def decide(
+    pod: PodSpec,
+    snap: ClusterSnapshot,
+    scorer: Scorer,
+    rng: np.random.Generator | None = None,
+    tie_rank: npt.NDArray[np.int64] | None = None,
+    index: int | None = None,
+    nodes: npt.NDArray[np.int64] | None = None,
+) -> Decision:
+    """Score ``pod``'s feasible nodes as :func:`dsan.sim.scheduler.select_node` does (same
+    winner, ties included) and name the runner-up: the best other node, ties by
+    ``tie_rank`` then position. Does not bind. Raises :class:`ExplainError` when fewer than
+    two nodes are feasible (kube-scheduler then binds without scoring: nothing to compare).
+    ``nodes`` passes the feasible set when the caller filtered already (the scenario engine)."""
+    cand = (feasible_nodes(pod, snap) if nodes is None else np.asarray(nodes)).astype(np.int64)
+    where = f" at decision {index}" if index is not None else ""
+    if cand.size == 0:
+        raise ExplainError(
+            f"pod {pod.name}{where} fits on no node: the protocol drops it, nothing to explain"
+        )
+    if cand.size == 1:
+        raise ExplainError(
+            f"pod {pod.name}{where} has one feasible node ({snap.names[int(cand[0])]}): bound "
+            "without scoring, nothing to compare"
+        )
+    winner = select_node(pod, snap, scorer, rng or np.random.default_rng(0), cand, tie_rank)
+    assert winner is not None  # cand is non-empty
+    scores = np.asarray(scorer.score(pod, snap, cand), dtype=np.float64)
+    chosen = int(np.flatnonzero(cand == winner)[0])
+    rest = np.delete(np.arange(cand.size), chosen)
+    rank = np.zeros(cand.size, dtype=np.int64) if tie_rank is None else tie_rank[cand]
+    s = np.where(np.isfinite(scores[rest]), scores[rest], -np.inf)
+    order = np.lexsort((rest, rank[rest], -s))  # best score, then tie rank, then position
+    return Decision(pod, snap, scorer, cand, scores, chosen, int(rest[order[0]]), index)
