@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -28,6 +31,7 @@ from dsan.cli import build_parser
 from sidecar import cli as sc_cli
 from sidecar.config import SidecarConfig
 from tests.support.pki import write_kubeconfig
+from tests.support.procs import Proc, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,31 +315,142 @@ def test_apiserver_accepts_every_rendered_object(installed: Rendered, control_pl
 def test_kube_scheduler_runs_the_rendered_config_as_the_chart_service_account(
     installed: Rendered, control_plane: Any
 ) -> None:
+    with _rendered_scheduler(control_plane, installed) as proc:
+        time.sleep(1.0)  # informers list everything once started: let a refusal surface
+        proc.check_alive()
+    forbidden = _forbidden(proc.log)
+    assert not forbidden, "the chart's RBAC is missing something:\n" + "\n".join(forbidden[:10])
+
+
+def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
+    helm: Helm, control_plane: Any, tmp_path: Path
+) -> None:
+    """The whole Deployment pod outside a kubelet: `dsan serve` with the rendered command and
+    file and kube-scheduler with the rendered config, both as the chart's ServiceAccount; the
+    rendered probes pass against the live sidecar; an opted-in pod is scored and bound."""
     from kubernetes import client
 
-    ns = installed.namespace
-    cfg = yaml.safe_load(installed.one("ConfigMap", "-config")["data"]["scheduler-config.yaml"])
-    sa = installed.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    from tests.support.workload import NodeShape, add_nodes, node_manifest, pod_manifest
+
+    http_port, grpc_port = free_port(), free_port()  # a shared machine: no fixed 8888
+    sets = {
+        "sidecar.config.http_port": http_port,
+        "sidecar.config.grpc_port": grpc_port,
+        "sidecar.config.policy": "bestfit",  # a heuristic: no model needed to score here
+        "scheduler.schedulerName": "dsan-chart-e2e",
+        "scheduler.leaseName": "dsan-chart-e2e",
+    }
+    release, ns = "chart-e2e", "dsan-chart-e2e"
+    args = ["--namespace", ns, "--set", ",".join(f"{k}={v}" for k, v in sets.items())]
+    docs = [d for d in yaml.safe_load_all(helm("template", release, str(CHART), *args)) if d]
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    rendered = Rendered(release, ns, values, None, docs)
+    control_plane.ensure_namespace(ns)
+    kube = ["--kubeconfig", str(control_plane.kubeconfig)]
+    label = {"dsan-test": "chart-e2e"}
+    nodes = [node_manifest(f"chart-e2e-{i}", NodeShape(), label) for i in range(2)]
+    sidecar = None
     with control_plane.api_client() as api:
         core: Any = client.CoreV1Api(api)
-        coord: Any = client.CoordinationV1Api(api)
-        lease_name = cfg["leaderElection"]["resourceName"]
+        try:
+            # With its CRD, as a user installs it (helm skips a CRD that exists already), so
+            # the sidecar's GPUTelemetry informer runs through the chart's RBAC too.
+            helm("install", release, str(CHART), *kube, *args)
+            container = rendered.container("Deployment", "sidecar")
+            (tmp_path / "sidecar.yaml").write_text(
+                rendered.one("ConfigMap", "-config")["data"]["sidecar.yaml"]
+            )
+            argv = [a.replace("/etc/dsan/", f"{tmp_path}/") for a in container["command"][1:]]
+            # In a pod the in-cluster config is the ServiceAccount; here its token, by flag.
+            sidecar = Proc(
+                "dsan serve (chart)",
+                [sys.executable, "-m", "dsan.cli", *argv,
+                 f"--kubeconfig={_sa_kubeconfig(control_plane, rendered)}"],
+                tmp_path / "sidecar.log",
+            ).start()
+            ready, live = (container[p]["exec"]["command"] for p in ("readinessProbe",
+                                                                      "livenessProbe"))
+            wait_until("the rendered readinessProbe", lambda: _probe(ready), 60, [sidecar])
+            assert _probe(live), "the rendered livenessProbe fails against a live sidecar"
+            add_nodes(core, nodes, "dsan-test=chart-e2e")
+            with _rendered_scheduler(control_plane, rendered):
+                pod = pod_manifest("opted-in", scheduler="dsan-chart-e2e", node_selector=label)
+                core.create_namespaced_pod(ns, pod)
+                bound = _wait_bound(core, ns, "opted-in", 30)
+            assert bound in {n["metadata"]["name"] for n in nodes}
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5) as r:
+                metrics = r.read().decode()
+            assert re.search(
+                r'dsan_sidecar_requests_total\{api="http",verb="prioritize"\} [1-9]', metrics
+            ), "the scheduler bound the pod without asking the sidecar"
+            sidecar.stop()
+            assert not _probe(ready), "the readinessProbe passes with no sidecar listening"
+        finally:
+            if sidecar is not None:
+                sidecar.stop()
+            with contextlib.suppress(client.exceptions.ApiException):
+                core.delete_namespaced_pod("opted-in", ns, grace_period_seconds=0)
+            for n in nodes:
+                with contextlib.suppress(client.exceptions.ApiException):
+                    core.delete_node(n["metadata"]["name"])
+            helm("uninstall", release, "--namespace", ns, *kube, check=False)
+    refused = [ln for ln in (tmp_path / "sidecar.log").read_text().splitlines()
+               if "forbidden" in ln.lower() or " 403" in ln]
+    assert not refused, "the sidecar was refused by RBAC:\n" + "\n".join(refused[:10])
+
+
+def _probe(command: list[str]) -> bool:
+    """Run an exec probe as the kubelet would: success is exit status 0."""
+    return subprocess.run(command, capture_output=True, timeout=10).returncode == 0
+
+
+def _wait_bound(core: Any, ns: str, name: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        node = core.read_namespaced_pod(name, ns).spec.node_name
+        if node:
+            return str(node)
+        time.sleep(0.2)
+    raise AssertionError(f"pod {ns}/{name} not bound within {timeout} s")
+
+
+def _sa_kubeconfig(control_plane: Any, rendered: Rendered) -> Path:
+    """A kubeconfig holding a token of the chart's scheduler ServiceAccount (TokenRequest)."""
+    from kubernetes import client
+
+    sa = rendered.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    with control_plane.api_client() as api:
+        core: Any = client.CoreV1Api(api)
         token = core.create_namespaced_service_account_token(
-            sa, ns, client.AuthenticationV1TokenRequest(
+            sa, rendered.namespace, client.AuthenticationV1TokenRequest(
                 spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
             ),
         ).status.token
-        sa_kubeconfig = write_kubeconfig(
-            control_plane.dir / f"{installed.release}-sa.kubeconfig", control_plane.server,
-            control_plane.pki.ca_cert, token,
-        )
-        # As in the pod: the rendered file as is, only the in-cluster credentials replaced by
-        # the ServiceAccount's token (also for delegated authn/authz, as in-cluster would).
-        name = f"chart-{installed.release}"
-        conn = {**cfg["clientConnection"], "kubeconfig": str(sa_kubeconfig)}
-        path = control_plane.dir / f"{installed.release}-scheduler-config.yaml"
-        path.write_text(yaml.safe_dump(cfg))
-        control_plane.start_scheduler(
+    return write_kubeconfig(
+        control_plane.dir / f"{rendered.release}-sa.kubeconfig", control_plane.server,
+        control_plane.pki.ca_cert, token,
+    )
+
+
+@contextlib.contextmanager
+def _rendered_scheduler(control_plane: Any, rendered: Rendered) -> Iterator[Proc]:
+    """kube-scheduler on the rendered KubeSchedulerConfiguration as the chart's ServiceAccount,
+    once it is ready and holds the chart's Lease; stopped (and the Lease deleted) on exit."""
+    from kubernetes import client
+
+    ns = rendered.namespace
+    cfg = yaml.safe_load(rendered.one("ConfigMap", "-config")["data"]["scheduler-config.yaml"])
+    sa_kubeconfig = _sa_kubeconfig(control_plane, rendered)
+    # As in the pod: the rendered file as is, only the in-cluster credentials replaced by the
+    # ServiceAccount's token (also for delegated authn/authz, as in-cluster would).
+    name = f"chart-{rendered.release}"
+    conn = {**cfg["clientConnection"], "kubeconfig": str(sa_kubeconfig)}
+    path = control_plane.dir / f"{rendered.release}-scheduler-config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    lease_name = cfg["leaderElection"]["resourceName"]
+    with control_plane.api_client() as api:
+        coord: Any = client.CoordinationV1Api(api)
+        proc = control_plane.start_scheduler(
             name, path,
             extra_args=(
                 f"--authentication-kubeconfig={sa_kubeconfig}",
@@ -343,11 +458,10 @@ def test_kube_scheduler_runs_the_rendered_config_as_the_chart_service_account(
             ),
             overrides={"clientConnection": conn, "leaderElection": cfg["leaderElection"]},
         )
-        proc, _ = control_plane.schedulers[name]
         try:
             deadline = time.monotonic() + 30
             holder = None
-            while holder is None and time.monotonic() < deadline:
+            while not holder and time.monotonic() < deadline:
                 proc.check_alive()
                 with contextlib.suppress(client.exceptions.ApiException):
                     holder = coord.read_namespaced_lease(lease_name, ns).spec.holder_identity
@@ -356,14 +470,11 @@ def test_kube_scheduler_runs_the_rendered_config_as_the_chart_service_account(
                 f"kube-scheduler took no Lease {ns}/{lease_name} within 30 s; refusals:\n"
                 + "\n".join(_forbidden(proc.log)[:10])
             )
-            time.sleep(1.0)  # informers list everything once started: let a refusal surface
-            proc.check_alive()
+            yield proc
         finally:
             control_plane.stop_scheduler(name)
             with contextlib.suppress(client.exceptions.ApiException):
                 coord.delete_namespaced_lease(lease_name, ns)
-    forbidden = _forbidden(proc.log)
-    assert not forbidden, "the chart's RBAC is missing something:\n" + "\n".join(forbidden[:10])
 
 
 def _forbidden(log: Path) -> list[str]:
