@@ -15,40 +15,75 @@ from dsan.explain.explainer import EXPLAINABLE
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", default="dsan", help=f"one of {', '.join(EXPLAINABLE)} (default dsan)")
-    p.add_argument("--decision", type=int, required=True, help="0-based index of the decision to explain")
-    p.add_argument("--out", type=Path, default=Path("out") / "explain",
-                   help="report folder (default out/explain)")
-    p.add_argument("--model-dir", default=None,
-                   help="DSAN model folder (default $DSAN_MODEL_DIR, else the shipped model)")
-    p.add_argument("--background", type=int, default=32,
-                   help="dsan: other candidates in the SHAP background (default 32)")
-    p.add_argument("--permutations", type=int, default=8,
-                   help="dsan: antithetic permutation pairs (default 8)")
-    p.add_argument("--shap-seed", type=int, default=0,
-                   help="dsan: seed of the background draw and the permutations")
-    p.add_argument("--threads", type=int, default=1,
-                   help="dsan: torch intra-op threads (default 1: the batches are small and extra "
-                   "threads only contend on a busy machine)")
-    p.add_argument("--top-k", type=int, default=10, help="features per table and in the chart (default 10)")
+    p.add_argument(
+        "--policy", default="dsan", help=f"one of {', '.join(EXPLAINABLE)} (default dsan)"
+    )
+    p.add_argument(
+        "--decision", type=int, required=True, help="0-based index of the decision to explain"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out") / "explain",
+        help="report folder (default out/explain)",
+    )
+    p.add_argument(
+        "--model-dir",
+        default=None,
+        help="DSAN model folder (default $DSAN_MODEL_DIR, else the shipped model)",
+    )
+    p.add_argument(
+        "--background",
+        type=int,
+        default=32,
+        help="dsan: other candidates in the SHAP background (default 32)",
+    )
+    p.add_argument(
+        "--permutations", type=int, default=8, help="dsan: antithetic permutation pairs (default 8)"
+    )
+    p.add_argument(
+        "--shap-seed",
+        type=int,
+        default=0,
+        help="dsan: seed of the background draw and the permutations",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="dsan: torch intra-op threads (default 1: the batches are small and extra "
+        "threads only contend on a busy machine)",
+    )
+    p.add_argument(
+        "--top-k", type=int, default=10, help="features per table and in the chart (default 10)"
+    )
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg,unused-ignore]
     ex = subparsers.add_parser("explain", help="explain scheduling decisions (SHAP report)")
     sub = ex.add_subparsers(dest="explain_command", metavar="RUN")
-    op = sub.add_parser("openb", help="replay the openb protocol (as `dsan sim openb`) up to decision N")
-    op.add_argument("--pods", default="default", help="pod CSV or openb workload name (default: default)")
-    op.add_argument("--nodes", default=None, help="node CSV (default: openb_node_list_gpu_node.csv)")
+    op = sub.add_parser(
+        "openb", help="replay the openb protocol (as `dsan sim openb`) up to decision N"
+    )
+    op.add_argument(
+        "--pods", default="default", help="pod CSV or openb workload name (default: default)"
+    )
+    op.add_argument(
+        "--nodes", default=None, help="node CSV (default: openb_node_list_gpu_node.csv)"
+    )
     op.add_argument("--seed", type=int, default=42)
     op.add_argument("--tune", type=float, default=1.3)
     op.add_argument("--tie-break", choices=("name", "order", "random"), default="name")
     _common(op)
     op.set_defaults(func=_run, run="openb")
-    sc = sub.add_parser("seed-table1",
-                        help="replay the seed scenario (as `dsan sim seed-table1`) up to decision N")
+    sc = sub.add_parser(
+        "seed-table1", help="replay the seed scenario (as `dsan sim seed-table1`) up to decision N"
+    )
     sc.add_argument("--scenario", default="seed-table1", help="scenario name or YAML path")
     sc.add_argument("--seed", type=int, default=1)
-    sc.add_argument("--hours", type=float, default=None, help="simulated horizon (default: the scenario's)")
+    sc.add_argument(
+        "--hours", type=float, default=None, help="simulated horizon (default: the scenario's)"
+    )
     sc.add_argument("--burst", action="store_true")
     _common(sc)
     sc.set_defaults(func=_run, run="seed-table1")
@@ -72,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
 def _scorer_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.policy not in EXPLAINABLE:
         raise ValueError(
-            f"cannot explain policy {args.policy!r}: explainable policies are {', '.join(EXPLAINABLE)}"
+            f"cannot explain policy {args.policy!r}: "
+            f"explainable policies are {', '.join(EXPLAINABLE)}"
         )
     if args.policy != "dsan":
         return {}
@@ -110,8 +146,9 @@ def _explain(args: argparse.Namespace) -> Path:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         # Measured: 2 intra-op threads made the replay ~20x slower on the shared 2 cores.
         torch.set_num_threads(args.threads)
-        shap_cfg = DSANShapConfig(background=args.background, permutations=args.permutations,
-                                  seed=args.shap_seed)
+        shap_cfg = DSANShapConfig(
+            background=args.background, permutations=args.permutations, seed=args.shap_seed
+        )
     if args.run == "openb":
         from dsan.sim import paths
         from dsan.sim.protocol import OpenbConfig
@@ -123,13 +160,26 @@ def _explain(args: argparse.Namespace) -> Path:
         for what, p in (("pod", pods), ("node", nodes)):
             if not p.is_file():
                 raise FileNotFoundError(f"{what} CSV not found: {p}")
-        cfg = OpenbConfig(pods=pods, nodes=nodes, policy=args.policy, seed=args.seed, tune=args.tune,
-                          tie_break=args.tie_break)
+        cfg = OpenbConfig(
+            pods=pods,
+            nodes=nodes,
+            policy=args.policy,
+            seed=args.seed,
+            tune=args.tune,
+            tie_break=args.tie_break,
+        )
         decision = replay_openb(cfg, args.decision, **kwargs)
         workload = pods.stem.removeprefix("openb_pod_list_")
         stem = f"openb-{workload}-{args.policy}-seed{args.seed}-decision{args.decision}"
     else:
-        decision = replay_scenario(args.scenario, args.policy, args.seed, args.decision,
-                                   hours=args.hours, burst=args.burst, **kwargs)
+        decision = replay_scenario(
+            args.scenario,
+            args.policy,
+            args.seed,
+            args.decision,
+            hours=args.hours,
+            burst=args.burst,
+            **kwargs,
+        )
         stem = f"{Path(args.scenario).stem}-{args.policy}-seed{args.seed}-decision{args.decision}"
     return write_report(explain(decision, shap_cfg), args.out, args.top_k, stem)

@@ -15,7 +15,9 @@ def _f(v: float) -> str:
 
 def _pod_line(e: Explanation) -> str:
     p = e.pod
-    gpu = "no GPU" if p.num_gpu == 0 or p.gpu_milli == 0 else f"{p.num_gpu} x {p.gpu_milli} GPU milli"
+    gpu = (
+        "no GPU" if p.num_gpu == 0 or p.gpu_milli == 0 else f"{p.num_gpu} x {p.gpu_milli} GPU milli"
+    )
     return f"`{p.name}`: {p.cpu_milli:g} millicores, {p.mem_mib:g} MiB, {gpu}"
 
 
@@ -29,7 +31,8 @@ def markdown(e: Explanation, top_k: int = 10, chart: str | None = None) -> str:
         f"# Why `{e.chosen}` and not `{e.runner_up}` ({e.policy}, {where})",
         "",
         f"- pod {_pod_line(e)}",
-        f"- {e.n_candidates} feasible candidates; chosen `{e.chosen}` (score {_f(e.score_chosen)}), "
+        f"- {e.n_candidates} feasible candidates; "
+        f"chosen `{e.chosen}` (score {_f(e.score_chosen)}), "
         f"runner-up `{e.runner_up}` (score {_f(e.score_runner_up)})",
         f"- method: {e.method}",
         *(f"- {n}" for n in e.notes),
@@ -67,12 +70,25 @@ def markdown(e: Explanation, top_k: int = 10, chart: str | None = None) -> str:
         ("chosen", e.chosen, e.value_chosen, e.contrib_chosen),
         ("runner_up", e.runner_up, e.value_runner_up, e.contrib_runner_up),
     ):
-        out += ["", f"## Top {k} for `{label}` ({which.replace('_', '-')})", "",
-                "| # | feature | unit | value | contribution |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            f"## Top {k} for `{label}` ({which.replace('_', '-')})",
+            "",
+            "| # | feature | unit | value | contribution |",
+            "|---|---|---|---|---|",
+        ]
         for r, i in enumerate(e.top(top_k, which), 1):
-            out.append(f"| {r} | `{e.names[i]}` | {e.units[i]} | {_f(vals[i])} | {_f(contrib[i])} |")
+            out.append(
+                f"| {r} | `{e.names[i]}` | {e.units[i]} | {_f(vals[i])} | {_f(contrib[i])} |"
+            )
     if e.context:
-        out += ["", "## Context", "", "| quantity | unit | chosen | runner-up |", "|---|---|---|---|"]
+        out += [
+            "",
+            "## Context",
+            "",
+            "| quantity | unit | chosen | runner-up |",
+            "|---|---|---|---|",
+        ]
         out += [f"| {n} | {u} | {_f(a)} | {_f(b)} |" for n, u, a, b in e.context]
     if chart:
         out += ["", f"![why {e.chosen} over {e.runner_up}]({chart})"]

@@ -79,9 +79,15 @@ def _check(x: F64, background: F64, groups: I64 | None) -> tuple[F64, F64, I64, 
         raise ValueError("SHAP needs at least one background row")
     if x.shape[1] != bg.shape[1]:
         raise ValueError(f"instances have {x.shape[1]} columns, background has {bg.shape[1]}")
-    g = np.arange(x.shape[1], dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+    g = (
+        np.arange(x.shape[1], dtype=np.int64)
+        if groups is None
+        else np.asarray(groups, dtype=np.int64)
+    )
     if g.shape != (x.shape[1],):
-        raise ValueError(f"groups must name a player per column: shape {g.shape}, want ({x.shape[1]},)")
+        raise ValueError(
+            f"groups must name a player per column: shape {g.shape}, want ({x.shape[1]},)"
+        )
     d = int(g.max()) + 1
     if g.min() < 0 or np.unique(g).size != d:
         raise ValueError("groups must number the players 0..d-1, each with at least one column")
@@ -114,7 +120,9 @@ def exact_shapley(
     cfg = cfg or ShapConfig()
     x, bg, g, d = _check(x, background, groups)
     if d > cfg.exact_max_players:
-        raise ValueError(f"{d} players is too many for exact enumeration (max {cfg.exact_max_players})")
+        raise ValueError(
+            f"{d} players is too many for exact enumeration (max {cfg.exact_max_players})"
+        )
     codes = np.arange(1 << d, dtype=np.int64)
     member = ((codes[:, None] >> np.arange(d)) & 1).astype(bool)  # (2**d, d)
     v = _coalition_values(f, x, bg, member[:, g], cfg.batch_rows)
@@ -125,9 +133,17 @@ def exact_shapley(
     phi = np.zeros((x.shape[0], d))
     for i in range(d):  # d <= 20 iterations, each vectorised over all coalitions
         without = ~member[:, i]
-        phi[:, i] = ((v[:, codes[without] | (1 << i)] - v[:, without]) * weight[without]).sum(axis=1)
-    return ShapValues(phi, float(v[0, 0]), v[:, -1].copy(), "exact",
-                      int((1 << d) * bg.shape[0] * x.shape[0]), np.zeros_like(phi))
+        phi[:, i] = ((v[:, codes[without] | (1 << i)] - v[:, without]) * weight[without]).sum(
+            axis=1
+        )
+    return ShapValues(
+        phi,
+        float(v[0, 0]),
+        v[:, -1].copy(),
+        "exact",
+        int((1 << d) * bg.shape[0] * x.shape[0]),
+        np.zeros_like(phi),
+    )
 
 
 def permutation_shapley(
@@ -157,8 +173,14 @@ def permutation_shapley(
     p = cfg.permutations
     mean = phi / p
     var = np.maximum(sq / p - mean**2, 0.0) / max(p - 1, 1)
-    return ShapValues(mean, base, outputs.copy(), f"permutation ({2 * p} orderings, antithetic)",
-                      int(2 * p * (d + 1) * bg.shape[0] * x.shape[0]), np.sqrt(var))
+    return ShapValues(
+        mean,
+        base,
+        outputs.copy(),
+        f"permutation ({2 * p} orderings, antithetic)",
+        int(2 * p * (d + 1) * bg.shape[0] * x.shape[0]),
+        np.sqrt(var),
+    )
 
 
 def shapley(

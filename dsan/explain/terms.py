@@ -78,6 +78,8 @@ def explain_terms(d: Decision, tolerance: float = 1e-9) -> Explanation:
     """The per-term breakdown of a heuristic's decision (see the module docstring)."""
     name = d.scorer.name
     idx = np.array([d.chosen_node, d.runner_up_node], dtype=np.int64)
+    names: tuple[str, ...]
+    units: tuple[str, ...]
     if name == "k8s-default":
         contrib, context = _k8s_terms(d, idx)
         names = ("NodeResourcesFit (LeastAllocated)", "NodeResourcesBalancedAllocation")
@@ -87,8 +89,8 @@ def explain_terms(d: Decision, tolerance: float = 1e-9) -> Explanation:
         method = "closed form: k8s v1.31 default score plugins, weight 1 each"
     elif name == "fgd":
         contrib, context = _fgd_terms(d, idx)
-        names = ("fragmentation delta term: floor(100 sigmoid(dF/1000)) - 50",)
-        units = ("score",)
+        names = ("fragmentation reduction: floor(100 sigmoid(dF/1000)) - 50",)
+        units = ("value: GPU milli (before - after); contribution: score",)
         values = np.array([[context[2][2][0]], [context[2][2][1]]])
         base = MAX_NODE_SCORE / 2
         method = "closed form: FGD score = 50 (no fragmentation change) + delta term"
