@@ -356,6 +356,8 @@ class GraphCache:
                 self.stats.bad_objects["pod"] += 1
                 return
             self._drop_assumed(key)
+            # A gRPC client that sent no UID was assumed under namespace/name.
+            self._drop_assumed(spec.name)
             if old is not None:
                 self._detach(key, old)
             charge = _Charge(node=str(node), spec=spec)
@@ -370,6 +372,8 @@ class GraphCache:
             if old is not None:
                 self._detach(key, old)
             self._drop_assumed(key)
+            meta = obj.get("metadata") or {}
+            self._drop_assumed(f"{meta.get('namespace', 'default')}/{meta.get('name', '')}")
             self._touch()
 
     def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:

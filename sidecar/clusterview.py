@@ -182,7 +182,12 @@ class KubeClusterView:
                 rv = self._list(r)
                 backoff = self.cfg.backoff_initial_s
                 while not self._stop.is_set():
-                    rv = self._watch(r, rv)
+                    started = time.monotonic()
+                    new_rv = self._watch(r, rv)
+                    if new_rv == rv and time.monotonic() - started < 1.0:
+                        # A watch that ends at once with nothing in it: do not spin.
+                        self._stop.wait(self.cfg.backoff_initial_s)
+                    rv = new_rv
             except _Gone:
                 log.info("%s: resourceVersion expired (410 Gone), relisting", r.resource)
                 continue

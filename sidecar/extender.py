@@ -126,6 +126,9 @@ class NoopExtenderApp:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
+    #: Idle keep-alive connections are dropped after this long, so a client that connects
+    #: and sends nothing cannot hold a server thread forever.
+    timeout = 120
     server: ExtenderServer
 
     def log_message(self, format: str, *args: Any) -> None:

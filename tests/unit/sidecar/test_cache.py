@@ -225,3 +225,12 @@ def test_unchanged_node_updates_are_free_and_capacity_changes_renew_the_snapshot
     cache.upsert_node(ko.node("n0", cpu="16", memory="16Gi", gpus=4, model="A100"))
     b = cache.snapshot()
     assert b.snap is not a.snap and b.snap.cpu_cap[b.index["n0"]] == 16000
+
+
+def test_assumption_under_namespace_name_is_dropped_when_the_pod_binds() -> None:
+    cache, _ = make(2)
+    spec = podspec_from_pod(ko.pod("p", cpu="4", namespace="ns"), cache.models)
+    cache.assume("ns/p", spec, "n0")  # a gRPC client without a UID
+    cache.upsert_pod(ko.pod("p", cpu="4", namespace="ns", node_name="n1"))
+    snap = cache.snapshot().snap
+    assert cache.assumed_count == 0 and snap.cpu_used.sum() == 4000
