@@ -72,3 +72,14 @@ def test_shipped_calibration_matches_the_traces() -> None:
     ob = calibrate.openb(root)
     assert ob["worker_cpu_milli_per_gpu"] == cfg.training.worker_cpu_milli
     assert ob["worker_mem_mib_per_gpu"] == cfg.training.worker_mem_mib
+
+
+def test_version_1_files_still_load_with_default_targets() -> None:
+    # v2 only added `load_targets`; an old copy keeps running, a v2 key in it is still checked.
+    base = {
+        "cluster": {"node_groups": [{"count": 1, "cpu_milli": 1, "mem_mib": 1, "hourly_cost": 0}]}
+    }
+    cfg = from_dict({**base, "version": 1})
+    assert cfg.version == 1 and cfg.load_targets.gpu_mean == 0.65
+    with pytest.raises(ValueError, match=r"load_targets: unknown key\(s\) \['gpu'\]"):
+        from_dict({**base, "version": 1, "load_targets": {"gpu": 0.7}})
