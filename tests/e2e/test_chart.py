@@ -27,6 +27,7 @@ import yaml
 
 from deviceplugin import cli as dp_cli
 from deviceplugin.config import PluginConfig
+from dsan.api.telemetry import GPUTelemetry
 from dsan.cli import build_parser
 from sidecar import cli as sc_cli
 from sidecar.config import SidecarConfig
@@ -399,6 +400,68 @@ def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
     assert not refused, "the sidecar was refused by RBAC:\n" + "\n".join(refused[:10])
 
 
+def test_rendered_deviceplugin_writes_gpu_telemetry_as_its_service_account(
+    helm: Helm, control_plane: Any, tmp_path: Path
+) -> None:
+    """The DaemonSet's container outside a kubelet: `dsan deviceplugin` with the rendered flags
+    (fake GPUs, loopback metrics) as the chart's device-plugin ServiceAccount writes its node's
+    GPUTelemetry object through the chart's RBAC."""
+    from kubernetes import client
+
+    from dsan.api import types as t
+
+    node = "chart-dp-node"
+    sets = {
+        "devicePlugin.config.backend": "fake",
+        "devicePlugin.config.plugin_dir": str(tmp_path / "dp"),  # no kubelet: it waits for one
+        "devicePlugin.config.metrics_addr": "127.0.0.1",
+        "devicePlugin.config.metrics_port": 0,
+        "devicePlugin.config.crd_interval_s": 0.5,
+    }
+    release, ns = "chart-dp", "dsan-chart-dp"
+    args = ["--namespace", ns, "--set", ",".join(f"{k}={v}" for k, v in sets.items())]
+    docs = [d for d in yaml.safe_load_all(helm("template", release, str(CHART), *args)) if d]
+    rendered = Rendered(release, ns, {}, None, docs)
+    (tmp_path / "dp").mkdir()
+    control_plane.ensure_namespace(ns)
+    kube = ["--kubeconfig", str(control_plane.kubeconfig)]
+    agent = None
+    with control_plane.api_client() as api:
+        custom: Any = client.CustomObjectsApi(api)
+        try:
+            helm("install", release, str(CHART), *kube, *args)
+            command = rendered.container("DaemonSet", "deviceplugin")["command"]
+            kubeconfig = _sa_kubeconfig(control_plane, rendered, "DaemonSet")
+            agent = Proc(
+                "dsan deviceplugin (chart)",
+                [sys.executable, "-m", "dsan.cli", *command[1:], f"--kubeconfig={kubeconfig}"],
+                tmp_path / "deviceplugin.log",
+                env={"NODE_NAME": node},  # the downward API's spec.nodeName
+            ).start()
+
+            def written() -> Any:
+                with contextlib.suppress(client.exceptions.ApiException):
+                    return custom.get_cluster_custom_object(
+                        t.GROUP, t.VERSION, t.TELEMETRY_PLURAL, node
+                    )
+                return None
+
+            wait_until("the device plugin's GPUTelemetry", lambda: written() is not None, 30,
+                       [agent])
+            got = GPUTelemetry.from_dict(written())
+            assert got.node_name == node
+            assert len(got.gpus) == PluginConfig(node_name=node).fake_gpus
+        finally:
+            if agent is not None:
+                agent.stop()
+            with contextlib.suppress(client.exceptions.ApiException):
+                custom.delete_cluster_custom_object(t.GROUP, t.VERSION, t.TELEMETRY_PLURAL, node)
+            helm("uninstall", release, "--namespace", ns, *kube, check=False)
+    log = (tmp_path / "deviceplugin.log").read_text()
+    refused = [ln for ln in log.splitlines() if "forbidden" in ln.lower() or " 403" in ln]
+    assert not refused, "the device plugin was refused by RBAC:\n" + "\n".join(refused[:10])
+
+
 def _probe(command: list[str]) -> bool:
     """Run an exec probe as the kubelet would: success is exit status 0."""
     return subprocess.run(command, capture_output=True, timeout=10).returncode == 0
@@ -414,11 +477,11 @@ def _wait_bound(core: Any, ns: str, name: str, timeout: float) -> str:
     raise AssertionError(f"pod {ns}/{name} not bound within {timeout} s")
 
 
-def _sa_kubeconfig(control_plane: Any, rendered: Rendered) -> Path:
-    """A kubeconfig holding a token of the chart's scheduler ServiceAccount (TokenRequest)."""
+def _sa_kubeconfig(control_plane: Any, rendered: Rendered, kind: str = "Deployment") -> Path:
+    """A kubeconfig holding a token of the ServiceAccount the chart gives ``kind``'s pods."""
     from kubernetes import client
 
-    sa = rendered.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    sa = rendered.one(kind)["spec"]["template"]["spec"]["serviceAccountName"]
     with control_plane.api_client() as api:
         core: Any = client.CoreV1Api(api)
         token = core.create_namespaced_service_account_token(
@@ -427,7 +490,7 @@ def _sa_kubeconfig(control_plane: Any, rendered: Rendered) -> Path:
             ),
         ).status.token
     return write_kubeconfig(
-        control_plane.dir / f"{rendered.release}-sa.kubeconfig", control_plane.server,
+        control_plane.dir / f"{rendered.release}-{sa}.kubeconfig", control_plane.server,
         control_plane.pki.ca_cert, token,
     )
 
