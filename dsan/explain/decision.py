@@ -30,6 +30,8 @@ class Decision:
     chosen: int
     runner_up: int
     index: int | None = None
+    #: Whether ties went by a rank (openb: node name) rather than a seeded random draw.
+    tie_by_rank: bool = False
 
     @property
     def chosen_node(self) -> int:
@@ -42,6 +44,13 @@ class Decision:
     @property
     def tie(self) -> bool:
         return bool(self.scores[self.chosen] == self.scores[self.runner_up])
+
+    def tie_note(self) -> tuple[str, ...]:
+        """A report line when A and B scored the same: the tie rule, not the score, chose."""
+        if not self.tie:
+            return ()
+        rule = "the tie rank (e.g. node name)" if self.tie_by_rank else "the seeded random draw"
+        return (f"tie: equal scores, {rule} picked the winner",)
 
 
 def decide(
@@ -77,4 +86,6 @@ def decide(
     rank = np.zeros(cand.size, dtype=np.int64) if tie_rank is None else tie_rank[cand]
     s = np.where(np.isfinite(scores[rest]), scores[rest], -np.inf)
     order = np.lexsort((rest, rank[rest], -s))  # best score, then tie rank, then position
-    return Decision(pod, snap, scorer, cand, scores, chosen, int(rest[order[0]]), index)
+    return Decision(
+        pod, snap, scorer, cand, scores, chosen, int(rest[order[0]]), index, tie_rank is not None
+    )

@@ -133,8 +133,7 @@ def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
             f"largest standard error of one SHAP value over the antithetic pairs: "
             f"{float(sv.stderr.max()):.3g} (raise --permutations to shrink it)"
         )
-    if d.tie:
-        notes.append("tie: equal scores, the tie rule (node name) picked the winner")
+    notes += d.tie_note()
     return Explanation(
         policy=d.scorer.name,
         pod=d.pod,

@@ -119,6 +119,6 @@ def explain_terms(d: Decision, tolerance: float = 1e-9) -> Explanation:
         output_runner_up=base + float(contrib[1].sum()),
         tolerance=tolerance,
         decision=d.index,
-        notes=(("tie: equal scores, the tie rule (node name) picked the winner",) if d.tie else ()),
+        notes=d.tie_note(),
         context=tuple((n, u, float(v[0]), float(v[1])) for n, u, v in context),
     )

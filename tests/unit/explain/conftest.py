@@ -25,7 +25,9 @@ def snap() -> ClusterSnapshot:
     s.cpu_used[:] = np.floor(s.cpu_cap * rng.uniform(0, 0.6, size=n))
     s.mem_used[:] = np.floor(s.mem_cap * rng.uniform(0, 0.6, size=n))
     used = rng.integers(0, 1001, size=s.gpu_free.shape)
-    s.gpu_free[:] = np.where(s.gpu_present & (rng.random(s.gpu_free.shape) < 0.4), 1000 - used, s.gpu_free)
+    s.gpu_free[:] = np.where(
+        s.gpu_present & (rng.random(s.gpu_free.shape) < 0.4), 1000 - used, s.gpu_free
+    )
     return s
 
 

@@ -34,18 +34,45 @@ def model_dir(tmp_path_factory) -> Path:
     from dsan.model.net import DSANNet, ModelConfig
 
     torch.manual_seed(0)
-    return save(DSANNet(ModelConfig(hidden=8)), tmp_path_factory.mktemp("model"), "test-random", exports=False)
+    return save(
+        DSANNet(ModelConfig(hidden=8)),
+        tmp_path_factory.mktemp("model"),
+        "test-random",
+        exports=False,
+    )
 
 
 def _run(traces, tmp_path, *extra: str) -> list[str]:
     nodes, pods = traces
-    return ["explain", "openb", "--nodes", str(nodes), "--pods", str(pods), "--out", str(tmp_path), *extra]
+    return [
+        "explain",
+        "openb",
+        "--nodes",
+        str(nodes),
+        "--pods",
+        str(pods),
+        "--out",
+        str(tmp_path),
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("policy", ["fgd", "k8s-default", "dsan"])
 def test_end_to_end_writes_markdown_and_png(traces, model_dir, tmp_path, capsys, policy) -> None:
-    args = _run(traces, tmp_path, "--policy", policy, "--decision", "25", "--model-dir", str(model_dir),
-                "--background", "8", "--permutations", "2")
+    args = _run(
+        traces,
+        tmp_path,
+        "--policy",
+        policy,
+        "--decision",
+        "25",
+        "--model-dir",
+        str(model_dir),
+        "--background",
+        "8",
+        "--permutations",
+        "2",
+    )
     assert main(args) == 0
     md = Path(capsys.readouterr().out.strip())
     assert md == tmp_path / f"openb-pods-{policy}-seed42-decision25.md"
@@ -76,7 +103,10 @@ def test_replay_follows_the_protocol(traces) -> None:
         (("--policy", "fgd", "--decision", "100000"), "out of range"),
         (("--policy", "fgd", "--decision", "-1"), "--decision must be >= 0"),
         (("--policy", "nope", "--decision", "3"), "cannot explain policy 'nope'"),
-        (("--policy", "tetris", "--decision", "3"), "explainable policies are dsan, k8s-default, fgd"),
+        (
+            ("--policy", "tetris", "--decision", "3"),
+            "explainable policies are dsan, k8s-default, fgd",
+        ),
         (("--policy", "fgd", "--decision", "3", "--top-k", "0"), "--top-k"),
     ],
 )
@@ -87,8 +117,31 @@ def test_bad_input_is_a_clear_error(traces, tmp_path, capsys, extra, message) ->
 
 
 def test_missing_model_and_missing_csv(traces, tmp_path, capsys) -> None:
-    args = _run(traces, tmp_path, "--policy", "dsan", "--decision", "3", "--model-dir", str(tmp_path / "none"))
+    args = _run(
+        traces,
+        tmp_path,
+        "--policy",
+        "dsan",
+        "--decision",
+        "3",
+        "--model-dir",
+        str(tmp_path / "none"),
+    )
     assert main(args) == 2
     assert "no DSAN model" in capsys.readouterr().err
-    assert main(["explain", "openb", "--pods", str(tmp_path / "x.csv"), "--policy", "fgd", "--decision", "1"]) == 2
+    assert (
+        main(
+            [
+                "explain",
+                "openb",
+                "--pods",
+                str(tmp_path / "x.csv"),
+                "--policy",
+                "fgd",
+                "--decision",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert "pod CSV not found" in capsys.readouterr().err

@@ -19,7 +19,9 @@ def test_winner_is_select_nodes_and_runner_up_is_the_best_other(snap, pod, polic
     scorer = make_scorer(policy)
     rank = np.argsort(np.argsort(snap.names)).astype(np.int64)
     d = decide(pod, snap, scorer, tie_rank=rank)
-    assert d.chosen_node == select_node(pod, snap, make_scorer(policy), np.random.default_rng(0), tie_rank=rank)
+    assert d.chosen_node == select_node(
+        pod, snap, make_scorer(policy), np.random.default_rng(0), tie_rank=rank
+    )
     np.testing.assert_array_equal(d.candidates, feasible_nodes(pod, snap))
     others = np.delete(d.scores, d.chosen)
     assert d.scores[d.runner_up] == others.max() <= d.scores[d.chosen]
@@ -37,7 +39,8 @@ def test_one_or_no_feasible_node_is_a_clear_error(snap) -> None:
 
 @pytest.mark.parametrize("policy", ["k8s-default", "fgd"])
 @pytest.mark.parametrize(
-    "shape", [(4000, 16384, 1, 500), (8000, 32768, 2, 1000), (2000, 4096, 0, 0), (1000, 2048, 1, 250)]
+    "shape",
+    [(4000, 16384, 1, 500), (8000, 32768, 2, 1000), (2000, 4096, 0, 0), (1000, 2048, 1, 250)],
 )
 def test_heuristic_terms_add_up_to_the_served_score(snap, policy, shape) -> None:
     cpu, mem, g, milli = shape

@@ -52,7 +52,9 @@ def test_dummy_player_gets_zero_and_groups_add_up() -> None:
     groups = np.array([0, 0, 1, 1, 2])
     lin = exact_shapley(lambda z: z @ w, x, bg, groups)
     want = w * (x - bg.mean(axis=0))
-    np.testing.assert_allclose(lin.values, np.stack([want[:, :2].sum(1), want[:, 2:4].sum(1), want[:, 4]], 1))
+    np.testing.assert_allclose(
+        lin.values, np.stack([want[:, :2].sum(1), want[:, 2:4].sum(1), want[:, 4]], 1)
+    )
 
 
 def test_seeded_and_dispatching() -> None:
