@@ -5,7 +5,10 @@ the workloads' pod templates through a dry-run Pod create, because no controller
 here); the rendered sidecar config file and device-plugin flags parse with the components' own
 parsers into exactly the values given; and the real kube-scheduler runs the rendered
 KubeSchedulerConfiguration as the chart's ServiceAccount: it gets ready, takes the chart's Lease
-and is never forbidden anything (so the chart's RBAC is enough)."""
+and is never forbidden anything (so the chart's RBAC is enough). Then each workload's container
+runs outside a kubelet exactly as rendered, with its ServiceAccount's token: the scheduler pod
+(sidecar + kube-scheduler, rendered exec probes included) schedules an opted-in pod, and the
+device plugin writes its node's GPUTelemetry. See docs/helm.md."""
 
 from __future__ import annotations
 
