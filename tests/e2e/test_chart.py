@@ -326,6 +326,41 @@ def test_kube_scheduler_runs_the_rendered_config_as_the_chart_service_account(
     assert not forbidden, "the chart's RBAC is missing something:\n" + "\n".join(forbidden[:10])
 
 
+def test_helm_upgrade_to_new_values_rolls_the_scheduler_pods(
+    helm: Helm, control_plane: Any, tmp_path: Path
+) -> None:
+    """A values change reaches the live ConfigMap, and the pod template's config checksum
+    changes with it, so the Deployment rolls its pods onto the new config (a ConfigMap change
+    alone restarts nothing)."""
+    from kubernetes import client
+
+    release, ns = "chart-upgrade", "dsan-chart-upgrade"
+    control_plane.ensure_namespace(ns)
+    kube = ["--kubeconfig", str(control_plane.kubeconfig), "--namespace", ns]
+    values = tmp_path / "override.yaml"
+    values.write_text(yaml.safe_dump(OVERRIDE))
+    with control_plane.api_client() as api:
+        apps: Any = client.AppsV1Api(api)
+        core: Any = client.CoreV1Api(api)
+
+        def live() -> tuple[str, SidecarConfig]:
+            dep = apps.read_namespaced_deployment(f"{release}-dsan-scheduler", ns)
+            cm = core.read_namespaced_config_map(f"{release}-dsan-config", ns)
+            checksum = dep.spec.template.metadata.annotations["checksum/config"]
+            return checksum, SidecarConfig.from_mapping(yaml.safe_load(cm.data["sidecar.yaml"]))
+
+        try:
+            helm("install", release, str(CHART), "--skip-crds", *kube)
+            before, cfg = live()
+            assert cfg == SidecarConfig()
+            helm("upgrade", release, str(CHART), "--skip-crds", "--values", str(values), *kube)
+            after, cfg = live()
+            assert cfg == SidecarConfig.from_mapping(OVERRIDE["sidecar"]["config"])
+            assert after != before, "config changed but the pod template did not: no rollout"
+        finally:
+            helm("uninstall", release, *kube, check=False)
+
+
 def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
     helm: Helm, control_plane: Any, tmp_path: Path
 ) -> None:
