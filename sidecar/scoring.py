@@ -129,10 +129,14 @@ class ScoringEngine:
             known = rows >= 0
             ok = np.ones(m, dtype=bool)
             ok[known] = feasible(pod, pub.snap)[rows[known]]
-        passed = [n for n, good in zip(names, ok.tolist(), strict=True) if good]
-        failed = {n: "dsan: insufficient CPU, memory or GPU share on this node"
-                  for n, good in zip(names, ok.tolist(), strict=True) if not good}
+        # Object-array masking and dict.fromkeys run in C: no Python loop over the names.
+        arr = np.array(names, dtype=object)
+        passed: list[str] = arr[ok].tolist()
+        failed = dict.fromkeys(arr[~ok].tolist(), _FAILED_REASON)
         return passed, failed
+
+
+_FAILED_REASON = "dsan: insufficient CPU, memory or GPU share on this node"
 
 
 def fast_normalize(scores: npt.ArrayLike, max_score: int) -> npt.NDArray[np.int64]:
