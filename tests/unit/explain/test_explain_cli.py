@@ -145,3 +145,26 @@ def test_missing_model_and_missing_csv(traces, tmp_path, capsys) -> None:
         == 2
     )
     assert "pod CSV not found" in capsys.readouterr().err
+
+
+def test_seed_scenario_end_to_end(tmp_path, capsys) -> None:
+    args = [
+        "explain",
+        "seed-table1",
+        "--policy",
+        "k8s-default",
+        "--seed",
+        "1",
+        "--hours",
+        "0.5",
+        "--decision",
+        "40",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main(args) == 0
+    md = Path(capsys.readouterr().out.strip())
+    assert md.name == "seed-table1-k8s-default-seed1-decision40.md"
+    assert "## Additivity check: PASS" in md.read_text()
+    assert main([*args[:-4], "--decision", "10000000", "--out", str(tmp_path)]) == 2
+    assert "out of range" in capsys.readouterr().err
