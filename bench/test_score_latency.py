@@ -19,6 +19,7 @@ and noisy. ``bench/latency_report.py`` turns the JSON into docs/results/latency.
 
 from __future__ import annotations
 
+import gc
 import http.client
 import itertools
 import json
@@ -68,6 +69,7 @@ class World:
 
         rnd = random.Random(n)
         nodes = ko.cluster(n)
+        self.names = [nd["metadata"]["name"] for nd in nodes]
         pods = []
         for i, node in enumerate(nodes):
             gpus = int(node["status"]["allocatable"].get("nvidia.com/gpu", 0))
@@ -80,11 +82,11 @@ class World:
         self.cache = GraphCache(cfg)
         self.view = FakeClusterView(self.cache, nodes=nodes, pods=pods)
         self.view.start()
+        del nodes, pods
         scorer = make_scorer(policy)
         eng = ScoringEngine(self.cache, scorer, make_scorer("fgd"), cfg.telemetry_stale_s)
         self.service = ScoringService(self.cache, self.view, eng, SidecarMetrics(),
                                       PolicyInfo(policy, policy, "fgd"))
-        self.names = [nd["metadata"]["name"] for nd in nodes]
         self.spec = podspec_from_pod(POD, self.cache.models)
         pub = self.cache.snapshot()
         s = pub.snap
@@ -93,6 +95,9 @@ class World:
                                  s.gpu_free_total(), s.gpu_count.astype(np.float64)], axis=1)
         self.index = pub.index
         self.pod_vec = np.array([4000.0, 16384.0, 500.0, 1.0])
+        # What the sidecar does once its informers synced (gc_freeze_after_sync).
+        gc.collect()
+        gc.freeze()
 
 
 _WORLDS: dict[tuple[int, str], World] = {}

@@ -7,6 +7,7 @@ scorers), so tests build a whole sidecar around a FakeClusterView on loopback po
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import threading
 import time
@@ -109,7 +110,10 @@ class Sidecar:
             synced = self.view.synced()
             if self.grpc is not None:
                 self.grpc.set_serving(synced)
-            if synced:
+            if synced and not self._ready.is_set():
+                if self.cfg.gc_freeze_after_sync:
+                    gc.collect()
+                    gc.freeze()
                 self._ready.set()
             self._stop.wait(0.1 if not synced else 1.0)
 

@@ -70,6 +70,7 @@ class FakeClusterView:
         self.cache.replace_nodes(nodes)
         self.cache.replace_pods(pods)
         self.cache.replace_telemetry(tele)
+        self._initial = ([], [], [])  # delivered: keep no second copy of the cluster
         self._synced = True
         self._heard = time.time()
 

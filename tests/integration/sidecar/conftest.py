@@ -19,7 +19,9 @@ def sidecar_factory() -> Iterator[Any]:
     started: list[Sidecar] = []
 
     def make(n: int = 50, ready: bool = True, **cfg: Any) -> tuple[Sidecar, GatedView]:
-        config = SidecarConfig(http_port=0, grpc_port=0, policy=cfg.pop("policy", "fgd"), **cfg)
+        # No gc.freeze() inside the test runner.
+        config = SidecarConfig(http_port=0, grpc_port=0, policy=cfg.pop("policy", "fgd"),
+                               gc_freeze_after_sync=False, **cfg)
         views: list[GatedView] = []
 
         def factory(cache: GraphCache) -> GatedView:

@@ -67,7 +67,8 @@ def shared(request: pytest.FixtureRequest) -> Any:
     from sidecar.config import SidecarConfig
     from tests.integration.sidecar.harness import GatedView
 
-    cfg = SidecarConfig(http_port=0, grpc_port=0, policy="fgd", max_body_bytes=2048)
+    cfg = SidecarConfig(http_port=0, grpc_port=0, policy="fgd", max_body_bytes=2048,
+                        gc_freeze_after_sync=False)
     views: list[GatedView] = []
 
     def factory(cache: Any) -> GatedView:
