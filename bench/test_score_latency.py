@@ -125,6 +125,7 @@ def record(benchmark: Any, kind: str, n: int, policy: str) -> None:
 
 def run(benchmark: Any, fn: Callable[[], object], rounds: int = ROUNDS) -> None:
     benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=5)
+    benchmark.extra_info["loadavg_1m"] = os.getloadavg()[0]  # this machine is shared
     data = sorted(benchmark.stats.stats.data)
     benchmark.extra_info["p50"] = float(np.percentile(data, 50))
     benchmark.extra_info["p99"] = float(np.percentile(data, 99))
