@@ -51,9 +51,10 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str) -> st
         "(other engineers' builds and tests ran at the same time: 1-minute load average "
         f"{min(loads, default=float('nan')):.1f}-{max(loads, default=float('nan')):.1f} on 2 "
         f"cores during the run, {', '.join(map(str, rounds))} rounds per benchmark). "
-        "Each row's ratio is against its floor from the same run. Every call scores a new pod "
-        "(its winner is assumed, so the snapshot is refreshed each time, as in a cluster "
-        "where every pod is new). Cluster: `sidecar.kubeobjects.cluster(n)` (every 2nd node "
+        "Each row's ratio is against its floor from the same run. Every call scores a "
+        "different pod than the last (32 pods in turn; each winner is assumed, so the "
+        "snapshot is refreshed before every call, while the cluster never fills up). "
+        "Cluster: `sidecar.kubeobjects.cluster(n)` (every 2nd node "
         "with 8 GPUs) with about half the GPUs taken by bound pods; the pod asks for 4 CPUs, "
         "16 GiB and half a GPU.",
         "",

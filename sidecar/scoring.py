@@ -86,34 +86,44 @@ class ScoringEngine:
         # --- featurize: names -> rows, feasibility and staleness on our view
         rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
         known = rows >= 0
-        n_unknown = m - int(known.sum())
+        n_unknown = m - int(np.count_nonzero(known))
         if n_unknown == m or (self._strict and n_unknown):
             raise NoKnownNodes(_unknown_message(names, known))
-        ok = known.copy()
-        ok[known] = feasible(pod, snap)[rows[known]]
-        n_infeasible = m - n_unknown - int(ok.sum())
+        safe = np.where(known, rows, 0) if n_unknown else rows
+        ok = feasible(pod, snap)[safe]
+        if n_unknown:
+            ok &= known
+        n_ok = int(np.count_nonzero(ok))
+        stale: npt.NDArray[np.bool_] | None = None
+        n_stale = 0
         if self.uses_telemetry:
-            fresh_t = self._wall() - self._stale_s
-            stale = ok & (pub.telemetry_time[np.where(known, rows, 0)] < fresh_t)
-        else:
-            stale = np.zeros(m, dtype=bool)
-        fresh = ok & ~stale
+            stale = ok & (pub.telemetry_time[safe] < self._wall() - self._stale_s)
+            n_stale = int(np.count_nonzero(stale))
+        everyone = n_ok == m and n_stale == 0  # the common case: no masks needed
+        fresh = ok if stale is None or n_stale == 0 else ok & ~stale
         t1 = time.perf_counter()
         # --- model
-        raw_fresh = self.scorer.score(pod, snap, rows[fresh]) if fresh.any() else None
-        raw_stale = self.fallback.score(pod, snap, rows[stale]) if stale.any() else None
+        raw_fresh = None
+        if n_ok > n_stale:
+            raw_fresh = self.scorer.score(pod, snap, rows if everyone else rows[fresh])
+        raw_stale = self.fallback.score(pod, snap, rows[stale]) if n_stale else None
         t2 = time.perf_counter()
         # --- normalise
-        out = np.zeros(m, dtype=np.int64)
-        if raw_fresh is not None:
-            out[fresh] = fast_normalize(raw_fresh, max_score)
-        if raw_stale is not None:
-            out[stale] = fast_normalize(raw_stale, max_score)
-        best = int(np.argmax(np.where(ok, out, -1))) if ok.any() else -1
+        if everyone and raw_fresh is not None:
+            out = fast_normalize(raw_fresh, max_score)
+        else:
+            out = np.zeros(m, dtype=np.int64)
+            if raw_fresh is not None:
+                out[fresh] = fast_normalize(raw_fresh, max_score)
+            if raw_stale is not None:
+                out[stale] = fast_normalize(raw_stale, max_score)
+        best = -1
+        if n_ok:
+            best = int(np.argmax(out if everyone else np.where(ok, out, -1)))
         t3 = time.perf_counter()
         return ScoreResult(
-            scores=out, best=best, unknown=n_unknown, infeasible=n_infeasible,
-            fallback=int(stale.sum()), version=pub.version,
+            scores=out, best=best, unknown=n_unknown, infeasible=m - n_unknown - n_ok,
+            fallback=n_stale, version=pub.version,
             featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
         )
 
