@@ -153,8 +153,9 @@ def main(argv: list[str]) -> int:
 _NOTES = """
 ## Reading the numbers
 
-* **p99 on this machine is mostly the OS scheduler's.** With a load average near 10 on 2
-  cores every process loses the CPU for multi-millisecond slices, so the slowest few of a few
+* **p99 on this machine is mostly the OS scheduler's.** With a load average of several
+  runnable processes per core (above) every process loses the CPU for multi-millisecond
+  slices, so the slowest few of a few
   hundred calls are preemptions of whichever benchmark was running, and p99 ratios swing
   either way between runs (a no-op with a worse tail than the real server is that). The p50
   ratios beside every p99 ratio and the server-side means are the stable signal.
