@@ -59,7 +59,7 @@ class SidecarConfig:
     watch_timeout_s: int = 300
     #: Backoff between failed list/watch attempts: doubles from initial up to max.
     backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
+    backoff_max_s: float = 5.0
     #: Watch the GPUTelemetry custom resource (skipped quietly while its CRD is absent).
     watch_telemetry: bool = True
     #: Threads of the gRPC server.
