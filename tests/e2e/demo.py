@@ -68,7 +68,8 @@ def summary(used: dict[str, int]) -> str:
 
 
 def latency(metrics: str) -> str:
-    out = []
+    m = re.search(r"dsan_sidecar_policy_info\{([^}]*)\}", metrics)
+    out = [f"policy: {m.group(1) if m else 'unknown'}"]
     for api in ("http", "grpc"):
         rows = re.findall(
             rf'dsan_sidecar_score_latency_seconds_bucket\{{api="{api}",le="([^"]+)",'
@@ -85,7 +86,7 @@ def latency(metrics: str) -> str:
             f"{api}: {total:.0f} requests, p50 <= {q[0.5] * 1e3:g} ms, "
             f"p99 <= {q[0.99] * 1e3:g} ms (histogram bucket bounds)"
         )
-    return "\n".join(out) or "no scoring requests recorded"
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -299,15 +299,22 @@ class ControlPlane:
         extender_url: str | None = None,
         extra_args: tuple[str, ...] = (),
         overrides: dict[str, Any] | None = None,
+        score_address: str | None = None,
     ) -> Proc:
         """Start a kube-scheduler from a KubeSchedulerConfiguration file, templated for us:
-        our kubeconfig, no leader election, and (if given) the extender's URL."""
+        our kubeconfig, no leader election, and (if given) the extender's URL or the
+        DSANScore plugin's gRPC address."""
         cfg = yaml.safe_load(config_file.read_text())
         cfg.setdefault("clientConnection", {})["kubeconfig"] = str(self.kubeconfig)
         cfg["leaderElection"] = {"leaderElect": False}
         if extender_url is not None:
             for ext in cfg.get("extenders", []):
                 ext["urlPrefix"] = extender_url
+        if score_address is not None:
+            for profile in cfg.get("profiles", []):
+                for pc in profile.get("pluginConfig", []):
+                    if pc.get("name") == "DSANScore":
+                        pc.setdefault("args", {})["address"] = score_address
         cfg.update(overrides or {})
         path = self.dir / f"scheduler-{name}.yaml"
         path.write_text(yaml.safe_dump(cfg))

@@ -1,0 +1,160 @@
+// Package dsanscore is a kube-scheduler framework Score plugin that asks the DSAN sidecar's
+// gRPC Score service (proto/scorer/v1) for all candidate nodes of a pod in one call.
+//
+// PreScore sends the pod and the names of every node that passed Filter; the reply's
+// columnar scores (0..100, parallel to the names) go into the CycleState, and Score only
+// looks them up. An unreachable or slow sidecar never blocks scheduling: PreScore then
+// returns Skip and the pod is scored by the other plugins, and the failure is counted.
+package dsanscore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	scorerv1 "github.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration profile.
+const Name = "DSANScore"
+
+const stateKey fwk.StateKey = Name
+
+// Args are the plugin's pluginConfig args (JSON/YAML keys as tagged).
+type Args struct {
+	// Address of the sidecar's gRPC server, e.g. "127.0.0.1:50051".
+	Address string `json:"address"`
+	// Timeout of one Score call; past it the pod is scored without DSAN.
+	Timeout metav1Duration `json:"timeout"`
+}
+
+// metav1Duration parses "100ms"-style strings without pulling in metav1's conversion.
+type metav1Duration struct{ time.Duration }
+
+func (d *metav1Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) >= 2 && s[0] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("timeout: %w", err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// Plugin implements PreScore and Score.
+type Plugin struct {
+	args     Args
+	conn     *grpc.ClientConn
+	client   scorerv1.ScorerClient
+	failures atomic.Int64
+}
+
+var (
+	_ fwk.PreScorePlugin = &Plugin{}
+	_ fwk.ScorePlugin    = &Plugin{}
+)
+
+// New is the plugin factory registered with app.WithPlugin.
+func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+	args := Args{Address: "127.0.0.1:50051", Timeout: metav1Duration{100 * time.Millisecond}}
+	if obj != nil {
+		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+			return nil, fmt.Errorf("%s args: %w", Name, err)
+		}
+	}
+	if args.Address == "" || args.Timeout.Duration <= 0 {
+		return nil, fmt.Errorf("%s args: address must be set and timeout positive, got %+v", Name, args)
+	}
+	// Lazy dial: the sidecar may start after the scheduler; calls fail fast until it is up.
+	conn, err := grpc.NewClient(args.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("%s: dial %s: %w", Name, args.Address, err)
+	}
+	return &Plugin{args: args, conn: conn, client: scorerv1.NewScorerClient(conn)}, nil
+}
+
+// Name returns the plugin name.
+func (p *Plugin) Name() string { return Name }
+
+type scores map[string]int64
+
+func (s scores) Clone() fwk.StateData { return s }
+
+// PreScore makes the one gRPC call for this pod.
+func (p *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Node().Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.args.Timeout.Duration)
+	defer cancel()
+	resp, err := p.client.Score(ctx, &scorerv1.ScoreRequest{Pod: podMessage(pod), NodeNames: names})
+	if err == nil && len(resp.GetScores()) != len(names) {
+		err = fmt.Errorf("reply has %d scores for %d nodes", len(resp.GetScores()), len(names))
+	}
+	if err != nil {
+		n := p.failures.Add(1)
+		klog.FromContext(ctx).Info("DSAN sidecar unavailable, scoring without it",
+			"pod", klog.KObj(pod), "err", err, "failures", n)
+		return fwk.NewStatus(fwk.Skip)
+	}
+	out := make(scores, len(names))
+	for i, name := range names {
+		out[name] = int64(resp.GetScores()[i])
+	}
+	state.Write(stateKey, out)
+	return nil
+}
+
+// Score looks up the node's score from PreScore.
+func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, node fwk.NodeInfo) (int64, *fwk.Status) {
+	data, err := state.Read(stateKey)
+	if err != nil {
+		return 0, nil
+	}
+	s := data.(scores)[node.Node().Name]
+	if s < fwk.MinNodeScore || s > fwk.MaxNodeScore {
+		return 0, fwk.NewStatus(fwk.Error, fmt.Sprintf("sidecar score %d outside 0..100", s))
+	}
+	return s, nil
+}
+
+// ScoreExtensions: scores arrive normalised (0..100) from the sidecar.
+func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+func podMessage(pod *v1.Pod) *scorerv1.Pod {
+	// Summed across containers, as the scheduler's own fit check does.
+	sum := map[v1.ResourceName]resource.Quantity{}
+	for _, c := range pod.Spec.Containers {
+		for name, q := range c.Resources.Requests {
+			total := sum[name]
+			total.Add(q)
+			sum[name] = total
+		}
+	}
+	req := make(map[string]string, len(sum))
+	for name, q := range sum {
+		req[string(name)] = q.String()
+	}
+	var prio int32
+	if pod.Spec.Priority != nil {
+		prio = *pod.Spec.Priority
+	}
+	return &scorerv1.Pod{
+		Namespace: pod.Namespace, Name: pod.Name, Uid: string(pod.UID),
+		Requests: req, Annotations: pod.Annotations, Priority: prio,
+	}
+}
