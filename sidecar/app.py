@@ -76,6 +76,7 @@ class Sidecar:
             bad_objects={k: functools.partial(_bad, stats.bad_objects, k)
                          for k in stats.bad_objects},
             ready=lambda: 1.0 if self.view.synced() else 0.0,
+            policy_errors=lambda: float(engine.policy_errors),
         )
         self.http = ExtenderServer(
             cfg.bind_address, cfg.http_port, cfg.url_prefix, ExtenderApp(self.service),

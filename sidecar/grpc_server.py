@@ -37,6 +37,9 @@ class ScoreHandler:
         except RequestError as err:
             self.service.refuse("grpc", err)
             context.abort(_CODES[err.grpc_code], err.message)
+        except Exception as exc:  # a bug must not go unreported or uncounted
+            self.metrics.error("grpc", "internal")
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         self.metrics.requests.labels("grpc", "score").inc()
         self.metrics.observe("grpc", res.featurize_s, res.model_s, time.perf_counter() - t0,
                              len(res.scores))

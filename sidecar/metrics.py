@@ -62,6 +62,9 @@ class SidecarMetrics:
             "dsan_sidecar_bad_objects", "Informed objects skipped as malformed, by kind",
             ["kind"], registry=r)
         self.ready = Gauge("dsan_sidecar_ready", "1 once the informers have synced", registry=r)
+        self.policy_errors = Gauge(
+            "dsan_sidecar_policy_errors", "Requests where the served policy raised and the "
+            "fallback policy scored instead", registry=r)
         # Hot-path children, bound once.
         self.lat = {(a, p): self.latency.labels(a, p) for a in APIS for p in PHASES}
         self.cand = {a: self.candidates.labels(a) for a in APIS}
@@ -86,7 +89,8 @@ class SidecarMetrics:
                     assumed: Callable[[], float],
                     informer_lag: dict[str, Callable[[], float]],
                     bad_objects: dict[str, Callable[[], float]],
-                    ready: Callable[[], float]) -> None:
+                    ready: Callable[[], float],
+                    policy_errors: Callable[[], float] = lambda: 0.0) -> None:
         """Gauges read at scrape time, so nothing on the hot path maintains them."""
         self.cache_age.set_function(cache_age)
         self.cache_nodes.set_function(nodes)
@@ -96,6 +100,7 @@ class SidecarMetrics:
         for kind, fn in bad_objects.items():
             self.bad_objects.labels(kind).set_function(fn)
         self.ready.set_function(ready)
+        self.policy_errors.set_function(policy_errors)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

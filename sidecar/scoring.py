@@ -16,6 +16,7 @@ Nothing here loops over nodes in Python or allocates per node; the name lookup i
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from dsan.filtering import feasible
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
+
+log = logging.getLogger("dsan.sidecar.scoring")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,8 @@ class ScoringEngine:
         self._wall = wall
         # Heuristics read no telemetry, so staleness cannot hurt them; DSAN does.
         self.uses_telemetry = bool(getattr(scorer, "uses_telemetry", scorer.name == "dsan"))
+        #: Requests where the served policy raised and the fallback scored instead.
+        self.policy_errors = 0
 
     def score(
         self, pod: PodSpec, names: Sequence[str], max_score: int = MAX_NODE_SCORE
@@ -104,8 +109,18 @@ class ScoringEngine:
         t1 = time.perf_counter()
         # --- model
         raw_fresh = None
+        fell_back = 0
         if n_ok > n_stale:
-            raw_fresh = self.scorer.score(pod, snap, rows if everyone else rows[fresh])
+            cand = rows if everyone else rows[fresh]
+            try:
+                raw_fresh = self.scorer.score(pod, snap, cand)
+            except Exception:  # a broken model must not stop scheduling: degrade to fallback
+                self.policy_errors += 1
+                if self.policy_errors == 1 or self.policy_errors % 1000 == 0:
+                    log.exception("policy %r failed (%d times); scoring with %r",
+                                  self.scorer.name, self.policy_errors, self.fallback.name)
+                raw_fresh = self.fallback.score(pod, snap, cand)
+                fell_back = len(cand)
         raw_stale = self.fallback.score(pod, snap, rows[stale]) if n_stale else None
         t2 = time.perf_counter()
         # --- normalise
@@ -123,7 +138,7 @@ class ScoringEngine:
         t3 = time.perf_counter()
         return ScoreResult(
             scores=out, best=best, unknown=n_unknown, infeasible=m - n_unknown - n_ok,
-            fallback=n_stale, version=pub.version,
+            fallback=n_stale + fell_back, version=pub.version,
             featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
         )
 

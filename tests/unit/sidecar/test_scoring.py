@@ -120,3 +120,17 @@ def test_fast_normalize_matches_the_shared_normalize(values: list[float], top: i
         want = normalize(arr, top)
         got = fast_normalize(arr, top)
     assert got.tolist() == want.tolist()
+
+
+def test_a_failing_policy_degrades_to_the_fallback_and_is_counted() -> None:
+    cache, names = setup(["2", "8", "4"])
+
+    class Broken(CpuFree):
+        def score(self, pod: PodSpec, snap: ClusterSnapshot,
+                  nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+            raise RuntimeError("model file corrupt")
+
+    eng = ScoringEngine(cache, Broken("dsan"), CpuFree("fgd"), 60)
+    res = eng.score(POD, names)
+    assert res.scores.tolist() == [0, 100, 33] and res.fallback == 3
+    assert eng.policy_errors == 1
