@@ -150,3 +150,34 @@ def test_grpc_score_is_columnar_and_errors_have_clear_statuses(sidecar_factory: 
     text = httpx.get(base(sc) + "/metrics").text
     assert metric(text, 'dsan_sidecar_request_errors_total{api="grpc",reason="bad_protobuf"}') == 1
     assert metric(text, 'dsan_sidecar_score_latency_seconds_count{api="grpc",phase="total"}') == 2
+
+
+def test_concurrent_clients_on_both_apis_all_get_answers(sidecar_factory: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sc, _ = sidecar_factory()
+
+    def http_client(k: int) -> int:
+        with httpx.Client() as c:
+            for i in range(10):
+                r = c.post(sc.extender_url + "/prioritize",
+                           json=body(NAMES, gpus=1, uid=f"h{k}-{i}"))
+                assert r.status_code == 200 and len(r.json()) == len(NAMES)
+        return 10
+
+    def grpc_client(k: int) -> int:
+        ch = grpc.insecure_channel(sc.grpc_target)
+        stub = scorer_pb2_grpc.ScorerStub(ch)
+        for i in range(10):
+            pod = scorer_pb2.Pod(name=f"g{k}-{i}", uid=f"g{k}-{i}", requests={"cpu": "1"})
+            assert len(stub.Score(scorer_pb2.ScoreRequest(pod=pod, node_names=NAMES)).scores) \
+                == len(NAMES)
+        ch.close()
+        return 10
+
+    with ThreadPoolExecutor(6) as pool:
+        done = [pool.submit(http_client, k) for k in range(3)]
+        done += [pool.submit(grpc_client, k) for k in range(3)]
+        assert sum(f.result(timeout=60) for f in done) == 60
+    # Every request assumed its own pod on its best node.
+    assert sc.cache.assumed_count == 60
