@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +47,8 @@ def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
         log.warning("policy 'dsan' cannot be loaded (%s); serving %r instead", exc,
                     cfg.fallback_policy)
         scorer = fallback
+    if cfg.torch_threads and "torch" in sys.modules:  # only a torch policy imported it
+        sys.modules["torch"].set_num_threads(cfg.torch_threads)
     version = str(getattr(scorer, "version", "") or scorer.name)
     if version != scorer.name and not version.startswith(scorer.name):
         version = f"{scorer.name}@{version}"

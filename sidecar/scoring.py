@@ -4,7 +4,7 @@ Both APIs call :meth:`ScoringEngine.score`. Phases, each timed into the latency 
 
 * **featurize**: resolve candidate names to snapshot rows, drop the ones our view calls
   infeasible (assumed pods may have filled them since kube-scheduler's Filter ran), split off
-  nodes with stale telemetry when the policy reads telemetry;
+  GPU nodes with stale telemetry when the policy reads telemetry;
 * **model**: the served :class:`~dsan.policies.base.Scorer` on the fresh candidates, the
   fallback scorer on the stale ones (its own featurization happens inside ``score``);
 * **normalise**: each group min-max scaled onto 0..max_score separately (two scorers' raw
@@ -102,7 +102,10 @@ class ScoringEngine:
         stale: npt.NDArray[np.bool_] | None = None
         n_stale = 0
         if self.uses_telemetry:
-            stale = ok & (pub.telemetry_time[safe] < self._wall() - self._stale_s)
+            # Only GPU nodes carry a telemetry agent: a CPU node without telemetry is normal,
+            # a GPU node without fresh telemetry is what the fallback is for.
+            stale = ok & (snap.gpu_count[safe] > 0) \
+                & (pub.telemetry_time[safe] < self._wall() - self._stale_s)
             n_stale = int(np.count_nonzero(stale))
         everyone = n_ok == m and n_stale == 0  # the common case: no masks needed
         fresh = ok if stale is None or n_stale == 0 else ok & ~stale

@@ -134,3 +134,13 @@ def test_a_failing_policy_degrades_to_the_fallback_and_is_counted() -> None:
     res = eng.score(POD, names)
     assert res.scores.tolist() == [0, 100, 33] and res.fallback == 3
     assert eng.policy_errors == 1
+
+
+def test_cpu_nodes_without_telemetry_are_not_stale() -> None:
+    cache = GraphCache(SidecarConfig())
+    cache.replace_nodes([ko.node("cpu", cpu="8"), ko.node("gpu", cpu="4", gpus=1, model="T4")])
+    primary, fallback = CpuFree("dsan", uses_telemetry=True), CpuFree("fgd")
+    res = ScoringEngine(cache, primary, fallback, 30.0).score(POD, ["cpu", "gpu"])
+    rows = cache.snapshot().index
+    assert primary.calls == [[rows["cpu"]]] and fallback.calls == [[rows["gpu"]]]
+    assert res.fallback == 1
