@@ -68,12 +68,23 @@ def test_grpc_plugin_scores_every_pod_and_the_scheduler_follows(
             )
             bound = watch.wait(names, timeout=60)
             scored = _grpc_scored(sidecar) - before
+            clean_log = sched.log.read_text(errors="replace")
+            # The sidecar dies: PreScore returns Skip and the pods still bind.
+            sidecar.kill()
+            orphans = [f"o{i}" for i in range(3)]
+            create_all(
+                lambda p: core.create_namespaced_pod(ns, p),
+                [pod_manifest(n, scheduler=t.SCHEDULER_NAME, node_selector=sel) for n in orphans],
+            )
+            watch.wait(orphans, timeout=60)
+            failures = sched.log.read_text(errors="replace").count(GRPC_ERROR)
         finally:
             watch.stop()
             control_plane.stop_scheduler("dsan-grpc")
             sidecar.stop()
     assert scored >= len(names), f"only {scored} gRPC Score calls for {len(names)} pods"
-    assert GRPC_ERROR not in sched.log.read_text(errors="replace")
+    assert GRPC_ERROR not in clean_log
+    assert failures >= len(orphans), f"{failures} logged sidecar failures for {len(orphans)} pods"
     nodes = [node for node, _ in bound.values()]
     # grpc-0002 had 3 free GPUs: bestfit fills it first; the default profile would spread.
     assert nodes.count("grpc-0002") == 3, bound
