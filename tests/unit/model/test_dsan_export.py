@@ -70,3 +70,18 @@ def test_the_shipped_default_model_loads() -> None:
         pytest.skip("no shipped model in this checkout")
     model, manifest = ex.load()
     assert manifest["feature_schema"] and sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_the_shipped_model_allocates_about_as_well_as_fgd_on_a_held_out_episode() -> None:
+    if not (ex.DEFAULT_DIR / ex.MANIFEST).is_file():
+        pytest.skip("no shipped model in this checkout")
+    from dsan.train.env import EnvConfig
+    from dsan.train.ppo import evaluate
+
+    torch.set_num_threads(1)
+    model, _ = ex.load()
+    env = EnvConfig(workloads=("openb_pod_list_gpushare100.csv",), n_nodes=32)  # held out
+    dsan = evaluate(model, env, [20_000])
+    fgd = evaluate(None, env, [20_000], "fgd")
+    # Traces missing -> evaluate raises TracesNotFound; that is a broken checkout, not a skip.
+    assert dsan >= fgd - 2.0, (dsan, fgd)
