@@ -81,3 +81,28 @@ def test_cli_registers_train(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--workers" in out and "--rollback-threshold" in out and "--resume" in out
+
+
+def test_train_checkpoints_and_resumes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import csv
+
+    from dsan.train.ppo import train
+
+    kw = dict(
+        out=str(tmp_path),
+        n_nodes=10,
+        hidden=8,
+        imitation_episodes=1,
+        imitation_epochs=1,
+        episodes_per_iter=1,
+        eval_episodes=1,
+        export=False,
+        progress=False,
+    )
+    first = train(Args(iterations=1, **kw))  # type: ignore[arg-type]
+    assert (tmp_path / "ckpt.pt").is_file() and (tmp_path / "model" / "manifest.json").is_file()
+    second = train(Args(iterations=2, resume=True, **kw))  # type: ignore[arg-type]
+    rows = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    # One imitation row, iteration 0 from the first run, iteration 1 appended on resume.
+    assert [r["iteration"] for r in rows] == ["-1", "0", "1"]
+    assert first["teacher"] == second["teacher"]
