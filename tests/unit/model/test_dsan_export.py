@@ -16,7 +16,7 @@ from dsan.snapshot import PodSpec, empty_snapshot
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
+def model_dir(tmp_path_factory):
     torch.manual_seed(0)
     d = tmp_path_factory.mktemp("model")
     ex.save(
@@ -25,7 +25,7 @@ def model_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
     return d
 
 
-def test_round_trip_outputs_are_equal_on_new_shapes(model_dir) -> None:  # type: ignore[no-untyped-def]
+def test_round_trip_outputs_are_equal_on_new_shapes(model_dir) -> None:
     eager, manifest = ex.load(model_dir)
     script, _ = ex.load_torchscript(model_dir)
     exported, _ = ex.load_exported(model_dir)
@@ -40,7 +40,7 @@ def test_round_trip_outputs_are_equal_on_new_shapes(model_dir) -> None:  # type:
         torch.testing.assert_close(a[1], other[1], rtol=1e-5, atol=1e-5)
 
 
-def test_schema_mismatch_is_refused_with_a_clear_error(model_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_schema_mismatch_is_refused_with_a_clear_error(model_dir, tmp_path) -> None:
     for f in model_dir.iterdir():
         (tmp_path / f.name).write_bytes(f.read_bytes())
     man = json.loads((tmp_path / ex.MANIFEST).read_text())
@@ -53,7 +53,7 @@ def test_schema_mismatch_is_refused_with_a_clear_error(model_dir, tmp_path) -> N
         ex.load(tmp_path / "nowhere")
 
 
-def test_dsan_scorer_from_the_registry_places_pods(model_dir) -> None:  # type: ignore[no-untyped-def]
+def test_dsan_scorer_from_the_registry_places_pods(model_dir) -> None:
     scorer = make_scorer("dsan", model_dir=model_dir)
     n = 6
     snap = empty_snapshot(

@@ -73,7 +73,7 @@ def test_graph_links_racks_nvlink_and_zones_with_latency_weights() -> None:
     assert all(a != b for a, b in pairs)
 
 
-def test_serving_recomputes_embeddings_only_when_telemetry_changes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_serving_recomputes_embeddings_only_when_telemetry_changes(tmp_path) -> None:
     n = 10
     snap = empty_snapshot(
         [f"n{i}" for i in range(n)], [64000] * n, [262144] * n, [4] * n, [0] * n, ["M0"]

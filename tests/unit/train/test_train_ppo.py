@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -83,7 +85,7 @@ def test_cli_registers_train(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--workers" in out and "--rollback-threshold" in out and "--resume" in out
 
 
-def test_train_checkpoints_and_resumes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_train_checkpoints_and_resumes(tmp_path: Path) -> None:
     import csv
 
     from dsan.train.ppo import train

@@ -31,7 +31,7 @@ def test_parameter_server_rolls_back_a_degraded_version() -> None:
 
 
 @pytest.mark.slow
-def test_rpc_training_rejects_an_injected_degraded_version(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rpc_training_rejects_an_injected_degraded_version(tmp_path) -> None:
     a = Args(
         out=str(tmp_path),
         n_nodes=16,
