@@ -1,4 +1,4 @@
-"""``dsan deviceplugin``: parse flags into :class:`PluginConfig`, start the agent, wait."""
+"""``dsan deviceplugin``: --config file and flags -> :class:`PluginConfig`; run the agent."""
 
 from __future__ import annotations
 
@@ -6,18 +6,21 @@ import argparse
 import logging
 import signal
 import threading
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from deviceplugin.config import (
     ALLOCATE_MODES,
     BACKENDS,
-    DEFAULT_IGNORED_XIDS,
-    DEFAULT_PLUGIN_DIR,
     ConfigError,
     PluginConfig,
 )
 from deviceplugin.fake import TOPOLOGIES
+
+
+def _modes(value: str) -> tuple[str, ...]:
+    return tuple(m.strip() for m in value.split(",") if m.strip())
 
 
 def _xids(value: str) -> frozenset[int]:
@@ -32,36 +35,60 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "deviceplugin", help="run the GPU device plugin and telemetry agent",
         description="kubelet device plugin (v1beta1) with health, topology-aware allocation, "
-                    "dcgm-compatible /metrics and the GPUTelemetry custom resource")
-    p.add_argument("--node-name", default=None, help="default: $NODE_NAME or the host name")
-    p.add_argument("--resource-name", default=d.resource_name)
-    p.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR)
-    p.add_argument("--kubelet-socket", default=d.kubelet_socket)
-    p.add_argument("--endpoint", default=d.endpoint, help="this plugin's socket file name")
-    p.add_argument("--backend", choices=BACKENDS, default=d.backend)
-    p.add_argument("--fail-on-init-error", action="store_true",
-                   help="exit instead of degrading when NVML cannot start")
-    p.add_argument("--fake-gpus", type=int, default=d.fake_gpus)
-    p.add_argument("--fake-model", default=d.fake_model)
-    p.add_argument("--fake-topology", choices=TOPOLOGIES, default=d.fake_topology)
-    p.add_argument("--allocate", default=",".join(d.allocate_modes),
-                   help=f"comma-separated subset of {ALLOCATE_MODES}")
-    p.add_argument("--cdi-kind", default=d.cdi_kind)
-    p.add_argument("--pre-start-required", action="store_true")
-    p.add_argument("--no-health", action="store_true", help="disable health checking")
-    p.add_argument("--ignored-xids", type=_xids, default=DEFAULT_IGNORED_XIDS,
-                   help="application Xids that do not mark a GPU Unhealthy")
-    p.add_argument("--recovery-quiet", type=float, default=d.recovery_quiet_s,
-                   help="seconds without errors before an Unhealthy GPU may recover")
-    p.add_argument("--sample-interval", type=float, default=d.sample_interval_s)
-    p.add_argument("--window", type=int, default=d.window_s)
-    p.add_argument("--horizon", type=int, default=d.horizon_s)
-    p.add_argument("--metrics-addr", default=d.metrics_addr)
-    p.add_argument("--metrics-port", type=int, default=d.metrics_port,
-                   help="0 = any free port, -1 = no /metrics")
-    p.add_argument("--no-crd", action="store_true", help="do not write GPUTelemetry")
-    p.add_argument("--crd-interval", type=float, default=d.crd_interval_s)
-    p.add_argument("--kubeconfig", default=None, help="default: in-cluster config")
+                    "dcgm-compatible /metrics and the GPUTelemetry custom resource. Every "
+                    "PluginConfig field has a flag; flags override --config.")
+    # Every config flag defaults to None (= "not given"), so a flag overrides --config only
+    # when it is on the command line; the defaults live in PluginConfig alone.
+    def opt(flag: str, dest: str, **kw: Any) -> None:
+        default = getattr(d, dest)
+        shown = ",".join(map(str, sorted(default))) if isinstance(default, (tuple, frozenset)) \
+            else default
+        help_ = kw.pop("help", "")
+        p.add_argument(flag, dest=dest, default=None,
+                       help=f"{help_} (PluginConfig.{dest}, default: {shown})".strip(), **kw)
+
+    def flag(name: str, dest: str, help_: str = "") -> None:
+        opt(name, dest, action=argparse.BooleanOptionalAction, help=help_)
+
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="YAML file whose keys are PluginConfig field names")
+    p.add_argument("--node-name", dest="node_name", default=None,
+                   help="(PluginConfig.node_name, default: $NODE_NAME or the host name)")
+    opt("--resource-name", "resource_name")
+    opt("--plugin-dir", "plugin_dir", type=Path)
+    opt("--kubelet-socket", "kubelet_socket")
+    opt("--endpoint", "endpoint", help="this plugin's socket file name")
+    opt("--register-backoff-max", "register_backoff_max_s", type=float,
+        help="max seconds between kubelet registration retries")
+    opt("--socket-check", "socket_check_s", type=float,
+        help="seconds between checks that the kubelet socket was not recreated")
+    flag("--pre-start-required", "pre_start_required")
+    opt("--allocate", "allocate_modes", type=_modes,
+        help=f"comma-separated subset of {ALLOCATE_MODES}")
+    opt("--cdi-kind", "cdi_kind")
+    opt("--backend", "backend", choices=BACKENDS)
+    flag("--fail-on-init-error", "fail_on_init_error",
+         "exit instead of degrading when NVML cannot start")
+    opt("--fake-gpus", "fake_gpus", type=int)
+    opt("--fake-model", "fake_model")
+    opt("--fake-topology", "fake_topology", choices=TOPOLOGIES)
+    flag("--health", "health_enabled", "health checking (--no-health disables it)")
+    opt("--ignored-xids", "ignored_xids", type=_xids,
+        help="application Xids that do not mark a GPU Unhealthy")
+    opt("--recovery-quiet", "recovery_quiet_s", type=float,
+        help="seconds without errors before an Unhealthy GPU may recover")
+    opt("--health-poll", "health_poll_s", type=float, help="seconds between health polls")
+    opt("--sample-interval", "sample_interval_s", type=float)
+    opt("--window", "window_s", type=int)
+    opt("--horizon", "horizon_s", type=int)
+    opt("--metrics-addr", "metrics_addr")
+    opt("--metrics-port", "metrics_port", type=int, help="0 = any free port, -1 = no /metrics")
+    flag("--crd", "crd_enabled", "write GPUTelemetry (--no-crd disables it)")
+    opt("--crd-interval", "crd_interval_s", type=float)
+    opt("--crd-backoff-max", "crd_backoff_max_s", type=float,
+        help="max seconds between GPUTelemetry write retries")
+    p.add_argument("--kubeconfig", default=None,
+                   help="(PluginConfig.kubeconfig, default: in-cluster config)")
     p.add_argument("--run-for", type=float, default=None,
                    help="stop after this many seconds (demos, smoke tests)")
     p.add_argument("--log-level", default="INFO")
@@ -70,21 +97,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def config_from_args(a: argparse.Namespace) -> PluginConfig:
-    kw: dict[str, Any] = {}
-    if a.node_name:
-        kw["node_name"] = a.node_name
-    return PluginConfig(
-        resource_name=a.resource_name, plugin_dir=a.plugin_dir, kubelet_socket=a.kubelet_socket,
-        endpoint=a.endpoint, backend=a.backend, fail_on_init_error=a.fail_on_init_error,
-        fake_gpus=a.fake_gpus, fake_model=a.fake_model, fake_topology=a.fake_topology,
-        allocate_modes=tuple(m.strip() for m in a.allocate.split(",") if m.strip()),
-        cdi_kind=a.cdi_kind, pre_start_required=a.pre_start_required,
-        health_enabled=not a.no_health, ignored_xids=a.ignored_xids,
-        recovery_quiet_s=a.recovery_quiet, sample_interval_s=a.sample_interval,
-        window_s=a.window, horizon_s=a.horizon, metrics_addr=a.metrics_addr,
-        metrics_port=a.metrics_port, crd_enabled=not a.no_crd, crd_interval_s=a.crd_interval,
-        kubeconfig=a.kubeconfig, **kw,
-    ).validate()
+    """PluginConfig defaults, then the --config file, then the flags given; validated."""
+    given = {f.name: getattr(a, f.name) for f in fields(PluginConfig)
+             if getattr(a, f.name, None) is not None}
+    if getattr(a, "config", None):
+        return PluginConfig.from_yaml(a.config, **given).validate()
+    return PluginConfig.from_mapping({}, **given).validate()
 
 
 def run(a: argparse.Namespace) -> int:
