@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,89 @@ def test_cli_exits_2_on_bad_config() -> None:
     from deviceplugin.__main__ import main
 
     assert main(["--node-name", "g", "--allocate", "magic", "--no-crd"]) == 2
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    f = tmp_path / "dp.yaml"
+    f.write_text(text)
+    return str(f)
+
+
+def test_config_file_sets_every_field_and_flags_override_it(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+node_name: from-file
+plugin_dir: /tmp/dp
+register_backoff_max_s: 7
+socket_check_s: 0.25
+health_poll_s: 1.5
+crd_backoff_max_s: 90
+allocate_modes: [envvar, cdi]
+ignored_xids: [13, 79]
+health_enabled: false
+crd_enabled: false
+fake_gpus: 2
+kubeconfig: /etc/kube.conf
+""")
+    c = config_from_args(_parse("--config", path))
+    assert (c.node_name, c.plugin_dir, c.fake_gpus) == ("from-file", Path("/tmp/dp"), 2)
+    assert (c.register_backoff_max_s, c.socket_check_s, c.health_poll_s,
+            c.crd_backoff_max_s) == (7.0, 0.25, 1.5, 90.0)
+    assert isinstance(c.register_backoff_max_s, float)
+    assert c.allocate_modes == ("envvar", "cdi") and c.ignored_xids == frozenset({13, 79})
+    assert not c.health_enabled and not c.crd_enabled and c.kubeconfig == "/etc/kube.conf"
+    # Flags on the command line win over the file, both ways for booleans; the rest stays.
+    o = config_from_args(_parse("--config", path, "--node-name", "flag", "--health-poll", "3",
+                                "--crd-backoff-max", "5", "--health", "--fake-gpus", "6"))
+    assert (o.node_name, o.health_poll_s, o.crd_backoff_max_s) == ("flag", 3.0, 5.0)
+    assert o.health_enabled and o.fake_gpus == 6 and not o.crd_enabled
+    assert o.register_backoff_max_s == 7.0 and o.plugin_dir == Path("/tmp/dp")
+
+
+def test_every_field_has_a_flag_that_reaches_the_config() -> None:
+    c = config_from_args(_parse(
+        "--node-name", "n", "--resource-name", "x.io/gpu", "--plugin-dir", "/tmp/p",
+        "--kubelet-socket", "k.sock", "--endpoint", "e.sock", "--register-backoff-max", "3",
+        "--socket-check", "2", "--pre-start-required", "--allocate", "cdi",
+        "--cdi-kind", "x.io/gpu", "--backend", "fake", "--fail-on-init-error",
+        "--fake-gpus", "3", "--fake-model", "M", "--fake-topology", "nvswitch", "--no-health",
+        "--ignored-xids", "1", "--recovery-quiet", "4", "--health-poll", "0.5",
+        "--sample-interval", "2", "--window", "20", "--horizon", "40", "--metrics-addr", "::1",
+        "--metrics-port", "0", "--no-crd", "--crd-interval", "6", "--crd-backoff-max", "8",
+        "--kubeconfig", "/k"))
+    defaults = PluginConfig(node_name="-")
+    same = [f.name for f in dataclasses.fields(PluginConfig)
+            if getattr(c, f.name) == getattr(defaults, f.name)]
+    assert same == [], f"fields no flag changed: {same}"
+
+
+def test_no_config_and_no_flags_gives_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODE_NAME", "env-node")
+    assert config_from_args(_parse()) == PluginConfig(node_name="env-node")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [("health_pol_s: 1\n", r"unknown keys \['health_pol_s'\]"),
+     ("health_poll_s: fast\n", "health_poll_s: 'fast' is not float"),
+     ("fake_gpus: 2.5\n", "fake_gpus: 2.5 is not int"),
+     ("crd_enabled: 'no'\n", "crd_enabled: 'no' is not bool"),
+     ("ignored_xids: 13\n", "ignored_xids: 13 is not a list"),
+     ("allocate_modes: envvar\n", "allocate_modes: 'envvar' is not a list"),
+     ("socket_check_s: 0\n", "socket_check_s: 0.0 must be > 0"),
+     ("register_backoff_max_s: -1\n", "register_backoff_max_s: -1.0 must be > 0"),
+     ("- a list\n", "expected a mapping"),
+     ("a: [unclosed\n", "cannot read")],
+)
+def test_bad_config_file_is_rejected_naming_the_key(
+    tmp_path: Path, text: str, match: str
+) -> None:
+    with pytest.raises(ConfigError, match=match):
+        config_from_args(_parse("--node-name", "n", "--config", _write(tmp_path, text)))
+
+
+def test_missing_config_file_and_bad_file_exit_2(tmp_path: Path) -> None:
+    from deviceplugin.__main__ import main
+
+    with pytest.raises(ConfigError, match="cannot read"):
+        config_from_args(_parse("--config", str(tmp_path / "nope.yaml")))
+    assert main(["--config", _write(tmp_path, "crd_backof_max_s: 1\n")]) == 2
