@@ -114,3 +114,11 @@ def test_grpc_score_bytes_decode_as_a_score_response(scores: list[int]) -> None:
     tail = scorer_pb2.ScoreResponse(policy="p", unknown_nodes=2).SerializeToString()
     out = scorer_pb2.ScoreResponse.FromString(encode_scores(np.array(scores, np.int64)) + tail)
     assert list(out.scores) == scores and out.policy == "p" and out.unknown_nodes == 2
+
+
+def test_priorities_encoding_refuses_scores_outside_extender_range() -> None:
+    with pytest.raises(ValueError, match=r"0\.\.10"):
+        encode_priorities(["a", "b"], [3, 11])
+    with pytest.raises(ValueError, match="2 scores"):
+        encode_priorities(["a", "b"], [3])
+    assert encode_priorities([], []) == b"[]"

@@ -144,3 +144,31 @@ def test_cpu_nodes_without_telemetry_are_not_stale() -> None:
     rows = cache.snapshot().index
     assert primary.calls == [[rows["cpu"]]] and fallback.calls == [[rows["gpu"]]]
     assert res.fallback == 1
+
+
+@given(st.data())
+def test_fast_feasible_matches_the_shared_filter(data: st.DataObject) -> None:
+    from dsan.filtering import feasible
+    from dsan.snapshot import MAX_GPUS
+    from sidecar.scoring import fast_feasible
+
+    n = data.draw(st.integers(1, 12))
+    ints = st.integers(0, 1000)
+    arr = data.draw(st.lists(st.lists(ints, min_size=MAX_GPUS, max_size=MAX_GPUS),
+                             min_size=n, max_size=n))
+    snap = ClusterSnapshot(
+        names=[f"n{i}" for i in range(n)],
+        cpu_cap=np.full(n, 8000.0), cpu_used=np.array(data.draw(st.lists(
+            st.floats(0, 8000), min_size=n, max_size=n))),
+        mem_cap=np.full(n, 1024.0), mem_used=np.array(data.draw(st.lists(
+            st.floats(0, 1024), min_size=n, max_size=n))),
+        gpu_count=np.full(n, MAX_GPUS, dtype=np.int32), gpu_model=np.zeros(n, dtype=np.int32),
+        gpu_free=np.array(arr, dtype=np.int32),
+        taint_mask=np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+                            dtype=np.int64) if data.draw(st.booleans()) else None)
+    num = data.draw(st.integers(0, MAX_GPUS))
+    pod = PodSpec("p", cpu_milli=data.draw(st.floats(0, 8000)),
+                  mem_mib=data.draw(st.floats(0, 1024)), num_gpu=num,
+                  gpu_milli=data.draw(st.integers(1, 1000)) if num else 0,
+                  toleration_mask=data.draw(st.integers(0, 3)))
+    assert (fast_feasible(pod, snap) == feasible(pod, snap)).all()
