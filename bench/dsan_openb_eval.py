@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,14 +48,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="42")
     ap.add_argument("--policies", default="fgd,dsan")
     ap.add_argument("--out", type=Path, default=None, help="append a markdown table here")
+    ap.add_argument(
+        "--dsan-models",
+        nargs="*",
+        default=[],
+        metavar="LABEL=DIR",
+        help="extra DSAN models run side by side as policy LABEL (e.g. dsan-old=dir)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]
     pols = args.policies.split(",")
+    extra: dict[str, str] = {}
+    for spec in args.dsan_models:
+        label, sep, d = spec.partition("=")
+        if not sep or not Path(d, "manifest.json").is_file():
+            raise SystemExit(f"--dsan-models wants LABEL=DIR with a manifest.json, got {spec!r}")
+        extra[label] = d
+    pols += list(extra)
     nodes_path = paths.openb_csv(paths.DEFAULT_NODES)
     nodes = load_nodes(nodes_path)
     pub = published_fgd()
-    manifest = read_manifest(DEFAULT_DIR)
+    manifest = read_manifest(os.environ.get("DSAN_MODEL_DIR") or DEFAULT_DIR)
     train_files = manifest["training"].get("workloads", [])
     if args.out and not args.out.exists():
         header = " | ".join(f"{p} unalloc % @100" for p in pols)
@@ -70,7 +85,15 @@ def main(argv: list[str] | None = None) -> int:
             for p in pols:
                 t0 = time.perf_counter()
                 cfg = OpenbConfig(paths.openb_csv(name), nodes_path, p, seed=s)
+                before = os.environ.get("DSAN_MODEL_DIR")
+                if p in extra:  # the dsan scorer reads its model from $DSAN_MODEL_DIR
+                    cfg = OpenbConfig(paths.openb_csv(name), nodes_path, "dsan", seed=s)
+                    os.environ["DSAN_MODEL_DIR"] = extra[p]
                 r = run_openb(cfg, nodes, pods)
+                if p in extra:  # restore: "dsan" itself may come from $DSAN_MODEL_DIR
+                    os.environ.pop("DSAN_MODEL_DIR", None)
+                    if before is not None:
+                        os.environ["DSAN_MODEL_DIR"] = before
                 res[p].append(float(r["unallocated_gpu_pct_at_100"]))
                 print(
                     json.dumps(

@@ -106,16 +106,28 @@ class ScoreHead(nn.Module):
         V_b = \mathrm{MLP}_v([\mathrm{mean}_{m\in b} g_m, \max_{m\in b} g_m])
 
     The linear skip :math:`w^\top f_m` lets imitation reach a heuristic's ranking fast (the
-    derived features hold each heuristic's score). Infeasible rows get :data:`MASKED`, so
+    derived features hold each heuristic's score).
+
+    ``residual`` (issue 4's principled fix): :math:`\ell_m = \mathrm{softplus}(a)\,100\,
+    f_{m,\mathrm{fgd\_score\_int}} + w^\top f_m + \mathrm{MLP}(\dots)` with :math:`w` and the
+    MLP's last layer initialised at zero and softplus(a) = 1, so an untrained head ranks
+    exactly as FGD (integer FGD points, ties left to the caller) and training can only move
+    it where the reward says so. Infeasible rows get :data:`MASKED`, so
     they never win an argmax and get ~0 probability. ``segment`` (M,) names each row's pod,
     0..B-1; output logits (M,), values (B,).
     """
 
-    def __init__(self, features: int, hidden: int) -> None:
+    def __init__(
+        self, features: int, hidden: int, residual: bool = False, prior_col: int = 0
+    ) -> None:
         super().__init__()
         self.features = features
         self.hidden = hidden
+        self.residual = residual
+        self.prior_col = prior_col
         self.masked: float = MASKED
+        # softplus(0.5413) = 1.0: one FGD integer point = one logit at initialisation.
+        self.prior_scale = nn.Parameter(torch.tensor(0.5413))
         self.skip = nn.Linear(features, 1)
         self.proj = nn.Linear(features, 2 * hidden)
         self.mlp = nn.Sequential(
@@ -128,12 +140,22 @@ class ScoreHead(nn.Module):
         for mod in (self.skip, self.proj, self.mlp[0], self.mlp[2], self.value[0], self.value[2]):
             assert isinstance(mod, nn.Linear)
             mod.reset_parameters()
+        with torch.no_grad():
+            self.prior_scale.fill_(0.5413)
+            if self.residual:  # the residual starts at exactly zero: untrained = FGD
+                for lin in (self.skip, self.mlp[2]):
+                    assert isinstance(lin, nn.Linear)
+                    lin.weight.zero_()
+                    lin.bias.zero_()
 
     def forward(
         self, x: Tensor, z: Tensor, mask: Tensor, segment: Tensor, n_segments: int
     ) -> tuple[Tensor, Tensor]:
         g = torch.relu(self.proj(x))
         logits = self.skip(x).squeeze(-1) + self.mlp(torch.cat([g, z], dim=-1)).squeeze(-1)
+        if self.residual:
+            prior = x[:, self.prior_col] * 100.0
+            logits = logits + nn.functional.softplus(self.prior_scale) * prior
         logits = torch.where(mask, logits, torch.full_like(logits, self.masked))
         w = mask.to(g.dtype).unsqueeze(-1)
         ones = torch.zeros(n_segments, 1, dtype=g.dtype, device=g.device)

@@ -13,9 +13,13 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from dsan.features import N_FEATURES, N_NODE_FEATURES
+from dsan.features import FEATURES, N_FEATURES, N_NODE_FEATURES
 from dsan.model.layers import PodAttentionFusion, ScoreHead, SpatialEncoder, TemporalEncoder
 from dsan.snapshot import TELEMETRY_CHANNELS
+
+HEADS = ("mlp", "residual")
+#: The residual head's prior: FGD's own integer score, a derived feature.
+PRIOR_FEATURE = "fgd_score_int"
 
 
 @dataclass(frozen=True)
@@ -24,14 +28,20 @@ class ModelConfig:
     features: int = N_FEATURES
     node_features: int = N_NODE_FEATURES
     channels: int = len(TELEMETRY_CHANNELS)
+    #: "mlp" (engineer F's head) or "residual" (FGD score x learned scale + zero-init residual)
+    head: str = "mlp"
 
     def __post_init__(self) -> None:
         if not 4 <= self.hidden <= 512:
             raise ValueError(f"ModelConfig.hidden must be within 4..512, got {self.hidden}")
         if self.features != N_FEATURES or self.node_features != N_NODE_FEATURES:
             raise ValueError("ModelConfig feature widths must match dsan.features")
+        if self.head not in HEADS:
+            raise ValueError(
+                f"ModelConfig.head must be one of {', '.join(HEADS)}, got {self.head!r}"
+            )
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | str]:
         return asdict(self)
 
 
@@ -49,7 +59,8 @@ class DSANNet(nn.Module):
         self.temporal = TemporalEncoder(self.cfg.channels, h)
         self.spatial = SpatialEncoder(self.cfg.node_features, h)
         self.fusion = PodAttentionFusion(self.cfg.features, h)
-        self.head = ScoreHead(self.cfg.features, h)
+        prior = [f.name for f in FEATURES].index(PRIOR_FEATURE)
+        self.head = ScoreHead(self.cfg.features, h, self.cfg.head == "residual", prior)
 
     def reset_parameters(self) -> None:
         for m in (self.temporal, self.spatial, self.fusion, self.head):

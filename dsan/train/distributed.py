@@ -58,7 +58,7 @@ class DistConfig:
 _MODEL: DSANNet | None = None
 
 
-def _local_model(cfg: dict[str, int], state: dict[str, torch.Tensor]) -> DSANNet:
+def _local_model(cfg: dict[str, Any], state: dict[str, torch.Tensor]) -> DSANNet:
     global _MODEL
     if _MODEL is None:
         _MODEL = DSANNet(ModelConfig(**cfg))
@@ -139,7 +139,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     env = a.env()
-    model = DSANNet(ModelConfig(hidden=a.hidden))
+    model = DSANNet(ModelConfig(hidden=a.hidden, head=a.head))
     init = a.extra.get("init_weights")
     if init:
         model.load_state_dict(torch.load(init, weights_only=True))

@@ -37,6 +37,7 @@ class Args:
     out: str = "out/train"
     seed: int = 1
     hidden: int = 32
+    head: str = "mlp"  # "residual": FGD score x learned scale + zero-init residual
     n_nodes: int = 96
     workloads: tuple[str, ...] = (
         "openb_pod_list_default.csv",
@@ -218,7 +219,7 @@ def train(a: Args) -> dict[str, Any]:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     env = a.env()
-    model = DSANNet(ModelConfig(hidden=a.hidden))
+    model = DSANNet(ModelConfig(hidden=a.hidden, head=a.head))
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     eval_seeds = [EVAL_SEED_BASE + i for i in range(a.eval_episodes)]
     start_it, state = 0, {}
@@ -264,6 +265,8 @@ def train(a: Args) -> dict[str, Any]:
         )
         for g in opt.param_groups:
             g["lr"] = a.ppo_lr
+        # The warm-started model is the first "best": PPO must beat it to replace it.
+        torch.save(model.state_dict(), out / "best.pt")
     best = evaluate(model, env, eval_seeds) if start_it else log.last_eval
     bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:

@@ -85,3 +85,22 @@ def test_the_shipped_model_allocates_about_as_well_as_fgd_on_a_held_out_episode(
     fgd = evaluate(None, env, [20_000], "fgd")
     # Traces missing -> evaluate raises TracesNotFound; that is a broken checkout, not a skip.
     assert dsan >= fgd - 2.0, (dsan, fgd)
+
+
+def test_residual_head_round_trips_through_all_three_formats(tmp_path) -> None:
+    torch.manual_seed(1)
+    net = DSANNet(ModelConfig(hidden=8, head="residual"))
+    with torch.no_grad():  # a trained residual is non-zero: check it survives export
+        net.head.skip.weight.normal_()
+        net.head.prior_scale.fill_(2.0)
+    ex.save(net, tmp_path, version="r1", training={"seed": 1}, evaluation={})
+    eager, manifest = ex.load(tmp_path)
+    assert manifest["model"]["head"] == "residual"
+    script, _ = ex.load_torchscript(tmp_path)
+    exported, _ = ex.load_exported(tmp_path)
+    inputs = ex.example_inputs(n=29, m=7, e=50)
+    with torch.no_grad():
+        a, b, c = net(*inputs), script(*inputs), exported(*inputs)
+        torch.testing.assert_close(eager(*inputs)[0], a[0])
+    for other in (b, c):
+        torch.testing.assert_close(a[0], other[0], rtol=1e-5, atol=1e-5)

@@ -87,7 +87,34 @@ def test_serving_recomputes_embeddings_only_when_telemetry_changes(tmp_path) -> 
     snap.cpu_used[0] = 1000
     s2 = sm.logits(pod, snap, nodes)
     assert sm.embed_count == 1
-    snap.telemetry[3, -1, 2] = 0.9  # new telemetry sample: recompute
+    snap.telemetry[3, -1, 2] = 0.9  # new telemetry sample, announced: recompute
+    snap.telemetry_version += 1
     s3 = sm.logits(pod, snap, nodes)
     assert sm.embed_count == 2
     assert s2.shape == s3.shape == (n,)
+
+
+def test_untrained_residual_head_is_fgd_and_training_moves_it() -> None:
+    from dsan.features import FEATURE_NAMES
+
+    torch.manual_seed(3)
+    net = DSANNet(ModelConfig(hidden=8, head="residual"))
+    x, nx, tel, ei, ew, cand, mask = _inputs(seed=3)
+    col = FEATURE_NAMES.index("fgd_score_int")
+    x[:, col] = torch.randint(0, 100, (x.shape[0],)).float() / 100
+    logits, _ = net(x, nx, tel, ei, ew, cand, mask)
+    want = torch.where(mask, x[:, col] * 100, torch.full_like(logits, -1e9))
+    assert torch.allclose(logits, want, atol=1e-4)  # FGD's integer points, nothing else
+    # the residual is trainable: one gradient step on a non-FGD target changes the ranking
+    opt = torch.optim.SGD(net.parameters(), lr=0.5)
+    target = int(torch.argmin(torch.where(mask, want, torch.full_like(want, 1e9))))
+    loss = -torch.log_softmax(net(x, nx, tel, ei, ew, cand, mask)[0], 0)[target]
+    loss.backward()
+    opt.step()
+    moved, _ = net(x, nx, tel, ei, ew, cand, mask)
+    assert not torch.allclose(moved, want, atol=1e-3)
+
+
+def test_unknown_head_is_refused() -> None:
+    with pytest.raises(ValueError, match="head"):
+        ModelConfig(head="transformer")
