@@ -97,6 +97,10 @@ OVERRIDE: dict[str, Any] = {
             "metrics_port": -1,  # no /metrics: must not become a containerPort
             "crd_enabled": False,
             "crd_interval_s": 2.5,
+            "crd_backoff_max_s": 45,  # a YAML int for a float field
+            "register_backoff_max_s": 12.0,
+            "health_poll_s": 0.75,
+            "socket_check_s": 1.25,
         }
     },
 }

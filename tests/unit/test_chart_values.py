@@ -14,15 +14,8 @@ from sidecar.config import SidecarConfig
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "dsan-scheduler"
 #: PluginConfig fields the chart does not set: node_name comes from the downward API,
-#: kubeconfig is the in-cluster config; the rest have no `dsan deviceplugin` flag yet.
-NOT_IN_VALUES = {
-    "node_name",
-    "kubeconfig",
-    "crd_backoff_max_s",
-    "register_backoff_max_s",
-    "health_poll_s",
-    "socket_check_s",
-}
+#: kubeconfig is the in-cluster config.
+NOT_IN_VALUES = {"node_name", "kubeconfig"}
 
 
 def values() -> dict[str, Any]:
