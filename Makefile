@@ -8,7 +8,7 @@ export DSAN_CACHE := $(CACHE)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: help venv deps demo test test-unit test-fast lint bench proto cluster cluster-down cluster-demo control-plane clean
+.PHONY: help venv deps demo test test-unit test-fast go-test lint bench proto cluster cluster-down cluster-demo control-plane clean
 
 help:
 	@echo "make demo     short openb reproduction on embedded defaults (installs what it needs)"
@@ -35,8 +35,12 @@ demo: venv
 control-plane: deps
 	@bash hack/control-plane-build.sh
 
-test: venv deps control-plane
+test: venv deps control-plane go-test
 	$(BIN)/python -m pytest -q tests
+
+# Go unit tests of the scheduler plugin; reuses control-plane's build cache (warm: seconds).
+go-test: deps
+	@bash hack/go-test.sh
 
 test-unit: venv
 	$(BIN)/python -m pytest -q tests/unit
