@@ -158,6 +158,8 @@ N_FEATURES = 128
 #: Columns that do not depend on the pod or the allocation state: the node-embedding input.
 NODE_FEATURES = tuple(i for i, f in enumerate(FEATURES) if f.tier in ("base", "monitoring"))
 N_NODE_FEATURES = len(NODE_FEATURES)
+#: Positions of ``tel_age`` and ``tel_present`` in the node block (see :func:`age_columns`).
+AGE_COLUMNS = [FEATURE_NAMES.index("tel_age"), FEATURE_NAMES.index("tel_present")]
 assert len(FEATURES) == N_FEATURES, len(FEATURES)
 
 
@@ -399,10 +401,19 @@ def node_block(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F32:
         axis=-1,
     ).reshape(m, -1)
     c += list(stats.T)
-    age = np.full(m, np.inf) if snap.telemetry_age_s is None else snap.telemetry_age_s[nodes]
-    c.append(np.minimum(np.log1p(np.nan_to_num(age, posinf=1e9)) / np.log1p(3600.0), 1.0))
-    c.append(np.isfinite(age).astype(np.float64) if snap.telemetry is not None else np.zeros(m))
+    c += list(age_columns(snap, nodes).T)
     return np.stack(c, axis=1).astype(np.float32)
+
+
+def age_columns(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F64:
+    """``tel_age`` and ``tel_present`` of ``nodes`` (m, 2): the only node-block columns that
+    change without new telemetry (the sidecar's ages grow with the wall clock)."""
+    m = len(nodes)
+    age = np.full(m, np.inf) if snap.telemetry_age_s is None else snap.telemetry_age_s[nodes]
+    out = np.empty((m, 2))
+    out[:, 0] = np.minimum(np.log1p(np.nan_to_num(age, posinf=1e9)) / np.log1p(3600.0), 1.0)
+    out[:, 1] = np.isfinite(age) if snap.telemetry is not None else 0.0
+    return out
 
 
 def featurize(
@@ -534,11 +545,13 @@ def fgd_select_gpus(
 
 
 __all__ = [
+    "AGE_COLUMNS",
     "FEATURES",
     "FEATURE_NAMES",
     "NODE_FEATURES",
     "PlacementCache",
     "TargetWorkload",
+    "age_columns",
     "default_workload",
     "featurize",
     "fgd_select_gpus",

@@ -90,6 +90,9 @@ class ClusterSnapshot:
     images: list[frozenset[int]] | None = None
     #: Monotonic version: bumped by whoever mutates a snapshot in place (the simulator).
     version: int = 0
+    #: Bumped by whoever writes telemetry, static node columns or topology in place (the
+    #: sidecar's cache, the scenario simulator): DSAN keys its cached node embeddings on it.
+    telemetry_version: int = 0
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -138,6 +141,7 @@ class ClusterSnapshot:
             pod_count=None if self.pod_count is None else self.pod_count.copy(),
             images=None if self.images is None else list(self.images),
             version=self.version,
+            telemetry_version=self.telemetry_version,
         )
 
 

@@ -133,6 +133,8 @@ class GraphCache:
         self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
         self._version = 0
         self._tele_version = 0
+        #: Bumped when a node's static columns (capacity, model, topology, price) change.
+        self._static_version = 0
         self._tele_pub: tuple[int, npt.NDArray[np.float32]] | None = None
         self._tele_in_snap = -1  # telemetry version held by the published snapshot
         self._published: Published | None = None
@@ -200,6 +202,7 @@ class GraphCache:
             if i is not None and old == row:
                 return  # a heartbeat or status-only update: nothing we read changed
             self._rows[name] = row
+            self._static_version += 1
             if i is not None and old is not None and old[1:4] != row[1:4]:
                 # Capacity changed under a live row. Scorers that cache per snapshot object
                 # (FGD) only diff the used columns, so give them a new snapshot object.
@@ -495,6 +498,8 @@ class GraphCache:
                     names=list(self._names), gpu_models=list(self._models),
                     telemetry=self._tele_pub[1].copy(), telemetry_age_s=self._wall() - tele_time,
                     version=self._version, **cols)
+                # Ages alone do not count: stale telemetry is the fallback's business.
+                snap.telemetry_version = self._tele_version + self._static_version
             else:
                 for k, v in live.items():
                     np.copyto(getattr(snap, k), v)
@@ -505,6 +510,7 @@ class GraphCache:
                     np.copyto(snap.telemetry, self._tele_pub[1])
                 np.subtract(self._wall(), tele_time, out=snap.telemetry_age_s)
                 snap.version = self._version
+                snap.telemetry_version = self._tele_version + self._static_version
             self._tele_in_snap = self._tele_pub[0]
             pub = Published(snap=snap, index=self._index_pub, models=self._models_pub,
                             telemetry_time=tele_time, at=now, version=self._version)

@@ -1,25 +1,33 @@
 """Serving DSAN: cached node embeddings, a small per-pod head.
 
 The LSTM + GNN embeddings of all nodes depend only on static node columns, telemetry and
-topology, never on the pod or on allocations, so :class:`ServingModel` keeps them keyed by a
-fingerprint of exactly those inputs and recomputes them only when telemetry (or the node
-set) changes. Per pod the hot path is: featurize the candidates, index the cached
-embeddings, run the head. No per-node Python, no logging.
+topology, never on the pod or on allocations, so :class:`ServingModel` keeps them and
+recomputes them only when the snapshot says those inputs changed: a different node set or
+column objects, or a new :attr:`~dsan.snapshot.ClusterSnapshot.telemetry_version` (bumped by
+the sidecar's cache and the simulator whenever they write telemetry, static columns or
+topology). An explicit counter costs O(1) per pod where hashing the columns cost O(n).
+
+Telemetry *age* grows on every request in the sidecar; it does not invalidate embeddings
+(nodes whose telemetry is too old are scored by the sidecar's fallback instead), but the
+per-pod features carry the current age. Per pod the hot path is: featurize the candidates,
+gather the cached embeddings, run the head. No per-node Python, no logging.
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
 from dsan.features import (
+    AGE_COLUMNS,
     N_NODE_FEATURES,
     PlacementCache,
     TargetWorkload,
+    age_columns,
     default_workload,
     featurize,
     node_block,
@@ -31,9 +39,10 @@ from dsan.model.net import DSANNet
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
 
-def _fingerprint(snap: ClusterSnapshot) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for arr in (
+def _inputs(snap: ClusterSnapshot) -> tuple[Any, ...]:
+    """The objects the embeddings were computed from: replaced objects mean new inputs."""
+    return (
+        snap.names,
         snap.cpu_cap,
         snap.mem_cap,
         snap.gpu_count,
@@ -41,22 +50,30 @@ def _fingerprint(snap: ClusterSnapshot) -> bytes:
         snap.zone,
         snap.rack,
         snap.nvlink,
-        snap.telemetry,
-        snap.telemetry_age_s,
         snap.hourly_cost,
-    ):
-        h.update(b"-" if arr is None else np.ascontiguousarray(arr).tobytes())
-    h.update("\0".join(snap.names).encode())  # node set and order (name rank feature)
-    return h.digest()
+        snap.taint_mask,
+        snap.images,
+        snap.telemetry,
+    )
 
 
 class ServingModel:
     """A DSAN model plus the node-embedding cache of the last snapshot seen."""
 
-    def __init__(self, model: DSANNet, workload: TargetWorkload | None = None) -> None:
+    def __init__(
+        self,
+        model: DSANNet,
+        workload: TargetWorkload | None = None,
+        manifest: dict[str, Any] | None = None,
+    ) -> None:
         self.model = model.eval()
         self.workload = workload
-        self._key: bytes | None = None
+        #: The model directory's manifest (version, schema, training), empty for a bare model.
+        self.manifest = manifest or {}
+        # Holding the objects themselves (not their ids) means an id can never be reused.
+        self._inputs: tuple[Any, ...] | None = None
+        self._tver = -1
+        self._len = -1
         self._emb = torch.zeros(0)
         self._node_cols = np.zeros((0, N_NODE_FEATURES), dtype=np.float32)
         #: How many times the embeddings were recomputed (observability and tests).
@@ -67,13 +84,17 @@ class ServingModel:
     def from_dir(
         cls, model_dir: str | Path = DEFAULT_DIR, workload: TargetWorkload | None = None
     ) -> ServingModel:
-        model, _ = load(model_dir)
-        return cls(model, workload)
+        model, manifest = load(model_dir)
+        return cls(model, workload, manifest)
+
+    def _fresh(self, snap: ClusterSnapshot) -> bool:
+        if self._tver != snap.telemetry_version or self._len != len(snap) or self._inputs is None:
+            return False
+        return all(a is b for a, b in zip(self._inputs, _inputs(snap), strict=True))
 
     def refresh(self, snap: ClusterSnapshot) -> None:
         """Recompute node embeddings if telemetry, static columns or topology changed."""
-        key = _fingerprint(snap)
-        if key == self._key:
+        if self._fresh(snap):
             return
         nodes = np.arange(len(snap), dtype=np.int64)
         self._node_cols = node_block(snap, nodes)
@@ -85,7 +106,7 @@ class ServingModel:
                 ei,
                 ew,
             )
-        self._key = key
+        self._inputs, self._tver, self._len = _inputs(snap), snap.telemetry_version, len(snap)
         self.embed_count += 1
 
     def logits(
@@ -99,12 +120,13 @@ class ServingModel:
         w = self.workload or default_workload()
         if self._cache is None or self._cache.workload is not w:
             self._cache = PlacementCache(w)
-        x, _ = featurize(pod, snap, nodes, w, node_cols=self._node_cols[nodes], cache=self._cache)
-        idx = torch.from_numpy(nodes)
+        cols = self._node_cols[nodes]  # a fresh copy (fancy indexing): safe to update
+        cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
+        x, _ = featurize(pod, snap, nodes, w, node_cols=cols, cache=self._cache)
         with torch.inference_mode():
             logit, _ = self.model.score(
                 torch.from_numpy(x),
-                self._emb.index_select(0, idx),
+                self._emb[torch.from_numpy(nodes)],
                 torch.ones(len(nodes), dtype=torch.bool),
                 torch.zeros(len(nodes), dtype=torch.long),
                 1,

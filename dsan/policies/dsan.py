@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dsan.features import TargetWorkload, default_workload, fgd_select_gpus
+from dsan.features import TargetWorkload, default_workload, fgd_select_gpus, schema_hash
 from dsan.model.export import DEFAULT_DIR
 from dsan.model.serving import ServingModel
 from dsan.snapshot import ClusterSnapshot, PodSpec
@@ -23,11 +23,15 @@ from dsan.snapshot import ClusterSnapshot, PodSpec
 
 class DSANScorer:
     name = "dsan"
+    #: DSAN reads telemetry: the sidecar scores nodes with stale telemetry by its fallback.
+    uses_telemetry = True
 
     def __init__(self, serving: ServingModel, workload: TargetWorkload | None = None) -> None:
         self.serving = serving
         self.workload = workload or default_workload()
         self.serving.workload = self.workload
+        # The sidecar's policy-info metric shows it: which model and feature schema score.
+        self.version = f"{serving.manifest.get('version', 'untrained')}+{schema_hash()}"
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]

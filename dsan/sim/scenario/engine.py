@@ -121,6 +121,7 @@ class Engine(SchedulingMixin, ProgressMixin):
         tel[:, :-steps] = tel[:, steps:]
         tel[:, -steps:] = sample[:, None, :]
         s.telemetry_age_s[:] = t1 - k * iv
+        s.telemetry_version += 1  # DSAN's cached node embeddings are now stale
 
     def decisions(self) -> Generator[Decision, int, None]:
         """Run to the horizon, yielding one :class:`Decision` per pod placement."""

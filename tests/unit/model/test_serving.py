@@ -1,0 +1,156 @@
+"""ServingModel: the cached fast path gives the reference forward's logits, and the
+embeddings are recomputed exactly when their inputs change (telemetry_version, objects)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dsan.features import (
+    default_workload,
+    featurize,
+    fgd_select_gpus,
+    node_block,
+    schema_hash,
+    telemetry_of,
+)
+from dsan.filtering import allocate, feasible_nodes
+from dsan.model.graph import build_graph
+from dsan.model.net import DSANNet, ModelConfig
+from dsan.model.serving import ServingModel
+from dsan.policies.dsan import DSANScorer
+from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+
+
+def _snap(n: int = 40, seed: int = 0) -> ClusterSnapshot:
+    rng = np.random.default_rng(seed)
+    gpus = rng.choice([0, 2, 4, 8], size=n)
+    snap = empty_snapshot(
+        [f"node-{(i * 7) % n:03d}" for i in range(n)],
+        rng.choice([32000, 64000, 96000], size=n),
+        rng.choice([131072, 262144], size=n),
+        gpus,
+        np.where(gpus > 0, rng.integers(0, 3, size=n), -1),
+        ["A100", "V100", "T4"],
+    )
+    snap.zone = (np.arange(n) // 20).astype(np.int32)
+    snap.rack = (np.arange(n) // 5).astype(np.int32)
+    snap.nvlink = np.where(gpus >= 4, np.arange(n) // 2, -1).astype(np.int32)
+    snap.hourly_cost = rng.uniform(0.5, 3.0, size=n)
+    snap.telemetry = rng.random((n, 6, 5)).astype(np.float32)
+    snap.telemetry_age_s = rng.uniform(0, 60, size=n)
+    snap.cpu_used[:] = rng.uniform(0, 0.5, size=n) * snap.cpu_cap
+    snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 250, 500, 1000], (n, 8)), 0)
+    return snap
+
+
+def _reference(
+    model: DSANNet, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray
+) -> np.ndarray:
+    """Everything recomputed from the snapshot, one full forward: no caches at all."""
+    allnodes = np.arange(len(snap), dtype=np.int64)
+    x, _ = featurize(pod, snap, nodes)
+    ei, ew = build_graph(snap)
+    with torch.inference_mode():
+        logit, _ = model(
+            torch.from_numpy(x),
+            torch.from_numpy(node_block(snap, allnodes)),
+            torch.from_numpy(telemetry_of(snap, allnodes)),
+            ei,
+            ew,
+            torch.from_numpy(nodes),
+            torch.ones(len(nodes), dtype=torch.bool),
+        )
+    return logit.double().numpy()
+
+
+def _arr(a: np.ndarray | None) -> np.ndarray:
+    assert a is not None
+    return a
+
+
+@pytest.fixture
+def model() -> DSANNet:
+    torch.manual_seed(0)
+    return DSANNet(ModelConfig(hidden=16))
+
+
+PODS = [
+    PodSpec("share", 4000, 16384, 1, 500),
+    PodSpec("whole", 8000, 32768, 2, 1000),
+    PodSpec("cpu", 2000, 4096),
+]
+
+
+def test_fast_path_matches_reference_across_allocations_and_telemetry(model: DSANNet) -> None:
+    snap = _snap()
+    sm = ServingModel(model)
+    for step in range(12):
+        pod = PODS[step % len(PODS)]
+        nodes = feasible_nodes(pod, snap)
+        got = sm.logits(pod, snap, nodes)
+        np.testing.assert_allclose(got, _reference(model, pod, snap, nodes), atol=1e-5, rtol=0)
+        best = int(nodes[int(np.argmax(got))])
+        # The snapshot changes between pods, as in the sidecar.
+        allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, default_workload()))
+        if step % 4 == 3:  # new telemetry, written in place, announced by the version
+            _arr(snap.telemetry)[step % len(snap), -1] = 0.9
+            _arr(snap.telemetry_age_s)[:] += 10.0
+            snap.telemetry_version += 1
+    assert sm.embed_count == 1 + 2  # bumps after steps 3 and 7 (the one after 11 is unused)
+
+
+def test_embeddings_recomputed_only_when_their_inputs_change(model: DSANNet) -> None:
+    snap = _snap()
+    sm = ServingModel(model)
+    pod = PODS[0]
+    nodes = feasible_nodes(pod, snap)
+    sm.logits(pod, snap, nodes)
+    _arr(snap.telemetry_age_s)[:] += 5.0  # ages grow with the clock: no recompute...
+    aged = sm.logits(pod, snap, nodes)
+    assert sm.embed_count == 1
+    assert aged.shape == (len(nodes),)
+    snap.telemetry_version += 1
+    sm.logits(pod, snap, nodes)
+    assert sm.embed_count == 2
+    other = snap.copy()  # new column objects (another snapshot), same version: recompute
+    sm.logits(pod, other, nodes)
+    assert sm.embed_count == 3
+    np.testing.assert_allclose(
+        sm.logits(pod, other, nodes), _reference(model, pod, other, nodes), atol=1e-5, rtol=0
+    )
+
+
+def test_age_only_change_keeps_head_features_current(model: DSANNet) -> None:
+    """With ages moved but embeddings kept, the result equals a forward whose embeddings saw
+    the old ages and whose per-pod features see the new ones."""
+    snap = _snap()
+    sm = ServingModel(model)
+    pod = PODS[1]
+    nodes = feasible_nodes(pod, snap)
+    sm.logits(pod, snap, nodes)
+    emb = sm._emb.clone()
+    _arr(snap.telemetry_age_s)[:] = 4000.0  # clipped to the maximum age feature
+    got = sm.logits(pod, snap, nodes)
+    x, _ = featurize(pod, snap, nodes)
+    with torch.inference_mode():
+        want, _ = model.score(
+            torch.from_numpy(x), emb[torch.from_numpy(nodes)],
+            torch.ones(len(nodes), dtype=torch.bool), torch.zeros(len(nodes), dtype=torch.long), 1,
+        )
+    np.testing.assert_allclose(got, want.double().numpy(), atol=1e-5, rtol=0)
+
+
+def test_scorer_reports_version_and_reads_telemetry(model: DSANNet) -> None:
+    bare = DSANScorer(ServingModel(model))
+    assert bare.uses_telemetry is True
+    assert bare.version == f"untrained+{schema_hash()}"
+    shipped = ServingModel(model, manifest={"version": "dsan-1-42"})
+    assert DSANScorer(shipped).version == f"dsan-1-42+{schema_hash()}"
+
+
+def test_snapshot_copy_keeps_telemetry_version() -> None:
+    snap = _snap(8)
+    snap.telemetry_version = 7
+    assert snap.copy().telemetry_version == 7
