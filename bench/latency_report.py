@@ -1,6 +1,9 @@
 """Turn bench/test_score_latency.py's --benchmark-json into docs/results/latency.md.
 
-    .venv/bin/python bench/latency_report.py out/latency.json [docs/results/latency.md]
+    .venv/bin/python bench/latency_report.py out/latency.json [docs/results/latency.md \
+        [out/latency-breakdown.json]]
+
+The optional third file (bench/latency_breakdown.py) adds the per-step costs of one request.
 
 Ratios are taken between benchmarks of the same run (same machine state), never across runs.
 """
@@ -38,7 +41,29 @@ def verdict(ok: bool) -> str:
     return "meets" if ok else "misses"
 
 
-def render(res: dict[tuple[str, int, str], dict[str, float]], source: str) -> str:
+def render_breakdown(steps: dict[str, dict[str, float]]) -> list[str]:
+    """Per-step minimum times (us) from bench/latency_breakdown.py, one column per world."""
+    cols = list(steps)
+    names = list(next(iter(steps.values())))
+    lines = [
+        "",
+        "## Where the time goes (per step, in process)",
+        "",
+        "Each step of one request timed alone by `bench/latency_breakdown.py` (minimum of 300 "
+        "calls, microseconds: the cost of the work itself, without the preemptions that set "
+        "the p99 above). Columns are policy and node count; every candidate is a known node.",
+        "",
+        "| step | " + " | ".join(cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for step in names:
+        lines.append(f"| {step} | " + " | ".join(
+            f"{steps[c].get(step, float('nan')):,.0f}" for c in cols) + " |")
+    return lines
+
+
+def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
+           steps: dict[str, dict[str, float]] | None = None) -> str:
     sizes = sorted({n for _, n, _ in res})
     loads = [v["load"] for v in res.values() if v["load"] == v["load"]]
     rounds = sorted({int(v["rounds"]) for v in res.values()})
@@ -134,6 +159,8 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str) -> st
             note = (verdict(r["p99"] <= BUDGET_GRPC_S) + " 1 ms") if n == 1000 else "-"
             row += f" {us(r['p50'])} / {us(r['p99'])} (server {us(r['server'])}) | {note} |"
         lines.append(row)
+    if steps:
+        lines += render_breakdown(steps)
     return "\n".join(lines) + "\n"
 
 
@@ -143,7 +170,8 @@ def main(argv: list[str]) -> int:
         return 2
     src = Path(argv[0])
     dst = Path(argv[1]) if len(argv) > 1 else Path("docs/results/latency.md")
-    text = render(load(src), src.name)
+    steps = json.loads(Path(argv[2]).read_text()) if len(argv) > 2 else None
+    text = render(load(src), src.name, steps)
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text(text + _NOTES)
     print(text)

@@ -1,0 +1,117 @@
+"""Where the sidecar's score latency goes: each step of one request timed alone, in process.
+
+    .venv/bin/python bench/latency_breakdown.py out/latency-breakdown.json
+
+Every figure is the minimum over 300 single calls (the cost of the work itself, without the
+shared machine's preemptions that dominate the p99 of bench/test_score_latency.py), for the
+same worlds, pods and node names as that benchmark. ``bench/latency_report.py`` prints them
+beside the end-to-end numbers to show which part of each budget is physically reachable.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import timeit
+from collections.abc import Callable
+from itertools import repeat
+from json.encoder import encode_basestring
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_score_latency import POLICIES, SIZES, VARIANTS, pod, world
+
+from dsan.api.gen.scorer_v1 import scorer_pb2
+from dsan.filtering import feasible
+from sidecar.extender import ExtenderApp, encode_priorities, parse_args
+from sidecar.grpc_server import ScoreHandler
+from sidecar.scoring import fast_feasible, fast_normalize
+
+
+def best_us(fn: Callable[..., object], setup: Callable[[], object] | None = None) -> float:
+    if setup is None:
+        fn()
+        return min(timeit.repeat(fn, number=1, repeat=300)) * 1e6
+    times = []
+    for _ in range(300):
+        arg = setup()
+        t = timeit.default_timer()
+        fn(arg)
+        times.append(timeit.default_timer() - t)
+    return min(times) * 1e6
+
+
+def measure(n: int, policy: str) -> dict[str, float]:
+    w = world(n, policy)
+    svc, cache, names, spec = w.service, w.service.cache, w.names, w.spec
+    pub = cache.snapshot()
+    idx, snap = pub.index, pub.snap
+    rows = np.arange(len(names))
+    keys = itertools.cycle([f"bench-uid-{i}" for i in range(VARIANTS)])
+    bodies = itertools.cycle([json.dumps({"Pod": pod(i), "Nodes": None,
+                                          "NodeNames": names}).encode()
+                              for i in range(VARIANTS)])
+    body = next(bodies)
+    reqs = itertools.cycle([scorer_pb2.ScoreRequest(
+        pod=scorer_pb2.Pod(name=f"bench-{i}", namespace="default", uid=f"bench-uid-{i}",
+                           requests={"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+                           annotations={"dsan.io/gpu-milli": "500"}),
+        node_names=names).SerializeToString() for i in range(VARIANTS)])
+    raw = svc.engine.scorer.score(spec, snap, rows)
+    scores10 = fast_normalize(raw, 10)
+    app, handler = ExtenderApp(svc), ScoreHandler(svc)
+
+    def lookup(ns: list[str]) -> object:
+        return np.fromiter(map(idx.get, ns, repeat(-1)), dtype=np.int64, count=len(ns))
+
+    def assumed_snapshot() -> object:
+        cache.assume(next(keys), spec, names[1])
+        return cache.snapshot().snap
+
+    def refresh() -> object:
+        cache._touch()  # as after an assumption: the next snapshot() republishes
+        return cache.snapshot()
+
+    return {
+        "floor dot": best_us(lambda: int(np.argmax(w.vectors @ w.pod_vec))),
+        "name lookup (hashed names)": best_us(lambda: lookup(names)),
+        "name lookup (fresh names, as decoded)": best_us(
+            lookup, lambda: [(s + " ")[:-1] for s in names]),
+        "snapshot refresh after a change": best_us(refresh),
+        "feasibility (dsan.filtering)": best_us(lambda: feasible(spec, snap)),
+        "feasibility (sidecar popcount)": best_us(lambda: fast_feasible(spec, snap)),
+        "policy (snapshot unchanged)": best_us(lambda: svc.engine.scorer.score(spec, snap, rows)),
+        "policy (after an assumption)": best_us(
+            lambda s: svc.engine.scorer.score(spec, s, rows),
+            lambda: assumed_snapshot()),
+        "normalise": best_us(lambda: fast_normalize(raw, 100)),
+        "assume": best_us(lambda: cache.assume(next(keys), spec, names[1])),
+        "ScoringService.score": best_us(
+            lambda: svc.score("inprocess", spec, next(keys), names, 100)),
+        "HTTP decode: orjson.loads": best_us(lambda: orjson.loads(body)),
+        "HTTP decode: stdlib json.loads": best_us(lambda: json.loads(body)),
+        "HTTP decode: parse_args (orjson + checks)": best_us(lambda: parse_args(body)),
+        "HTTP encode (orjson + numpy)": best_us(lambda: encode_priorities(names, scores10)),
+        "HTTP encode (stdlib format per node)": best_us(lambda: "[" + ",".join(map(
+            '{{"Host":{},"Score":{}}}'.format, map(encode_basestring, names),
+            scores10.tolist())) + "]"),
+        "ExtenderApp.prioritize (no socket)": best_us(lambda: app.prioritize(next(bodies))),
+        "gRPC handler (no socket)": best_us(lambda: handler._score(next(reqs))),
+    }
+
+
+def main(argv: list[str]) -> int:
+    out = {f"{policy} {n}": measure(n, policy) for policy in POLICIES for n in SIZES}
+    text = json.dumps(out, indent=1)
+    if argv:
+        Path(argv[0]).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
