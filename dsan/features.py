@@ -20,6 +20,7 @@ idle share of every GPU too small for it; a node that cannot wastes all its idle
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -170,28 +171,11 @@ def schema_hash() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@functools.cache
 def default_workload() -> TargetWorkload:
-    """openb ``default``'s target workload (engineer A's embedded table), cached."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        try:
-            _DEFAULT = TargetWorkload.default()
-        except ImportError:  # table not generated yet: the README's most common shapes
-            rows = [
-                (8000, 1000, 1, 3911),
-                (4000, 0, 0, 1088),
-                (6000, 810, 1, 1078),
-                (6000, 470, 1, 750),
-                (4000, 320, 1, 328),
-                (6000, 650, 1, 253),
-            ]
-            _DEFAULT = TargetWorkload.from_shapes(
-                [(r[0], r[1], r[2], ()) for r in rows], [r[3] for r in rows]
-            )
-    return _DEFAULT
-
-
-_DEFAULT: TargetWorkload | None = None
+    """openb ``default``'s target workload: engineer A's canonical
+    :meth:`dsan.policies.target.TargetWorkload.default` (embedded table), built once."""
+    return TargetWorkload.default()
 
 
 def fragmentation(

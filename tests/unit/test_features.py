@@ -208,3 +208,26 @@ def test_placement_cache_gives_the_same_features_as_a_fresh_computation() -> Non
         np.testing.assert_array_equal(fresh, cached)
         node = int(nodes[int(rng.integers(len(nodes)))])
         allocate(snap, pod, node, best_fit_gpus(pod, snap, node))
+
+
+def test_default_workload_is_the_canonical_openb_target() -> None:
+    from dsan.features import default_workload
+
+    w, canon = default_workload(), TargetWorkload.default()
+    assert default_workload() is w  # built once
+    assert isinstance(w, TargetWorkload) and w.models == canon.models
+    for col in ("cpu_milli", "gpu_milli", "num_gpu", "freq"):
+        np.testing.assert_array_equal(getattr(w, col), getattr(canon, col))
+
+
+def test_age_columns_are_the_node_blocks_age_columns() -> None:
+    from dsan.features import AGE_COLUMNS, age_columns, node_block
+
+    snap = _two_nodes()
+    snap.telemetry = np.zeros((2, 6, 5), dtype=np.float32)
+    snap.telemetry_age_s = np.array([30.0, np.inf])
+    nodes = np.array([1, 0], dtype=np.int64)
+    got = age_columns(snap, nodes)
+    np.testing.assert_array_equal(got.astype(np.float32), node_block(snap, nodes)[:, AGE_COLUMNS])
+    assert got[0].tolist() == [1.0, 0.0]  # never seen: oldest, absent
+    assert got[1, 0] == pytest.approx(math.log1p(30.0) / math.log1p(3600.0)) and got[1, 1] == 1.0
