@@ -154,3 +154,29 @@ def test_snapshot_copy_keeps_telemetry_version() -> None:
     snap = _snap(8)
     snap.telemetry_version = 7
     assert snap.copy().telemetry_version == 7
+
+
+def test_sidecar_cache_bumps_telemetry_version_for_telemetry_and_nodes_not_pods() -> None:
+    """The contract the embedding cache relies on, on the sidecar's real cache."""
+    from datetime import UTC, datetime, timedelta
+
+    from sidecar import kubeobjects as ko
+    from sidecar.cache import GraphCache
+    from sidecar.config import SidecarConfig
+
+    cache = GraphCache(SidecarConfig(http_port=0, grpc_port=0))
+    for nd in ko.cluster(4):
+        cache.upsert_node(nd)
+    name = next(nd["metadata"]["name"] for nd in ko.cluster(4)
+                if nd["status"]["allocatable"].get("nvidia.com/gpu"))
+    v0 = cache.snapshot().snap.telemetry_version
+    cache.upsert_pod(ko.pod("p", cpu="2", node_name=name, phase="Running"))
+    cache.assume("uid-q", PodSpec("q", 1000, 1024), name)
+    assert cache.snapshot().snap.telemetry_version == v0  # allocations: embeddings stay
+    t0 = datetime.now(UTC) - timedelta(seconds=30)
+    cache.upsert_telemetry(ko.telemetry(name, util=[[50.0, 60.0]], sampled_at=t0))
+    v1 = cache.snapshot().snap.telemetry_version
+    assert v1 > v0
+    relabelled = ko.node(name, cpu="64", memory="256Gi", gpus=8, model="A100", rack="r9")
+    cache.upsert_node(relabelled)  # topology changed: recompute
+    assert cache.snapshot().snap.telemetry_version > v1
