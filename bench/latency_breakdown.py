@@ -27,9 +27,9 @@ from test_score_latency import POLICIES, SIZES, VARIANTS, pod, world
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from dsan.filtering import feasible
+from dsan.policies.base import normalize
 from sidecar.extender import ExtenderApp, encode_priorities, parse_args
 from sidecar.grpc_server import ScoreHandler
-from sidecar.scoring import fast_feasible, fast_normalize
 
 
 def best_us(fn: Callable[..., object], setup: Callable[[], object] | None = None) -> float:
@@ -62,7 +62,7 @@ def measure(n: int, policy: str) -> dict[str, float]:
                            annotations={"dsan.io/gpu-milli": "500"}),
         node_names=names).SerializeToString() for i in range(VARIANTS)])
     raw = svc.engine.scorer.score(spec, snap, rows)
-    scores10 = fast_normalize(raw, 10)
+    scores10 = normalize(raw, 10)
     app, handler = ExtenderApp(svc), ScoreHandler(svc)
 
     def lookup(ns: list[str]) -> object:
@@ -86,12 +86,11 @@ def measure(n: int, policy: str) -> dict[str, float]:
             lookup, lambda: [(s + " ")[:-1] for s in names]),
         "snapshot refresh after a change": best_us(refresh),
         "feasibility (dsan.filtering)": best_us(lambda: feasible(spec, snap)),
-        "feasibility (sidecar popcount)": best_us(lambda: fast_feasible(spec, snap)),
         "policy (snapshot unchanged)": best_us(lambda: svc.engine.scorer.score(spec, snap, rows)),
         "policy (after an assumption)": best_us(
             lambda s: svc.engine.scorer.score(spec, s, rows),
             lambda: assumed_snapshot()),
-        "normalise": best_us(lambda: fast_normalize(raw, 100)),
+        "normalise": best_us(lambda: normalize(raw, 100)),
         "assume": best_us(lambda: cache.assume(next(keys), spec, next(winners))),
         "ScoringService.score": best_us(
             lambda: svc.score("inprocess", spec, next(keys), names, 100)),

@@ -223,8 +223,8 @@ The p50 ratios and the per-step table are the stable signal.
   `str.format` per node. The no-op floor uses the same codec (a fair floor, so the HTTP
   ratio got harder, not easier: the sidecar's own work is now a larger share).
 * Feasibility: the GPU-share count over the (n, 8) free-share mask is a popcount of each
-  row's 8 bool bytes read as one uint64 (`sidecar.scoring.fast_feasible`, hypothesis-tested
-  equal to `dsan.filtering.feasible`): 76 -> 10 us at 5,000 nodes. numpy's
+  row's 8 bool bytes read as one uint64 (`dsan.filtering.feasible`, hypothesis-tested
+  against a per-node reference): 76 -> 10 us at 5,000 nodes. numpy's
   `sum(axis=1)` over 8-wide rows costs ~15 ns per node.
 * Looked at and left: the snapshot refresh after each assumption copies the live columns
   (O(n), but memcpy: 7-16 us at 100-5,000 nodes); tracking dirty rows would cost as much in

@@ -63,24 +63,30 @@ def best_fit_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, 
 
 
 def normalize(
-    scores: npt.NDArray[np.float64], max_score: int = MAX_NODE_SCORE
+    scores: npt.ArrayLike, max_score: int = MAX_NODE_SCORE
 ) -> npt.NDArray[np.int64]:
     """Min-max scale onto 0..max_score as integers; all-equal scores map to max_score.
 
-    Non-finite scores (a scorer's bug or a missing feature) rank lowest instead of poisoning
-    the scale.
+    Non-finite scores (a scorer's bug or a missing feature) rank lowest (0) instead of
+    poisoning the scale. All-finite input, the usual case, costs three reductions.
     """
-    if scores.size == 0:
+    s = np.asarray(scores, dtype=np.float64)
+    if s.size == 0:
         return np.zeros(0, dtype=np.int64)
-    s = np.where(np.isfinite(scores), scores, np.nan)
-    lo, hi = (
-        np.nanmin(s) if np.any(np.isfinite(s)) else 0.0,
-        np.nanmax(s) if np.any(np.isfinite(s)) else 0.0,
-    )
+    finite = np.isfinite(s)
+    all_finite = bool(finite.all())
+    if not all_finite and not finite.any():
+        return np.zeros(s.shape, dtype=np.int64)
+    lo, hi = (s.min(), s.max()) if all_finite else (s[finite].min(), s[finite].max())
     if not hi > lo:
-        out = np.full(scores.shape, max_score, dtype=np.int64)
+        out = np.full(s.shape, float(max_score))
     else:
-        out = np.rint((s - lo) * (max_score / (hi - lo)))
-        out = np.nan_to_num(out, nan=0.0).astype(np.int64)
-    out[~np.isfinite(scores)] = 0
-    return out
+        with np.errstate(invalid="ignore", over="ignore"):
+            span = hi - lo
+            if np.isfinite(span):
+                out = np.rint((s - lo) * (max_score / span))
+            else:  # the span overflows float64: scale both ends down first
+                out = np.rint((s / 2 - lo / 2) * (max_score / (hi / 2 - lo / 2)))
+    if not all_finite:
+        out = np.where(finite, out, 0.0)
+    return out.astype(np.int64)

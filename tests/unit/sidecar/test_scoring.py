@@ -5,15 +5,12 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from dsan.policies.base import normalize
 from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
-from sidecar.scoring import NoKnownNodes, ScoringEngine, fast_normalize
+from sidecar.scoring import NoKnownNodes, ScoringEngine
 
 
 class CpuFree:
@@ -112,16 +109,6 @@ def test_filter_uses_our_view_and_passes_unknown_nodes() -> None:
     assert passed == ["n1", "new"] and list(failed) == ["n0"]
 
 
-@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=30),
-       st.sampled_from([10, 100]))
-def test_fast_normalize_matches_the_shared_normalize(values: list[float], top: int) -> None:
-    arr = np.array(values, dtype=np.float64)
-    with np.errstate(all="ignore"):
-        want = normalize(arr, top)
-        got = fast_normalize(arr, top)
-    assert got.tolist() == want.tolist()
-
-
 def test_a_failing_policy_degrades_to_the_fallback_and_is_counted() -> None:
     cache, names = setup(["2", "8", "4"])
 
@@ -144,31 +131,3 @@ def test_cpu_nodes_without_telemetry_are_not_stale() -> None:
     rows = cache.snapshot().index
     assert primary.calls == [[rows["cpu"]]] and fallback.calls == [[rows["gpu"]]]
     assert res.fallback == 1
-
-
-@given(st.data())
-def test_fast_feasible_matches_the_shared_filter(data: st.DataObject) -> None:
-    from dsan.filtering import feasible
-    from dsan.snapshot import MAX_GPUS
-    from sidecar.scoring import fast_feasible
-
-    n = data.draw(st.integers(1, 12))
-    ints = st.integers(0, 1000)
-    arr = data.draw(st.lists(st.lists(ints, min_size=MAX_GPUS, max_size=MAX_GPUS),
-                             min_size=n, max_size=n))
-    snap = ClusterSnapshot(
-        names=[f"n{i}" for i in range(n)],
-        cpu_cap=np.full(n, 8000.0), cpu_used=np.array(data.draw(st.lists(
-            st.floats(0, 8000), min_size=n, max_size=n))),
-        mem_cap=np.full(n, 1024.0), mem_used=np.array(data.draw(st.lists(
-            st.floats(0, 1024), min_size=n, max_size=n))),
-        gpu_count=np.full(n, MAX_GPUS, dtype=np.int32), gpu_model=np.zeros(n, dtype=np.int32),
-        gpu_free=np.array(arr, dtype=np.int32),
-        taint_mask=np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
-                            dtype=np.int64) if data.draw(st.booleans()) else None)
-    num = data.draw(st.integers(0, MAX_GPUS))
-    pod = PodSpec("p", cpu_milli=data.draw(st.floats(0, 8000)),
-                  mem_mib=data.draw(st.floats(0, 1024)), num_gpu=num,
-                  gpu_milli=data.draw(st.integers(1, 1000)) if num else 0,
-                  toleration_mask=data.draw(st.integers(0, 3)))
-    assert (fast_feasible(pod, snap) == feasible(pod, snap)).all()
