@@ -21,7 +21,7 @@ case "$gover" in
   *) echo "control-plane-build: need Go 1.26 (found $gover; 1.27's jsonv2 breaks kube-apiserver's OpenAPI)" >&2; exit 1 ;;
 esac
 
-src_hash="$(cat scheduler-plugin/go.mod scheduler-plugin/go.sum $(find scheduler-plugin -name '*.go' | sort) | sha1sum | cut -c1-12)"
+src_hash="$(cat scheduler-plugin/go.mod scheduler-plugin/go.sum $(find scheduler-plugin -name '*.go' ! -name '*_test.go' | sort) | sha1sum | cut -c1-12)"
 K8S_DIR="$CACHE/bin/k8s-$K8S_VERSION-$src_hash"
 KWOK_DIR="$CACHE/bin/kwok-$KWOK_VERSION"
 
