@@ -84,10 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         for s in seeds:
             for p in pols:
                 t0 = time.perf_counter()
-                cfg = OpenbConfig(paths.openb_csv(name), nodes_path, p, seed=s)
+                pol = "dsan" if p in extra else p
+                cfg = OpenbConfig(paths.openb_csv(name), nodes_path, pol, seed=s)
                 before = os.environ.get("DSAN_MODEL_DIR")
                 if p in extra:  # the dsan scorer reads its model from $DSAN_MODEL_DIR
-                    cfg = OpenbConfig(paths.openb_csv(name), nodes_path, "dsan", seed=s)
                     os.environ["DSAN_MODEL_DIR"] = extra[p]
                 r = run_openb(cfg, nodes, pods)
                 if p in extra:  # restore: "dsan" itself may come from $DSAN_MODEL_DIR
