@@ -110,7 +110,7 @@ class ScoreHead(nn.Module):
 
     ``residual`` (issue 4's principled fix): :math:`\ell_m = \mathrm{softplus}(a)\,100\,
     f_{m,\mathrm{fgd\_score\_int}} + w^\top f_m + \mathrm{MLP}(\dots)` with :math:`w` and the
-    MLP's last layer initialised at zero and softplus(a) = 1, so an untrained head ranks
+    MLP's last layer initialised at zero and softplus(a) ~ 1, so an untrained head ranks
     exactly as FGD (integer FGD points, ties left to the caller) and training can only move
     it where the reward says so. Infeasible rows get :data:`MASKED`, so
     they never win an argmax and get ~0 probability. ``segment`` (M,) names each row's pod,
@@ -126,7 +126,7 @@ class ScoreHead(nn.Module):
         self.residual = residual
         self.prior_col = prior_col
         self.masked: float = MASKED
-        # softplus(0.5413) = 1.0: one FGD integer point = one logit at initialisation.
+        # softplus(0.5413) = 0.99998: one FGD integer point ~ one logit at initialisation.
         self.prior_scale = nn.Parameter(torch.tensor(0.5413))
         self.skip = nn.Linear(features, 1)
         self.proj = nn.Linear(features, 2 * hidden)
