@@ -35,7 +35,7 @@ demo: venv
 control-plane: deps
 	@bash hack/control-plane-build.sh
 
-test: venv deps control-plane go-test
+test: venv deps control-plane go-test lint
 	$(BIN)/python -m pytest -q tests
 
 # Go unit tests of the scheduler plugin; reuses control-plane's build cache (warm: seconds).
