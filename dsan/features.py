@@ -30,7 +30,7 @@ import numpy.typing as npt
 from dsan.api.types import TASK_TYPES
 from dsan.policies.frag import node_frag
 from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
+from dsan.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, AllocationTracker, ClusterSnapshot, PodSpec
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -266,17 +266,14 @@ def placement(
 
 class PlacementCache:
     """Per pod shape, :func:`placement` results for every node, recomputed only for nodes
-    whose CPU or GPU state changed since (found by diffing the snapshot against a copy, as
-    engineer A's FGD scorer does). One placement changes one node, so on the simulator's and
-    the sidecar's hot path a pod costs O(changed nodes) what-ifs instead of O(N)."""
+    whose CPU or GPU state changed since (:class:`~dsan.snapshot.AllocationTracker`, shared
+    with the FGD scorer). One placement changes one node, so on the simulator's and the
+    sidecar's hot path a pod costs O(changed nodes) what-ifs instead of O(N)."""
 
     def __init__(self, workload: TargetWorkload) -> None:
         self.workload = workload
         self._names: list[str] = []
-        self._cpu = np.zeros(0)
-        self._gpu = np.zeros((0, MAX_GPUS), dtype=np.int32)
-        self._epoch = np.zeros(0, dtype=np.int64)
-        self._tick = 0
+        self._track = AllocationTracker()
         self._entries: dict[
             tuple[float, int, int],
             tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]],
@@ -285,18 +282,10 @@ class PlacementCache:
     def _sync(self, snap: ClusterSnapshot) -> None:
         if len(snap) != len(self._names) or snap.names != self._names:
             self._names = list(snap.names)
-            self._cpu, self._gpu = snap.cpu_used.copy(), snap.gpu_free.copy()
-            self._epoch = np.zeros(len(snap), dtype=np.int64)
-            self._tick, self._entries = 1, {}
+            self._track.reset(snap)
+            self._entries = {}
             return
-        changed = np.flatnonzero(
-            (snap.cpu_used != self._cpu) | (snap.gpu_free != self._gpu).any(axis=1)
-        )
-        if changed.size:
-            self._tick += 1
-            self._epoch[changed] = self._tick
-            self._cpu[changed] = snap.cpu_used[changed]
-            self._gpu[changed] = snap.gpu_free[changed]
+        self._track.sync(snap)
 
     def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> Placement:
         self._sync(snap)
@@ -311,12 +300,12 @@ class PlacementCache:
                 np.full(n, -1, dtype=np.int64),
             )
         before, after, slot, free_after, at = self._entries[key]
-        stale = nodes[at[nodes] < self._epoch[nodes]]
+        stale = self._track.stale(at, nodes)
         if stale.size:
             pl = placement(pod, snap, stale, self.workload)
             before[stale], after[stale], slot[stale] = pl.frag_before, pl.frag_after, pl.slot
             free_after[stale] = pl.free_after
-            at[stale] = self._tick
+            at[stale] = self._track.tick
         return Placement(before[nodes], after[nodes], free_after[nodes], slot[nodes])
 
 

@@ -170,3 +170,41 @@ def empty_snapshot(
         gpu_free=free.reshape(n, MAX_GPUS),
         gpu_models=list(gpu_models),
     )
+
+
+class AllocationTracker:
+    """Which nodes' CPU or GPU allocation changed since the last :meth:`sync`.
+
+    The shared bookkeeping of the incremental caches (FGD's scores, DSAN's placement what-ifs):
+    a cached per-node value remembers the tick at which it was computed and is stale once its
+    node's epoch is newer. One placement changes one node, so a pod costs O(changed nodes).
+    """
+
+    def __init__(self) -> None:
+        self.cpu_used = np.zeros(0)
+        self.gpu_free = np.zeros((0, MAX_GPUS), dtype=np.int32)
+        self.epoch = np.zeros(0, dtype=np.int64)
+        self.tick = 0
+
+    def reset(self, snap: ClusterSnapshot) -> None:
+        """Start over on ``snap``: every node counts as computed at tick 1's predecessor."""
+        self.cpu_used = snap.cpu_used.copy()
+        self.gpu_free = snap.gpu_free.copy()
+        self.epoch = np.zeros(len(snap), dtype=np.int64)
+        self.tick = 1
+
+    def sync(self, snap: ClusterSnapshot) -> I64:
+        """Record ``snap``'s allocations; returns the nodes that changed (their epoch bumped)."""
+        changed = np.flatnonzero(
+            (snap.cpu_used != self.cpu_used) | (snap.gpu_free != self.gpu_free).any(axis=1)
+        ).astype(np.int64)
+        if changed.size:
+            self.tick += 1
+            self.epoch[changed] = self.tick
+            self.cpu_used[changed] = snap.cpu_used[changed]
+            self.gpu_free[changed] = snap.gpu_free[changed]
+        return changed
+
+    def stale(self, computed_at: I64, nodes: I64) -> I64:
+        """The entries of ``nodes`` whose cached value predates their node's last change."""
+        return nodes[computed_at[nodes] < self.epoch[nodes]]

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from dsan.policies.base import MAX_NODE_SCORE, best_fit_gpus
 from dsan.policies.frag import node_frag
 from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
 
@@ -42,31 +42,21 @@ class FGDScorer:
     def __init__(self, target: TargetWorkload | None = None) -> None:
         self.target = target if target is not None else TargetWorkload.default()
         self._snap: ClusterSnapshot | None = None
-        self._cpu = np.zeros(0)
-        self._gpu = np.zeros((0, MAX_GPUS), dtype=np.int32)
+        self._track = AllocationTracker()
 
     # --- state tracking ------------------------------------------------------------------
     def _sync(self, snap: ClusterSnapshot) -> None:
-        if self._snap is not snap or self._cpu.shape != snap.cpu_used.shape:
+        if self._snap is not snap or self._track.cpu_used.shape != snap.cpu_used.shape:
             self._snap = snap
             self._access = self.target.access(snap)
-            self._cpu = snap.cpu_used.copy()
-            self._gpu = snap.gpu_free.copy()
-            self._epoch = np.zeros(len(snap), dtype=np.int64)
-            self._tick = 1
+            self._track.reset(snap)
             self._cache: dict[tuple[float, int, int], _Entry] = {}
             self._before = node_frag(
                 snap.cpu_cap - snap.cpu_used, snap.gpu_free, self._access, self.target
             )
             return
-        changed = np.flatnonzero(
-            (snap.cpu_used != self._cpu) | (snap.gpu_free != self._gpu).any(axis=1)
-        )
+        changed = self._track.sync(snap)
         if changed.size:
-            self._tick += 1
-            self._epoch[changed] = self._tick
-            self._cpu[changed] = snap.cpu_used[changed]
-            self._gpu[changed] = snap.gpu_free[changed]
             self._before[changed] = node_frag(
                 snap.cpu_cap[changed] - snap.cpu_used[changed],
                 snap.gpu_free[changed],
@@ -84,20 +74,20 @@ class FGDScorer:
                 np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
             )
             self._cache[key] = entry
-        stale = nodes[entry.at[nodes] < self._epoch[nodes]]
+        stale = self._track.stale(entry.at, nodes)
         if stale.size:
             score, gpu = self._compute(pod, snap, stale)
             entry.score[stale] = score
             entry.gpu[stale] = gpu
-            entry.at[stale] = self._tick
+            entry.at[stale] = self._track.tick
         return entry
 
     # --- scoring ----------------------------------------------------------------------------
     def _compute(
         self, pod: PodSpec, snap: ClusterSnapshot, idx: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-        free = self._gpu[idx]
-        cpu_after = snap.cpu_cap[idx] - self._cpu[idx] - pod.cpu_milli
+        free = self._track.gpu_free[idx]
+        cpu_after = snap.cpu_cap[idx] - self._track.cpu_used[idx] - pod.cpu_milli
         before = self._before[idx]
         access = self._access[:, idx]
         m = len(idx)

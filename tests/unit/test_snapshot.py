@@ -3,7 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.filtering import allocate
+from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec, empty_snapshot
 
 
 def test_empty_snapshot_gpu_slots() -> None:
@@ -43,3 +44,19 @@ def test_podspec_sharing() -> None:
         and PodSpec("p", 1, 1, 2, 1000).gpu_total_milli == 2000
     )
     assert not PodSpec("p", 1, 1).is_sharing
+
+
+def test_allocation_tracker_reports_exactly_the_changed_nodes() -> None:
+    snap = empty_snapshot(["a", "b", "c"], [8000] * 3, [1024] * 3, [2, 2, 0], [0, 0, -1], ["T4"])
+    track = AllocationTracker()
+    track.reset(snap)
+    computed_at = np.full(3, track.tick, dtype=np.int64)
+    assert track.sync(snap).tolist() == []
+    allocate(snap, PodSpec("p", 1000, 10, 1, 500), 1, (0,))
+    assert track.sync(snap).tolist() == [1]
+    assert track.stale(computed_at, np.arange(3, dtype=np.int64)).tolist() == [1]
+    computed_at[1] = track.tick
+    assert track.stale(computed_at, np.arange(3, dtype=np.int64)).tolist() == []
+    allocate(snap, PodSpec("q", 500, 10), 2, ())
+    assert track.sync(snap).tolist() == [2]
+    assert track.stale(computed_at, np.array([0, 2], dtype=np.int64)).tolist() == [2]
