@@ -17,6 +17,7 @@ from dsan.features import (
     fragmentation,
     schema_hash,
 )
+from dsan.policies.fgd import FGDScorer
 from dsan.policies.frag import FragTracker
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
@@ -103,8 +104,11 @@ def test_sharing_pod_takes_the_gpu_that_fragments_least() -> None:
     snap = empty_snapshot(["a"], [64000], [262144], [3], [0], ["M0"])
     snap.gpu_free[0, :3] = [1000, 600, 800]
     pod = PodSpec("p", 1000, 1000, 1, 300)
-    # 600 -> 300 leaves a GPU too small for the 500-milli shape; 800 -> 500 still fits it.
-    assert fgd_select_gpus(pod, snap, 0, _target()) == (2,)
+    # 600 -> 300 leaves a GPU too small for the 500-milli shape: never chosen. 1000 -> 700
+    # and 800 -> 500 both leave no fragment, tie on FGD's integer score, and FGD's plugin
+    # keeps the first of them (strict ">"), slot 0, as FGDScorer does.
+    assert fgd_select_gpus(pod, snap, 0, _target()) == (0,)
+    assert FGDScorer(_target()).select_gpus(pod, snap, 0) == (0,)
 
 
 def test_rows_do_not_depend_on_other_candidates_except_relative_columns() -> None:
