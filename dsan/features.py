@@ -237,7 +237,11 @@ class Placement:
 
 
 def placement(
-    pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64], w: TargetWorkload
+    pod: PodSpec,
+    snap: ClusterSnapshot,
+    nodes: npt.NDArray[np.int64],
+    w: TargetWorkload,
+    access: npt.NDArray[np.bool_] | None = None,
 ) -> Placement:
     """Fragmentation before and after placing ``pod`` on each candidate node, vectorised.
 
@@ -245,11 +249,12 @@ def placement(
     after (ties: least free share, i.e. best fit), as FGD does; whole-GPU pods take the first
     fully free GPUs (best fit). Fragmentation is :func:`dsan.policies.frag.node_frag`'s
     definition (FGD and DSAN share it); sharing what-ifs correct its terms per slot.
+    ``access`` may pass ``w.access(snap)`` precomputed (:meth:`PlacementCache.access`).
     """
     free = snap.gpu_free[nodes].astype(np.int64)
     m, _g = free.shape
     cpu_free = snap.cpu_cap[nodes] - snap.cpu_used[nodes]
-    acc = w.access(snap)[:, nodes]
+    acc = (w.access(snap) if access is None else access)[:, nodes]
     before = node_frag(cpu_free, free, acc, w)
     cpu_after = cpu_free - pod.cpu_milli
     slot = np.full(m, -1, dtype=np.int64)
@@ -278,6 +283,16 @@ class PlacementCache:
             tuple[float, int, int],
             tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]],
         ] = {}
+        self._access: npt.NDArray[np.bool_] | None = None
+        self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
+
+    def access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
+        """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change:
+        it costs an object-array ``isin`` per constrained shape, too much for every pod."""
+        key = (tuple(snap.gpu_models), snap.gpu_model.tobytes())
+        if self._access is None or key != self._access_key:
+            self._access, self._access_key = self.workload.access(snap), key
+        return self._access
 
     def _sync(self, snap: ClusterSnapshot) -> None:
         if len(snap) != len(self._names) or snap.names != self._names:
@@ -302,18 +317,11 @@ class PlacementCache:
         before, after, slot, free_after, at = self._entries[key]
         stale = self._track.stale(at, nodes)
         if stale.size:
-            pl = placement(pod, snap, stale, self.workload)
+            pl = placement(pod, snap, stale, self.workload, self.access(snap))
             before[stale], after[stale], slot[stale] = pl.frag_before, pl.frag_after, pl.slot
             free_after[stale] = pl.free_after
             at[stale] = self._track.tick
         return Placement(before[nodes], after[nodes], free_after[nodes], slot[nodes])
-
-
-def _minmax(x: F64, higher_is_better: bool = True) -> F64:
-    lo, hi = float(x.min()), float(x.max())
-    if not hi > lo:
-        return np.ones_like(x)
-    return (x - lo) / (hi - lo) if higher_is_better else (hi - x) / (hi - lo)
 
 
 def _frac(num: F64, den: F64) -> F64:
@@ -402,6 +410,13 @@ def featurize(
     ``node_cols`` may pass :func:`node_block` of ``nodes`` precomputed (it only changes with
     telemetry), and ``cache`` a :class:`PlacementCache` kept across pods: together they
     remove most of the per-pod cost on the hot path.
+
+    Speed: a decision has ~60 candidates, so numpy's per-call overhead, not arithmetic,
+    sets the cost. Columns are therefore computed as rows of a (72, m) float64 block, with
+    like columns stacked into one operation (the three resources' fractions, the five
+    min-max ranks, the eight shapes), and pod-only columns broadcast once. Every value is
+    the same float64 expression as the column-by-column definition, so the float32 output
+    is bit-identical to it (``tests/unit/test_features_fast.py`` pins that).
     """
     w = workload or default_workload()
     nodes = np.asarray(nodes, dtype=np.int64)
@@ -409,98 +424,128 @@ def featurize(
     blk = node_block(snap, nodes) if node_cols is None else node_cols
     if blk.shape != (m, N_NODE_FEATURES):
         raise ValueError(f"node_cols has shape {blk.shape}, want ({m}, {N_NODE_FEATURES})")
-    one = np.ones(m)
-    b: list[F64] = [one * (pod.task_type == t) for t in range(len(TASK_TYPES))]
-    cpu_cap, mem_cap = snap.cpu_cap[nodes], snap.mem_cap[nodes]
-    cnt = snap.gpu_count[nodes].astype(np.float64)
-    gpu_cap = cnt * 1000.0
     k = pod.num_gpu if pod.gpu_milli > 0 else 0
     gtot = float(k * pod.gpu_milli)
-    b += [one * np.tanh(pod.priority / 1000), one * (pod.priority > 0), one * pod.gang_size / 8]
-    b += [one * (pod.gang_size > 1), one * pod.cpu_milli / CPU_SCALE, one * pod.mem_mib / MEM_SCALE]
-    b += [one * k / MAX_GPUS, one * pod.gpu_milli / 1000, one * gtot / GPU_SCALE]
-    b += [one * pod.is_sharing, one * (k == 0), one * bool(pod.gpu_models)]
-    b.append(one * len(pod.gpu_models) / 8)
-    b.append(
-        np.zeros(m)
+    r = np.empty((N_FEATURES - N_NODE_FEATURES, m))  # business + derived, one row a column
+    nt = len(TASK_TYPES)
+    r[: nt + 13] = np.array(
+        [float(pod.task_type == t) for t in range(nt)]
+        + [np.tanh(pod.priority / 1000), pod.priority > 0, pod.gang_size / 8]
+        + [pod.gang_size > 1, pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE]
+        + [k / MAX_GPUS, pod.gpu_milli / 1000, gtot / GPU_SCALE]
+        + [pod.is_sharing, k == 0, bool(pod.gpu_models), len(pod.gpu_models) / 8],
+        dtype=np.float64,
+    )[:, None]
+    i = nt + 13
+    r[i] = (
+        0.0
         if snap.images is None or pod.image < 0
-        else np.array([pod.image in snap.images[i] for i in nodes], dtype=np.float64)
+        else np.array([pod.image in snap.images[j] for j in nodes], dtype=np.float64)
     )
-    b.append(np.zeros(m) if snap.pod_count is None else snap.pod_count[nodes] / 64)
-    b += [_frac(one * pod.cpu_milli, cpu_cap), _frac(one * pod.mem_mib, mem_cap)]
-    b += [_frac(one * gtot, gpu_cap), one * pod.cpu_milli / max(1, k) / CPU_SCALE]
-    b.append(one * np.log1p(pod.mem_mib) / np.log1p(MEM_SCALE))
+    r[i + 1] = 0.0 if snap.pod_count is None else snap.pod_count[nodes] / 64
+    caps = np.stack([snap.cpu_cap[nodes], snap.mem_cap[nodes], snap.gpu_count[nodes] * 1000.0])
+    pos = caps > 0
+    req = np.array([pod.cpu_milli, pod.mem_mib, gtot], dtype=np.float64)
+    of_node = np.divide(req[:, None], caps, out=np.zeros((3, m)), where=pos)
+    r[i + 2 : i + 5] = of_node
+    r[i + 5] = pod.cpu_milli / max(1, k) / CPU_SCALE
+    r[i + 6] = np.log1p(pod.mem_mib) / np.log1p(MEM_SCALE)
+    i += 7
 
     pl = cache.get(pod, snap, nodes) if cache is not None else placement(pod, snap, nodes, w)
     free = snap.gpu_free[nodes].astype(np.int64)
     present = snap.gpu_present[nodes]
-    cpu_free = cpu_cap - snap.cpu_used[nodes]
-    mem_free = mem_cap - snap.mem_used[nodes]
+    cnt = snap.gpu_count[nodes]
     gfree = free.sum(1).astype(np.float64)
-    cfa, mfa, gfa = cpu_free - pod.cpu_milli, mem_free - pod.mem_mib, gfree - gtot
-    d: list[F64] = []
-    for now, after, cap in (
-        (cpu_free, cfa, cpu_cap),
-        (mem_free, mfa, mem_cap),
-        (gfree, gfa, gpu_cap),
-    ):
-        d += [_frac(now, cap), _frac(after, cap)]
-    cu, mu = 1 - _frac(cfa, cpu_cap), 1 - _frac(mfa, mem_cap)
-    least = 0.5 * (_frac(cfa, cpu_cap) + _frac(mfa, mem_cap))
-    d += [least, 1 - np.abs(cu - mu) / 2]
-    rq = np.array([pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE, gtot / GPU_SCALE])
-    d.append(
-        rq[0] * cpu_free / CPU_SCALE + rq[1] * mem_free / MEM_SCALE + rq[2] * gfree / GPU_SCALE
-    )
-    dot = rq[0] * cu + rq[1] * mu + rq[2] * (1 - _frac(gfa, gpu_cap))
-    d.append(dot)
-    cl, gl = cfa / CPU_SCALE, gfa / GPU_SCALE
+    now = np.stack([caps[0] - snap.cpu_used[nodes], caps[1] - snap.mem_used[nodes], gfree])
+    after = now - req[:, None]
+    fa = np.divide(after, caps, out=np.zeros((3, m)), where=pos)
+    r[i : i + 6 : 2] = np.divide(now, caps, out=np.zeros((3, m)), where=pos)
+    r[i + 1 : i + 6 : 2] = fa
+    cu, mu = 1 - fa[0], 1 - fa[1]
+    least = 0.5 * (fa[0] + fa[1])
+    r[i + 6], r[i + 7] = least, 1 - np.abs(cu - mu) / 2
+    rq = req / np.array([CPU_SCALE, MEM_SCALE, GPU_SCALE])
+    r[i + 8] = rq[0] * now[0] / CPU_SCALE + rq[1] * now[1] / MEM_SCALE + rq[2] * gfree / GPU_SCALE
+    dot = rq[0] * cu + rq[1] * mu + rq[2] * (1 - fa[2])
+    r[i + 9] = dot
+    cl, gl = after[0] / CPU_SCALE, after[2] / GPU_SCALE
     bestfit = 1 - (0.5 * cl + 0.5 * gl)
-    d += [cl, gl, bestfit]
+    r[i + 10], r[i + 11], r[i + 12] = cl, gl, bestfit
     delta = pl.frag_after - pl.frag_before
-    d += [pl.frag_before / GPU_SCALE, pl.frag_after / GPU_SCALE, delta / 1000]
+    r[i + 13], r[i + 14], r[i + 15] = (
+        pl.frag_before / GPU_SCALE,
+        pl.frag_after / GPU_SCALE,
+        delta / 1000,
+    )
     fgd = 1 / (1 + np.exp(np.clip(delta / 1000, -50, 50)))
     fgd_int = np.floor(fgd * 100) / 100  # FGD's plugin truncates to an int score: ties
-    d += [fgd, fgd_int]
-    full_b = ((free == 1000) & present).sum(1).astype(np.float64)
-    full_a = ((pl.free_after == 1000) & present).sum(1).astype(np.float64)
-    d += [full_b / 8, full_a / 8, ((free > 0) & (free < 1000) & present).sum(1) / 8]
-    rows = np.arange(m)
+    r[i + 16], r[i + 17] = fgd, fgd_int
+    full_b = ((free == 1000) & present).sum(1)
+    full_a = ((pl.free_after == 1000) & present).sum(1)
+    r[i + 18], r[i + 19] = full_b / 8, full_a / 8
+    r[i + 20] = ((free > 0) & (free < 1000) & present).sum(1) / 8
     if pod.is_sharing:
-        chosen = np.where(pl.slot >= 0, free[rows, np.maximum(pl.slot, 0)], 0).astype(np.float64)
+        chosen = np.where(pl.slot >= 0, free[np.arange(m), np.maximum(pl.slot, 0)], 0).astype(
+            np.float64
+        )
     else:
-        chosen = one * (1000.0 if k > 0 else 0.0)
-    d += [chosen / 1000, np.maximum(chosen - pod.gpu_milli * (k > 0), 0) / 1000]
-    d += [free.max(1) / 1000, np.where(present, free, 1000).min(1) * (cnt > 0) / 1000]
+        chosen = np.full(m, 1000.0 if k > 0 else 0.0)
+    r[i + 21], r[i + 22] = chosen / 1000, np.maximum(chosen - pod.gpu_milli * (k > 0), 0) / 1000
+    r[i + 23] = free.max(1) / 1000
+    r[i + 24] = np.where(present, free, 1000).min(1) * (cnt > 0) / 1000
     fitting = ((free >= max(pod.gpu_milli, 1)) & present).sum(1).astype(np.float64)
-    d += [fitting / 8, (fitting - k) / 8]
-    d.append((pod.is_sharing & (chosen < 1000) & (chosen > 0)).astype(np.float64))
-    d.append(((snap.cpu_used[nodes] == 0) & (gfree == gpu_cap)).astype(np.float64))
-    d.append(((gfree > 0) & (gfree < gpu_cap)).astype(np.float64))
-    allowed = np.isin(snap.gpu_model[nodes], np.asarray(pod.gpu_models, dtype=np.int32))
-    d.append(allowed.astype(np.float64) if pod.gpu_models else one.copy())
-    d += [_minmax(delta, higher_is_better=False), _minmax(bestfit), _minmax(least), _minmax(dot)]
-    d += [(fgd_int >= fgd_int.max()) * one, (bestfit >= bestfit.max() - 1e-9) * one]
-    d.append(_frac(pl.frag_before, gfree))
+    r[i + 25], r[i + 26] = fitting / 8, (fitting - k) / 8
+    r[i + 27] = pod.is_sharing & (chosen < 1000) & (chosen > 0)
+    r[i + 28] = (snap.cpu_used[nodes] == 0) & (gfree == caps[2])
+    r[i + 29] = (gfree > 0) & (gfree < caps[2])
+    r[i + 30] = (
+        np.isin(snap.gpu_model[nodes], np.asarray(pod.gpu_models, dtype=np.int32))
+        if pod.gpu_models
+        else 1.0
+    )
     price = np.ones(m) if snap.hourly_cost is None else snap.hourly_cost[nodes]
-    share = np.maximum(_frac(one * pod.cpu_milli, cpu_cap), _frac(one * gtot, gpu_cap))
-    d += [price * share / 4, _minmax(price * share, higher_is_better=False)]
-    ok = w.access(snap)[:, nodes]
-    for s in range(TOP_SHAPES):
-        if s >= len(w.freq):
-            d.append(np.zeros(m))
-            continue
-        by_cpu = np.floor(np.maximum(cfa, 0) / max(float(w.cpu_milli[s]), 1.0))
-        if w.num_gpu[s] == 0:
-            copies = by_cpu
-        else:
-            per_gpu = np.floor(np.maximum(pl.free_after, 0) / max(int(w.gpu_milli[s]), 1)).sum(1)
-            copies = np.minimum(by_cpu, per_gpu // w.num_gpu[s]) * ok[s]
-        d.append(np.minimum(copies / 8, 1.0))
-    x = np.concatenate([blk, np.stack(b + d, axis=1).astype(np.float32)], axis=1)
-    if x.shape[1] != N_FEATURES:
-        raise AssertionError(f"featurizer produced {x.shape[1]} columns, schema has {N_FEATURES}")
+    share = np.maximum(of_node[0], of_node[2])
+    cost = price * share
+    ranks = _minmax_rows(np.stack([delta, bestfit, least, dot, cost]), _RANK_HIGHER_IS_BETTER)
+    r[i + 31 : i + 35] = ranks[:4]
+    r[i + 35] = fgd_int >= fgd_int.max()
+    r[i + 36] = bestfit >= bestfit.max() - 1e-9
+    r[i + 37] = np.divide(pl.frag_before, gfree, out=np.zeros(m), where=gfree > 0)
+    r[i + 38], r[i + 39] = cost / 4, ranks[4]
+    i += 40
+    s = min(TOP_SHAPES, len(w.freq))
+    r[i + s : i + TOP_SHAPES] = 0.0
+    if s:
+        acc = cache.access(snap) if cache is not None else w.access(snap)
+        ng = w.num_gpu[:s]
+        by_cpu = np.floor(
+            np.maximum(after[0], 0)[None, :] / np.maximum(w.cpu_milli[:s], 1.0)[:, None]
+        )
+        per_gpu = np.floor(
+            np.maximum(pl.free_after, 0)[None] / np.maximum(w.gpu_milli[:s], 1)[:, None, None]
+        ).sum(2)
+        hostable = np.minimum(by_cpu, per_gpu // np.maximum(ng, 1)[:, None]) * acc[:s][:, nodes]
+        copies = np.where((ng == 0)[:, None], by_cpu, hostable)
+        r[i : i + s] = np.minimum(copies / 8, 1.0)
+    x = np.empty((m, N_FEATURES), dtype=np.float32)
+    x[:, :N_NODE_FEATURES] = blk
+    x[:, N_NODE_FEATURES:] = r.T
     return x, telemetry_of(snap, nodes)
+
+
+#: Direction of the five min-max rank columns: frag delta, bestfit, least, dotprod, cost.
+_RANK_HIGHER_IS_BETTER = np.array([False, True, True, True, False])
+
+
+def _minmax_rows(v: F64, higher_is_better: npt.NDArray[np.bool_]) -> F64:
+    """Min-max scale each row of ``v`` to [0, 1] (1 = best; a constant row is all 1), in one
+    pass over the rows."""
+    lo, hi = v.min(axis=1, keepdims=True), v.max(axis=1, keepdims=True)
+    spread = hi > lo
+    span = np.where(spread, hi - lo, 1.0)
+    out = np.where(higher_is_better[:, None], (v - lo) / span, (hi - v) / span)
+    return np.where(spread, out, 1.0)
 
 
 def fgd_select_gpus(

@@ -1,14 +1,25 @@
-"""Experience collection: run one episode with a model (sampled or greedy) or a teacher
+"""Experience collection: play episodes with a model (sampled or greedy) or a teacher
 heuristic, and keep what PPO and imitation need, as flat arrays.
 
 Per decision the hot path is: featurize the feasible nodes (numpy, vectorised), index the
 episode's cached node embeddings, run the small head. Node embeddings are computed once per
 episode: telemetry and topology do not change inside an openb episode.
+
+Two ways to play, same decisions and bookkeeping (:class:`_Player`):
+
+* :func:`run_episode`: one episode, one head call per decision (the original path; also the
+  teacher and imitation path);
+* :func:`collect`: K episodes in lockstep (CleanRL-style vectorised environments): each step
+  scores every live episode's candidate rows in ONE head call (``segment`` names the
+  episode) and samples per segment in numpy, so torch's per-call overhead is paid once per
+  step instead of once per decision.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +30,8 @@ from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet
 from dsan.policies.base import Scorer
 from dsan.train.env import Episode
+
+_LISTS = ("x", "cand", "teacher")
 
 
 @dataclass
@@ -49,6 +62,96 @@ class Rollout:
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         return np.concatenate(self.x), np.concatenate(self.cand), offsets
 
+    # Pickled (RPC, multiprocessing) as a few flat arrays instead of thousands of small ones:
+    # one buffer per field is what makes shipping a rollout cheap; unpickling restores the
+    # per-step lists as views into those buffers.
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        sizes = np.array([len(c) for c in self.cand], dtype=np.int64)
+        st["_sizes"] = sizes
+        for k in _LISTS:
+            vals = st[k]
+            st[k] = np.concatenate(vals) if vals and len(vals) == len(sizes) else None
+        for k in ("action", "logp", "value", "reward"):
+            st[k] = np.asarray(st[k], dtype=np.int64 if k == "action" else np.float64)
+        return st
+
+    def __setstate__(self, st: dict[str, Any]) -> None:
+        cuts = np.cumsum(st.pop("_sizes"))[:-1]
+        for k in _LISTS:
+            st[k] = [] if st[k] is None else np.split(st[k], cuts)
+        for k in ("action", "logp", "value", "reward"):
+            st[k] = st[k].tolist()
+        self.__dict__.update(st)
+
+
+class _Player:
+    """One episode being played: observation (features of the next decision) and the reward
+    bookkeeping once an action is chosen. Pods that failed between two decisions are charged
+    to the earlier one (the first decision takes those before it)."""
+
+    def __init__(self, ep: Episode, model: DSANNet | None, keep: bool, need_x: bool) -> None:
+        self.ep, self.keep, self.need_x = ep, keep, need_x
+        nodes = np.arange(len(ep.snap), dtype=np.int64)
+        self.node_x = node_block(ep.snap, nodes)
+        tel = telemetry_of(ep.snap, nodes)
+        ei, ew = build_graph(ep.snap)
+        self.ro = Rollout(self.node_x, tel, ei, ew)
+        self.emb = torch.zeros(0)
+        if model is not None:
+            with torch.inference_mode():
+                self.emb = model.embed_nodes(
+                    torch.from_numpy(self.node_x), torch.from_numpy(tel), ei, ew
+                )
+        self.cache = PlacementCache(ep.target)
+        self.pending_sla = 0.0
+        self.pod: Any = None
+        self.cand = np.zeros(0, dtype=np.int64)
+        self.x: npt.NDArray[np.float32] | None = None
+
+    def advance(self) -> bool:
+        """Move to the next decision (features in ``self.x``); False once the episode ended."""
+        ep, ro = self.ep, self.ro
+        nxt = ep.next_decision()
+        if nxt is None:
+            if ro.reward:
+                ro.reward[-1] += ep.weights.sla * self.pending_sla
+            ro.alloc_pct, ro.failed, ro.pods = ep.alloc_pct, ep.failed, len(ep.order)
+            return False
+        self.pod, self.cand, sla = nxt
+        if ro.reward:
+            ro.reward[-1] += ep.weights.sla * sla
+        else:
+            self.pending_sla += sla
+        self.x = (
+            featurize(
+                self.pod,
+                ep.snap,
+                self.cand,
+                ep.target,
+                node_cols=self.node_x[self.cand],
+                cache=self.cache,
+            )[0]
+            if self.need_x
+            else None
+        )
+        return True
+
+    def commit(self, a: int, logp: float, value: float, best: npt.NDArray[np.bool_]) -> None:
+        ep, ro = self.ep, self.ro
+        parts = ep.place(self.pod, int(self.cand[a]))
+        r = ep.reward(parts, 0.0) + (ep.weights.sla * self.pending_sla if not ro.reward else 0.0)
+        self.pending_sla = 0.0
+        if self.keep:
+            assert self.x is not None
+            ro.x.append(self.x)
+            ro.cand.append(self.cand)
+            ro.teacher.append(best)
+        ro.action.append(a)
+        ro.logp.append(logp)
+        ro.value.append(value)
+        ro.reward.append(r)
+
 
 def run_episode(
     ep: Episode,
@@ -62,38 +165,14 @@ def run_episode(
     (``teacher`` acts; its best-scored nodes are recorded as imitation targets)."""
     if mode not in ("sample", "greedy", "teacher"):
         raise ValueError(f"unknown rollout mode {mode!r}")
-    rng = rng or np.random.default_rng(0)
-    nodes = np.arange(len(ep.snap), dtype=np.int64)
-    node_x = node_block(ep.snap, nodes)
-    tel = telemetry_of(ep.snap, nodes)
-    ei, ew = build_graph(ep.snap)
-    ro = Rollout(node_x, tel, ei, ew)
-    emb = torch.zeros(0)
-    if model is not None:
-        with torch.inference_mode():
-            emb = model.embed_nodes(torch.from_numpy(node_x), torch.from_numpy(tel), ei, ew)
-    pending_sla = 0.0
-    cache = PlacementCache(ep.target)
-    while True:
-        nxt = ep.next_decision()
-        if nxt is None:
-            break
-        pod, cand, sla = nxt
-        if ro.reward:  # pods that failed since the last decision are that decision's fault
-            ro.reward[-1] += ep.weights.sla * sla
-        else:
-            pending_sla += sla
-        need_x = keep or mode != "teacher"
-        x = (
-            featurize(pod, ep.snap, cand, ep.target, node_cols=node_x[cand], cache=cache)[0]
-            if need_x
-            else None
-        )
+    p = _Player(ep, model if mode != "teacher" else None, keep, keep or mode != "teacher")
+    while p.advance():
+        cand, x = p.cand, p.x
         logp = value = 0.0
         best = np.zeros(len(cand), dtype=bool)
         if mode == "teacher":
             assert teacher is not None
-            s = np.asarray(teacher.score(pod, ep.snap, cand), dtype=np.float64)
+            s = np.asarray(teacher.score(p.pod, ep.snap, cand), dtype=np.float64)
             best = s >= s.max()
             # Ties go to the lowest node name, as in the FGD simulator (and `dsan sim openb`):
             # a fixed order consolidates, a random one spreads pods and fragments more.
@@ -106,7 +185,7 @@ def run_episode(
             with torch.inference_mode():
                 logits, v = model.score(
                     torch.from_numpy(x),
-                    emb.index_select(0, torch.from_numpy(cand)),
+                    p.emb.index_select(0, torch.from_numpy(cand)),
                     torch.ones(len(cand), dtype=torch.bool),
                     torch.zeros(len(cand), dtype=torch.long),
                     1,
@@ -117,19 +196,79 @@ def run_episode(
             else:
                 a = int(torch.multinomial(lp.exp(), 1, generator=None))
             logp, value = float(lp[a]), float(v[0])
-        parts = ep.place(pod, int(cand[a]))
-        r = ep.reward(parts, 0.0) + (ep.weights.sla * pending_sla if not ro.reward else 0.0)
-        pending_sla = 0.0
-        if keep:
-            assert x is not None
-            ro.x.append(x)
-            ro.cand.append(cand)
-            ro.teacher.append(best)
-        ro.action.append(a)
-        ro.logp.append(logp)
-        ro.value.append(value)
-        ro.reward.append(r)
-    if ro.reward:
-        ro.reward[-1] += ep.weights.sla * pending_sla
-    ro.alloc_pct, ro.failed, ro.pods = ep.alloc_pct, ep.failed, len(ep.order)
-    return ro
+        p.commit(a, logp, value, best)
+    return p.ro
+
+
+def segment_choice(
+    logits: npt.NDArray[np.float32],
+    offsets: npt.NDArray[np.int64],
+    mode: str,
+    rng: np.random.Generator,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Per segment ``offsets[i]:offsets[i+1]`` of ``logits``: the chosen row (index within the
+    segment) and its log-probability. ``greedy`` takes the first maximum (as ``torch.argmax``);
+    ``sample`` draws from the segment's softmax by inverting its CDF with one uniform each."""
+    lg = logits.astype(np.float64)
+    starts, sizes = offsets[:-1], np.diff(offsets)
+    seg = np.repeat(np.arange(len(sizes)), sizes)
+    z = lg - np.maximum.reduceat(lg, starts)[seg]
+    e = np.exp(z)
+    tot = np.add.reduceat(e, starts)
+    logp = z - np.log(tot)[seg]
+    if mode == "greedy":
+        rows = np.arange(len(lg))
+        pick = np.minimum.reduceat(np.where(z == 0.0, rows, len(lg)), starts)
+    else:
+        cs = np.cumsum(e)
+        base = cs[starts] - e[starts]
+        target = base + rng.random(len(sizes)) * tot
+        pick = np.clip(np.searchsorted(cs, target, side="right"), starts, offsets[1:] - 1)
+    return (pick - starts).astype(np.int64), logp[pick]
+
+
+def collect(
+    eps: Sequence[Episode],
+    model: DSANNet,
+    mode: str = "sample",
+    rng: np.random.Generator | None = None,
+    keep: bool = True,
+) -> list[Rollout]:
+    """Play ``eps`` to the end in lockstep with ``model`` (``sample`` or ``greedy``): one
+    batched head call per step over all live episodes. Rollouts come back in ``eps`` order,
+    with the same contents :func:`run_episode` records."""
+    if mode not in ("sample", "greedy"):
+        raise ValueError(f"collect plays the model; unknown mode {mode!r}")
+    rng = rng or np.random.default_rng(0)
+    players = [_Player(ep, model, keep, True) for ep in eps]
+    # All episodes' node embeddings in one table: a step gathers its rows with one index.
+    base = np.concatenate([[0], np.cumsum([len(p.ep.snap) for p in players])]).astype(np.int64)
+    emb = torch.cat([p.emb for p in players]) if players else torch.zeros(0)
+    live = [i for i, p in enumerate(players) if p.advance()]
+    while live:
+        ps = [players[i] for i in live]
+        sizes = np.array([len(p.cand) for p in ps], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        rows = np.concatenate([p.cand + base[i] for i, p in zip(live, ps, strict=True)])
+        x = np.concatenate([p.x for p in ps])  # type: ignore[misc]
+        seg = np.repeat(np.arange(len(ps), dtype=np.int64), sizes)
+        with torch.inference_mode():
+            logits, v = model.score(
+                torch.from_numpy(x),
+                emb.index_select(0, torch.from_numpy(rows)),
+                torch.ones(len(rows), dtype=torch.bool),
+                torch.from_numpy(seg),
+                len(ps),
+            )
+        acts, logps = segment_choice(logits.numpy(), offsets, mode, rng)
+        values = v.numpy()
+        nothing = np.zeros(0, dtype=bool)
+        for j, p in enumerate(ps):
+            p.commit(
+                int(acts[j]),
+                float(logps[j]),
+                float(values[j]),
+                np.zeros(sizes[j], dtype=bool) if keep else nothing,
+            )
+        live = [i for i, p in zip(live, ps, strict=True) if p.advance()]
+    return [p.ro for p in players]
