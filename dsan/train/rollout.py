@@ -250,7 +250,7 @@ def collect(
         sizes = np.array([len(p.cand) for p in ps], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         rows = np.concatenate([p.cand + base[i] for i, p in zip(live, ps, strict=True)])
-        x = np.concatenate([p.x for p in ps])  # type: ignore[misc]
+        x = np.concatenate([p.x for p in ps if p.x is not None])
         seg = np.repeat(np.arange(len(ps), dtype=np.int64), sizes)
         with torch.inference_mode():
             logits, v = model.score(

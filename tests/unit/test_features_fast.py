@@ -176,7 +176,7 @@ def _random_snapshot(rng: np.random.Generator, n: int, extras: bool) -> ClusterS
         snap.hourly_cost = rng.uniform(0.5, 4.0, n)
         snap.pod_count = rng.integers(0, 30, n).astype(np.int32)
         snap.images = [frozenset(rng.integers(0, 5, 3).tolist()) for _ in range(n)]
-        snap.telemetry = rng.uniform(0, 1, (n, 6, 5))
+        snap.telemetry = rng.uniform(0, 1, (n, 6, 5)).astype(np.float32)
         snap.telemetry_age_s = rng.uniform(0, 100, n)
     return snap
 
