@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dsan.policies.base import Scorer
 from dsan.policies.frag import FragTracker
 from dsan.policies.registry import POLICY_NAMES, make_scorer
 from dsan.policies.target import TargetWorkload
@@ -109,9 +111,14 @@ def discrete_curve(
 
 
 def run_openb(
-    cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None
+    cfg: OpenbConfig,
+    nodes: NodeTrace | None = None,
+    pods: PodTrace | None = None,
+    make: Callable[[TargetWorkload], Scorer] | None = None,
 ) -> dict[str, Any]:
-    """Run the protocol once; returns the JSON-ready result."""
+    """Run the protocol once; returns the JSON-ready result. ``make(target_workload)``, when
+    given, builds the scorer instead of ``cfg.policy`` (policy search runs candidate policies
+    that are not registered)."""
     t0 = time.perf_counter()
     nodes = nodes if nodes is not None else load_nodes(cfg.nodes)
     pods = pods if pods is not None else load_pods(cfg.pods, nodes.gpu_models)
@@ -125,7 +132,11 @@ def run_openb(
         raise ValueError(f"{cfg.nodes}: the node list has no GPUs")
     req = pods.gpu_request_milli()
     order = tuned_order(req, capacity, cfg.tune, rng)
-    scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target)
+    scorer = (
+        make(target)
+        if make is not None
+        else make_scorer(cfg.policy, seed=cfg.seed, target_workload=target)
+    )
     tracker = FragTracker(snap, target)
     tie_rank = None
     if cfg.tie_break == "name":

@@ -1,0 +1,82 @@
+"""LinearFGDScorer: its columns are featurize's, zero weights are FGD, and a residual DSAN
+carrying the same skip weights (search.apply) ranks candidates the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dsan.features import FEATURE_NAMES, featurize
+from dsan.filtering import feasible_nodes
+from dsan.model.net import DSANNet, ModelConfig
+from dsan.model.serving import ServingModel
+from dsan.policies.fgd import FGDScorer
+from dsan.policies.target import TargetWorkload
+from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.train.linear import SUPPORTED, LinearFGDScorer, columns
+from dsan.train.search import apply
+
+PODS = [
+    PodSpec("share", 4000, 8000, 1, 450),
+    PodSpec("whole", 8000, 16000, 2, 1000),
+    PodSpec("cpu", 6000, 4000, 0, 0),
+]
+
+
+def _snap(seed: int = 0, n: int = 30) -> ClusterSnapshot:
+    rng = np.random.default_rng(seed)
+    snap = empty_snapshot(
+        [f"n{i}" for i in range(n)],
+        rng.choice([32000.0, 64000.0, 96000.0], n),
+        np.full(n, 2.6e5),
+        rng.choice([0, 2, 4, 8], n),
+        rng.integers(0, 3, n),
+        ["M0", "M1", "M2"],
+    )
+    snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 300, 500, 1000], (n, 8)), 0)
+    snap.cpu_used[:] = rng.choice([0.0, 4000.0, 16000.0], n)
+    return snap
+
+
+@pytest.mark.parametrize("pod", PODS, ids=[p.name for p in PODS])
+def test_columns_equal_featurize(pod: PodSpec) -> None:
+    snap = _snap()
+    nodes = feasible_nodes(pod, snap)
+    assert nodes.size > 5
+    target = TargetWorkload.default()
+    x, _ = featurize(pod, snap, nodes, target)
+    got = columns(list(SUPPORTED), pod, snap, nodes)
+    want = x[:, [FEATURE_NAMES.index(n) for n in SUPPORTED]]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert np.ptp(got, axis=0).max() > 0  # the columns really vary over candidates
+
+
+def test_zero_weights_are_fgd_and_unknown_features_are_refused() -> None:
+    snap, target = _snap(1), TargetWorkload.default()
+    pod = PODS[0]
+    nodes = feasible_nodes(pod, snap)
+    lin = LinearFGDScorer(["node_idle"], [0.0], target)
+    np.testing.assert_array_equal(
+        lin.score(pod, snap, nodes), FGDScorer(target).score(pod, snap, nodes)
+    )
+    with pytest.raises(ValueError, match="unsupported"):
+        LinearFGDScorer(["fgd_score"], [1.0], target)
+    with pytest.raises(ValueError, match="weights"):
+        LinearFGDScorer(["node_idle"], [1.0, 2.0], target)
+
+
+def test_applied_model_ranks_like_the_linear_scorer() -> None:
+    snap, target = _snap(2), TargetWorkload.default()
+    names = ["gpu_min_free", "node_idle", "node_gpu_model_1", "cpu_free_after"]
+    weights = [-0.4, -0.3, 0.7, 0.25]
+    torch.manual_seed(0)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights)
+    served = ServingModel(net, target)
+    lin = LinearFGDScorer(names, weights, target)
+    for pod in PODS:
+        nodes = feasible_nodes(pod, snap)
+        a, b = lin.score(pod, snap, nodes), served.logits(pod, snap, nodes)
+        np.testing.assert_allclose(a, b, atol=1e-3)
+        assert np.argmax(a) == np.argmax(b)
+        assert np.ptp(a - FGDScorer(target).score(pod, snap, nodes)) > 0  # w changes scores
