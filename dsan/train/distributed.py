@@ -34,8 +34,8 @@ import torch.multiprocessing as mp
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.env import EnvConfig, make_episode
-from dsan.train.ppo import EVAL_SEED_BASE, Args, _CsvLog, evaluate, ppo_update
-from dsan.train.rollout import Rollout, run_episode
+from dsan.train.ppo import EVAL_SEED_BASE, Args, _CsvLog, ppo_update
+from dsan.train.rollout import Rollout, collect
 
 
 @dataclass
@@ -66,26 +66,29 @@ def _local_model(cfg: dict[str, Any], state: dict[str, torch.Tensor]) -> DSANNet
     return _MODEL.eval()
 
 
-def collect(
+def play(
     cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
 ) -> tuple[list[Rollout], float]:
-    """Worker: play one episode per seed with the given weights; returns rollouts and seconds."""
+    """Worker: play one episode per seed with the given weights, all in lockstep (one batched
+    head call per step, :func:`dsan.train.rollout.collect`); returns rollouts and seconds.
+    Rollouts pickle as a few flat arrays each, so shipping them back is cheap."""
     torch.set_num_threads(1)
     model = _local_model(cfg, state)
     t0 = time.perf_counter()
-    ros = [
-        run_episode(make_episode(env, s), model, "sample", rng=np.random.default_rng(s))
-        for s in seeds
-    ]
+    eps = [make_episode(env, s) for s in seeds]
+    ros = collect(eps, model, "sample", rng=np.random.default_rng(seeds[0] if seeds else 0))
     return ros, time.perf_counter() - t0
 
 
 def validate(
     cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
 ) -> float:
-    """Shadow: greedy allocation % of the given weights on held-out episodes."""
+    """Shadow: greedy allocation % of the given weights on held-out episodes (the decisions
+    :func:`dsan.train.ppo.evaluate` takes, played in lockstep)."""
     torch.set_num_threads(1)
-    return evaluate(_local_model(cfg, state), env, seeds)
+    eps = [make_episode(env, s) for s in seeds]
+    ros = collect(eps, _local_model(cfg, state), "greedy", keep=False)
+    return float(np.mean([r.alloc_pct for r in ros]))
 
 
 # --- parameter server -------------------------------------------------------------------------
@@ -158,7 +161,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         futs = [
             rpc.rpc_async(
                 w,
-                collect,
+                play,
                 args=(
                     cfg,
                     state,
