@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsan.train.search import SearchConfig, search
+from dsan.train.search import GreedyConfig, SearchConfig, greedy, search
 
 OPT = np.array([-0.4, 0.3])
 
@@ -59,3 +59,38 @@ def test_config_rejects_unsupported_features_and_bad_init() -> None:
         SearchConfig(features=("node_idle",), init=(1.0, 2.0))
     with pytest.raises(ValueError, match="sigma"):
         SearchConfig(sigma=0.0)
+
+
+class TieBreaks:
+    """Fake episodes where a negative weight on gpu_min_free helps 0.3 points, a positive one
+    on node_idle 0.1, and anything on gpu_max_free hurts."""
+
+    def unallocated(
+        self, features: tuple[str, ...], w: np.ndarray, workload: str, seed: int
+    ) -> float:
+        v = dict(zip(features, np.asarray(w), strict=True))
+        return (
+            5.0
+            - 0.3 * (v["gpu_min_free"] < 0)
+            - 0.1 * (v["node_idle"] > 0)
+            + 0.5 * (v["gpu_max_free"] != 0)
+            + 0.2 * np.sin(seed)
+        )
+
+    def fgd(self, workload: str, seed: int) -> float:
+        return 5.0 + 0.2 * np.sin(seed)
+
+
+def test_greedy_adopts_helpful_tie_breaks_in_order_and_stops(tmp_path: Path) -> None:
+    cfg = GreedyConfig(
+        features=("gpu_max_free", "node_idle", "gpu_min_free"),
+        workloads=("a", "b"),
+        rounds=3,
+        out=str(tmp_path),
+    )
+    res = greedy(cfg, TieBreaks())
+    got = dict(zip(res["features"], res["weights"], strict=True))
+    assert got == pytest.approx({"gpu_min_free": -0.5, "node_idle": 0.05})  # round 2: 10x less
+    assert res["confirm_gap"] == pytest.approx(-0.4)
+    adopted = [json.loads(x) for x in (tmp_path / "greedy.jsonl").read_text().splitlines()]
+    assert [a["adopted"] for a in adopted if "adopted" in a] == ["gpu_min_free", "node_idle"]
