@@ -1,7 +1,10 @@
 """DSAN experience collection throughput (scheduling decisions per second) and time to
 best-heuristic parity, measured side by side in one session:
 
-* ``single``: one process playing episodes (no RPC);
+* ``single-episode``: one process playing its episodes one after another, one head call per
+  decision (:func:`dsan.train.rollout.run_episode`, the original collection path);
+* ``single-lockstep``: one process playing the same episodes in lockstep, one batched head
+  call per step (:func:`dsan.train.rollout.collect`, what the workers run);
 * ``rpc-1`` / ``rpc-2``: the distributed trainer with 1 and 2 rollout workers on
   torch.distributed.rpc (TensorPipe, loopback), parameter server and shadow validator in
   their own processes; throughput = decisions collected / wall time of the collection round
@@ -9,12 +12,16 @@ best-heuristic parity, measured side by side in one session:
 * ``parity``: a short single-process training run; wall seconds until the greedy policy's
   held-out allocation reaches the best heuristic's (None if it did not within the budget).
 
-Run: ``.venv/bin/python -m pytest -q bench/test_training_throughput.py --benchmark-only``.
-Results are appended to the benchmark JSON's extra_info; docs/results/training.md quotes them.
+Every row plays ``EPISODES`` episodes per collecting process, so the lockstep batch is the
+same everywhere. Run (quiet machine; every row records the 1-minute load average):
+``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q bench/test_training_throughput.py
+--benchmark-only --benchmark-json=out/bench-training.json``.
+Results are in the benchmark JSON's extra_info; docs/results/training.md quotes them.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -25,39 +32,44 @@ from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.distributed import DistConfig, run
 from dsan.train.env import EnvConfig, make_episode
 from dsan.train.ppo import Args, train
-from dsan.train.rollout import run_episode
+from dsan.train.rollout import collect, run_episode
 
 N_NODES = 96
-EPISODES = 2
+EPISODES = 8  # per collecting process
 
 
-def _single() -> float:
+def _single(lockstep: bool) -> float:
     torch.set_num_threads(1)
+    torch.manual_seed(0)
     model = DSANNet(ModelConfig())
     env = EnvConfig(n_nodes=N_NODES)
-    t0, decisions = time.perf_counter(), 0
-    for s in range(EPISODES):
-        decisions += len(
-            run_episode(make_episode(env, s), model, "sample", rng=np.random.default_rng(s))
-        )
-    return decisions / (time.perf_counter() - t0)
+    make_episode(env, 0)  # parse the trace outside the timing, as the workers have by then
+    t0 = time.perf_counter()
+    eps = [make_episode(env, s) for s in range(EPISODES)]
+    if lockstep:
+        ros = collect(eps, model, "sample", rng=np.random.default_rng(0))
+    else:
+        ros = [run_episode(ep, model, "sample") for ep in eps]
+    return sum(len(r) for r in ros) / (time.perf_counter() - t0)
 
 
 @pytest.mark.benchmark(group="training-throughput")
-def test_collection_single_process(benchmark) -> None:  # type: ignore[no-untyped-def]
-    rate = benchmark.pedantic(_single, rounds=1, iterations=1)
+@pytest.mark.parametrize("path", ["single-episode", "single-lockstep"])
+def test_collection_single_process(benchmark, path: str) -> None:
+    rate = benchmark.pedantic(_single, args=(path == "single-lockstep",), rounds=1, iterations=1)
     benchmark.extra_info["decisions_per_s"] = rate
+    benchmark.extra_info["load_avg_1min"] = os.getloadavg()[0]
     assert rate > 0
 
 
 @pytest.mark.benchmark(group="training-throughput")
 @pytest.mark.parametrize("workers", [1, 2])
-def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:  # type: ignore[no-untyped-def]
+def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:
     a = Args(
         out=str(tmp_path),
         n_nodes=N_NODES,
         iterations=2,
-        episodes_per_iter=EPISODES // workers or 1,
+        episodes_per_iter=EPISODES,
         eval_episodes=1,
         export=False,
         progress=False,
@@ -67,11 +79,12 @@ def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:  # t
     summary = benchmark.pedantic(run, args=(a, d), rounds=1, iterations=1)
     benchmark.extra_info["decisions_per_s"] = summary["decisions_per_s"][-1]
     benchmark.extra_info["workers"] = workers
+    benchmark.extra_info["load_avg_1min"] = os.getloadavg()[0]
     assert summary["decisions_per_s"][-1] > 0
 
 
 @pytest.mark.benchmark(group="training-throughput")
-def test_wall_time_to_best_heuristic_parity(benchmark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_wall_time_to_best_heuristic_parity(benchmark, tmp_path) -> None:
     a = Args(
         out=str(tmp_path),
         n_nodes=64,
