@@ -18,17 +18,27 @@ import numpy.typing as npt
 from dsan.snapshot import BOOL, ClusterSnapshot, PodSpec
 
 
-def feasible(pod: PodSpec, snap: ClusterSnapshot) -> BOOL:
-    """Boolean mask over nodes that can host ``pod`` now."""
-    ok = (snap.cpu_cap - snap.cpu_used >= pod.cpu_milli) & (
-        snap.mem_cap - snap.mem_used >= pod.mem_mib
-    )
+def feasible(
+    pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int64] | None = None
+) -> BOOL:
+    """Boolean mask over nodes that can host ``pod`` now (over ``rows`` only, if given: the
+    sidecar's per-pod-class caches re-check just the nodes that changed)."""
+    if rows is None:
+        cpu_cap, cpu_used = snap.cpu_cap, snap.cpu_used
+        mem_cap, mem_used = snap.mem_cap, snap.mem_used
+        gpu_free, gpu_model, taints = snap.gpu_free, snap.gpu_model, snap.taint_mask
+    else:
+        cpu_cap, cpu_used = snap.cpu_cap[rows], snap.cpu_used[rows]
+        mem_cap, mem_used = snap.mem_cap[rows], snap.mem_used[rows]
+        gpu_free, gpu_model = snap.gpu_free[rows], snap.gpu_model[rows]
+        taints = None if snap.taint_mask is None else snap.taint_mask[rows]
+    ok = (cpu_cap - cpu_used >= pod.cpu_milli) & (mem_cap - mem_used >= pod.mem_mib)
     if pod.num_gpu > 0 and pod.gpu_milli > 0:
-        ok &= _gpus_that_fit(snap.gpu_free, pod.gpu_milli) >= pod.num_gpu
+        ok &= _gpus_that_fit(gpu_free, pod.gpu_milli) >= pod.num_gpu
         if pod.gpu_models:
-            ok &= np.isin(snap.gpu_model, np.asarray(pod.gpu_models, dtype=np.int32))
-    if snap.taint_mask is not None:
-        ok &= (snap.taint_mask & ~np.int64(pod.toleration_mask)) == 0
+            ok &= np.isin(gpu_model, np.asarray(pod.gpu_models, dtype=np.int32))
+    if taints is not None:
+        ok &= (taints & ~np.int64(pod.toleration_mask)) == 0
     return ok
 
 

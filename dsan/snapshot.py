@@ -196,7 +196,7 @@ class AllocationTracker:
     def sync(self, snap: ClusterSnapshot) -> I64:
         """Record ``snap``'s allocations; returns the nodes that changed (their epoch bumped)."""
         changed = np.flatnonzero(
-            (snap.cpu_used != self.cpu_used) | (snap.gpu_free != self.gpu_free).any(axis=1)
+            (snap.cpu_used != self.cpu_used) | _rows_differ(snap.gpu_free, self.gpu_free)
         ).astype(np.int64)
         if changed.size:
             self.tick += 1
@@ -208,3 +208,13 @@ class AllocationTracker:
     def stale(self, computed_at: I64, nodes: I64) -> I64:
         """The entries of ``nodes`` whose cached value predates their node's last change."""
         return nodes[computed_at[nodes] < self.epoch[nodes]]
+
+
+def _rows_differ(a: I32, b: I32) -> BOOL:
+    """``(a != b).any(axis=1)`` for (n, MAX_GPUS) arrays: a row's 8 bool bytes read as one
+    uint64 are non-zero iff any differs, one pass instead of numpy's per-row reduction
+    (~10x cheaper at 5,000 nodes, as in :func:`dsan.filtering._gpus_that_fit`)."""
+    ne = a != b
+    if ne.ndim == 2 and ne.shape[1] == 8 and ne.flags.c_contiguous:
+        return ne.view(np.uint64)[:, 0] != 0
+    return ne.any(axis=1)

@@ -66,6 +66,9 @@ class Published:
     #: Monotonic time of publication.
     at: float
     version: int
+    #: Position in the cache's row-change log this snapshot reflects
+    #: (:meth:`GraphCache.changed_rows`).
+    changes: int = 0
 
 
 @dataclass
@@ -138,6 +141,11 @@ class GraphCache:
         self._tele_pub: tuple[int, npt.NDArray[np.float32]] | None = None
         self._tele_in_snap = -1  # telemetry version held by the published snapshot
         self._published: Published | None = None
+        #: Row-change log: the row of every column write, in order (a row may repeat), so
+        #: per-pod-class score caches recompute only rows changed since they last looked.
+        #: ``_changes_base`` is the absolute position of ``_changes[0]`` (the log is trimmed).
+        self._changes: list[int] = []
+        self._changes_base = 0
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
 
@@ -172,6 +180,11 @@ class GraphCache:
     def _touch(self) -> None:
         self._version += 1
         self.last_change_wall = self._wall()
+        if len(self._changes) > 4 * len(self._names) + 4096:
+            # Trim the log; a class cache that has not looked since recomputes everything.
+            drop = len(self._changes) // 2
+            del self._changes[:drop]
+            self._changes_base += drop
 
     def _topo_id(self, level: int, value: str | None) -> int:
         if value is None:
@@ -239,6 +252,7 @@ class GraphCache:
 
     def _set_row(self, i: int, row: tuple[Any, ...]) -> None:
         name, cpu, mem, gpus, model, topo, cost = row
+        self._changes.append(i)
         self._cpu_cap[i], self._mem_cap[i], self._gpu_count[i] = cpu, mem, gpus
         self._gpu_model[i] = self._model_id(model) if gpus > 0 else -1
         self._zone[i] = self._topo_id(0, topo.zone)
@@ -268,6 +282,7 @@ class GraphCache:
                 self._index[moved] = i
             self._names.pop()
             self._rows.pop(name, None)
+            self._changes.append(i)  # rows moved: the node-set version below resets caches
             self._nodeset_version += 1
             self._tele_version += 1
             self._touch()
@@ -290,6 +305,7 @@ class GraphCache:
     # --- pods --------------------------------------------------------------------------------
     def _charge(self, i: int, c: _Charge) -> None:
         spec = c.spec
+        self._changes.append(i)
         self._cpu_used[i] += spec.cpu_milli
         self._mem_used[i] += spec.mem_mib
         self._pod_count[i] += 1
@@ -297,24 +313,27 @@ class GraphCache:
             c.gpus = ()
             return
         # Best fit, as dsan.policies.base.best_fit_gpus, on the live row (no snapshot copy).
-        free = self._gpu_free[i, : self._gpu_count[i]]
-        fits = np.flatnonzero(free >= spec.gpu_milli)
-        if fits.size >= spec.num_gpu:
-            chosen = fits[np.argsort(free[fits], kind="stable")][: spec.num_gpu]
-        else:
+        # At most 8 GPUs: Python on a list beats a dozen numpy calls on the request path.
+        count = int(self._gpu_count[i])
+        free: list[int] = self._gpu_free[i, :count].tolist()
+        milli = spec.gpu_milli
+        fits = sorted((f, g) for g, f in enumerate(free) if f >= milli)  # (free, slot): stable
+        if len(fits) < spec.num_gpu:
             # The cluster bound more than our view allows (a stale view or a device plugin
             # that over-shares): charge the freest GPUs and count it, never go negative.
             self.stats.overcommits += 1
-            chosen = np.argsort(-free, kind="stable")[: spec.num_gpu]
-        c.gpus = tuple(int(g) for g in sorted(chosen))
+            fits = sorted((-f, g) for g, f in enumerate(free))
+        c.gpus = tuple(sorted(g for _, g in fits[: spec.num_gpu]))
         for g in c.gpus:
-            self._gpu_free[i, g] = max(0, self._gpu_free[i, g] - spec.gpu_milli)
+            free[g] = max(0, free[g] - milli)
+        self._gpu_free[i, :count] = free
 
     def _uncharge(self, c: _Charge) -> None:
         i = self._index.get(c.node)
         if i is None:
             return
         spec = c.spec
+        self._changes.append(i)
         self._cpu_used[i] = max(0.0, self._cpu_used[i] - spec.cpu_milli)
         self._mem_used[i] = max(0.0, self._mem_used[i] - spec.mem_mib)
         self._pod_count[i] = max(0, self._pod_count[i] - 1)
@@ -390,17 +409,63 @@ class GraphCache:
             self._touch()
 
     # --- assumed pods ----------------------------------------------------------------------
-    def assume(self, key: str, spec: PodSpec, node: str) -> None:
-        """Charge ``spec`` to ``node`` until the pod is seen bound or the TTL runs out."""
+    def assume(self, key: str, spec: PodSpec, node: str, patch_published: bool = False) -> None:
+        """Charge ``spec`` to ``node`` until the pod is seen bound or the TTL runs out.
+
+        ``patch_published``: the caller holds :attr:`scoring_lock` (no request is reading the
+        published snapshot), so if that snapshot was current, the few rows this changes are
+        written into it as well and it stays current: the next request skips the O(n)
+        republish (the scoring engine assumes every winner this way).
+        """
         with self._lock:
             if key in self._pods:
                 return  # already bound: the real charge wins
+            pub = self._published
+            start = self._changes_base + len(self._changes)
+            current = (patch_published and pub is not None and pub.version == self._version
+                       and pub.index is self._index_pub
+                       and self._index_pub_version == self._nodeset_version)
             self._drop_assumed(key)
             self._expire()
             charge = _Charge(node=node, spec=spec)
             self._assumed[key] = charge
             self._attach(key, charge)
             self._touch()
+            if current and start >= self._changes_base:
+                assert pub is not None
+                self._patch(pub, self._changes[start - self._changes_base:])
+
+    def _patch(self, pub: Published, rows: list[int]) -> None:
+        """Copy the allocation columns of ``rows`` into ``pub``'s snapshot; republish it."""
+        snap = pub.snap
+        if len(rows) == 1:  # the usual assumption: scalar writes, no index arrays
+            r = rows[0]
+            snap.cpu_used[r] = self._cpu_used[r]
+            snap.mem_used[r] = self._mem_used[r]
+            snap.gpu_free[r] = self._gpu_free[r]
+            if snap.pod_count is not None:
+                snap.pod_count[r] = self._pod_count[r]
+        elif rows:
+            idx = np.asarray(rows, dtype=np.int64)
+            snap.cpu_used[idx] = self._cpu_used[idx]
+            snap.mem_used[idx] = self._mem_used[idx]
+            snap.gpu_free[idx] = self._gpu_free[idx]
+            if snap.pod_count is not None:
+                snap.pod_count[idx] = self._pod_count[idx]
+        snap.version = self._version
+        self._published = Published(
+            snap=snap, index=pub.index, models=pub.models, telemetry_time=pub.telemetry_time,
+            at=pub.at, version=self._version,
+            changes=self._changes_base + len(self._changes))
+
+    def changed_rows(self, since: int, upto: int) -> list[int] | None:
+        """Rows written between change-log positions ``since`` and ``upto`` (from
+        :attr:`Published.changes`), with repeats; None if the log no longer reaches back."""
+        with self._lock:
+            if since < self._changes_base:
+                return None
+            base = self._changes_base
+            return self._changes[since - base: upto - base]
 
     def _drop_assumed(self, key: str) -> None:
         old = self._assumed.pop(key, None)
@@ -438,6 +503,7 @@ class GraphCache:
             i = self._index.get(name)
             if i is not None:
                 self._tele_time[i] = -math.inf  # history kept, but stale from now on
+                self._changes.append(i)
                 self._tele_version += 1
                 self._touch()
 
@@ -463,6 +529,7 @@ class GraphCache:
         self._tele_pos[i] = (self._tele_pos[i] + len(windows)) % self._T
         self._tele_time[i] = end
         self._tele_version += 1
+        self._changes.append(i)
         return True
 
     # --- publishing --------------------------------------------------------------------------
@@ -513,7 +580,8 @@ class GraphCache:
                 snap.telemetry_version = self._tele_version + self._static_version
             self._tele_in_snap = self._tele_pub[0]
             pub = Published(snap=snap, index=self._index_pub, models=self._models_pub,
-                            telemetry_time=tele_time, at=now, version=self._version)
+                            telemetry_time=tele_time, at=now, version=self._version,
+                            changes=self._changes_base + len(self._changes))
             self._published = pub
             self.stats.publishes += 1
             return pub

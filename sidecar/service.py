@@ -88,11 +88,11 @@ class ScoringService:
         if not names:
             raise RequestError("bad_request", "no candidate node names in the request")
         try:
-            res = self.engine.score(spec, names, max_score=max_score)
+            # The engine assumes the winner under its lock (the snapshot stays current).
+            res = self.engine.score(spec, names, max_score=max_score, assume=key)
         except NoKnownNodes as exc:
             raise RequestError("unknown_nodes", str(exc)) from None
         if res.best >= 0 and key:
-            self.cache.assume(key, spec, names[res.best])
             self.metrics.assumed.inc()
         if res.fallback:
             self.metrics.fallbacks.inc(res.fallback)

@@ -73,6 +73,16 @@ def normalize(
     s = np.asarray(scores, dtype=np.float64)
     if s.size == 0:
         return np.zeros(0, dtype=np.int64)
+    lo, hi = s.min(), s.max()
+    if -np.inf < lo and hi < np.inf:
+        # All finite (a NaN would have made lo or hi NaN): two reductions, then one pass.
+        if not hi > lo:
+            return np.full(s.shape, max_score, dtype=np.int64)
+        span = hi - lo
+        if span < np.inf:
+            out = s - lo
+            out *= max_score / span
+            return np.rint(out, out=out).astype(np.int64)
     finite = np.isfinite(s)
     all_finite = bool(finite.all())
     if not all_finite and not finite.any():

@@ -24,9 +24,12 @@ import numpy.typing as npt
 from dsan.policies.base import MAX_NODE_SCORE, best_fit_gpus
 from dsan.policies.frag import node_frag
 from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
+from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec, empty_snapshot
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
+#: score_rows memoises calls of at most this many rows, and keeps at most _MEMO_MAX states.
+_MEMO_ROWS = 16
+_MEMO_MAX = 1 << 16
 
 
 @dataclass
@@ -43,6 +46,9 @@ class FGDScorer:
         self.target = target if target is not None else TargetWorkload.default()
         self._snap: ClusterSnapshot | None = None
         self._track = AllocationTracker()
+        self._models_seen: tuple[str, ...] | None = None
+        self._by_model = np.zeros((0, 0), dtype=bool)
+        self._memo: dict[tuple[object, ...], float] = {}
 
     # --- state tracking ------------------------------------------------------------------
     def _sync(self, snap: ClusterSnapshot) -> None:
@@ -66,7 +72,7 @@ class FGDScorer:
 
     def _entry(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> _Entry:
         self._sync(snap)
-        key = (float(pod.cpu_milli), int(pod.gpu_milli), int(pod.num_gpu))
+        key = self.cache_key(pod)
         entry = self._cache.get(key)
         if entry is None:
             n = len(snap)
@@ -76,7 +82,10 @@ class FGDScorer:
             self._cache[key] = entry
         stale = self._track.stale(entry.at, nodes)
         if stale.size:
-            score, gpu = self._compute(pod, snap, stale)
+            score, gpu, _ = self._compute(
+                pod, stale, self._track.gpu_free[stale],
+                snap.cpu_cap[stale] - self._track.cpu_used[stale], self._access[:, stale],
+                self._before[stale])
             entry.score[stale] = score
             entry.gpu[stale] = gpu
             entry.at[stale] = self._track.tick
@@ -84,32 +93,118 @@ class FGDScorer:
 
     # --- scoring ----------------------------------------------------------------------------
     def _compute(
-        self, pod: PodSpec, snap: ClusterSnapshot, idx: npt.NDArray[np.int64]
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-        free = self._track.gpu_free[idx]
-        cpu_after = snap.cpu_cap[idx] - self._track.cpu_used[idx] - pod.cpu_milli
-        before = self._before[idx]
-        access = self._access[:, idx]
+        self,
+        pod: PodSpec,
+        idx: npt.NDArray[np.int64],
+        free: npt.NDArray[np.int32],
+        cpu_free: npt.NDArray[np.float64],
+        access: npt.NDArray[np.bool_],
+        before: npt.NDArray[np.float64] | None,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Scores (and best GPU) of nodes ``idx`` in state (``free``, ``cpu_free``).
+
+        ``before`` is their current fragment; None computes it in the same
+        :func:`node_frag` call as the what-ifs (rows are independent and exact in any batch,
+        see :mod:`dsan.policies.frag`). Returns (score, gpu, before).
+        """
+        cpu_after = cpu_free - pod.cpu_milli
         m = len(idx)
         if pod.is_sharing:
             # One what-if variant per (node, GPU that fits): the share taken from that GPU.
             valid = free >= pod.gpu_milli  # (m, G)
             row, gpu = np.nonzero(valid)
             after = free[row] - pod.gpu_milli * _EYE[gpu]  # (v, G)
-            frag = node_frag(cpu_after[row], after, access[:, row], self.target)
+            before, frag = self._frag(before, cpu_free, free, access,
+                                      cpu_after[row], after, access[:, row])
             score = np.full((m, MAX_GPUS), -1.0)
             score[row, gpu] = np.floor(_sigmoid((before[row] - frag) / 1000.0) * MAX_NODE_SCORE)
             best = score.argmax(axis=1)  # first maximum = lowest slot, as the plugin's strict ">"
-            return score[np.arange(m), best], np.where(valid.any(axis=1), best, -1)
+            return score[np.arange(m), best], np.where(valid.any(axis=1), best, -1), before
         if pod.num_gpu > 0 and pod.gpu_milli > 0:
             fits = free >= pod.gpu_milli
             take = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu)
             after_free = free - take * pod.gpu_milli
         else:
             after_free = free
-        frag = node_frag(cpu_after, after_free, access, self.target)
+        before, frag = self._frag(before, cpu_free, free, access, cpu_after, after_free, access)
         score = np.floor(_sigmoid((before - frag) / 1000.0) * MAX_NODE_SCORE)
-        return score, np.full(m, -1, dtype=np.int64)
+        return score, np.full(m, -1, dtype=np.int64), before
+
+    def _frag(
+        self,
+        before: npt.NDArray[np.float64] | None,
+        cpu_now: npt.NDArray[np.float64],
+        free_now: npt.NDArray[np.int32],
+        access_now: npt.NDArray[np.bool_],
+        cpu_after: npt.NDArray[np.float64],
+        free_after: npt.NDArray[np.integer],
+        access_after: npt.NDArray[np.bool_],
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(before, after) fragments; one node_frag call when ``before`` is not known."""
+        if before is not None:
+            return before, node_frag(cpu_after, free_after, access_after, self.target)
+        m = len(cpu_now)
+        both = node_frag(np.concatenate([cpu_now, cpu_after]),
+                         np.concatenate([free_now, free_after]),
+                         np.concatenate([access_now, access_after], axis=1), self.target)
+        return both[:m], both[m:]
+
+    def score_rows(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """:meth:`score` without the per-shape cache: no O(n) diff of the snapshot, for
+        callers that track changed rows themselves (the sidecar's per-pod-class cache).
+
+        A few rows (the nodes one placement changed) go through a memo of the pure function
+        (pod shape, free CPU, GPU model, free GPU shares) -> score: node states recur, and a
+        hit costs a dict lookup instead of a dozen numpy calls of :func:`node_frag`.
+        """
+        nodes = np.asarray(nodes, dtype=np.int64)
+        by_model = self._model_access(snap)
+        if len(nodes) > _MEMO_ROWS:
+            return self._score_rows(pod, snap, nodes, by_model)
+        shape = self.cache_key(pod)
+        cpu = (snap.cpu_cap[nodes] - snap.cpu_used[nodes]).tolist()
+        keys = [(shape, c, g, f.tobytes()) for c, g, f in zip(
+            cpu, snap.gpu_model[nodes].tolist(), snap.gpu_free[nodes], strict=True)]
+        memo = self._memo
+        out = [memo.get(k) for k in keys]
+        miss = [j for j, v in enumerate(out) if v is None]
+        if miss:
+            got = self._score_rows(pod, snap, nodes[miss], by_model).tolist()
+            if len(memo) > _MEMO_MAX:
+                memo.clear()
+            for j, v in zip(miss, got, strict=True):
+                memo[keys[j]] = out[j] = v
+        return np.array(out, dtype=np.float64)
+
+    def _score_rows(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64],
+        by_model: npt.NDArray[np.bool_],
+    ) -> npt.NDArray[np.float64]:
+        score, _, _ = self._compute(pod, nodes, snap.gpu_free[nodes],
+                                    snap.cpu_cap[nodes] - snap.cpu_used[nodes],
+                                    by_model[:, snap.gpu_model[nodes]], None)
+        return score
+
+    def _model_access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
+        """(K, models + 1) access per GPU model index, the last column for -1 (no GPU):
+        :meth:`TargetWorkload.access` depends on a node only through its model."""
+        models = tuple(snap.gpu_models)
+        if self._models_seen != models:
+            k = len(models)
+            tiny = empty_snapshot([str(i) for i in range(k + 1)], np.zeros(k + 1),
+                                  np.zeros(k + 1), np.zeros(k + 1),
+                                  [*range(k), -1], list(models))
+            self._by_model = self.target.access(tiny)
+            self._models_seen = models
+            self._memo.clear()  # model indices may mean other models now
+        return self._by_model
+
+    def cache_key(self, pod: PodSpec) -> tuple[float, int, int]:
+        """All of the pod that a node's score depends on (the sidecar caches scores by it):
+        the score also reads only that node's own row, so it is row-separable."""
+        return (float(pod.cpu_milli), int(pod.gpu_milli), int(pod.num_gpu))
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]

@@ -35,6 +35,11 @@ MIB = 1 << 20
 class K8sDefaultScorer:
     name = "k8s-default"
 
+    def cache_key(self, pod: PodSpec) -> tuple[float, float]:
+        """All of the pod that a node's score depends on (the sidecar caches scores by it);
+        each node's score reads only that node's row."""
+        return (float(pod.cpu_milli), float(pod.mem_mib))
+
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:

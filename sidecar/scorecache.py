@@ -1,0 +1,126 @@
+"""Per-pod-class score cache: every node's raw score and feasibility, kept current row by row.
+
+Pods of one *class* (the same values of everything the served scorer and the feasibility
+check read: :meth:`ScoreCache.key`) get the same raw score on a node as long as that node's
+row did not change. So per class the cache keeps a raw-score vector and a feasibility mask
+over *all* nodes, plus the position in the :class:`~sidecar.cache.GraphCache`'s row-change
+log they reflect; a request recomputes only the rows written since (usually the one node the
+previous pod was assumed onto) and gathers. The hot path is then lookup, gather, normalise.
+
+Only scorers that say so are cached: a ``cache_key(pod)`` method returning a hashable key, or
+None for a pod it cannot cache, and a score that reads only the scored node's own row (FGD
+and k8s-default). Scorers whose score depends on the candidate set (DSAN's min-max feature
+columns) or on telemetry ages have no ``cache_key`` and are scored in full on every request.
+The result is exactly the uncached scorer's (tests/unit/sidecar/test_scorecache.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.filtering import feasible
+from dsan.policies.base import Scorer
+from dsan.snapshot import PodSpec
+from sidecar.cache import GraphCache, Published
+
+#: Classes kept at once; the least recently created is dropped beyond it (a few MB at most).
+MAX_CLASSES = 64
+
+
+@dataclass(slots=True)
+class _Entry:
+    index: Any  # the Published.index (node set) the vectors are laid out by
+    changes: int  # change-log position they reflect
+    raw: npt.NDArray[np.float64]  # raw score per node; NaN where infeasible
+    ok: npt.NDArray[np.bool_]  # feasibility per node
+
+
+class ScoreCache:
+    """Raw scores and feasibility per pod class for one row-separable scorer."""
+
+    def __init__(self, cache: GraphCache, scorer: Scorer, max_classes: int = MAX_CLASSES) -> None:
+        self.cache = cache
+        self.scorer = scorer
+        self._key_of = getattr(scorer, "cache_key", None)
+        # A scorer may offer a stateless row scorer (FGD: no O(n) diff of its own cache).
+        self._score = getattr(scorer, "score_rows", scorer.score)
+        self._max = max_classes
+        self._entries: dict[Hashable, _Entry] = {}
+        #: Rows recomputed and full rebuilds (observability and tests).
+        self.rows_recomputed = 0
+        self.rebuilds = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._key_of is not None
+
+    def key(self, pod: PodSpec) -> Hashable | None:
+        """The scorer's key plus every pod field :func:`dsan.filtering.feasible` reads."""
+        if self._key_of is None:
+            return None
+        k = self._key_of(pod)
+        if k is None:
+            return None
+        return (k, pod.cpu_milli, pod.mem_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_models,
+                pod.toleration_mask)
+
+    def lookup(
+        self, pod: PodSpec, key: Hashable, pub: Published
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+        """(raw, ok) over all nodes of ``pub`` for ``pod``'s class; read-only views.
+
+        Call with the cache's scoring lock held (``pub`` is refreshed in place otherwise).
+        A scorer exception propagates and the class is dropped, never left half updated.
+        """
+        e = self._entries.get(key)
+        if e is not None and e.index is pub.index and len(e.ok) == len(pub.snap):
+            if e.changes != pub.changes:
+                rows = self.cache.changed_rows(e.changes, pub.changes)
+                if rows is None:
+                    e = None  # the log was trimmed past this class: rebuild
+                elif rows:
+                    try:
+                        self._update(pod, pub, e, rows)
+                    except Exception:
+                        del self._entries[key]
+                        raise
+                    self.rows_recomputed += len(rows)
+                if e is not None:
+                    e.changes = pub.changes
+        else:
+            e = None
+        if e is None:
+            e = self._build(pod, pub)
+            self._entries.pop(key, None)
+            if len(self._entries) >= self._max:
+                del self._entries[next(iter(self._entries))]
+            self._entries[key] = e
+        return e.raw, e.ok
+
+    def _build(self, pod: PodSpec, pub: Published) -> _Entry:
+        snap = pub.snap
+        ok = feasible(pod, snap)
+        raw = np.full(len(snap), np.nan)
+        fit = np.flatnonzero(ok)
+        if fit.size:
+            raw[fit] = self._score(pod, snap, fit)
+        self.rebuilds += 1
+        return _Entry(pub.index, pub.changes, raw, ok)
+
+    def _update(self, pod: PodSpec, pub: Published, e: _Entry, rows: list[int]) -> None:
+        snap = pub.snap
+        idx = np.unique(np.asarray(rows, dtype=np.int64))
+        ok = feasible(pod, snap, idx)
+        e.ok[idx] = ok
+        e.raw[idx[~ok]] = np.nan
+        fit = idx[ok]
+        if fit.size:
+            e.raw[fit] = self._score(pod, snap, fit)
+
+    def clear(self) -> None:
+        self._entries.clear()
