@@ -242,6 +242,7 @@ def placement(
     nodes: npt.NDArray[np.int64],
     w: TargetWorkload,
     access: npt.NDArray[np.bool_] | None = None,
+    before: F64 | None = None,
 ) -> Placement:
     """Fragmentation before and after placing ``pod`` on each candidate node, vectorised.
 
@@ -249,13 +250,15 @@ def placement(
     after (ties: least free share, i.e. best fit), as FGD does; whole-GPU pods take the first
     fully free GPUs (best fit). Fragmentation is :func:`dsan.policies.frag.node_frag`'s
     definition (FGD and DSAN share it); sharing what-ifs correct its terms per slot.
-    ``access`` may pass ``w.access(snap)`` precomputed (:meth:`PlacementCache.access`).
+    ``access`` may pass ``w.access(snap)`` precomputed (:meth:`PlacementCache.access`) and
+    ``before`` the nodes' current fragmentation (it does not depend on the pod).
     """
     free = snap.gpu_free[nodes].astype(np.int64)
     m, _g = free.shape
     cpu_free = snap.cpu_cap[nodes] - snap.cpu_used[nodes]
     acc = (w.access(snap) if access is None else access)[:, nodes]
-    before = node_frag(cpu_free, free, acc, w)
+    if before is None:
+        before = node_frag(cpu_free, free, acc, w)
     cpu_after = cpu_free - pod.cpu_milli
     slot = np.full(m, -1, dtype=np.int64)
     if pod.is_sharing:
@@ -283,6 +286,9 @@ class PlacementCache:
             tuple[float, int, int],
             tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]],
         ] = {}
+        # Current fragmentation per node, shared by all pod shapes (it is pod-independent).
+        self._before = np.zeros(0)
+        self._before_at = np.zeros(0, dtype=np.int64)
         self._access: npt.NDArray[np.bool_] | None = None
         self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
 
@@ -299,6 +305,8 @@ class PlacementCache:
             self._names = list(snap.names)
             self._track.reset(snap)
             self._entries = {}
+            self._before = np.zeros(len(snap))
+            self._before_at = np.full(len(snap), -1, dtype=np.int64)
             return
         self._track.sync(snap)
 
@@ -317,7 +325,17 @@ class PlacementCache:
         before, after, slot, free_after, at = self._entries[key]
         stale = self._track.stale(at, nodes)
         if stale.size:
-            pl = placement(pod, snap, stale, self.workload, self.access(snap))
+            acc = self.access(snap)
+            old = self._track.stale(self._before_at, stale)
+            if old.size:
+                self._before[old] = node_frag(
+                    snap.cpu_cap[old] - snap.cpu_used[old],
+                    snap.gpu_free[old],
+                    acc[:, old],
+                    self.workload,
+                )
+                self._before_at[old] = self._track.tick
+            pl = placement(pod, snap, stale, self.workload, acc, self._before[stale])
             before[stale], after[stale], slot[stale] = pl.frag_before, pl.frag_after, pl.slot
             free_after[stale] = pl.free_after
             at[stale] = self._track.tick
@@ -443,7 +461,9 @@ def featurize(
         else np.array([pod.image in snap.images[j] for j in nodes], dtype=np.float64)
     )
     r[i + 1] = 0.0 if snap.pod_count is None else snap.pod_count[nodes] / 64
-    caps = np.stack([snap.cpu_cap[nodes], snap.mem_cap[nodes], snap.gpu_count[nodes] * 1000.0])
+    cnt = snap.gpu_count[nodes]
+    caps = np.empty((3, m))
+    caps[0], caps[1], caps[2] = snap.cpu_cap[nodes], snap.mem_cap[nodes], cnt * 1000.0
     pos = caps > 0
     req = np.array([pod.cpu_milli, pod.mem_mib, gtot], dtype=np.float64)
     of_node = np.divide(req[:, None], caps, out=np.zeros((3, m)), where=pos)
@@ -454,10 +474,12 @@ def featurize(
 
     pl = cache.get(pod, snap, nodes) if cache is not None else placement(pod, snap, nodes, w)
     free = snap.gpu_free[nodes].astype(np.int64)
-    present = snap.gpu_present[nodes]
-    cnt = snap.gpu_count[nodes]
+    present = cnt[:, None] > _SLOTS  # snap.gpu_present of the candidates only
     gfree = free.sum(1).astype(np.float64)
-    now = np.stack([caps[0] - snap.cpu_used[nodes], caps[1] - snap.mem_used[nodes], gfree])
+    now = np.empty((3, m))
+    np.subtract(caps[0], snap.cpu_used[nodes], out=now[0])
+    np.subtract(caps[1], snap.mem_used[nodes], out=now[1])
+    now[2] = gfree
     after = now - req[:, None]
     fa = np.divide(after, caps, out=np.zeros((3, m)), where=pos)
     r[i : i + 6 : 2] = np.divide(now, caps, out=np.zeros((3, m)), where=pos)
@@ -507,7 +529,9 @@ def featurize(
     price = np.ones(m) if snap.hourly_cost is None else snap.hourly_cost[nodes]
     share = np.maximum(of_node[0], of_node[2])
     cost = price * share
-    ranks = _minmax_rows(np.stack([delta, bestfit, least, dot, cost]), _RANK_HIGHER_IS_BETTER)
+    v = np.empty((5, m))
+    v[0], v[1], v[2], v[3], v[4] = delta, bestfit, least, dot, cost
+    ranks = _minmax_rows(v, _RANK_HIGHER_IS_BETTER)
     r[i + 31 : i + 35] = ranks[:4]
     r[i + 35] = fgd_int >= fgd_int.max()
     r[i + 36] = bestfit >= bestfit.max() - 1e-9
@@ -534,6 +558,7 @@ def featurize(
     return x, telemetry_of(snap, nodes)
 
 
+_SLOTS = np.arange(MAX_GPUS)[None, :]
 #: Direction of the five min-max rank columns: frag delta, bestfit, least, dotprod, cost.
 _RANK_HIGHER_IS_BETTER = np.array([False, True, True, True, False])
 
