@@ -114,7 +114,7 @@ class ScoreCache:
 
     def _update(self, pod: PodSpec, pub: Published, e: _Entry, rows: list[int]) -> None:
         snap = pub.snap
-        idx = np.unique(np.asarray(rows, dtype=np.int64))
+        idx = np.array(sorted(set(rows)), dtype=np.int64)  # a few rows: no np.unique
         ok = feasible(pod, snap, idx)
         e.ok[idx] = ok
         e.raw[idx[~ok]] = np.nan
