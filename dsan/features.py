@@ -300,6 +300,15 @@ class PlacementCache:
             self._access, self._access_key = self.workload.access(snap), key
         return self._access
 
+    def adopt_fragmentation(self, snap: ClusterSnapshot, frag: F64) -> None:
+        """Take ``frag`` as every node's current fragmentation: it must be
+        :func:`dsan.policies.frag.node_frag` of ``snap`` as it is now against this cache's
+        workload (a :class:`~dsan.policies.frag.FragTracker` kept current, as the simulator
+        keeps one), so placements need not recompute it."""
+        self._sync(snap)
+        self._before[:] = frag
+        self._before_at[:] = self._track.tick
+
     def _sync(self, snap: ClusterSnapshot) -> None:
         if len(snap) != len(self._names) or snap.names != self._names:
             self._names = list(snap.names)

@@ -119,6 +119,9 @@ class _Player:
             ro.alloc_pct, ro.failed, ro.pods = ep.alloc_pct, ep.failed, len(ep.order)
             return False
         self.pod, self.cand, sla = nxt
+        # The episode's tracker holds every node's current fragmentation: the cache's
+        # "before" of each what-if, already computed.
+        self.cache.adopt_fragmentation(ep.snap, ep.frag.frag)
         if ro.reward:
             ro.reward[-1] += ep.weights.sla * sla
         else:

@@ -227,11 +227,13 @@ def test_fast_featurize_matches_the_reference_along_an_openb_episode() -> None:
 
     ep = make_episode(EnvConfig(n_nodes=48), 3)
     cache = PlacementCache(ep.target)
-    for _ in range(120):
+    for step in range(120):
         nxt = ep.next_decision()
         if nxt is None:
             break
         pod, cand, _ = nxt
+        if step % 2:  # the rollout's path: the episode's tracker supplies "before"
+            cache.adopt_fragmentation(ep.snap, ep.frag.frag)
         want, _ = _reference_featurize(pod, ep.snap, cand, ep.target)
         got, _ = featurize(pod, ep.snap, cand, ep.target, cache=cache)
         np.testing.assert_array_equal(got, want)
