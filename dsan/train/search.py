@@ -308,6 +308,48 @@ def apply(net: DSANNet, features: list[str] | tuple[str, ...], weights: list[flo
     return net
 
 
+def export_model(
+    result: dict[str, Any], out_dir: str | Path, base_dir: str | Path | None = None
+) -> Path:
+    """The model ``base_dir`` (default: the shipped one; it must have a residual head) with
+    the searched skip weights, saved to ``out_dir`` in all three formats; the manifest's
+    ``training`` records the search config, the weights and the training workloads."""
+    from dsan.model.export import DEFAULT_DIR, load, save
+
+    base, manifest = load(base_dir or DEFAULT_DIR)
+    net = apply(base, result["features"], result["weights"])
+    cfg = result.get("config", {})
+    training = {
+        "stage": "openb-tie-break-search",
+        "base_model": manifest.get("version"),
+        "workloads": [_file(w) for w in cfg.get("workloads", TRAIN_WORKLOADS)],
+        "search": cfg,
+        "skip_weights": dict(zip(result["features"], result["weights"], strict=True)),
+    }
+    version = f"dsan-1-openb-{int(time.time())}"
+    return save(net, out_dir, version, training, {"confirm_gap": result.get("confirm_gap")})
+
+
+def linear_from_model(model_dir: str | Path) -> tuple[list[str], list[float]]:
+    """The (features, weights) of a model whose residual head is FGD + a skip layer only (the
+    MLP's last layer zero, prior scale 1): then :class:`LinearFGDScorer` with them ranks as
+    the model does, ~5x faster. Raises ``ValueError`` for any other model."""
+    from dsan.model.export import load
+
+    net, _ = load(model_dir)
+    head = net.head
+    mlp_out = head.mlp[2]
+    assert isinstance(mlp_out, torch.nn.Linear)
+    scale = float(torch.nn.functional.softplus(head.prior_scale))
+    if not head.residual or mlp_out.weight.abs().max() > 0 or mlp_out.bias.abs().max() > 0:
+        raise ValueError(f"{model_dir}: not a residual head with a zero MLP output")
+    if abs(scale - 1.0) > 1e-5 or abs(float(head.skip.bias)) > 0:
+        raise ValueError(f"{model_dir}: prior scale {scale} != 1 or non-zero skip bias")
+    w = head.skip.weight.detach().double().numpy()[0]
+    idx = np.flatnonzero(w)
+    return [FEATURE_NAMES[i] for i in idx], [float(w[i]) for i in idx]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m dsan.train.search [--iterations N ...]``: run ES, print the result."""
     import argparse

@@ -3,19 +3,22 @@ carrying the same skip weights (search.apply) ranks candidates the same way."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from dsan.features import FEATURE_NAMES, featurize
 from dsan.filtering import feasible_nodes
+from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
 from dsan.policies.fgd import FGDScorer
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.train.linear import SUPPORTED, LinearFGDScorer, columns
-from dsan.train.search import apply
+from dsan.train.search import apply, linear_from_model
 
 PODS = [
     PodSpec("share", 4000, 8000, 1, 450),
@@ -80,3 +83,19 @@ def test_applied_model_ranks_like_the_linear_scorer() -> None:
         np.testing.assert_allclose(a, b, atol=1e-3)
         assert np.argmax(a) == np.argmax(b)
         assert np.ptp(a - FGDScorer(target).score(pod, snap, nodes)) > 0  # w changes scores
+
+
+def test_linear_from_model_round_trips_and_refuses_a_trained_mlp(tmp_path: Path) -> None:
+    names, weights = ["gpu_max_free", "gpu_min_free"], [-0.5, -0.05]
+    torch.manual_seed(0)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights)
+    save(net, tmp_path / "m", "v", exports=False)
+    got = linear_from_model(tmp_path / "m")
+    assert got[0] == names and got[1] == pytest.approx(weights)
+    out = net.head.mlp[2]
+    assert isinstance(out, torch.nn.Linear)
+    with torch.no_grad():
+        out.bias.fill_(0.1)
+    save(net, tmp_path / "mlp", "v", exports=False)
+    with pytest.raises(ValueError, match="zero MLP"):
+        linear_from_model(tmp_path / "mlp")
