@@ -8,6 +8,7 @@ from dataclasses import fields
 from typing import Any
 
 from dsan.train.ppo import Args
+from dsan.train.scenario_train import ScenarioArgs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -15,21 +16,35 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "train",
         help="train the DSAN policy (imitation + PPO, optionally distributed)",
         description="Imitation warm start from the best heuristic, then PPO on openb "
-        "episodes. Writes metrics.csv, checkpoints and <out>/model/.",
+        "episodes (or, with --scenario, on windows of a simulator scenario). Writes "
+        "metrics.csv, checkpoints and <out>/model/ (scenario mode: also TensorBoard <out>/tb).",
     )
-    for f in fields(Args):
-        if f.name in ("extra",):
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if not callable(f.default_factory) else f.default_factory()
+    p.add_argument(
+        "--scenario",
+        default=None,
+        help="train on this simulator scenario (e.g. seed-table1) instead of openb episodes: "
+        "imitation of the per-task-type teacher, then PPO (dsan.train.scenario_train)",
+    )
+    # One flag per field of either mode's Args; unset flags take the chosen mode's default.
+    defaults: dict[str, dict[str, Any]] = {}
+    for cls in (Args, ScenarioArgs):
+        for f in fields(cls):
+            if f.name not in ("extra", "scenario"):
+                d = f.default if not callable(f.default_factory) else f.default_factory()
+                defaults.setdefault(f.name, {})[cls.__name__] = d
+    for name, by_mode in defaults.items():
+        default = next(iter(by_mode.values()))
+        flag = "--" + name.replace("_", "-")
+        shown = "; ".join(
+            f"{'openb' if k == 'Args' else 'scenario'}: {v}" for k, v in by_mode.items()
+        )
+        kw: dict[str, Any] = {"default": argparse.SUPPRESS, "help": f"default ({shown})"}
         if isinstance(default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
         elif isinstance(default, tuple):
-            p.add_argument(
-                flag, nargs="+", default=list(default), help=f"default: {' '.join(default)}"
-            )
+            p.add_argument(flag, nargs="+", type=type(default[0]), **kw)
         else:
-            p.add_argument(flag, type=type(default), default=default, help=f"default: {default}")
+            p.add_argument(flag, type=type(default), **kw)
     p.add_argument(
         "--workers",
         type=int,
@@ -51,11 +66,24 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+def _kwargs(cls: type, ns: argparse.Namespace) -> dict[str, Any]:
+    """The fields of ``cls`` given on the command line (tuples as tuples)."""
+    kw = {f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
+
+
 def run(ns: argparse.Namespace) -> int:
-    kw: dict[str, Any] = {f.name: getattr(ns, f.name) for f in fields(Args) if f.name != "extra"}
-    kw["workloads"] = tuple(kw["workloads"])
+    if ns.scenario is not None:
+        from dsan.train.scenario_train import train as train_scenario
+
+        try:
+            sa = ScenarioArgs(**{**_kwargs(ScenarioArgs, ns), "scenario": ns.scenario})
+        except (TypeError, ValueError) as exc:
+            raise SystemExit(f"dsan train --scenario: {exc}") from None
+        print(json.dumps(train_scenario(sa), indent=2, default=str))
+        return 0
     try:
-        a = Args(**kw, extra={"init_weights": ns.init_weights})
+        a = Args(**_kwargs(Args, ns), extra={"init_weights": ns.init_weights})
     except ValueError as exc:
         raise SystemExit(f"dsan train: {exc}") from None
     if ns.workers > 0:

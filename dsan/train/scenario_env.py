@@ -1,0 +1,140 @@
+"""Training episodes on the seed scenario (issue 4): a window of a 24 h run, and its reward.
+
+An episode is one seeded scenario run (:class:`~dsan.sim.scenario.env.ScenarioEnv`, whose
+telemetry changes every 10 s). The scenario's pressure sits at the diurnal peaks (batch and
+training at 11:00, web at 14:00), so an episode is a *window* ``[start_h, start_h + len_h)``:
+before ``start_h`` the teacher plays (fast, nothing recorded) to bring the cluster into a
+realistic state; inside the window the learner (or the teacher, for imitation) places every
+pod and each placement is a step; the run stops at the window's end.
+
+Reward of a step (all that happened until the next decision, :class:`RewardParts`), with the
+article's weights (configurable) and every term normalised to roughly [0, 1] per episode:
+
+* utilisation  ``+w_util * util_integral / window_s``: the window's mean utilisation of
+  powered-on nodes (the Table 1 metric) summed over the steps;
+* completion   ``-w_completion * jct_sum_s / (3600 * jobs_norm)``: job hours of the jobs
+  completed in the step, per ``jobs_norm`` jobs;
+* cost         ``-w_cost * cost / full_cost``: ``full_cost`` = every node on for the window;
+* SLA          ``-w_sla * violations / sla_norm``: ``sla_norm`` = the window's web
+  service-windows (services x window_s / 300 s), the bulk of the SLA items.
+
+SLA shaping (our addition, ``sla_shaping``): web violations are counted every 300 s, long
+after the placement that caused them, so each placement also pays at once
+``sla_shaping * overheat`` where ``overheat = max(0, requested CPU after the pod / capacity
+- contention threshold)`` *if the chosen node hosts a web replica* (the simulator knows; the
+policy must infer it from its features). Requests bound the demand of executors, so a node
+kept under the threshold never slows its web replicas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dsan.sim.scenario.config import ScenarioConfig, load
+from dsan.sim.scenario.engine import Decision, SelectGpus
+from dsan.sim.scenario.env import ScenarioEnv
+from dsan.sim.scenario.metrics import RewardParts
+
+
+@dataclass(frozen=True)
+class ScenarioReward:
+    """The article's weights plus our SLA shaping; normalisers documented in the module."""
+
+    w_util: float = 0.4
+    w_completion: float = 0.3
+    w_cost: float = 0.2
+    w_sla: float = 0.1
+    sla_shaping: float = 1.0
+    jobs_norm: float = 50.0
+
+    def __post_init__(self) -> None:
+        ws = (self.w_util, self.w_completion, self.w_cost, self.w_sla, self.sla_shaping)
+        if min(ws) < 0 or self.jobs_norm <= 0:
+            raise ValueError("ScenarioReward: weights must be >= 0 and jobs_norm > 0")
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    """Which part of which scenario an episode covers."""
+
+    scenario: str = "seed-table1"
+    start_h: float = 9.0
+    len_h: float = 1.0
+    burst: bool = False
+
+    def __post_init__(self) -> None:
+        if self.start_h < 0 or self.len_h <= 0:
+            raise ValueError("WindowConfig: start_h >= 0 and len_h > 0 are required")
+
+
+class ScenarioEpisode:
+    """One seeded window: ``obs`` is the pending :class:`Decision` (None once over)."""
+
+    def __init__(
+        self,
+        win: WindowConfig,
+        reward: ScenarioReward,
+        seed: int,
+        cfg: ScenarioConfig | None = None,
+        select_gpus: SelectGpus | None = None,
+    ) -> None:
+        self.win, self.weights, self.seed = win, reward, seed
+        self.cfg = cfg or load(win.scenario)
+        self.env = ScenarioEnv(
+            self.cfg, burst=win.burst, hours=win.start_h + win.len_h, select_gpus=select_gpus
+        )
+        self.start_s = win.start_h * 3600.0
+        self.window_s = win.len_h * 3600.0
+        self.obs: Decision | None = self.env.reset(seed)
+        eng = self.env.engine
+        assert eng is not None and eng.snap.hourly_cost is not None
+        self.full_cost = float(eng.snap.hourly_cost.sum()) * win.len_h
+        self.sla_norm = max(
+            1.0, self.cfg.web.services * self.window_s / self.cfg.metrics.web_window_s
+        )
+
+    @property
+    def in_window(self) -> bool:
+        return self.obs is not None and self.obs.time_s >= self.start_s
+
+    def overheat(self, node: int) -> float:
+        """The shaping term's input for placing the pending pod on ``node`` (see module)."""
+        eng, d = self.env.engine, self.obs
+        assert eng is not None and d is not None
+        if not np.any(eng.pod_node[eng.web_pods] == node):
+            return 0.0
+        s = d.snapshot
+        after = (s.cpu_used[node] + d.pod.cpu_milli) / max(float(s.cpu_cap[node]), 1.0)
+        return max(0.0, after - self.cfg.contention.threshold)
+
+    def reward(self, parts: RewardParts, overheat: float) -> float:
+        w = self.weights
+        return (
+            w.w_util * parts.util_integral / self.window_s
+            - w.w_completion * parts.jct_sum_s / (3600.0 * w.jobs_norm)
+            - w.w_cost * parts.cost / self.full_cost
+            - w.w_sla * parts.sla_violations / self.sla_norm
+            - w.sla_shaping * overheat
+        )
+
+    def step(self, node: int) -> float:
+        """Place the pending pod on ``node``; the step's reward (0 before the window)."""
+        inside = self.in_window
+        heat = self.overheat(node) if inside else 0.0
+        self.obs, parts, _ = self.env.step(int(node))
+        return self.reward(parts, heat) if inside else 0.0
+
+    def summary(self) -> dict[str, float]:
+        s = self.env.summary()
+        return {
+            k: float(s[k])
+            for k in (
+                "utilization_pct",
+                "sla_violation_pct",
+                "cost",
+                "p99_task_latency_s",
+                "queueing_events",
+            )
+        }

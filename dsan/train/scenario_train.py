@@ -1,0 +1,390 @@
+"""DSAN on the seed scenario, CleanRL style: imitation of the per-task-type teacher, then PPO.
+
+``dsan train --scenario seed-table1`` runs :func:`train`:
+
+1. start from a model directory (``init_model``: the openb-trained model, so its FGD prior
+   scale and linear skip come along) and **freeze** the node encoders (LSTM, GNN) and the
+   head's openb-trained prior scale and skip: the scenario stage trains the attention fusion
+   and the head's MLP and value only (:data:`TRAINED`), so it cannot undo the openb stage's
+   parameters, only add a residual on top of them;
+2. imitation: the ``scenario`` teacher (:class:`~dsan.train.teachers.Composite`) plays
+   windows of seeded runs; the loss raises the probability mass on its best nodes; then
+   ``dagger_rounds`` of DAgger (the model drives, the teacher labels the states it reaches,
+   the aggregate is trained on), because a cloned policy drifts into states the teacher
+   never visits (a web node overheated by an earlier mistake);
+3. PPO (clipped surrogate, GAE, value loss, entropy bonus) on windows sampled from the
+   current policy, reward of :mod:`dsan.train.scenario_env` (article weights + SLA shaping);
+   a greedy evaluation on held-out seeds after each iteration keeps the best model.
+
+Logs: a tqdm bar (live reward, utilisation, SLA), ``metrics.csv``, TensorBoard event files
+under ``<out>/tb``, ``ckpt.pt`` every iteration (``--resume`` continues from it), and the
+exported model (weights, TorchScript, .pt2, manifest) in ``model_dir``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dsan.api.types import TASK_TYPES
+from dsan.features import FEATURE_NAMES
+from dsan.model.export import DEFAULT_DIR, load, save
+from dsan.model.net import DSANNet
+from dsan.policies.target import TargetWorkload
+from dsan.sim.scenario.config import load as load_scenario
+from dsan.sim.scenario.workload import generate
+from dsan.train.anchor import AnchorConfig, OpenbAnchor
+from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
+from dsan.train.scenario_rollout import ScenarioRollout, run_window
+from dsan.train.teachers import Composite
+
+#: Parameter-name prefixes the scenario stage trains; everything else stays frozen.
+TRAINED = ("fusion.", "head.proj.", "head.mlp.", "head.value.")
+EVAL_SEED_BASE = 10_000
+TASK_COLS = [FEATURE_NAMES.index(f"pod_task_{t}") for t in TASK_TYPES]
+
+
+@dataclass
+class ScenarioArgs:
+    scenario: str = "seed-table1"
+    out: str = "out/train-scenario"
+    seed: int = 1
+    init_model: str = str(DEFAULT_DIR)
+    start_hours: tuple[float, ...] = (0.0, 8.0, 10.0, 12.0, 14.0)
+    window_h: float = 1.0
+    record_every: int = 2
+    imitation_episodes: int = 8
+    imitation_epochs: int = 4
+    dagger_rounds: int = 3
+    dagger_episodes: int = 2
+    iterations: int = 2
+    episodes_per_iter: int = 1
+    eval_episodes: int = 2
+    lr: float = 1e-2
+    ppo_lr: float = 1e-4
+    gamma: float = 1.0
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    ppo_epochs: int = 2
+    minibatch: int = 64
+    ent_coef: float = 0.001
+    vf_coef: float = 0.5
+    w_util: float = 0.4
+    w_completion: float = 0.3
+    w_cost: float = 0.2
+    w_sla: float = 0.1
+    sla_shaping: float = 1.0
+    anchor_episodes: int = 2
+    anchor_coef: float = 10.0
+    resume: bool = False
+    model_dir: str = ""
+    export: bool = True
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.window_h <= 0 or not self.start_hours or self.record_every < 1:
+            raise ValueError("ScenarioArgs: window_h > 0, start_hours and record_every >= 1")
+        if self.iterations < 0 or self.imitation_episodes < 0:
+            raise ValueError("ScenarioArgs: iterations and imitation_episodes must be >= 0")
+
+    def reward(self) -> ScenarioReward:
+        return ScenarioReward(
+            self.w_util, self.w_completion, self.w_cost, self.w_sla, self.sla_shaping
+        )
+
+
+def freeze(model: DSANNet) -> list[torch.nn.Parameter]:
+    """Freeze all but :data:`TRAINED`; returns the trainable parameters."""
+    out = []
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.startswith(TRAINED))
+        if p.requires_grad:
+            out.append(p)
+    return out
+
+
+def play(
+    a: ScenarioArgs,
+    seed: int,
+    start_h: float,
+    model: DSANNet | None,
+    mode: str,
+    rng: np.random.Generator,
+) -> ScenarioRollout:
+    """One window of seed ``seed`` starting at ``start_h``, the teacher warming it up."""
+    cfg = load_scenario(a.scenario)
+    wl = generate(cfg, seed, False)
+    ep0 = ScenarioEpisode(WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg)
+    target = TargetWorkload.from_pods(wl.pods, ep0.env.engine.snap.gpu_models)  # type: ignore[union-attr]
+    teacher = Composite(target)
+    ep = ScenarioEpisode(
+        WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg, teacher.select_gpus
+    )
+    every = a.record_every if mode in ("teacher", "dagger") else 1
+    return run_window(ep, target, model, mode, teacher, rng, every)
+
+
+def _tensors(ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
+    x = torch.from_numpy(np.concatenate([ro.x[i] for i in steps]))
+    e = torch.from_numpy(np.concatenate([ro.emb[i] for i in steps]))
+    sizes = np.array([len(ro.x[i]) for i in steps])
+    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
+    first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+    return x, e, seg, first
+
+
+def _logp(model: DSANNet, ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
+    from dsan.train.ppo import _segment_log_softmax
+
+    x, e, seg, first = _tensors(ro, steps)
+    logits, values = model.score(x, e, torch.ones(len(x), dtype=torch.bool), seg, len(steps))
+    return _segment_log_softmax(logits, seg, len(steps)), seg, first, values
+
+
+def imitation_update(
+    model: DSANNet,
+    opt: torch.optim.Optimizer,
+    ros: list[ScenarioRollout],
+    epochs: int,
+    minibatch: int,
+    rng: np.random.Generator,
+    anchor: OpenbAnchor | None = None,
+) -> float:
+    """-log sum_{best} p over the teacher's best nodes; returns the mean loss."""
+    losses = []
+    ros = [r for r in ros if len(r)]  # a quiet window may hold no decision
+    for _ in range(epochs):
+        for ro in ros:
+            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
+                logp, seg, _, _ = _logp(model, ro, steps)
+                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
+                m = torch.full((len(steps),), -1e30).scatter_reduce(
+                    0, seg[best], logp[best], "amax", include_self=True
+                )
+                s = torch.zeros(len(steps)).index_add(
+                    0, seg[best], (logp[best] - m[seg[best]]).exp()
+                )
+                # Task types weigh equally: ~120 web placements against thousands of batch
+                # ones would otherwise leave the web rule unlearnt.
+                loss = -((m + s.log()) * _type_weights(ro, steps)).sum()
+                if anchor is not None:
+                    loss = loss + anchor.loss(model, rng)
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                losses.append(float(loss.detach()))
+    return float(np.mean(losses)) if losses else 0.0
+
+
+def _type_weights(ro: ScenarioRollout, steps: np.ndarray) -> torch.Tensor:
+    """Per-step weights summing to 1, each task type present getting an equal share."""
+    kind = np.array([int(np.argmax(ro.x[i][0, TASK_COLS])) for i in steps])
+    _, inv, cnt = np.unique(kind, return_inverse=True, return_counts=True)
+    w = 1.0 / (cnt[inv] * len(cnt))
+    return torch.tensor(w, dtype=torch.float32)
+
+
+def ppo_update(
+    model: DSANNet,
+    opt: torch.optim.Optimizer,
+    ros: list[ScenarioRollout],
+    a: ScenarioArgs,
+    rng: np.random.Generator,
+    anchor: OpenbAnchor | None = None,
+) -> dict[str, float]:
+    from dsan.train.ppo import advantages
+
+    ros = [r for r in ros if len(r)]
+    if not ros:
+        return {}
+    gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in ros]  # type: ignore[arg-type]
+    allv = np.concatenate([g[0] for g in gae])
+    mu, sd = allv.mean(), allv.std() + 1e-8
+    stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
+    for _ in range(a.ppo_epochs):
+        for ro, (adv, ret) in zip(ros, gae, strict=True):
+            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
+                logp, seg, first, values = _logp(model, ro, steps)
+                new = logp[torch.from_numpy(np.asarray(ro.action)[steps]) + first]
+                old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
+                ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
+                ratio = (new - old).exp()
+                pg = -torch.min(ratio * ad, ratio.clamp(1 - a.clip, 1 + a.clip) * ad).mean()
+                vf = (values - torch.tensor(ret[steps], dtype=torch.float32)).pow(2).mean()
+                ent = -torch.zeros(len(steps)).index_add(0, seg, logp.exp() * logp).mean()
+                loss = pg + a.vf_coef * vf - a.ent_coef * ent
+                if anchor is not None:
+                    loss = loss + anchor.loss(model, rng)
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+                opt.step()
+                for k, v in (("pg", pg), ("vf", vf), ("ent", ent), ("kl", (old - new).mean())):
+                    stats[k].append(float(v.detach()))
+    return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+
+
+def evaluate(a: ScenarioArgs, model: DSANNet | None) -> dict[str, float]:
+    """Greedy model (or the teacher, ``model=None``) on held-out seeds: reward and metrics."""
+    rows = []
+    for i in range(a.eval_episodes):
+        start = a.start_hours[i % len(a.start_hours)]
+        mode = "teacher" if model is None else "greedy"
+        ro = play(a, EVAL_SEED_BASE + i, start, model, mode, np.random.default_rng(i))
+        rows.append({"reward": ro.total, **ro.summary})
+    return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]} if rows else {}
+
+
+def train(a: ScenarioArgs) -> dict[str, Any]:
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    torch.set_num_threads(1)
+    torch.manual_seed(a.seed)
+    rng = np.random.default_rng(a.seed)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model, manifest = load(a.init_model)
+    params = freeze(model.train())
+    anchor = OpenbAnchor(model, AnchorConfig(episodes=a.anchor_episodes, coef=a.anchor_coef))
+    opt = torch.optim.Adam(params, lr=a.lr)
+    ckpt, t0, start_it = out / "ckpt.pt", time.perf_counter(), 0
+    log = CsvLog(out / "metrics.csv", a.resume and ckpt.is_file())
+    tb = SummaryWriter(str(out / "tb"))
+    state: dict[str, Any] = {}
+    if a.resume and ckpt.is_file():
+        state = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start_it = state["iteration"] + 1
+        rng = np.random.default_rng(state["rng_seed"])
+        torch.manual_seed(state["rng_seed"])
+    teacher_eval = state.get("teacher_eval") or evaluate(a, None)
+    if not state:
+        hours = a.start_hours  # cycled, so every window (web placement at 0 h too) is seen
+        ros = [
+            play(a, int(rng.integers(10_000)), hours[i % len(hours)], model, "teacher", rng)
+            for i in range(a.imitation_episodes)
+        ]
+        loss = imitation_update(model, opt, ros, a.imitation_epochs, a.minibatch, rng, anchor)
+        for r in range(a.dagger_rounds):  # the model drives, the teacher labels its states
+            ros += [
+                play(
+                    a, int(rng.integers(10_000)), hours[(r + i) % len(hours)], model, "dagger", rng
+                )
+                for i in range(a.dagger_episodes)
+            ]
+            loss = imitation_update(model, opt, ros, 1, a.minibatch, rng, anchor)
+        ev = evaluate(a, model)
+        log.write(
+            tb,
+            -1,
+            {"phase": "imitation", "loss": loss, **_eval(ev), "wall_s": time.perf_counter() - t0},
+        )
+        for g in opt.param_groups:
+            g["lr"] = a.ppo_lr
+        torch.save(model.state_dict(), out / "best.pt")
+        state = {"best": ev.get("reward", -np.inf)}
+    best = float(state.get("best", -np.inf))
+    bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo-scenario")
+    for it in bar:
+        ros = [
+            play(
+                a, int(rng.integers(10_000)), float(rng.choice(a.start_hours)), model, "sample", rng
+            )
+            for _ in range(a.episodes_per_iter)
+        ]
+        st = ppo_update(model, opt, ros, a, rng, anchor)
+        ev = evaluate(a, model)
+        rew = float(np.mean([sum(r.reward) for r in ros]))
+        bar.set_postfix(
+            reward=f"{rew:.3f}",
+            util=f"{ev['utilization_pct']:.1f}",
+            sla=f"{ev['sla_violation_pct']:.2f}",
+        )
+        log.write(
+            tb,
+            it,
+            {"phase": "ppo", "reward": rew, **_eval(ev), **st, "wall_s": time.perf_counter() - t0},
+        )
+        if ev["reward"] >= best:
+            best = ev["reward"]
+            torch.save(model.state_dict(), out / "best.pt")
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "opt": opt.state_dict(),
+                "iteration": it,
+                "rng_seed": int(rng.integers(1 << 31)),
+                "teacher_eval": teacher_eval,
+                "best": best,
+            },
+            ckpt,
+        )
+    tb.close()
+    model.load_state_dict(torch.load(out / "best.pt", weights_only=True))
+    summary = {
+        "eval": evaluate(a, model),
+        "teacher_eval": teacher_eval,
+        "wall_s": time.perf_counter() - t0,
+        "init_model": manifest.get("version"),
+    }
+    save(
+        model,
+        a.model_dir or out / "model",
+        version=f"dsan-scenario-{a.seed}-{int(time.time())}",
+        training={**manifest.get("training", {}), "scenario_stage": asdict(a)},
+        evaluation=summary,
+        exports=a.export,
+    )
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _eval(ev: dict[str, float]) -> dict[str, float]:
+    return {f"eval_{k}": v for k, v in ev.items()}
+
+
+class CsvLog:
+    """metrics.csv (appended on resume) and the same scalars to TensorBoard."""
+
+    FIELDS = (
+        "iteration",
+        "phase",
+        "loss",
+        "reward",
+        "eval_reward",
+        "eval_utilization_pct",
+        "eval_sla_violation_pct",
+        "eval_cost",
+        "eval_p99_task_latency_s",
+        "eval_queueing_events",
+        "pg",
+        "vf",
+        "ent",
+        "kl",
+        "wall_s",
+    )
+
+    def __init__(self, path: Path, resume: bool) -> None:
+        self.path = path
+        if not resume:
+            with path.open("w", newline="") as f:
+                csv.DictWriter(f, self.FIELDS).writeheader()
+
+    def write(self, tb: Any, it: int, row: dict[str, Any]) -> None:
+        row = {"iteration": it, **row}
+        with self.path.open("a", newline="") as f:
+            csv.DictWriter(f, self.FIELDS, extrasaction="ignore").writerow(row)
+        for k, v in row.items():
+            if isinstance(v, float):
+                tb.add_scalar(f"{row['phase']}/{k}", v, it)
+        tb.flush()

@@ -1,0 +1,169 @@
+"""Scenario training: the per-task-type teacher, the reward, windows, DAgger, train/resume, CLI."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dsan.api.types import TASK_TYPES
+from dsan.model.export import DEFAULT_DIR, load
+from dsan.sim.scenario.cluster import build_cluster
+from dsan.sim.scenario.config import load as load_scenario
+from dsan.sim.scenario.metrics import RewardParts
+from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
+from dsan.train.scenario_rollout import EmbeddingCache, run_window
+from dsan.train.scenario_train import TRAINED, ScenarioArgs, freeze, train
+from dsan.train.teachers import Composite
+
+CFG = load_scenario("seed-table1")
+
+
+def _snap() -> ClusterSnapshot:
+    return build_cluster(CFG.cluster, CFG.metrics.telemetry_len)
+
+
+def _pod(kind: str, cpu: float = 4000.0) -> PodSpec:
+    return PodSpec("p", cpu, 8192.0, task_type=TASK_TYPES.index(kind), image=2)
+
+
+def test_composite_packs_cpu_pods_on_warm_cool_cpu_nodes() -> None:
+    snap = _snap()
+    small = np.flatnonzero((snap.cpu_cap == 16000) & (snap.gpu_count == 0))
+    big = np.flatnonzero((snap.cpu_cap == 64000) & (snap.gpu_count == 0))
+    gpu = np.flatnonzero(snap.gpu_count > 0)
+    warm_cool, warm_hot, big_warm = int(small[0]), int(small[1]), int(big[0])
+    snap.cpu_used[warm_cool] = 6000.0  # 10 of 16 cores after a 4-core pod: cool
+    snap.cpu_used[warm_hot] = 12000.0  # 14 or 16 of 16 after: over the 0.8 threshold
+    snap.cpu_used[big_warm] = 60000.0  # 64 of 64 after: hot, but big nodes host no web
+    assert snap.pod_count is not None
+    snap.pod_count[[warm_cool, warm_hot, big_warm]] = 1
+    t = Composite(None)
+    cand = np.array([warm_hot, warm_cool, int(small[2]), int(gpu[0])], dtype=np.int64)
+    # Web: the warm node that stays cool (not the hot one, the cold one, or a GPU node).
+    assert cand[np.argmax(t.score(_pod("web", 2000.0), snap, cand))] == warm_cool
+    # Batch may run a big node hot (no web there) rather than boot a cold node.
+    cand2 = np.append(cand, [big_warm, int(big[1])])
+    assert cand2[np.argmax(t.score(_pod("batch"), snap, cand2))] == big_warm
+    # Without the big nodes the batch pod still avoids the hot small node and the GPU node.
+    assert cand[np.argmax(t.score(_pod("batch"), snap, cand))] == warm_cool
+
+
+def test_reward_terms_by_hand() -> None:
+    w = ScenarioReward(0.4, 0.3, 0.2, 0.1, sla_shaping=2.0, jobs_norm=10.0)
+    ep = ScenarioEpisode(WindowConfig(start_h=0.0, len_h=0.05), w, 1, CFG)
+    parts = RewardParts(dt_s=60, util_integral=30.0, jct_sum_s=7200.0, cost=5.0, sla_violations=2)
+    got = ep.reward(parts, overheat=0.1)
+    want = (
+        0.4 * 30.0 / 180.0
+        - 0.3 * 7200.0 / (3600 * 10)
+        - 0.2 * 5.0 / ep.full_cost
+        - 0.1 * 2 / ep.sla_norm
+        - 2.0 * 0.1
+    )
+    assert got == pytest.approx(want)
+    with pytest.raises(ValueError):
+        ScenarioReward(w_util=-1)
+    with pytest.raises(ValueError):
+        WindowConfig(len_h=0)
+
+
+def test_overheat_only_on_nodes_with_web_replicas() -> None:
+    ep = ScenarioEpisode(WindowConfig(start_h=0.0, len_h=0.02), ScenarioReward(), 1, CFG)
+    eng = ep.env.engine
+    assert eng is not None
+    while ep.obs is not None and np.any(eng.pod_node[eng.web_pods] < 0):
+        ep.step(int(ep.obs.nodes[0]))  # web replicas come first (priority 1000)
+    assert ep.obs is not None
+    web_node = int(eng.pod_node[eng.web_pods][0])
+    empty = int(np.flatnonzero(ep.obs.snapshot.pod_count == 0)[0])
+    ep.obs.snapshot.cpu_used[web_node] = ep.obs.snapshot.cpu_cap[web_node]  # full
+    assert ep.overheat(web_node) > 0.2
+    ep.obs.snapshot.cpu_used[empty] = ep.obs.snapshot.cpu_cap[empty]
+    assert ep.overheat(empty) == 0.0
+
+
+def test_window_recomputes_embeddings_as_telemetry_changes_and_dagger_labels() -> None:
+    model, _ = load(DEFAULT_DIR)
+    win = WindowConfig(start_h=0.0, len_h=0.01)  # the web replicas' placements at 0 h
+    t = Composite(None)
+    ep = ScenarioEpisode(win, ScenarioReward(), 2, CFG, t.select_gpus)
+    from dsan.policies.target import TargetWorkload
+
+    target = TargetWorkload.from_pods(ep.env.engine.wl.pods, ep.env.engine.snap.gpu_models)  # type: ignore[union-attr]
+    ro = run_window(ep, target, model, "dagger", t, np.random.default_rng(0), record_every=1)
+    assert len(ro) > 5 and ep.obs is None
+    assert all(b.any() for b in ro.teacher)  # every kept step has a teacher label
+    assert all(
+        x.shape[0] == e.shape[0] == b.size for x, e, b in zip(ro.x, ro.emb, ro.teacher, strict=True)
+    )
+    assert ro.total == pytest.approx(sum(ro.reward))
+    cache = EmbeddingCache(model)
+    assert ep.env.engine is not None
+    snap = ep.env.engine.snap
+    first, _ = cache.get(snap)
+    cache.get(snap)
+    assert cache.recomputed == 1  # same telemetry version: cached
+    snap.telemetry_version += 1
+    snap.telemetry[:, -1, 0] = 1.0  # type: ignore[index]
+    second, _ = cache.get(snap)
+    assert cache.recomputed == 2 and not torch.equal(first, second)
+
+
+def test_freeze_keeps_the_openb_stage_parameters() -> None:
+    model, _ = load(DEFAULT_DIR)
+    trainable = {id(p) for p in freeze(model)}
+    for name, p in model.named_parameters():
+        assert (id(p) in trainable) == name.startswith(TRAINED), name
+    assert not model.head.prior_scale.requires_grad and not model.head.skip.weight.requires_grad
+
+
+def test_train_logs_checkpoints_resumes_and_freezes(tmp_path: Path) -> None:
+    kw = dict(
+        out=str(tmp_path),
+        start_hours=(0.0,),
+        window_h=0.01,
+        imitation_episodes=1,
+        imitation_epochs=1,
+        dagger_rounds=1,
+        dagger_episodes=1,
+        eval_episodes=1,
+        anchor_episodes=1,
+        export=False,
+        progress=False,
+    )
+    init, _ = load(DEFAULT_DIR)
+    train(ScenarioArgs(iterations=1, **kw))  # type: ignore[arg-type]
+    assert (tmp_path / "ckpt.pt").is_file() and (tmp_path / "model" / "weights.pt").is_file()
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    train(ScenarioArgs(iterations=2, resume=True, **kw))  # type: ignore[arg-type]
+    rows = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    assert [r["iteration"] for r in rows] == ["-1", "0", "1"]
+    assert all(r["eval_reward"] for r in rows)
+    out, _ = load(tmp_path / "model")
+    before, after = dict(init.named_parameters()), dict(out.named_parameters())
+    for name in before:
+        same = torch.equal(before[name], after[name])
+        assert same or name.startswith(TRAINED), name
+    assert any(not torch.equal(before[n], after[n]) for n in before if n.startswith(TRAINED))
+
+
+def test_cli_scenario_mode_builds_scenario_args() -> None:
+    import argparse
+
+    from dsan.train import cli
+
+    p = argparse.ArgumentParser()
+    cli.add_parser(p.add_subparsers())
+    ns = p.parse_args(
+        ["train", "--scenario", "seed-table1", "--start-hours", "9", "11", "--iterations", "3"]
+    )
+    kw = cli._kwargs(ScenarioArgs, ns)
+    a = ScenarioArgs(**{**kw, "scenario": ns.scenario})
+    assert a.start_hours == (9.0, 11.0) and a.iterations == 3 and a.window_h == 1.0
+    b = cli._kwargs(cli.Args, p.parse_args(["train", "--workloads", "x.csv"]))
+    assert b == {"workloads": ("x.csv",)}
