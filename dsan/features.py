@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -437,66 +438,139 @@ def featurize(
     ``node_cols`` may pass :func:`node_block` of ``nodes`` precomputed (it only changes with
     telemetry), and ``cache`` a :class:`PlacementCache` kept across pods: together they
     remove most of the per-pod cost on the hot path.
+    """
+    nodes = np.asarray(nodes, dtype=np.int64)
+    x = featurize_batch([pod], [snap], [nodes], workload, [node_cols], [cache])
+    return x, telemetry_of(snap, nodes)
 
-    Speed: a decision has ~60 candidates, so numpy's per-call overhead, not arithmetic,
-    sets the cost. Columns are therefore computed as rows of a (72, m) float64 block, with
-    like columns stacked into one operation (the three resources' fractions, the five
-    min-max ranks, the eight shapes), and pod-only columns broadcast once. Every value is
-    the same float64 expression as the column-by-column definition, so the float32 output
-    is bit-identical to it (``tests/unit/test_features_fast.py`` pins that).
+
+def featurize_batch(
+    pods: Sequence[PodSpec],
+    snaps: Sequence[ClusterSnapshot],
+    nodes: Sequence[npt.NDArray[np.int64]],
+    workload: TargetWorkload | None = None,
+    node_cols: Sequence[F32 | None] | None = None,
+    caches: Sequence[PlacementCache | None] | None = None,
+) -> F32:
+    """:func:`featurize` of several decisions at once (each its own pod, snapshot, candidates,
+    optional node block and cache): their ``(m_i, 128)`` rows stacked in order.
+
+    Speed: a decision has ~60 candidates, so numpy's per-call overhead, not arithmetic, sets
+    the cost. Columns are computed as rows of a (72, M) float64 block over ALL decisions'
+    rows (pod scalars become per-row values, candidate-relative columns use per-decision
+    segment reductions), with like columns stacked into one operation (the three resources'
+    fractions, the five min-max ranks, the eight shapes). Every value is the same float64
+    expression as the column-by-column definition, so the float32 output is bit-identical
+    to featurizing each decision alone (``tests/unit/test_features_fast.py`` pins both).
     """
     w = workload or default_workload()
-    nodes = np.asarray(nodes, dtype=np.int64)
-    m = len(nodes)
-    blk = node_block(snap, nodes) if node_cols is None else node_cols
-    if blk.shape != (m, N_NODE_FEATURES):
-        raise ValueError(f"node_cols has shape {blk.shape}, want ({m}, {N_NODE_FEATURES})")
-    k = pod.num_gpu if pod.gpu_milli > 0 else 0
-    gtot = float(k * pod.gpu_milli)
-    r = np.empty((N_FEATURES - N_NODE_FEATURES, m))  # business + derived, one row a column
+    nd = [np.asarray(n, dtype=np.int64) for n in nodes]
+    sizes = np.array([len(n) for n in nd], dtype=np.int64)
+    single = len(nd) == 1
+    s = min(TOP_SHAPES, len(w.freq))
+    blks, pls, accs, cols, frees = [], [], [], [], []
+    ext = np.empty((4, int(sizes.sum())))  # images, pod count, model allowed, price
+    pod_rows = []
+    at = 0
+    for i, (pod, snap, idx) in enumerate(zip(pods, snaps, nd, strict=True)):
+        m = len(idx)
+        blk = node_cols[i] if node_cols is not None else None
+        blk = node_block(snap, idx) if blk is None else blk
+        if blk.shape != (m, N_NODE_FEATURES):
+            raise ValueError(f"node_cols has shape {blk.shape}, want ({m}, {N_NODE_FEATURES})")
+        blks.append(blk)
+        cache = caches[i] if caches is not None else None
+        pls.append(cache.get(pod, snap, idx) if cache is not None else placement(pod, snap, idx, w))
+        if s:
+            accs.append((cache.access(snap) if cache is not None else w.access(snap))[:s, idx])
+        cols.append(
+            (
+                snap.cpu_cap[idx],
+                snap.mem_cap[idx],
+                snap.gpu_count[idx],
+                snap.cpu_used[idx],
+                snap.mem_used[idx],
+            )
+        )
+        frees.append(snap.gpu_free[idx])
+        e = ext[:, at : at + m]
+        e[0] = (
+            0.0
+            if snap.images is None or pod.image < 0
+            else np.array([pod.image in snap.images[j] for j in idx], dtype=np.float64)
+        )
+        e[1] = 0.0 if snap.pod_count is None else snap.pod_count[idx] / 64
+        e[2] = (
+            np.isin(snap.gpu_model[idx], np.asarray(pod.gpu_models, dtype=np.int32))
+            if pod.gpu_models
+            else 1.0
+        )
+        e[3] = 1.0 if snap.hourly_cost is None else snap.hourly_cost[idx]
+        at += m
+        k = pod.num_gpu if pod.gpu_milli > 0 else 0
+        gtot = float(k * pod.gpu_milli)
+        pod_rows.append(
+            [float(pod.task_type == t) for t in range(len(TASK_TYPES))]
+            + [np.tanh(pod.priority / 1000), pod.priority > 0, pod.gang_size / 8]
+            + [pod.gang_size > 1, pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE]
+            + [k / MAX_GPUS, pod.gpu_milli / 1000, gtot / GPU_SCALE]
+            + [pod.is_sharing, k == 0, bool(pod.gpu_models), len(pod.gpu_models) / 8]
+            + [pod.cpu_milli / max(1, k) / CPU_SCALE, np.log1p(pod.mem_mib) / np.log1p(MEM_SCALE)]
+            + [pod.cpu_milli, pod.mem_mib, gtot, k, pod.gpu_milli * (k > 0)]
+            + [max(pod.gpu_milli, 1), pod.is_sharing]
+        )
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    if single:  # one decision: pod values broadcast, nothing to concatenate
+        pv = np.array(pod_rows[0], dtype=np.float64)[:, None]
+        blk, pl, free = blks[0], pls[0], frees[0].astype(np.int64)
+        cpu_cap, mem_cap, cnt, cpu_used, mem_used = cols[0]
+        acc = accs[0] if s else None
+        seg = None
+    else:
+        seg = np.repeat(np.arange(len(nd)), sizes)
+        pv = np.array(pod_rows, dtype=np.float64).T[:, seg]
+        blk = np.concatenate(blks)
+        pl = Placement(
+            np.concatenate([p.frag_before for p in pls]),
+            np.concatenate([p.frag_after for p in pls]),
+            np.concatenate([p.free_after for p in pls]),
+            np.concatenate([p.slot for p in pls]),
+        )
+        free = np.concatenate(frees).astype(np.int64)
+        cpu_cap, mem_cap, cnt, cpu_used, mem_used = (
+            np.concatenate(c) for c in zip(*cols, strict=True)
+        )
+        acc = np.concatenate(accs, axis=1) if s else None
+    m = len(free)
     nt = len(TASK_TYPES)
-    r[: nt + 13] = np.array(
-        [float(pod.task_type == t) for t in range(nt)]
-        + [np.tanh(pod.priority / 1000), pod.priority > 0, pod.gang_size / 8]
-        + [pod.gang_size > 1, pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE]
-        + [k / MAX_GPUS, pod.gpu_milli / 1000, gtot / GPU_SCALE]
-        + [pod.is_sharing, k == 0, bool(pod.gpu_models), len(pod.gpu_models) / 8],
-        dtype=np.float64,
-    )[:, None]
+    k, gm_used, gm_min, sharing = pv[nt + 18 :]
+    r = np.empty((N_FEATURES - N_NODE_FEATURES, m))  # business + derived, one row a column
+    r[: nt + 13] = pv[: nt + 13]
     i = nt + 13
-    r[i] = (
-        0.0
-        if snap.images is None or pod.image < 0
-        else np.array([pod.image in snap.images[j] for j in nodes], dtype=np.float64)
-    )
-    r[i + 1] = 0.0 if snap.pod_count is None else snap.pod_count[nodes] / 64
-    cnt = snap.gpu_count[nodes]
+    r[i], r[i + 1] = ext[0], ext[1]
     caps = np.empty((3, m))
-    caps[0], caps[1], caps[2] = snap.cpu_cap[nodes], snap.mem_cap[nodes], cnt * 1000.0
+    caps[0], caps[1], caps[2] = cpu_cap, mem_cap, cnt * 1000.0
     pos = caps > 0
-    req = np.array([pod.cpu_milli, pod.mem_mib, gtot], dtype=np.float64)
-    of_node = np.divide(req[:, None], caps, out=np.zeros((3, m)), where=pos)
+    req = pv[nt + 15 : nt + 18]  # cpu, mem, GPU total: (3, 1) or (3, M)
+    of_node = np.divide(req, caps, out=np.zeros((3, m)), where=pos)
     r[i + 2 : i + 5] = of_node
-    r[i + 5] = pod.cpu_milli / max(1, k) / CPU_SCALE
-    r[i + 6] = np.log1p(pod.mem_mib) / np.log1p(MEM_SCALE)
+    r[i + 5], r[i + 6] = pv[nt + 13], pv[nt + 14]
     i += 7
 
-    pl = cache.get(pod, snap, nodes) if cache is not None else placement(pod, snap, nodes, w)
-    free = snap.gpu_free[nodes].astype(np.int64)
     present = cnt[:, None] > _SLOTS  # snap.gpu_present of the candidates only
     gfree = free.sum(1).astype(np.float64)
     now = np.empty((3, m))
-    np.subtract(caps[0], snap.cpu_used[nodes], out=now[0])
-    np.subtract(caps[1], snap.mem_used[nodes], out=now[1])
+    np.subtract(caps[0], cpu_used, out=now[0])
+    np.subtract(caps[1], mem_used, out=now[1])
     now[2] = gfree
-    after = now - req[:, None]
+    after = now - req
     fa = np.divide(after, caps, out=np.zeros((3, m)), where=pos)
     r[i : i + 6 : 2] = np.divide(now, caps, out=np.zeros((3, m)), where=pos)
     r[i + 1 : i + 6 : 2] = fa
     cu, mu = 1 - fa[0], 1 - fa[1]
     least = 0.5 * (fa[0] + fa[1])
     r[i + 6], r[i + 7] = least, 1 - np.abs(cu - mu) / 2
-    rq = req / np.array([CPU_SCALE, MEM_SCALE, GPU_SCALE])
+    rq = req / _SCALES
     r[i + 8] = rq[0] * now[0] / CPU_SCALE + rq[1] * now[1] / MEM_SCALE + rq[2] * gfree / GPU_SCALE
     dot = rq[0] * cu + rq[1] * mu + rq[2] * (1 - fa[2])
     r[i + 9] = dot
@@ -504,53 +578,40 @@ def featurize(
     bestfit = 1 - (0.5 * cl + 0.5 * gl)
     r[i + 10], r[i + 11], r[i + 12] = cl, gl, bestfit
     delta = pl.frag_after - pl.frag_before
-    r[i + 13], r[i + 14], r[i + 15] = (
-        pl.frag_before / GPU_SCALE,
-        pl.frag_after / GPU_SCALE,
-        delta / 1000,
-    )
+    r[i + 13], r[i + 14] = pl.frag_before / GPU_SCALE, pl.frag_after / GPU_SCALE
+    r[i + 15] = delta / 1000
     fgd = 1 / (1 + np.exp(np.clip(delta / 1000, -50, 50)))
     fgd_int = np.floor(fgd * 100) / 100  # FGD's plugin truncates to an int score: ties
     r[i + 16], r[i + 17] = fgd, fgd_int
-    full_b = ((free == 1000) & present).sum(1)
-    full_a = ((pl.free_after == 1000) & present).sum(1)
-    r[i + 18], r[i + 19] = full_b / 8, full_a / 8
+    r[i + 18] = ((free == 1000) & present).sum(1) / 8
+    r[i + 19] = ((pl.free_after == 1000) & present).sum(1) / 8
     r[i + 20] = ((free > 0) & (free < 1000) & present).sum(1) / 8
-    if pod.is_sharing:
-        chosen = np.where(pl.slot >= 0, free[np.arange(m), np.maximum(pl.slot, 0)], 0).astype(
-            np.float64
-        )
-    else:
-        chosen = np.full(m, 1000.0 if k > 0 else 0.0)
-    r[i + 21], r[i + 22] = chosen / 1000, np.maximum(chosen - pod.gpu_milli * (k > 0), 0) / 1000
+    shared = np.where(pl.slot >= 0, free[np.arange(m), np.maximum(pl.slot, 0)], 0)
+    chosen = np.where(sharing > 0, shared, np.where(k > 0, 1000.0, 0.0))
+    r[i + 21], r[i + 22] = chosen / 1000, np.maximum(chosen - gm_used, 0) / 1000
     r[i + 23] = free.max(1) / 1000
     r[i + 24] = np.where(present, free, 1000).min(1) * (cnt > 0) / 1000
-    fitting = ((free >= max(pod.gpu_milli, 1)) & present).sum(1).astype(np.float64)
+    fitting = ((free >= gm_min[:, None]) & present).sum(1).astype(np.float64)
     r[i + 25], r[i + 26] = fitting / 8, (fitting - k) / 8
-    r[i + 27] = pod.is_sharing & (chosen < 1000) & (chosen > 0)
-    r[i + 28] = (snap.cpu_used[nodes] == 0) & (gfree == caps[2])
+    r[i + 27] = (sharing > 0) & (chosen < 1000) & (chosen > 0)
+    r[i + 28] = (cpu_used == 0) & (gfree == caps[2])
     r[i + 29] = (gfree > 0) & (gfree < caps[2])
-    r[i + 30] = (
-        np.isin(snap.gpu_model[nodes], np.asarray(pod.gpu_models, dtype=np.int32))
-        if pod.gpu_models
-        else 1.0
-    )
-    price = np.ones(m) if snap.hourly_cost is None else snap.hourly_cost[nodes]
+    r[i + 30] = ext[2]
     share = np.maximum(of_node[0], of_node[2])
-    cost = price * share
-    v = np.empty((5, m))
-    v[0], v[1], v[2], v[3], v[4] = delta, bestfit, least, dot, cost
-    ranks = _minmax_rows(v, _RANK_HIGHER_IS_BETTER)
-    r[i + 31 : i + 35] = ranks[:4]
-    r[i + 35] = fgd_int >= fgd_int.max()
-    r[i + 36] = bestfit >= bestfit.max() - 1e-9
+    cost = ext[3] * share
+    v = np.empty((7, m))
+    v[0], v[1], v[2], v[3], v[4], v[5], v[6] = delta, bestfit, least, dot, cost, fgd_int, bestfit
+    lo, hi = _seg_reduce(np.minimum, v[:5], starts, seg), _seg_reduce(np.maximum, v, starts, seg)
+    r[i + 31 : i + 35] = _minmax_rows(v[:4], lo[:4], hi[:4], _RANK_HIGHER_IS_BETTER[:4])
+    r[i + 35] = fgd_int >= hi[5]
+    r[i + 36] = bestfit >= hi[6] - 1e-9
     r[i + 37] = np.divide(pl.frag_before, gfree, out=np.zeros(m), where=gfree > 0)
-    r[i + 38], r[i + 39] = cost / 4, ranks[4]
+    r[i + 38] = cost / 4
+    r[i + 39] = _minmax_rows(v[4:5], lo[4:5], hi[4:5], _RANK_HIGHER_IS_BETTER[4:])[0]
     i += 40
-    s = min(TOP_SHAPES, len(w.freq))
     r[i + s : i + TOP_SHAPES] = 0.0
     if s:
-        acc = cache.access(snap) if cache is not None else w.access(snap)
+        assert acc is not None
         ng = w.num_gpu[:s]
         by_cpu = np.floor(
             np.maximum(after[0], 0)[None, :] / np.maximum(w.cpu_milli[:s], 1.0)[:, None]
@@ -558,24 +619,34 @@ def featurize(
         per_gpu = np.floor(
             np.maximum(pl.free_after, 0)[None] / np.maximum(w.gpu_milli[:s], 1)[:, None, None]
         ).sum(2)
-        hostable = np.minimum(by_cpu, per_gpu // np.maximum(ng, 1)[:, None]) * acc[:s][:, nodes]
+        hostable = np.minimum(by_cpu, per_gpu // np.maximum(ng, 1)[:, None]) * acc
         copies = np.where((ng == 0)[:, None], by_cpu, hostable)
         r[i : i + s] = np.minimum(copies / 8, 1.0)
     x = np.empty((m, N_FEATURES), dtype=np.float32)
     x[:, :N_NODE_FEATURES] = blk
     x[:, N_NODE_FEATURES:] = r.T
-    return x, telemetry_of(snap, nodes)
+    return x
 
 
 _SLOTS = np.arange(MAX_GPUS)[None, :]
+_SCALES = np.array([CPU_SCALE, MEM_SCALE, GPU_SCALE])[:, None]
 #: Direction of the five min-max rank columns: frag delta, bestfit, least, dotprod, cost.
 _RANK_HIGHER_IS_BETTER = np.array([False, True, True, True, False])
 
 
-def _minmax_rows(v: F64, higher_is_better: npt.NDArray[np.bool_]) -> F64:
-    """Min-max scale each row of ``v`` to [0, 1] (1 = best; a constant row is all 1), in one
-    pass over the rows."""
-    lo, hi = v.min(axis=1, keepdims=True), v.max(axis=1, keepdims=True)
+def _seg_reduce(
+    op: np.ufunc, v: F64, starts: npt.NDArray[np.int64], seg: npt.NDArray[np.int64] | None
+) -> F64:
+    """``op`` (np.minimum / np.maximum) over each decision's rows of ``v`` (rows x M),
+    broadcast back to every row; ``seg`` None means one decision."""
+    if seg is None:
+        return op.reduce(v, axis=1, keepdims=True)
+    return op.reduceat(v, starts, axis=1)[:, seg]
+
+
+def _minmax_rows(v: F64, lo: F64, hi: F64, higher_is_better: npt.NDArray[np.bool_]) -> F64:
+    """Min-max scale each row of ``v`` to [0, 1] within its decision (``lo`` / ``hi`` its
+    decision's min and max; 1 = best; a constant decision is all 1)."""
     spread = hi > lo
     span = np.where(spread, hi - lo, 1.0)
     out = np.where(higher_is_better[:, None], (v - lo) / span, (hi - v) / span)
@@ -624,6 +695,7 @@ __all__ = [
     "age_columns",
     "default_workload",
     "featurize",
+    "featurize_batch",
     "fgd_select_gpus",
     "fragmentation",
     "node_block",

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from dsan.features import PlacementCache, featurize, node_block, telemetry_of
+from dsan.features import PlacementCache, featurize, featurize_batch, node_block, telemetry_of
 from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet
 from dsan.policies.base import Scorer
@@ -109,8 +109,9 @@ class _Player:
         self.cand = np.zeros(0, dtype=np.int64)
         self.x: npt.NDArray[np.float32] | None = None
 
-    def advance(self) -> bool:
-        """Move to the next decision (features in ``self.x``); False once the episode ended."""
+    def advance(self, features: bool = True) -> bool:
+        """Move to the next decision (features in ``self.x`` unless ``features`` is False: the
+        caller featurizes); False once the episode ended."""
         ep, ro = self.ep, self.ro
         nxt = ep.next_decision()
         if nxt is None:
@@ -135,7 +136,7 @@ class _Player:
                 node_cols=self.node_x[self.cand],
                 cache=self.cache,
             )[0]
-            if self.need_x
+            if self.need_x and features
             else None
         )
         return True
@@ -247,13 +248,16 @@ def collect(
     # All episodes' node embeddings in one table: a step gathers its rows with one index.
     base = np.concatenate([[0], np.cumsum([len(p.ep.snap) for p in players])]).astype(np.int64)
     emb = torch.cat([p.emb for p in players]) if players else torch.zeros(0)
-    live = [i for i, p in enumerate(players) if p.advance()]
+    live = [i for i, p in enumerate(players) if p.advance(features=False)]
     while live:
         ps = [players[i] for i in live]
         sizes = np.array([len(p.cand) for p in ps], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         rows = np.concatenate([p.cand + base[i] for i, p in zip(live, ps, strict=True)])
-        x = np.concatenate([p.x for p in ps if p.x is not None])
+        x = _features(ps)
+        if keep:
+            for p, xs in zip(ps, np.split(x, offsets[1:-1]), strict=True):
+                p.x = xs
         seg = np.repeat(np.arange(len(ps), dtype=np.int64), sizes)
         with torch.inference_mode():
             logits, v = model.score(
@@ -273,5 +277,30 @@ def collect(
                 float(values[j]),
                 np.zeros(sizes[j], dtype=bool) if keep else nothing,
             )
-        live = [i for i, p in zip(live, ps, strict=True) if p.advance()]
+        live = [i for i, p in zip(live, ps, strict=True) if p.advance(features=False)]
     return [p.ro for p in players]
+
+
+def _features(ps: list[_Player]) -> npt.NDArray[np.float32]:
+    """All live episodes' decisions featurized in one batch (per target workload: episodes
+    of one pod file share it), rows in ``ps`` order."""
+    groups: dict[int, list[int]] = {}
+    for j, p in enumerate(ps):
+        groups.setdefault(id(p.ep.target), []).append(j)
+    parts: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(ps)
+    for js in groups.values():
+        g = [ps[j] for j in js]
+        x = featurize_batch(
+            [p.pod for p in g],
+            [p.ep.snap for p in g],
+            [p.cand for p in g],
+            g[0].ep.target,
+            [p.node_x[p.cand] for p in g],
+            [p.cache for p in g],
+        )
+        if len(groups) == 1:
+            return x
+        cuts = np.cumsum([len(p.cand) for p in g])[:-1]
+        for j, xs in zip(js, np.split(x, cuts), strict=True):
+            parts[j] = xs
+    return np.concatenate(parts)

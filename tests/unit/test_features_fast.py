@@ -22,6 +22,7 @@ from dsan.features import (
     PlacementCache,
     default_workload,
     featurize,
+    featurize_batch,
     node_block,
     placement,
     telemetry_of,
@@ -238,3 +239,27 @@ def test_fast_featurize_matches_the_reference_along_an_openb_episode() -> None:
         got, _ = featurize(pod, ep.snap, cand, ep.target, cache=cache)
         np.testing.assert_array_equal(got, want)
         ep.place(pod, int(cand[int(np.argmax(want[:, -24]))]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 5))
+def test_batched_decisions_equal_each_decision_alone(seed: int, k: int) -> None:
+    rng = np.random.default_rng(seed)
+    target = default_workload()
+    snaps = [
+        _random_snapshot(rng, int(rng.integers(2, 30)), bool(rng.integers(2))) for _ in range(k)
+    ]
+    pods = [_random_pod(rng, i) for i in range(k)]
+    nodes = [
+        np.sort(rng.choice(len(sn), size=int(rng.integers(1, len(sn) + 1)), replace=False))
+        for sn in snaps
+    ]
+    want = np.concatenate(
+        [
+            _reference_featurize(p, sn, nd, target)[0]
+            for p, sn, nd in zip(pods, snaps, nodes, strict=True)
+        ]
+    )
+    caches = [PlacementCache(target) if rng.integers(2) else None for _ in range(k)]
+    got = featurize_batch(pods, snaps, nodes, target, [None] * k, caches)
+    np.testing.assert_array_equal(got, want)
