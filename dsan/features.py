@@ -290,6 +290,7 @@ class PlacementCache:
         # Current fragmentation per node, shared by all pod shapes (it is pod-independent).
         self._before = np.zeros(0)
         self._before_at = np.zeros(0, dtype=np.int64)
+        self._adopted: F64 | None = None
         self._access: npt.NDArray[np.bool_] | None = None
         self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
 
@@ -301,14 +302,12 @@ class PlacementCache:
             self._access, self._access_key = self.workload.access(snap), key
         return self._access
 
-    def adopt_fragmentation(self, snap: ClusterSnapshot, frag: F64) -> None:
-        """Take ``frag`` as every node's current fragmentation: it must be
-        :func:`dsan.policies.frag.node_frag` of ``snap`` as it is now against this cache's
-        workload (a :class:`~dsan.policies.frag.FragTracker` kept current, as the simulator
-        keeps one), so placements need not recompute it."""
-        self._sync(snap)
-        self._before[:] = frag
-        self._before_at[:] = self._track.tick
+    def adopt_fragmentation(self, frag: F64) -> None:
+        """Take ``frag`` as every node's fragmentation at the next :meth:`get`: it must be
+        :func:`dsan.policies.frag.node_frag` of the snapshot that call sees, against this
+        cache's workload (a :class:`~dsan.policies.frag.FragTracker` kept current, as the
+        simulator keeps one), so placements need not recompute it."""
+        self._adopted = frag
 
     def _sync(self, snap: ClusterSnapshot) -> None:
         if len(snap) != len(self._names) or snap.names != self._names:
@@ -322,6 +321,10 @@ class PlacementCache:
 
     def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> Placement:
         self._sync(snap)
+        if self._adopted is not None:
+            self._before[:] = self._adopted
+            self._before_at[:] = self._track.tick
+            self._adopted = None
         key = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)  # all placement() depends on
         n = len(snap)
         if key not in self._entries:

@@ -122,7 +122,7 @@ class _Player:
         self.pod, self.cand, sla = nxt
         # The episode's tracker holds every node's current fragmentation: the cache's
         # "before" of each what-if, already computed.
-        self.cache.adopt_fragmentation(ep.snap, ep.frag.frag)
+        self.cache.adopt_fragmentation(ep.frag.frag)
         if ro.reward:
             ro.reward[-1] += ep.weights.sla * sla
         else:

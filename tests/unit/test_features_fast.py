@@ -234,7 +234,7 @@ def test_fast_featurize_matches_the_reference_along_an_openb_episode() -> None:
             break
         pod, cand, _ = nxt
         if step % 2:  # the rollout's path: the episode's tracker supplies "before"
-            cache.adopt_fragmentation(ep.snap, ep.frag.frag)
+            cache.adopt_fragmentation(ep.frag.frag)
         want, _ = _reference_featurize(pod, ep.snap, cand, ep.target)
         got, _ = featurize(pod, ep.snap, cand, ep.target, cache=cache)
         np.testing.assert_array_equal(got, want)
