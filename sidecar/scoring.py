@@ -82,6 +82,8 @@ class ScoringEngine:
         self.policy_errors = 0
         # Staleness splits candidates per request, so telemetry readers are never cached.
         self.classes = ScoreCache(cache, scorer)
+        #: Requests the class cache could not serve (the scorer raised while updating it).
+        self.cache_misses = 0
         self._cached = self.classes.enabled and not self.uses_telemetry
 
     def score(
@@ -120,7 +122,7 @@ class ScoringEngine:
                     return self._score_cached(pod, key, pub, rows, known, n_unknown,
                                               max_score, t0)
                 except Exception:  # the uncached path below degrades and counts it
-                    pass
+                    self.cache_misses += 1
         safe = np.where(known, rows, 0) if n_unknown else rows
         ok = feasible(pod, snap)[safe]
         if n_unknown:

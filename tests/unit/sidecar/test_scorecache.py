@@ -182,3 +182,32 @@ def test_change_log_trimming_forces_a_rebuild_not_a_wrong_answer() -> None:
         want, best = reference("k8s-default", spec, cache, np.arange(3, dtype=np.int64))
     assert res.scores.tolist() == want and res.best == best
     assert eng.classes.rebuilds == 2
+
+
+def test_a_cacheable_scorer_that_fails_degrades_to_the_fallback_then_recovers() -> None:
+    class Flaky(K8sDefaultScorer):
+        fail = True
+
+        def score_rows(self, pod: PodSpec, snap: ClusterSnapshot,
+                       nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+            if self.fail:
+                raise RuntimeError("boom")
+            return super().score_rows(pod, snap, nodes)
+
+        def score(self, pod: PodSpec, snap: ClusterSnapshot,
+                  nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+            if self.fail:
+                raise RuntimeError("boom")
+            return super().score(pod, snap, nodes)
+
+    cache = GraphCache(SidecarConfig())
+    cache.replace_nodes([ko.node(f"n{i}", cpu=str(4 + 4 * i)) for i in range(3)])
+    scorer = Flaky()
+    eng = ScoringEngine(cache, scorer, K8sDefaultScorer(), 60)
+    spec = PodSpec("p", 1000, 100)
+    res = eng.score(spec, ["n0", "n1", "n2"])
+    assert res.fallback == 3 and eng.policy_errors == 1 and eng.cache_misses == 1
+    scorer.fail = False
+    again = eng.score(spec, ["n0", "n1", "n2"])
+    assert again.fallback == 0 and again.scores.tolist() == res.scores.tolist()
+    assert eng.classes.rebuilds == 1  # the failed build left nothing behind
