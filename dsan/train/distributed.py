@@ -68,16 +68,17 @@ def _local_model(cfg: dict[str, Any], state: dict[str, torch.Tensor]) -> DSANNet
 
 def play(
     cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
-) -> tuple[list[Rollout], float]:
+) -> tuple[list[Rollout], float, float]:
     """Worker: play one episode per seed with the given weights, all in lockstep (one batched
-    head call per step, :func:`dsan.train.rollout.collect`); returns rollouts and seconds.
+    head call per step, :func:`dsan.train.rollout.collect`); returns rollouts, wall seconds
+    and CPU seconds (the CPU time is what a busy shared machine does not inflate much).
     Rollouts pickle as a few flat arrays each, so shipping them back is cheap."""
     torch.set_num_threads(1)
     model = _local_model(cfg, state)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     eps = [make_episode(env, s) for s in seeds]
     ros = collect(eps, model, "sample", rng=np.random.default_rng(seeds[0] if seeds else 0))
-    return ros, time.perf_counter() - t0
+    return ros, time.perf_counter() - t0, time.process_time() - c0
 
 
 def validate(
@@ -156,6 +157,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     ps.judge(rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds)))
     throughput: list[float] = []
+    per_cpu: list[float] = []
     for it in range(a.iterations):
         state = ps.weights()
         futs = [
@@ -174,9 +176,10 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         t_col = time.perf_counter()
         results = [f.wait() for f in futs]
         wall = time.perf_counter() - t_col
-        ros = [r for rs, _ in results for r in rs]
+        ros = [r for rs, _, _ in results for r in rs]
         decisions = sum(len(r) for r in ros)
         throughput.append(decisions / wall)
+        per_cpu.append(decisions / max(sum(c for _, _, c in results), 1e-9))
         st = ppo_update(ps.model, ps.opt, ros, a, rng)
         v = ps.bump()
         if it == d.inject_degraded_at:
@@ -211,6 +214,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         "good_score": ps.good_score,
         "rollbacks": ps.rollbacks,
         "decisions_per_s": throughput,
+        "decisions_per_worker_cpu_s": per_cpu,
         "wall_s": time.perf_counter() - t0,
         "final_weights_equal_good": all(
             torch.equal(a_, b_)
