@@ -29,6 +29,7 @@ class ScoreHandler:
     def __init__(self, service: ScoringService) -> None:
         self.service = service
         self.metrics = service.metrics
+        self._scored = self.metrics.requests.labels("grpc", "score")
 
     def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         t0 = time.perf_counter()
@@ -40,7 +41,7 @@ class ScoreHandler:
         except Exception as exc:  # a bug must not go unreported or uncounted
             self.metrics.error("grpc", "internal")
             context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
-        self.metrics.requests.labels("grpc", "score").inc()
+        self._scored.inc()
         self.metrics.observe("grpc", res.featurize_s, res.model_s, time.perf_counter() - t0,
                              len(res.scores))
         return resp
@@ -62,7 +63,8 @@ class ScoreHandler:
                 gpu_models=self.service.cache.models)
         except PodError as exc:
             raise RequestError("bad_pod", str(exc)) from None
-        names = list(req.node_names)
+        # The repeated field itself: a list copy would build every name twice per request.
+        names = req.node_names
         key = pod.uid or f"{pod.namespace or 'default'}/{pod.name}"
         res = self.service.score("grpc", spec, key, names, 100)
         tail = scorer_pb2.ScoreResponse(
