@@ -202,15 +202,18 @@ def _sharing_whatif(
     :func:`dsan.policies.frag.node_frag`'s terms, same definitions, 8x less work than
     evaluating every (node, slot) variant from scratch."""
     m = len(nodes)
-    milli = w.gpu_milli[:, None, None].astype(np.int64)
+    # The slot arithmetic depends on a shape only through its GPU share: done once per
+    # distinct share (U of them, U <= K), then spread to the K shapes (integers: exact).
+    milli = w.milli_unique[:, None, None].astype(np.int64)
     f = free[None, :, :]
-    small = f < milli  # (K, m, 8)
-    frag_small = np.where(small, f, 0).sum(axis=2)  # (K, m)
+    small = f < milli  # (U, m, 8)
+    kept = np.where(small, f, 0)
+    frag_small = kept.sum(axis=2)  # (U, m)
     fit = (~small).sum(axis=2)
     new = f - pod.gpu_milli
     small_new = new < milli
-    frag_new = frag_small[:, :, None] - np.where(small, f, 0) + np.where(small_new, new, 0)
-    fit_new = fit[:, :, None] - (~small) + (~small_new)
+    frag_new = (frag_small[:, :, None] - kept + np.where(small_new, new, 0))[w.milli_index]
+    fit_new = (fit[:, :, None] - (~small) + (~small_new))[w.milli_index]  # (K, m, 8)
     host = (acc & (w.num_gpu[:, None] > 0) & (cpu_after[None, :] >= w.cpu_milli[:, None]))[
         :, :, None
     ] & (fit_new >= w.num_gpu[:, None, None])
