@@ -330,6 +330,17 @@ def export_model(
     return save(net, out_dir, version, training, {"confirm_gap": result.get("confirm_gap")})
 
 
+#: The searched tie-break weights shipped with the package (a ``--greedy`` run's result.json):
+#: the openb stage of the final model, ``apply(net, *load_openb_skip())``.
+OPENB_SKIP = Path(__file__).with_name("openb_skip.json")
+
+
+def load_openb_skip(path: str | Path = OPENB_SKIP) -> tuple[list[str], list[float]]:
+    """(features, weights) of the shipped openb tie-break search result."""
+    res = json.loads(Path(path).read_text())
+    return list(res["features"]), [float(v) for v in res["weights"]]
+
+
 def linear_from_model(model_dir: str | Path) -> tuple[list[str], list[float]]:
     """The (features, weights) of a model whose residual head is FGD + a skip layer only (the
     MLP's last layer zero, prior scale 1): then :class:`LinearFGDScorer` with them ranks as

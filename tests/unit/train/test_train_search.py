@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsan.train.search import GreedyConfig, SearchConfig, greedy, search
+from dsan.train.linear import SUPPORTED
+from dsan.train.search import GreedyConfig, SearchConfig, greedy, load_openb_skip, search
 
 OPT = np.array([-0.4, 0.3])
 
@@ -94,3 +95,12 @@ def test_greedy_adopts_helpful_tie_breaks_in_order_and_stops(tmp_path: Path) -> 
     assert res["confirm_gap"] == pytest.approx(-0.4)
     adopted = [json.loads(x) for x in (tmp_path / "greedy.jsonl").read_text().splitlines()]
     assert [a["adopted"] for a in adopted if "adopted" in a] == ["gpu_min_free", "node_idle"]
+
+
+def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
+    names, weights = load_openb_skip()
+    assert names and len(names) == len(weights)
+    assert set(names) <= set(SUPPORTED)
+    # every column is in [0, 1]: the sum stays below one FGD integer point, so it only
+    # reorders nodes FGD scores equally
+    assert sum(abs(w) for w in weights) < 1.0
