@@ -24,6 +24,7 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -188,20 +189,44 @@ def fragmentation(
     return node_frag(snap.cpu_cap[nodes] - snap.cpu_used[nodes], snap.gpu_free[nodes], acc, w)
 
 
+def _whatif(
+    sharing: bool,
+    free: npt.NDArray[np.int64],
+    present: npt.NDArray[np.bool_],
+    cpu_after: F64,
+    num_gpu: npt.NDArray[np.int64],
+    gpu_milli: npt.NDArray[np.int64],
+    acc: npt.NDArray[np.bool_],
+    w: TargetWorkload,
+    before: F64,
+) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Fragmentation after placing, per row: (after, slot, free_after). Each row is one
+    (pod, node) pair (the pod's GPU count / share per row), so rows of several pods of one
+    kind (sharing or not) go through in one call; every row's value is independent of the
+    others (:func:`dsan.policies.frag.node_frag` sums exactly)."""
+    if sharing:
+        return _sharing_whatif(gpu_milli, present, free, cpu_after, acc, w, before)
+    k = np.where(gpu_milli > 0, num_gpu, 0)
+    full = free == 1000
+    take = full & (np.cumsum(full, axis=1) <= k[:, None])
+    free_after = np.where(take, 0, free)
+    after = node_frag(cpu_after, free_after, acc, w)
+    return after, np.full(len(free), -1, dtype=np.int64), free_after
+
+
 def _sharing_whatif(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    nodes: npt.NDArray[np.int64],
+    gpu_milli: npt.NDArray[np.int64],
+    present: npt.NDArray[np.bool_],
     free: npt.NDArray[np.int64],
     cpu_after: F64,
     acc: npt.NDArray[np.bool_],
     w: TargetWorkload,
     before: F64,
 ) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Fragmentation after a sharing pod takes each GPU slot: (K, m, 8) corrections of
-    :func:`dsan.policies.frag.node_frag`'s terms, same definitions, 8x less work than
-    evaluating every (node, slot) variant from scratch."""
-    m = len(nodes)
+    """Fragmentation after a sharing pod (share ``gpu_milli`` per row) takes each GPU slot:
+    (K, m, 8) corrections of :func:`dsan.policies.frag.node_frag`'s terms, same definitions,
+    8x less work than evaluating every (node, slot) variant from scratch."""
+    m = len(free)
     # The slot arithmetic depends on a shape only through its GPU share: done once per
     # distinct share (U of them, U <= K), then spread to the K shapes (integers: exact).
     milli = w.milli_unique[:, None, None].astype(np.int64)
@@ -210,23 +235,23 @@ def _sharing_whatif(
     kept = np.where(small, f, 0)
     frag_small = kept.sum(axis=2)  # (U, m)
     fit = (~small).sum(axis=2)
-    new = f - pod.gpu_milli
+    new = f - gpu_milli[None, :, None]
     small_new = new < milli
     frag_new = (frag_small[:, :, None] - kept + np.where(small_new, new, 0))[w.milli_index]
     fit_new = (fit[:, :, None] - (~small) + (~small_new))[w.milli_index]  # (K, m, 8)
     host = (acc & (w.num_gpu[:, None] > 0) & (cpu_after[None, :] >= w.cpu_milli[:, None]))[
         :, :, None
     ] & (fit_new >= w.num_gpu[:, None, None])
-    total_new = (free.sum(axis=1) - pod.gpu_milli).astype(np.float64)[None, :, None]
+    total_new = (free.sum(axis=1) - gpu_milli).astype(np.float64)[None, :, None]
     f_after = np.einsum("k,kmg->mg", w.freq, np.where(host, frag_new, total_new))
-    valid = (free >= pod.gpu_milli) & snap.gpu_present[nodes]
+    valid = (free >= gpu_milli[:, None]) & present
     slot = np.argmin(np.where(valid, f_after + free * 1e-6, np.inf), axis=1).astype(np.int64)
     has = valid.any(axis=1)
     after = np.where(has, f_after[np.arange(m), slot], before)
     slot = np.where(has, slot, -1)
     free_after = free.copy()
     rows = np.flatnonzero(has)
-    free_after[rows, slot[rows]] -= pod.gpu_milli
+    free_after[rows, slot[rows]] -= gpu_milli[rows]
     return after, slot, free_after
 
 
@@ -263,16 +288,17 @@ def placement(
     acc = (w.access(snap) if access is None else access)[:, nodes]
     if before is None:
         before = node_frag(cpu_free, free, acc, w)
-    cpu_after = cpu_free - pod.cpu_milli
-    slot = np.full(m, -1, dtype=np.int64)
-    if pod.is_sharing:
-        after, slot, free_after = _sharing_whatif(pod, snap, nodes, free, cpu_after, acc, w, before)
-    else:
-        k = pod.num_gpu if pod.gpu_milli > 0 else 0
-        full = free == 1000
-        take = full & (np.cumsum(full, axis=1) <= k)
-        free_after = np.where(take, 0, free)
-        after = node_frag(cpu_after, free_after, acc, w)
+    after, slot, free_after = _whatif(
+        pod.is_sharing,
+        free,
+        snap.gpu_present[nodes],
+        cpu_free - pod.cpu_milli,
+        np.full(m, pod.num_gpu, dtype=np.int64),
+        np.full(m, pod.gpu_milli, dtype=np.int64),
+        acc,
+        w,
+        before,
+    )
     return Placement(before, after, free_after, slot)
 
 
@@ -323,6 +349,13 @@ class PlacementCache:
         self._track.sync(snap)
 
     def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> Placement:
+        return cached_placements([self], [pod], [snap], [nodes])[0]
+
+    def _prepare(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> tuple[_Entry, npt.NDArray[np.int64]]:
+        """Sync with ``snap``; the pod shape's entry and which of ``nodes`` it lacks, with
+        their current fragmentation ("before") brought up to date."""
         self._sync(snap)
         if self._adopted is not None:
             self._before[:] = self._adopted
@@ -338,24 +371,68 @@ class PlacementCache:
                 np.zeros((n, MAX_GPUS), dtype=np.int64),
                 np.full(n, -1, dtype=np.int64),
             )
-        before, after, slot, free_after, at = self._entries[key]
-        stale = self._track.stale(at, nodes)
+        entry = self._entries[key]
+        stale = self._track.stale(entry[4], nodes)
         if stale.size:
-            acc = self.access(snap)
             old = self._track.stale(self._before_at, stale)
             if old.size:
                 self._before[old] = node_frag(
                     snap.cpu_cap[old] - snap.cpu_used[old],
                     snap.gpu_free[old],
-                    acc[:, old],
+                    self.access(snap)[:, old],
                     self.workload,
                 )
                 self._before_at[old] = self._track.tick
-            pl = placement(pod, snap, stale, self.workload, acc, self._before[stale])
-            before[stale], after[stale], slot[stale] = pl.frag_before, pl.frag_after, pl.slot
-            free_after[stale] = pl.free_after
-            at[stale] = self._track.tick
-        return Placement(before[nodes], after[nodes], free_after[nodes], slot[nodes])
+        return entry, stale
+
+
+_Entry = tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
+def cached_placements(
+    caches: Sequence[PlacementCache],
+    pods: Sequence[PodSpec],
+    snaps: Sequence[ClusterSnapshot],
+    nodes: Sequence[npt.NDArray[np.int64]],
+) -> list[Placement]:
+    """:meth:`PlacementCache.get` for several (cache, pod, snapshot, candidates) at once: the
+    what-ifs every cache lacks are computed in one call per kind of pod (sharing or not) and
+    workload, rows of all decisions together, so numpy's per-call overhead is paid once per
+    batch instead of once per decision. Each row's value does not depend on the batch."""
+    prep = [c._prepare(p, s, n) for c, p, s, n in zip(caches, pods, snaps, nodes, strict=True)]
+    groups: dict[tuple[bool, int], list[int]] = {}
+    for i, (_, stale) in enumerate(prep):
+        if stale.size:
+            groups.setdefault((pods[i].is_sharing, id(caches[i].workload)), []).append(i)
+    for (sharing, _), idx in groups.items():
+        pairs = [(i, prep[i][1]) for i in idx]
+        sizes = [len(x) for _, x in pairs]
+
+        def cat(parts: list[Any], axis: int = 0) -> Any:
+            return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+
+        free = cat([snaps[i].gpu_free[x].astype(np.int64) for i, x in pairs])
+        present = cat([snaps[i].gpu_count[x][:, None] > _SLOTS for i, x in pairs])
+        cpu_after = cat(
+            [snaps[i].cpu_cap[x] - snaps[i].cpu_used[x] - pods[i].cpu_milli for i, x in pairs]
+        )
+        num_gpu = np.repeat([pods[i].num_gpu for i in idx], sizes).astype(np.int64)
+        gpu_milli = np.repeat([pods[i].gpu_milli for i in idx], sizes).astype(np.int64)
+        acc = cat([caches[i].access(snaps[i])[:, x] for i, x in pairs], axis=1)
+        before = cat([caches[i]._before[x] for i, x in pairs])
+        w = caches[idx[0]].workload
+        after, slot, free_after = _whatif(
+            sharing, free, present, cpu_after, num_gpu, gpu_milli, acc, w, before
+        )
+        at = 0
+        for i, x in pairs:
+            e, c, sl = prep[i][0], caches[i], slice(at, at + len(x))
+            e[0][x], e[1][x], e[2][x], e[3][x] = before[sl], after[sl], slot[sl], free_after[sl]
+            e[4][x] = c._track.tick
+            at += len(x)
+    return [
+        Placement(e[0][n], e[1][n], e[3][n], e[2][n]) for (e, _), n in zip(prep, nodes, strict=True)
+    ]
 
 
 def _frac(num: F64, den: F64) -> F64:
@@ -478,6 +555,19 @@ def featurize_batch(
     ext = np.empty((4, int(sizes.sum())))  # images, pod count, model allowed, price
     pod_rows = []
     at = 0
+    with_cache = [i for i in range(len(nd)) if caches is not None and caches[i] is not None]
+    pre = dict(
+        zip(
+            with_cache,
+            cached_placements(
+                [caches[i] for i in with_cache],  # type: ignore[index, misc]
+                [pods[i] for i in with_cache],
+                [snaps[i] for i in with_cache],
+                [nd[i] for i in with_cache],
+            ),
+            strict=True,
+        )
+    )
     for i, (pod, snap, idx) in enumerate(zip(pods, snaps, nd, strict=True)):
         m = len(idx)
         blk = node_cols[i] if node_cols is not None else None
@@ -486,7 +576,7 @@ def featurize_batch(
             raise ValueError(f"node_cols has shape {blk.shape}, want ({m}, {N_NODE_FEATURES})")
         blks.append(blk)
         cache = caches[i] if caches is not None else None
-        pls.append(cache.get(pod, snap, idx) if cache is not None else placement(pod, snap, idx, w))
+        pls.append(pre[i] if i in pre else placement(pod, snap, idx, w))
         if s:
             accs.append((cache.access(snap) if cache is not None else w.access(snap))[:s, idx])
         cols.append(
