@@ -55,10 +55,10 @@ def main() -> None:
     n, cpu = _play(model, env, a.episodes)
     plain = {"decisions": n, "decisions_per_cpu_s": round(n / cpu, 1)}
     # Nested stages are reported exclusive of their children (cache inside featurize).
-    rollout.featurize_batch = _timed("featurize", features.featurize_batch)  # type: ignore[attr-defined]
-    features.PlacementCache.get = _timed("placement_cache", features.PlacementCache.get)  # type: ignore[method-assign]
+    rollout.featurize_batch = _timed("featurize", features.featurize_batch)
+    features.cached_placements = _timed("placement_cache", features.cached_placements)
     model.score = _timed("model_head", model.score)  # type: ignore[method-assign]
-    rollout.segment_choice = _timed("sampling", rollout.segment_choice)  # type: ignore[attr-defined]
+    rollout.segment_choice = _timed("sampling", rollout.segment_choice)
     Episode.next_decision = _timed("env_next_decision", Episode.next_decision)  # type: ignore[method-assign]
     Episode.place = _timed("env_place", Episode.place)  # type: ignore[method-assign]
     SPENT.clear()
