@@ -750,7 +750,11 @@ def _minmax_rows(v: F64, lo: F64, hi: F64, higher_is_better: npt.NDArray[np.bool
 
 
 def fgd_select_gpus(
-    pod: PodSpec, snap: ClusterSnapshot, node: int, w: TargetWorkload
+    pod: PodSpec,
+    snap: ClusterSnapshot,
+    node: int,
+    w: TargetWorkload,
+    access: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[int, ...]:
     """GPU slots FGD gives ``pod`` on ``node``, exactly as :class:`dsan.policies.fgd.FGDScorer`.
 
@@ -765,7 +769,9 @@ def fgd_select_gpus(
         slots = np.flatnonzero(free >= pod.gpu_milli)
         if slots.size == 0:
             raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPU share")
-        acc = w.access(snap)[:, [node]]
+        # ``access`` may pass w.access(snap) precomputed (a FragTracker's): the full mask
+        # is an object-array isin per constrained shape, most of this call on a hot path.
+        acc = (w.access(snap) if access is None else access)[:, [node]]
         cpu_free = snap.cpu_cap[node] - snap.cpu_used[node]
         before = node_frag(np.array([cpu_free]), free[None, :], acc, w)
         after_free = free[None, :] - pod.gpu_milli * np.eye(MAX_GPUS, dtype=np.int64)[slots]

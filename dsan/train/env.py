@@ -132,7 +132,8 @@ class Episode:
                 continue
             if cand.size == 1:
                 node = int(cand[0])
-                allocate(self.snap, pod, node, fgd_select_gpus(pod, self.snap, node, self.target))
+                gpus = fgd_select_gpus(pod, self.snap, node, self.target, self.frag.access)
+                allocate(self.snap, pod, node, gpus)
                 self.alloc += pod.gpu_total_milli
                 self.frag.refresh(self.snap, [node])
                 continue
@@ -146,7 +147,8 @@ class Episode:
 
         was_idle = self.snap.cpu_used[node] == 0
         before = self.frag.frag[node]
-        allocate(self.snap, pod, node, fgd_select_gpus(pod, self.snap, node, self.target))
+        gpus = fgd_select_gpus(pod, self.snap, node, self.target, self.frag.access)
+        allocate(self.snap, pod, node, gpus)
         self.frag.refresh(self.snap, [node])
         self.alloc += pod.gpu_total_milli
         self.decisions += 1

@@ -263,3 +263,20 @@ def test_batched_decisions_equal_each_decision_alone(seed: int, k: int) -> None:
     caches = [PlacementCache(target) if rng.integers(2) else None for _ in range(k)]
     got = featurize_batch(pods, snaps, nodes, target, [None] * k, caches)
     np.testing.assert_array_equal(got, want)
+
+
+def test_fgd_select_gpus_with_a_precomputed_access_mask_picks_the_same_slots() -> None:
+    from dsan.features import fgd_select_gpus
+
+    rng = np.random.default_rng(5)
+    target = default_workload()
+    picked = 0
+    for _ in range(30):
+        snap = _random_snapshot(rng, 12, False)
+        acc = target.access(snap)
+        pod = PodSpec("s", 1000.0, 1024.0, 1, int(rng.choice([100, 300, 600])))
+        for node in np.flatnonzero((snap.gpu_free >= pod.gpu_milli).any(axis=1)):
+            want = fgd_select_gpus(pod, snap, int(node), target)
+            assert fgd_select_gpus(pod, snap, int(node), target, acc) == want
+            picked += 1
+    assert picked > 50
