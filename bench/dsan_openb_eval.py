@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not Path(d, "manifest.json").is_file():
             raise SystemExit(f"--dsan-models wants LABEL=DIR with a manifest.json, got {spec!r}")
         extra[label] = d
-    fast: dict[str, tuple[list[str], list[float]]] = {}
+    fast: dict[str, tuple[list[str], list[float], bool]] = {}
     for spec in args.fast_dsan_models:
         label, sep, d = spec.partition("=")
         if not sep or not Path(d, "manifest.json").is_file():

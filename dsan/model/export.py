@@ -29,6 +29,8 @@ MANIFEST = "manifest.json"
 WEIGHTS = "weights.pt"
 TORCHSCRIPT = "model.ts"
 EXPORTED = "model.pt2"
+#: Parameters added after models were shipped; absent ones keep their (zero) initialisation.
+OPTIONAL_KEYS = frozenset({"head.gpu_skip.weight"})
 #: The model shipped in the package (``make demo`` and the sidecar default).
 DEFAULT_DIR = Path(__file__).with_name("default")
 
@@ -111,9 +113,15 @@ def load(model_dir: str | Path = DEFAULT_DIR) -> tuple[DSANNet, dict[str, Any]]:
     """Eager model and manifest; raises :class:`SchemaMismatch` on a schema change."""
     manifest = read_manifest(model_dir)
     model = DSANNet(ModelConfig(**manifest["model"]))
-    model.load_state_dict(
-        torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True)
-    )
+    state = torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # Models saved before the GPU-pod skip existed load with it at its zero initialisation
+    # (same logits as before); anything else missing or extra is an error.
+    if unexpected or set(missing) - OPTIONAL_KEYS:
+        raise RuntimeError(
+            f"{model_dir}: weights do not match the model: missing {missing}, "
+            f"unexpected {unexpected}"
+        )
     return model.eval(), manifest
 
 

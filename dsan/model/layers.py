@@ -112,23 +112,35 @@ class ScoreHead(nn.Module):
     f_{m,\mathrm{fgd\_score\_int}} + w^\top f_m + \mathrm{MLP}(\dots)` with :math:`w` and the
     MLP's last layer initialised at zero and softplus(a) ~ 1, so an untrained head ranks
     exactly as FGD (integer FGD points, ties left to the caller) and training can only move
-    it where the reward says so. Infeasible rows get :data:`MASKED`, so
+    it where the reward says so. The residual head adds :math:`(1 - f_{m,\mathrm{pod\_is\_cpu
+    \_only}})\, u^\top f_m` (``gpu_skip``, zero-initialised): skip weights for GPU pods only.
+    Infeasible rows get :data:`MASKED`, so
     they never win an argmax and get ~0 probability. ``segment`` (M,) names each row's pod,
     0..B-1; output logits (M,), values (B,).
     """
 
     def __init__(
-        self, features: int, hidden: int, residual: bool = False, prior_col: int = 0
+        self,
+        features: int,
+        hidden: int,
+        residual: bool = False,
+        prior_col: int = 0,
+        cpu_only_col: int = 0,
     ) -> None:
         super().__init__()
         self.features = features
         self.hidden = hidden
         self.residual = residual
         self.prior_col = prior_col
+        self.cpu_only_col = cpu_only_col
         self.masked: float = MASKED
         # softplus(0.5413) = 0.99998: one FGD integer point ~ one logit at initialisation.
         self.prior_scale = nn.Parameter(torch.tensor(0.5413))
         self.skip = nn.Linear(features, 1)
+        # Residual only: a second skip applied to GPU pods alone. On openb the searched
+        # tie-breaks help GPU pods but, applied to CPU-only pods, strand GPUs on CPU-heavy
+        # mixes (docs/results/dsan_openb.md); a linear w.f cannot condition on the pod type.
+        self.gpu_skip = nn.Linear(features, 1, bias=False)
         self.proj = nn.Linear(features, 2 * hidden)
         self.mlp = nn.Sequential(
             nn.Linear(3 * hidden, 2 * hidden), nn.ReLU(), nn.Linear(2 * hidden, 1)
@@ -142,6 +154,7 @@ class ScoreHead(nn.Module):
             mod.reset_parameters()
         with torch.no_grad():
             self.prior_scale.fill_(0.5413)
+            self.gpu_skip.weight.zero_()  # always zero at start: old models load without it
             if self.residual:  # the residual starts at exactly zero: untrained = FGD
                 for lin in (self.skip, self.mlp[2]):
                     assert isinstance(lin, nn.Linear)
@@ -156,6 +169,8 @@ class ScoreHead(nn.Module):
         if self.residual:
             prior = x[:, self.prior_col] * 100.0
             logits = logits + nn.functional.softplus(self.prior_scale) * prior
+            gpu_pod = 1.0 - x[:, self.cpu_only_col]
+            logits = logits + self.gpu_skip(x).squeeze(-1) * gpu_pod
         logits = torch.where(mask, logits, torch.full_like(logits, self.masked))
         w = mask.to(g.dtype).unsqueeze(-1)
         ones = torch.zeros(n_segments, 1, dtype=g.dtype, device=g.device)

@@ -59,8 +59,14 @@ class DSANNet(nn.Module):
         self.temporal = TemporalEncoder(self.cfg.channels, h)
         self.spatial = SpatialEncoder(self.cfg.node_features, h)
         self.fusion = PodAttentionFusion(self.cfg.features, h)
-        prior = [f.name for f in FEATURES].index(PRIOR_FEATURE)
-        self.head = ScoreHead(self.cfg.features, h, self.cfg.head == "residual", prior)
+        names = [f.name for f in FEATURES]
+        self.head = ScoreHead(
+            self.cfg.features,
+            h,
+            self.cfg.head == "residual",
+            names.index(PRIOR_FEATURE),
+            names.index("pod_is_cpu_only"),
+        )
 
     def reset_parameters(self) -> None:
         for m in (self.temporal, self.spatial, self.fusion, self.head):

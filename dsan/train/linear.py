@@ -120,6 +120,7 @@ class LinearFGDScorer:
         self,
         names: Sequence[str],
         weights: npt.ArrayLike,
+        gpu_only: bool = False,
         target: TargetWorkload | None = None,
         scale: float = 1.0,
     ) -> None:
@@ -131,6 +132,7 @@ class LinearFGDScorer:
         if unknown:
             raise ValueError(f"unsupported features {unknown}; supported: {SUPPORTED}")
         self.scale = scale
+        self.gpu_only = gpu_only  # the head's gpu_skip: CPU-only pods get FGD alone
         self.fgd = FGDScorer(target or default_workload())
         self._static: npt.NDArray[np.float32] | None = None
         self._static_of: ClusterSnapshot | None = None
@@ -141,7 +143,8 @@ class LinearFGDScorer:
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
         base = self.scale * self.fgd.score(pod, snap, nodes)
-        if not self._active:
+        cpu_only = pod.num_gpu == 0 or pod.gpu_milli <= 0  # featurize's pod_is_cpu_only
+        if not self._active or (self.gpu_only and cpu_only):
             return base
         if self._static_of is not snap:  # the static block never changes within a run
             self._static = node_block(snap, np.arange(len(snap), dtype=np.int64))

@@ -113,7 +113,7 @@ class Episodes:
             cfg,
             self.nodes,
             self.pods[workload],
-            make=lambda target: LinearFGDScorer(features, w, target),
+            make=lambda target: LinearFGDScorer(features, w, target=target),
         )
         return float(res["unallocated_gpu_pct_at_100"])
 
@@ -291,18 +291,25 @@ def greedy(cfg: GreedyConfig, episodes: EpisodeRunner | None = None) -> dict[str
     return result
 
 
-def apply(net: DSANNet, features: list[str] | tuple[str, ...], weights: list[float]) -> DSANNet:
-    """Write searched skip weights into ``net``'s residual head (other skip weights and the
-    bias zero, FGD prior scale = 1 logit per integer point): the shipped model then ranks
-    nodes as :class:`LinearFGDScorer` with the same weights (up to float32 rounding), as long
-    as the MLP's last layer stays zero."""
+def apply(
+    net: DSANNet,
+    features: list[str] | tuple[str, ...],
+    weights: list[float],
+    gpu_only: bool = False,
+) -> DSANNet:
+    """Write searched skip weights into ``net``'s residual head: into ``head.gpu_skip`` (GPU
+    pods only) if ``gpu_only``, else into ``head.skip``; the other skip zero, skip bias zero,
+    FGD prior scale = 1 logit per integer point. The model then ranks nodes as
+    :class:`LinearFGDScorer` with the same arguments (up to float32 rounding), as long as
+    the MLP's last layer stays zero."""
     if not net.head.residual:
         raise ValueError("apply() needs a residual head (ModelConfig(head='residual'))")
     w = torch.zeros_like(net.head.skip.weight)
     for name, v in zip(features, weights, strict=True):
         w[0, FEATURE_NAMES.index(name)] = float(v)
     with torch.no_grad():
-        net.head.skip.weight.copy_(w)
+        net.head.skip.weight.copy_(torch.zeros_like(w) if gpu_only else w)
+        net.head.gpu_skip.weight.copy_(w if gpu_only else torch.zeros_like(w))
         net.head.skip.bias.zero_()
         net.head.prior_scale.fill_(float(np.log(np.expm1(1.0))))  # softplus^-1(1)
     return net
@@ -317,7 +324,8 @@ def export_model(
     from dsan.model.export import DEFAULT_DIR, load, save
 
     base, manifest = load(base_dir or DEFAULT_DIR)
-    net = apply(base, result["features"], result["weights"])
+    gpu_only = bool(result.get("gpu_pods_only", False))
+    net = apply(base, result["features"], result["weights"], gpu_only)
     cfg = result.get("config", {})
     training = {
         "stage": "openb-tie-break-search",
@@ -325,6 +333,7 @@ def export_model(
         "workloads": [_file(w) for w in cfg.get("workloads", TRAIN_WORKLOADS)],
         "search": cfg,
         "skip_weights": dict(zip(result["features"], result["weights"], strict=True)),
+        "gpu_pods_only": gpu_only,
     }
     version = f"dsan-1-openb-{int(time.time())}"
     return save(net, out_dir, version, training, {"confirm_gap": result.get("confirm_gap")})
@@ -335,15 +344,19 @@ def export_model(
 OPENB_SKIP = Path(__file__).with_name("openb_skip.json")
 
 
-def load_openb_skip(path: str | Path = OPENB_SKIP) -> tuple[list[str], list[float]]:
-    """(features, weights) of the shipped openb tie-break search result."""
+def load_openb_skip(path: str | Path = OPENB_SKIP) -> tuple[list[str], list[float], bool]:
+    """(features, weights, gpu_only) of the shipped openb search result: ``apply``'s args."""
     res = json.loads(Path(path).read_text())
-    return list(res["features"]), [float(v) for v in res["weights"]]
+    return (
+        list(res["features"]),
+        [float(v) for v in res["weights"]],
+        bool(res.get("gpu_pods_only", False)),
+    )
 
 
-def linear_from_model(model_dir: str | Path) -> tuple[list[str], list[float]]:
-    """The (features, weights) of a model whose residual head is FGD + a skip layer only (the
-    MLP's last layer zero, prior scale 1): then :class:`LinearFGDScorer` with them ranks as
+def linear_from_model(model_dir: str | Path) -> tuple[list[str], list[float], bool]:
+    """(features, weights, gpu_only) of a model whose residual head is FGD + one skip layer
+    (the MLP's last layer zero, prior scale 1): :class:`LinearFGDScorer` with them ranks as
     the model does, ~5x faster. Raises ``ValueError`` for any other model."""
     from dsan.model.export import load
 
@@ -351,14 +364,19 @@ def linear_from_model(model_dir: str | Path) -> tuple[list[str], list[float]]:
     head = net.head
     mlp_out = head.mlp[2]
     assert isinstance(mlp_out, torch.nn.Linear)
-    scale = float(torch.nn.functional.softplus(head.prior_scale))
+    scale = float(torch.nn.functional.softplus(head.prior_scale.detach()))
     if not head.residual or mlp_out.weight.abs().max() > 0 or mlp_out.bias.abs().max() > 0:
         raise ValueError(f"{model_dir}: not a residual head with a zero MLP output")
     if abs(scale - 1.0) > 1e-5 or abs(float(head.skip.bias)) > 0:
         raise ValueError(f"{model_dir}: prior scale {scale} != 1 or non-zero skip bias")
     w = head.skip.weight.detach().double().numpy()[0]
-    idx = np.flatnonzero(w)
-    return [FEATURE_NAMES[i] for i in idx], [float(w[i]) for i in idx]
+    g = head.gpu_skip.weight.detach().double().numpy()[0]
+    if w.any() and g.any():
+        raise ValueError(f"{model_dir}: both skip and gpu_skip are non-zero")
+    gpu_only = bool(g.any())
+    v = g if gpu_only else w
+    idx = np.flatnonzero(v)
+    return [FEATURE_NAMES[i] for i in idx], [float(v[i]) for i in idx], gpu_only
 
 
 def main(argv: list[str] | None = None) -> int:

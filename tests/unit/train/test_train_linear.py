@@ -59,39 +59,44 @@ def test_zero_weights_are_fgd_and_unknown_features_are_refused() -> None:
     snap, target = _snap(1), TargetWorkload.default()
     pod = PODS[0]
     nodes = feasible_nodes(pod, snap)
-    lin = LinearFGDScorer(["node_idle"], [0.0], target)
+    lin = LinearFGDScorer(["node_idle"], [0.0], target=target)
     np.testing.assert_array_equal(
         lin.score(pod, snap, nodes), FGDScorer(target).score(pod, snap, nodes)
     )
     with pytest.raises(ValueError, match="unsupported"):
-        LinearFGDScorer(["fgd_score"], [1.0], target)
+        LinearFGDScorer(["fgd_score"], [1.0], target=target)
     with pytest.raises(ValueError, match="weights"):
-        LinearFGDScorer(["node_idle"], [1.0, 2.0], target)
+        LinearFGDScorer(["node_idle"], [1.0, 2.0], target=target)
 
 
-def test_applied_model_ranks_like_the_linear_scorer() -> None:
+@pytest.mark.parametrize("gpu_only", [False, True])
+def test_applied_model_ranks_like_the_linear_scorer(gpu_only: bool) -> None:
     snap, target = _snap(2), TargetWorkload.default()
     names = ["gpu_min_free", "node_idle", "node_gpu_model_1", "cpu_free_after"]
     weights = [-0.4, -0.3, 0.7, 0.25]
     torch.manual_seed(0)
-    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, gpu_only)
     served = ServingModel(net, target)
-    lin = LinearFGDScorer(names, weights, target)
+    lin = LinearFGDScorer(names, weights, gpu_only, target=target)
     for pod in PODS:
         nodes = feasible_nodes(pod, snap)
         a, b = lin.score(pod, snap, nodes), served.logits(pod, snap, nodes)
         np.testing.assert_allclose(a, b, atol=1e-3)
         assert np.argmax(a) == np.argmax(b)
-        assert np.ptp(a - FGDScorer(target).score(pod, snap, nodes)) > 0  # w changes scores
+        fgd = FGDScorer(target).score(pod, snap, nodes)
+        if gpu_only and pod.num_gpu == 0:  # CPU-only pods: the GPU-pod skip does not apply
+            np.testing.assert_allclose(b, fgd, atol=1e-3)
+        else:
+            assert np.ptp(a - fgd) > 0  # w changes scores
 
 
 def test_linear_from_model_round_trips_and_refuses_a_trained_mlp(tmp_path: Path) -> None:
     names, weights = ["gpu_max_free", "gpu_min_free"], [-0.5, -0.05]
     torch.manual_seed(0)
-    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, True)
     save(net, tmp_path / "m", "v", exports=False)
     got = linear_from_model(tmp_path / "m")
-    assert got[0] == names and got[1] == pytest.approx(weights)
+    assert got[0] == names and got[1] == pytest.approx(weights) and got[2] is True
     out = net.head.mlp[2]
     assert isinstance(out, torch.nn.Linear)
     with torch.no_grad():

@@ -98,7 +98,7 @@ def test_greedy_adopts_helpful_tie_breaks_in_order_and_stops(tmp_path: Path) -> 
 
 
 def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
-    names, weights = load_openb_skip()
+    names, weights, _gpu_only = load_openb_skip()
     assert names and len(names) == len(weights)
     assert set(names) <= set(SUPPORTED)
     # every column is in [0, 1]: the sum stays below one FGD integer point, so it only
