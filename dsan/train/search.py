@@ -367,7 +367,7 @@ def linear_from_model(model_dir: str | Path) -> tuple[list[str], list[float], bo
     scale = float(torch.nn.functional.softplus(head.prior_scale.detach()))
     if not head.residual or mlp_out.weight.abs().max() > 0 or mlp_out.bias.abs().max() > 0:
         raise ValueError(f"{model_dir}: not a residual head with a zero MLP output")
-    if abs(scale - 1.0) > 1e-5 or abs(float(head.skip.bias)) > 0:
+    if abs(scale - 1.0) > 1e-5 or abs(float(head.skip.bias.detach())) > 0:
         raise ValueError(f"{model_dir}: prior scale {scale} != 1 or non-zero skip bias")
     w = head.skip.weight.detach().double().numpy()[0]
     g = head.gpu_skip.weight.detach().double().numpy()[0]
