@@ -57,7 +57,7 @@ pods = st.builds(
     st.integers(0, 2), SHARES)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(snap=snapshots(), pod=pods, data=st.data())
 def test_score_rows_equals_score(snap: ClusterSnapshot, pod: PodSpec, data: st.DataObject) -> None:
     rows = np.array(data.draw(st.lists(st.integers(0, len(snap) - 1), min_size=1,

@@ -234,3 +234,22 @@ def test_assumption_under_namespace_name_is_dropped_when_the_pod_binds() -> None
     cache.upsert_pod(ko.pod("p", cpu="4", namespace="ns", node_name="n1"))
     snap = cache.snapshot().snap
     assert cache.assumed_count == 0 and snap.cpu_used.sum() == 4000
+
+
+def test_change_log_names_the_rows_each_write_touched() -> None:
+    cache, _ = make(4)
+    a = cache.snapshot()
+    cache.upsert_pod(ko.pod("p", cpu="1", node_name="n2"))
+    cache.upsert_telemetry(ko.telemetry("n1", util=[[5.0]], sampled_at=datetime.now(UTC)))
+    cache.upsert_node(ko.node("n3", cpu="8", memory="16Gi", gpus=4, model="A100"))  # no change
+    b = cache.snapshot()
+    assert cache.changed_rows(a.changes, b.changes) == [row(cache, "n2"), row(cache, "n1")]
+    assert cache.changed_rows(b.changes, b.changes) == []
+    # An assumption patched into the published snapshot moves its position along.
+    with cache.scoring_lock:
+        spec = podspec_from_pod(ko.pod("q", cpu="2"), cache.models)
+        cache.assume("q", spec, "n0", patch_published=True)
+    c = cache.snapshot()
+    assert c.snap is b.snap and c.version > b.version
+    assert cache.changed_rows(b.changes, c.changes) == [row(cache, "n0")]
+    assert c.snap.cpu_used[row(cache, "n0")] == 2000
