@@ -43,7 +43,37 @@ def table1(data: dict[str, Any]) -> str:
         art = ARTICLE.get(policy)
         ref = f"{art[0]} / {art[1]} / {art[2]}" if art else "–"
         out.append(f"| {policy} | " + " | ".join(cells) + f" | {ref} |")
-    out.append("| dsan | pending issue 4 |" + " |" * (len(COLS) - 1) + " 82.7 / 8.1 / 0.7 |")
+    if "dsan" not in data:
+        out.append("| dsan | not in this run |" + " |" * (len(COLS) - 1) + " 82.7 / 8.1 / 0.7 |")
+    return "\n".join(out)
+
+
+#: Table 1's three goals: (metric, label, +1 when higher is better).
+GOALS = (
+    ("utilization_pct", "util %", 1),
+    ("p99_task_latency_s", "P99 s", -1),
+    ("sla_violation_pct", "SLA %", -1),
+)
+
+
+def verdict(data: dict[str, Any], who: str = "dsan") -> str:
+    """Is ``who`` better than every other policy on each goal (means over seeds)? Ties
+    count as not better; the margin is against the best other policy."""
+    if who not in data:
+        return ""
+    out = [
+        f"| metric | {who} | best other (policy) | {who} better? | margin |",
+        "|---|---|---|---|---|",
+    ]
+    for key, label, sign in GOALS:
+        mine = float(data[who][key])
+        others = {p: float(r[key]) for p, r in data.items() if p != who}
+        best = max(others, key=lambda p: sign * others[p])
+        margin = sign * (mine - others[best])
+        word = "yes" if margin > 1e-9 else ("tie" if abs(margin) <= 1e-9 else "no")
+        out.append(
+            f"| {label} | {mine:.2f} | {others[best]:.2f} ({best}) | {word} | {margin:+.2f} |"
+        )
     return "\n".join(out)
 
 
@@ -112,6 +142,9 @@ def main(argv: list[str]) -> int:
     print(
         "## Table 1 (mean ± sd over seeds)\n\n" + table1(t1) + "\n\n### Per seed\n\n" + per_seed(t1)
     )
+    v = verdict(t1)
+    if v:
+        print("\n### DSAN against the best other policy per goal (means over seeds)\n\n" + v)
     print("\n### P99 task latency per task type, and what sets the tail\n\n" + tails(t1))
     if len(argv) > 1:
         print("\n## Burst\n\n" + burst(json.loads(Path(argv[1]).read_text())))

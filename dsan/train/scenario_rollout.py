@@ -88,12 +88,14 @@ def run_window(
     teacher: Scorer | None = None,
     rng: np.random.Generator | None = None,
     record_every: int = 1,
+    label_gpu_pods: bool = True,
 ) -> ScenarioRollout:
     """Play ``ep``: the teacher up to the window, then ``mode`` inside it.
 
     ``teacher`` is required (it plays the warm-up and, in ``teacher`` mode, the window);
     ``record_every`` keeps every k-th in-window step for imitation (memory), while every
-    step's reward still counts (it is added to the last kept step).
+    step's reward still counts (it is added to the last kept step). ``label_gpu_pods=False``
+    keeps no imitation label for GPU pods: the openb stage owns their ranking.
     """
     if mode not in MODES:
         raise ValueError(f"unknown rollout mode {mode!r}; known: {', '.join(MODES)}")
@@ -113,6 +115,7 @@ def run_window(
             continue
         labelled = mode in ("teacher", "dagger")
         keep = cache is not None and (not labelled or k % record_every == 0)
+        keep = keep and not (labelled and not label_gpu_pods and d.pod.num_gpu > 0)
         k += 1
         x = e = None
         if cache is not None and (keep or mode != "teacher"):

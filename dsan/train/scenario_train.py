@@ -2,10 +2,12 @@
 
 ``dsan train --scenario seed-table1`` runs :func:`train`:
 
-1. start from a model directory (``init_model``: the openb-trained model, so its FGD prior
-   scale and linear skip come along) and **freeze** the node encoders (LSTM, GNN) and the
-   head's openb-trained prior scale and skip: the scenario stage trains the attention fusion
-   and the head's MLP and value only (:data:`TRAINED`), so it cannot undo the openb stage's
+1. the openb stage: a model directory (``init_model``), or by default a fresh residual DSAN
+   seeded by ``seed`` (its MLP residual is zero: it ranks as FGD) into which ``openb_skip``
+   (engineer O's searched tie-break weights, a JSON with ``features`` and ``weights``) is
+   written by :func:`dsan.train.search.apply`; then **freeze** the node encoders (LSTM, GNN)
+   and the head's prior scale and skip: the scenario stage trains the attention fusion and
+   the head's MLP and value only (:data:`TRAINED`), so it cannot undo the openb stage's
    parameters, only add a residual on top of them;
 2. imitation: the ``scenario`` teacher (:class:`~dsan.train.teachers.Composite`) plays
    windows of seeded runs; the loss raises the probability mass on its best nodes; then
@@ -35,8 +37,8 @@ import torch
 
 from dsan.api.types import TASK_TYPES
 from dsan.features import FEATURE_NAMES
-from dsan.model.export import DEFAULT_DIR, load, save
-from dsan.model.net import DSANNet
+from dsan.model.export import load, save
+from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.workload import generate
@@ -56,15 +58,16 @@ class ScenarioArgs:
     scenario: str = "seed-table1"
     out: str = "out/train-scenario"
     seed: int = 1
-    init_model: str = str(DEFAULT_DIR)
+    init_model: str = ""  # "" = a fresh residual DSAN (hidden 32) seeded by ``seed``
+    openb_skip: str = ""  # JSON {"features": [...], "weights": [...]} of the openb stage
     start_hours: tuple[float, ...] = (0.0, 8.0, 10.0, 12.0, 14.0)
     window_h: float = 1.0
     record_every: int = 2
-    imitation_episodes: int = 8
+    imitation_episodes: int = 10
     imitation_epochs: int = 4
     dagger_rounds: int = 3
     dagger_episodes: int = 2
-    iterations: int = 2
+    iterations: int = 3
     episodes_per_iter: int = 1
     eval_episodes: int = 2
     lr: float = 1e-2
@@ -81,8 +84,9 @@ class ScenarioArgs:
     w_cost: float = 0.2
     w_sla: float = 0.1
     sla_shaping: float = 1.0
+    imitate_gpu_pods: bool = False  # GPU pods keep the openb stage's ranking (FGD + skip)
     anchor_episodes: int = 2
-    anchor_coef: float = 10.0
+    anchor_coef: float = 0.0  # the gate keeps openb; the anchor then only checks
     resume: bool = False
     model_dir: str = ""
     export: bool = True
@@ -98,6 +102,68 @@ class ScenarioArgs:
         return ScenarioReward(
             self.w_util, self.w_completion, self.w_cost, self.w_sla, self.sla_shaping
         )
+
+
+def openb_stage(a: ScenarioArgs) -> tuple[DSANNet, dict[str, Any]]:
+    """The model the scenario stage starts from, and the manifest describing it."""
+    if a.init_model:
+        model, manifest = load(a.init_model)
+    else:  # exactly what `dsan train --head residual --iterations 0 --seed S` starts from
+        model = DSANNet(ModelConfig(hidden=32, head="residual"))
+        manifest = {"version": f"residual-seed{a.seed}", "training": {"head": "residual"}}
+    if a.openb_skip:
+        from dsan.train.search import apply
+
+        res = json.loads(Path(a.openb_skip).read_text())
+        apply(model, res["features"], res["weights"])
+        manifest["training"] = {
+            **manifest.get("training", {}),
+            "openb_skip": a.openb_skip,
+            "skip_weights": dict(zip(res["features"], res["weights"], strict=True)),
+        }
+    return model, manifest
+
+
+#: The residual trained on the scenario is gated by this feature: 1 when the node has live
+#: telemetry (the scenario, a sidecar with the device plugin), 0 on openb (no telemetry).
+GATE_FEATURE = "tel_present"
+GATE_SHIFT = 100.0
+
+
+def gate(model: DSANNet) -> None:
+    """Make the head's MLP residual exactly one constant per pod where telemetry is absent.
+
+    ``g = ReLU(proj(x))`` gets ``+GATE_SHIFT * tel_present`` and ``-GATE_SHIFT`` in its bias,
+    so without telemetry every unit's pre-activation is ``w.x + b - 100 < 0`` (checked on
+    openb states by :func:`gate_margin`) and ``g = 0``; the MLP's input from the attention
+    stream is cut (zero weights, no gradient), so its output is then ``mlp(0)``, the same for
+    every candidate: it cannot re-rank the openb stage's decisions. With telemetry the
+    shift cancels and the residual sees the 128 features as before. Idempotent.
+    """
+    col = FEATURE_NAMES.index(GATE_FEATURE)
+    proj, first, hidden = model.head.proj, model.head.mlp[0], model.head.hidden
+    assert isinstance(first, torch.nn.Linear)
+    with torch.no_grad():
+        if not bool((proj.weight[:, col] == GATE_SHIFT).all()):
+            proj.bias.sub_(GATE_SHIFT)
+            proj.weight[:, col] = GATE_SHIFT
+        first.weight[:, 2 * hidden :] = 0.0
+    pmask = torch.ones_like(proj.weight)
+    pmask[:, col] = 0.0
+    mmask = torch.ones_like(first.weight)
+    mmask[:, 2 * hidden :] = 0.0
+    proj.weight.register_hook(lambda g: g * pmask)
+    first.weight.register_hook(lambda g: g * mmask)
+
+
+def gate_margin(model: DSANNet, x: torch.Tensor) -> float:
+    """Largest proj pre-activation over rows ``x`` without telemetry (< 0: the gate holds)."""
+    col = FEATURE_NAMES.index(GATE_FEATURE)
+    rows = x[x[:, col] == 0]
+    if rows.numel() == 0:
+        return float("-inf")
+    with torch.no_grad():
+        return float(model.head.proj(rows).max())
 
 
 def freeze(model: DSANNet) -> list[torch.nn.Parameter]:
@@ -128,7 +194,7 @@ def play(
         WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg, teacher.select_gpus
     )
     every = a.record_every if mode in ("teacher", "dagger") else 1
-    return run_window(ep, target, model, mode, teacher, rng, every)
+    return run_window(ep, target, model, mode, teacher, rng, every, a.imitate_gpu_pods)
 
 
 def _tensors(ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
@@ -252,7 +318,8 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
     rng = np.random.default_rng(a.seed)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    model, manifest = load(a.init_model)
+    model, manifest = openb_stage(a)
+    gate(model)
     params = freeze(model.train())
     anchor = OpenbAnchor(model, AnchorConfig(episodes=a.anchor_episodes, coef=a.anchor_coef))
     opt = torch.optim.Adam(params, lr=a.lr)
@@ -336,6 +403,11 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
         "teacher_eval": teacher_eval,
         "wall_s": time.perf_counter() - t0,
         "init_model": manifest.get("version"),
+        **anchor.check(model),
+        "openb_gate_margin": max(
+            (gate_margin(model, torch.from_numpy(np.concatenate(r.x))) for r in anchor.rollouts),
+            default=float("-inf"),
+        ),
     }
     save(
         model,

@@ -167,3 +167,90 @@ def test_cli_scenario_mode_builds_scenario_args() -> None:
     assert a.start_hours == (9.0, 11.0) and a.iterations == 3 and a.window_h == 1.0
     b = cli._kwargs(cli.Args, p.parse_args(["train", "--workloads", "x.csv"]))
     assert b == {"workloads": ("x.csv",)}
+
+
+def test_gpu_pods_get_no_imitation_label_unless_asked() -> None:
+    from dsan.features import FEATURE_NAMES
+    from dsan.policies.target import TargetWorkload
+
+    col = FEATURE_NAMES.index("pod_num_gpu")
+    model, _ = load(DEFAULT_DIR)
+    kept = {}
+    for label in (False, True):
+        t = Composite(None)
+        ep = ScenarioEpisode(
+            WindowConfig(start_h=0.0, len_h=0.3), ScenarioReward(), 3, CFG, t.select_gpus
+        )
+        assert ep.env.engine is not None
+        target = TargetWorkload.from_pods(ep.env.engine.wl.pods, ep.env.engine.snap.gpu_models)
+        ro = run_window(ep, target, model, "teacher", Composite(target), label_gpu_pods=label)
+        kept[label] = sum(int(x[0, col] > 0) for x in ro.x)
+    assert kept[False] == 0 and kept[True] > 0
+
+
+def test_openb_stage_writes_the_skip_weights(tmp_path: Path) -> None:
+    import json
+
+    from dsan.features import FEATURE_NAMES
+    from dsan.train.scenario_train import openb_stage
+
+    path = tmp_path / "skip.json"
+    path.write_text(json.dumps({"features": ["bestfit_score"], "weights": [0.25]}))
+    model, manifest = openb_stage(ScenarioArgs(openb_skip=str(path)))
+    w = model.head.skip.weight[0]
+    assert float(w[FEATURE_NAMES.index("bestfit_score")]) == pytest.approx(0.25)
+    assert float(w.abs().sum()) == pytest.approx(0.25)
+    assert float(torch.nn.functional.softplus(model.head.prior_scale)) == pytest.approx(1.0)
+    assert manifest["training"]["skip_weights"] == {"bestfit_score": 0.25}
+
+
+def test_gate_makes_the_residual_constant_without_telemetry() -> None:
+    from dsan.features import FEATURE_NAMES
+    from dsan.train.scenario_train import GATE_FEATURE, gate, gate_margin
+
+    model, _ = load(DEFAULT_DIR)
+    gate(model)
+    gate(model)  # idempotent: the bias is shifted once
+    torch.manual_seed(0)
+    col = FEATURE_NAMES.index(GATE_FEATURE)
+    opt = torch.optim.Adam(model.head.parameters(), lr=0.5)
+    for _ in range(3):  # training steps cannot open the gate (gradient hooks)
+        xx = torch.rand(20, len(FEATURE_NAMES))
+        out, _ = model.score(
+            xx,
+            torch.randn(20, 2, model.hidden),
+            torch.ones(20, dtype=torch.bool),
+            torch.zeros(20, dtype=torch.long),
+            1,
+        )
+        opt.zero_grad()
+        (out * torch.randn(20)).sum().backward()
+        opt.step()
+    assert bool((model.head.proj.weight[:, col] == 100.0).all())
+    first, last = model.head.mlp[0], model.head.mlp[2]
+    assert isinstance(first, torch.nn.Linear) and isinstance(last, torch.nn.Linear)
+    assert float(first.weight[:, 2 * model.hidden :].abs().max()) == 0.0
+    with torch.no_grad():  # a trained-looking residual: the gate's cut weights stay cut
+        last.weight.normal_()
+    x = torch.rand(50, len(FEATURE_NAMES))
+    z = torch.randn(50, 2, model.hidden)
+    seg = torch.zeros(50, dtype=torch.long)
+    on = torch.ones(50, dtype=torch.bool)
+    x[:, col] = 0.0
+    base = model.head.skip(x).squeeze(-1)  # + prior: FGD's column, the same in both calls
+    logits, _ = model.score(x, z, on, seg, 1)
+    resid = (
+        logits
+        - base
+        - torch.nn.functional.softplus(model.head.prior_scale) * 100 * x[:, model.head.prior_col]
+    )
+    assert float(resid.max() - resid.min()) < 1e-4  # one constant per pod: no re-ranking
+    assert gate_margin(model, x) < -50
+    x[:, col] = 1.0  # with telemetry the residual is live again
+    logits, _ = model.score(x, z, on, seg, 1)
+    resid = (
+        logits
+        - model.head.skip(x).squeeze(-1)
+        - torch.nn.functional.softplus(model.head.prior_scale) * 100 * x[:, model.head.prior_col]
+    )
+    assert float(resid.max() - resid.min()) > 1e-2
