@@ -37,7 +37,7 @@ from dsan.train.ppo import Args, train
 from dsan.train.rollout import collect, run_episode
 
 N_NODES = 96
-EPISODES = 8  # per collecting process
+EPISODES = 16  # per collecting process (lockstep batch)
 
 
 def _single(lockstep: bool) -> tuple[float, float]:
@@ -81,6 +81,7 @@ def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:
         export=False,
         progress=False,
         ppo_epochs=1,
+        minibatch=1024,  # the PPO step is not measured: keep it short
     )
     d = DistConfig(workers=workers, master_port=29650 + workers)
     summary = benchmark.pedantic(run, args=(a, d), rounds=1, iterations=1)

@@ -2,7 +2,7 @@
 hot path's stages with process-time timers and prints microseconds per decision for each,
 plus the unwrapped rate. Usage (repo root; a quiet machine gives the cleanest split)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/training_decision_breakdown.py [--episodes 8]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/training_decision_breakdown.py [--episodes 16]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _play(model: DSANNet, env: EnvConfig, episodes: int) -> tuple[int, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--episodes", type=int, default=8)
+    ap.add_argument("--episodes", type=int, default=16)
     ap.add_argument("--n-nodes", type=int, default=96)
     a = ap.parse_args()
     torch.set_num_threads(1)
