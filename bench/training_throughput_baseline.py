@@ -53,7 +53,7 @@ def rpc(workers: int) -> float:
             export=False,
             progress=False,
             ppo_epochs=1,
-        minibatch=1024,  # the PPO step is not measured: keep it short
+            minibatch=1024,  # the PPO step is not measured: keep it short
         )
         return float(
             run(a, DistConfig(workers=workers, master_port=29670 + workers))["decisions_per_s"][-1]
