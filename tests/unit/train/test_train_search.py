@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dsan.train.es import SearchConfig, search
 from dsan.train.linear import SUPPORTED
-from dsan.train.search import GreedyConfig, SearchConfig, greedy, load_openb_skip, search
+from dsan.train.search import GreedyConfig, greedy, load_openb_skip
 
 OPT = np.array([-0.4, 0.3])
 
