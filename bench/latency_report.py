@@ -270,7 +270,7 @@ the 14:19-14:23 UTC run of 2 Dec 2026).
 
 * **In process, p99 <= 2x lookup+dot: missed at 100 nodes, within reach at 1,000 and 5,000.**
   At 100 nodes the floor is 7-11 us and any request costs ~50 us (per-step table: lookup 3-6,
-  class cache 11-20, normalise 5, assume with the patched snapshot 13-22, snapshot and
+  class cache 9-23, normalise 5-6, assume with the patched snapshot 13-22, snapshot and
   bookkeeping ~5): 5-8x at p50, not reachable in Python. At 1,000 nodes the request is
   85-100 us against a 41-43 us floor (p50 2.0-2.3x; about 2x on the minima); at 5,000 it is
   ~320 us against 245-330 (1.0-1.3x on the minima, p50 1.0-2.6x in the loaded runs). A
