@@ -64,8 +64,8 @@ class ScenarioArgs:
     window_h: float = 1.0
     record_every: int = 2
     imitation_episodes: int = 10
-    imitation_epochs: int = 4
-    dagger_rounds: int = 3
+    imitation_epochs: int = 6
+    dagger_rounds: int = 4
     dagger_episodes: int = 2
     iterations: int = 3
     episodes_per_iter: int = 1
@@ -84,7 +84,7 @@ class ScenarioArgs:
     w_cost: float = 0.2
     w_sla: float = 0.1
     sla_shaping: float = 1.0
-    imitate_gpu_pods: bool = False  # GPU pods keep the openb stage's ranking (FGD + skip)
+    imitate_gpu_pods: bool = True  # False: GPU pods keep the openb ranking on the scenario too
     anchor_episodes: int = 2
     anchor_coef: float = 0.0  # the gate keeps openb; the anchor then only checks
     resume: bool = False

@@ -136,7 +136,10 @@ def test_train_logs_checkpoints_resumes_and_freezes(tmp_path: Path) -> None:
         export=False,
         progress=False,
     )
-    init, _ = load(DEFAULT_DIR)
+    from dsan.train.scenario_train import openb_stage
+
+    torch.manual_seed(1)  # train() seeds the same way before building its start model
+    init, _ = openb_stage(ScenarioArgs())
     train(ScenarioArgs(iterations=1, **kw))  # type: ignore[arg-type]
     assert (tmp_path / "ckpt.pt").is_file() and (tmp_path / "model" / "weights.pt").is_file()
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
@@ -206,14 +209,16 @@ def test_openb_stage_writes_the_skip_weights(tmp_path: Path) -> None:
 
 def test_gate_makes_the_residual_constant_without_telemetry() -> None:
     from dsan.features import FEATURE_NAMES
+    from dsan.model.net import DSANNet, ModelConfig
     from dsan.train.scenario_train import GATE_FEATURE, gate, gate_margin
 
-    model, _ = load(DEFAULT_DIR)
+    torch.manual_seed(1)
+    model = DSANNet(ModelConfig(hidden=32, head="residual"))
     gate(model)
     gate(model)  # idempotent: the bias is shifted once
     torch.manual_seed(0)
     col = FEATURE_NAMES.index(GATE_FEATURE)
-    opt = torch.optim.Adam(model.head.parameters(), lr=0.5)
+    opt = torch.optim.Adam(freeze(model), lr=0.5)  # what the scenario stage trains
     for _ in range(3):  # training steps cannot open the gate (gradient hooks)
         xx = torch.rand(20, len(FEATURE_NAMES))
         out, _ = model.score(
