@@ -115,7 +115,7 @@ def openb_stage(a: ScenarioArgs) -> tuple[DSANNet, dict[str, Any]]:
         from dsan.train.search import apply
 
         res = json.loads(Path(a.openb_skip).read_text())
-        apply(model, res["features"], res["weights"])
+        apply(model, res["features"], res["weights"], bool(res.get("gpu_pods_only", False)))
         manifest["training"] = {
             **manifest.get("training", {}),
             "openb_skip": a.openb_skip,
