@@ -35,6 +35,7 @@ from dsan.features import (
 )
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.graph import build_graph
+from dsan.model.headcache import HeadCache
 from dsan.model.net import DSANNet
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
@@ -65,8 +66,14 @@ class ServingModel:
         model: DSANNet,
         workload: TargetWorkload | None = None,
         manifest: dict[str, Any] | None = None,
+        fast: bool = True,
     ) -> None:
         self.model = model.eval()
+        #: Per-pod-class head cache (exact, :mod:`dsan.model.headcache`); None = the plain
+        #: torch head over freshly featurized rows on every request (the reference).
+        self.head: HeadCache | None = HeadCache(self.model) if fast else None
+        self._params = list(self.model.parameters())
+        self._wver = -1
         self.workload = workload
         #: The model directory's manifest (version, schema, training), empty for a bare model.
         self.manifest = manifest or {}
@@ -87,7 +94,14 @@ class ServingModel:
         model, manifest = load(model_dir)
         return cls(model, workload, manifest)
 
+    def _weights_version(self) -> int:
+        """Bumped by any in-place write to a parameter (an optimiser step, load_state_dict):
+        the cached embeddings and head weights are then recomputed. ~20 attribute reads."""
+        return sum(p._version for p in self._params)
+
     def _fresh(self, snap: ClusterSnapshot) -> bool:
+        if self._wver != self._weights_version():
+            return False
         if self._tver != snap.telemetry_version or self._len != len(snap) or self._inputs is None:
             return False
         return all(a is b for a, b in zip(self._inputs, _inputs(snap), strict=True))
@@ -106,6 +120,9 @@ class ServingModel:
                 ei,
                 ew,
             )
+        self._wver = self._weights_version()
+        if self.head is not None:
+            self.head.set_embeddings(self._emb)
         self._inputs, self._tver, self._len = _inputs(snap), snap.telemetry_version, len(snap)
         self.embed_count += 1
 
@@ -120,6 +137,10 @@ class ServingModel:
         w = self.workload or default_workload()
         if self._cache is None or self._cache.workload is not w:
             self._cache = PlacementCache(w)
+            if self.head is not None:
+                self.head.clear()
+        if self.head is not None:
+            return self.head.logits(pod, snap, nodes, self._node_cols, self._cache)
         cols = self._node_cols[nodes]  # a fresh copy (fancy indexing): safe to update
         cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
         x, _ = featurize(pod, snap, nodes, w, node_cols=cols, cache=self._cache)

@@ -1,0 +1,213 @@
+"""The per-pod-class head cache (dsan.model.headcache) gives the reference model's logits:
+``model.score(featurize(...))`` over fresh features and embeddings, on random snapshots and
+candidate subsets, across assumptions, releases, memory- and pod-count-only changes,
+telemetry refreshes, clock advance and in-place weight updates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from dsan.features import default_workload, featurize, fgd_select_gpus, node_block, telemetry_of
+from dsan.filtering import allocate, feasible_nodes, release
+from dsan.model.export import DEFAULT_DIR, load
+from dsan.model.graph import build_graph
+from dsan.model.net import DSANNet, ModelConfig
+from dsan.model.serving import ServingModel
+from dsan.policies.base import normalize
+from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+
+PODS = [
+    PodSpec("share", 4000, 16384, 1, 500),
+    PodSpec("share-small", 1000, 2048, 1, 250, priority=500, task_type=1),
+    PodSpec("whole", 8000, 32768, 2, 1000, gang_size=2),
+    PodSpec("cpu", 2000, 4096, image=1),
+    PodSpec("model", 4000, 8192, 1, 1000, gpu_models=(1,)),
+]
+
+
+def _snap(n: int, seed: int) -> ClusterSnapshot:
+    rng = np.random.default_rng(seed)
+    gpus = rng.choice([0, 2, 4, 8], size=n)
+    snap = empty_snapshot(
+        [f"node-{(i * 7) % n:03d}" for i in range(n)],
+        rng.choice([32000, 64000, 96000], size=n),
+        rng.choice([131072, 262144], size=n),
+        gpus,
+        np.where(gpus > 0, rng.integers(0, 3, size=n), -1),
+        ["A100", "V100", "T4"],
+    )
+    snap.zone = (np.arange(n) // 20).astype(np.int32)
+    snap.rack = (np.arange(n) // 5).astype(np.int32)
+    snap.hourly_cost = rng.uniform(0.5, 3.0, size=n)
+    snap.images = [frozenset({1}) if i % 3 == 0 else frozenset() for i in range(n)]
+    snap.pod_count = rng.integers(0, 10, size=n).astype(np.int32)
+    snap.telemetry = rng.random((n, 6, 5)).astype(np.float32)
+    snap.telemetry_age_s = rng.uniform(0, 600, size=n)
+    snap.telemetry_age_s[rng.random(n) < 0.1] = np.inf  # no telemetry on some nodes
+    snap.cpu_used[:] = np.round(rng.uniform(0, 0.5, size=n) * snap.cpu_cap, -3)
+    snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 250, 500, 1000], (n, 8)), 0)
+    # Pairs of nodes in the same state: exact ties on every absolute quantity.
+    for a, b in ((1, 2), (5, 9)):
+        for col in (snap.cpu_cap, snap.cpu_used, snap.mem_cap, snap.mem_used, snap.gpu_count,
+                    snap.gpu_model, snap.gpu_free, snap.hourly_cost):
+            col[b] = col[a]
+    return snap
+
+
+def _reference(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot,
+               nodes: np.ndarray) -> np.ndarray:
+    """No feature caches: featurize the candidates afresh, one ``model.score`` over the
+    serving model's embeddings (computed at its last refresh: ages alone do not refresh
+    them, tests/unit/model/test_serving.py pins that contract)."""
+    x, _ = featurize(pod, snap, nodes)
+    with torch.inference_mode():
+        logit, _ = sm.model.score(
+            torch.from_numpy(x),
+            sm._emb[torch.from_numpy(nodes)],
+            torch.ones(len(nodes), dtype=torch.bool),
+            torch.zeros(len(nodes), dtype=torch.long),
+            1,
+        )
+    return logit.double().numpy()
+
+
+def _embed(model: DSANNet, snap: ClusterSnapshot) -> torch.Tensor:
+    every = np.arange(len(snap), dtype=np.int64)
+    ei, ew = build_graph(snap)
+    with torch.inference_mode():
+        return model.embed_nodes(
+            torch.from_numpy(node_block(snap, every)),
+            torch.from_numpy(telemetry_of(snap, every)),
+            ei,
+            ew,
+        )
+
+
+def _random_residual(hidden: int = 16) -> DSANNet:
+    """A residual model whose every weight is non-zero (the shipped init zeroes some)."""
+    torch.manual_seed(1)
+    net = DSANNet(ModelConfig(hidden=hidden, head="residual"))
+    with torch.no_grad():
+        for lin in (net.head.skip, net.head.gpu_skip, net.head.mlp[2]):
+            assert isinstance(lin, nn.Linear)
+            nn.init.normal_(lin.weight, std=0.3)
+        last = net.head.mlp[2]
+        assert isinstance(last, nn.Linear)
+        last.bias.fill_(0.2)
+    return net
+
+
+def _check(sm: ServingModel, model: DSANNet, pod: PodSpec, snap: ClusterSnapshot,
+           nodes: np.ndarray) -> np.ndarray:
+    fresh = sm._tver != snap.telemetry_version
+    got = sm.logits(pod, snap, nodes)
+    if fresh:  # just refreshed: the embeddings are the model's on this snapshot
+        torch.testing.assert_close(sm._emb, _embed(model, snap))
+    want = _reference(sm, pod, snap, nodes)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    top = np.flatnonzero(want >= want.max() - 1e-4)  # float noise may only reorder exact ties
+    assert int(np.argmax(got)) in top
+    if len(top) == 1:
+        assert int(np.argmax(got)) == int(np.argmax(want))
+    np.testing.assert_array_equal(normalize(got), normalize(want))
+    return got
+
+
+@pytest.mark.parametrize("which", ["residual", "mlp", "shipped"])
+def test_cached_head_matches_reference_through_a_changing_cluster(which: str) -> None:
+    if which == "shipped":
+        model, _ = load(DEFAULT_DIR)
+    elif which == "residual":
+        model = _random_residual()
+    else:
+        torch.manual_seed(2)
+        model = DSANNet(ModelConfig(hidden=16))
+    snap = _snap(60, seed=3)
+    rng = np.random.default_rng(4)
+    sm = ServingModel(model, default_workload())
+    placed: list[tuple[PodSpec, int, tuple[int, ...]]] = []
+    for step in range(16):
+        pod = PODS[int(rng.integers(len(PODS)))]
+        feas = feasible_nodes(pod, snap)
+        size = int(rng.integers(1, len(feas) + 1)) if step % 3 else len(feas)
+        nodes = np.sort(rng.choice(feas, size=size, replace=False)).astype(np.int64)
+        got = _check(sm, model, pod, snap, nodes)
+        best = int(nodes[int(np.argmax(got))])
+        gpus = fgd_select_gpus(pod, snap, best, default_workload())
+        allocate(snap, pod, best, gpus)  # the assumption: the next request sees it
+        placed.append((pod, best, gpus))
+        if step % 5 == 4:  # a pod goes away
+            p, node, g = placed.pop(0)
+            release(snap, p, node, g)
+        if step % 4 == 1:  # only memory / only the pod count move on some node
+            snap.mem_used[int(rng.integers(len(snap)))] += 1024.0
+            assert snap.pod_count is not None
+            snap.pod_count[int(rng.integers(len(snap)))] += 3
+        assert snap.telemetry_age_s is not None
+        snap.telemetry_age_s += rng.uniform(0, 200)  # the clock advances every request
+        if step % 6 == 5:  # new telemetry, announced by the version
+            assert snap.telemetry is not None
+            snap.telemetry[int(rng.integers(len(snap)))] = 0.7
+            snap.telemetry_age_s[: len(snap) // 2] = rng.uniform(0, 5, len(snap) // 2)
+            snap.telemetry_version += 1
+    assert sm.head is not None and sm.head.rows_computed < 16 * len(snap)  # reuse happened
+
+
+def test_single_and_pair_candidates_and_classes_evicted() -> None:
+    model = _random_residual(8)
+    snap = _snap(30, seed=5)
+    sm = ServingModel(model, default_workload())
+    assert sm.head is not None
+    sm.head.max_classes = 2
+    for pod in PODS * 2:  # more classes than kept: the oldest are rebuilt, still exact
+        feas = feasible_nodes(pod, snap)
+        for nodes in (feas[:1], feas[:2], feas[::-1]):
+            _check(sm, model, pod, snap, np.ascontiguousarray(nodes))
+    assert len(sm.head._classes) <= 2
+
+
+def test_weight_update_in_place_is_picked_up() -> None:
+    model = _random_residual(8)
+    snap = _snap(30, seed=6)
+    sm = ServingModel(model, default_workload())
+    pod = PODS[0]
+    nodes = feasible_nodes(pod, snap)
+    before = _check(sm, model, pod, snap, nodes)
+    with torch.no_grad():  # as an optimiser step or load_state_dict would
+        model.head.proj.weight.mul_(-1.5)
+        model.fusion.query.bias.add_(0.5)
+    after = _check(sm, model, pod, snap, nodes)
+    assert not np.allclose(before, after)
+
+
+def test_reference_path_is_kept() -> None:
+    model = _random_residual(8)
+    snap = _snap(30, seed=7)
+    fast, slow = ServingModel(model), ServingModel(model, fast=False)
+    assert slow.head is None
+    pod = PODS[2]
+    nodes = feasible_nodes(pod, snap)
+    np.testing.assert_allclose(
+        fast.logits(pod, snap, nodes), slow.logits(pod, snap, nodes), rtol=1e-4, atol=1e-5
+    )
+
+
+def test_near_ties_count_as_featurize_counts_them() -> None:
+    """BestFit's winner flag has a 1e-9 tolerance and FGD's integer score ties often: the
+    relative columns come from the same float64 quantities, so ties stay ties."""
+    model = _random_residual(8)
+    snap = _snap(30, seed=8)
+    a, b = 3, 4
+    assert snap.hourly_cost is not None
+    for col in (snap.cpu_cap, snap.mem_cap, snap.gpu_count, snap.gpu_model, snap.gpu_free,
+                snap.mem_used, snap.hourly_cost):
+        col[b] = col[a]
+    snap.cpu_used[b] = snap.cpu_used[a] + 1e-5  # bestfit differs by ~4e-11: tied within 1e-9
+    sm = ServingModel(model, default_workload())
+    for pod in PODS:
+        nodes = np.array([n for n in (a, b) if n in set(feasible_nodes(pod, snap))])
+        if len(nodes) == 2:
+            _check(sm, model, pod, snap, nodes)
