@@ -4,7 +4,8 @@ Ranks: 0 = parameter server (PS, also the driver), 1..N = rollout workers, N+1 =
 validator. One iteration:
 
 1. the PS sends the current weights and version to every worker (``rpc_async``); each plays
-   ``episodes_per_iter`` episodes with its own simulator and returns the rollouts;
+   ``episodes_per_iter`` episodes with its own simulator, all in lockstep (one batched head
+   call per step, :func:`dsan.train.rollout.collect`), and returns the rollouts;
 2. the PS aggregates them and takes the PPO step (:func:`dsan.train.ppo.ppo_update`):
    version v+1;
 3. the shadow validator scores v+1 greedily on held-out episodes; if the score drops more
