@@ -28,7 +28,7 @@ from tqdm import tqdm
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.env import EnvConfig, RewardWeights, make_episode
-from dsan.train.rollout import Rollout, run_episode
+from dsan.train.rollout import Rollout, collect, run_episode
 from dsan.train.teachers import TEACHERS, make_teacher
 
 
@@ -271,10 +271,9 @@ def train(a: Args) -> dict[str, Any]:
     bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:
         t_col = time.perf_counter()
-        ros = [
-            run_episode(make_episode(env, int(rng.integers(10_000))), model, "sample")
-            for _ in range(a.episodes_per_iter)
-        ]
+        # Lockstep collection (engineer T's collect): one head call per step over the episodes.
+        todo = [make_episode(env, int(rng.integers(10_000))) for _ in range(a.episodes_per_iter)]
+        ros = collect(todo, model, "sample", rng)
         col_s = time.perf_counter() - t_col
         decisions = sum(len(r) for r in ros)
         st = ppo_update(model, opt, ros, a, rng)
