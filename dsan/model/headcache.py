@@ -105,11 +105,12 @@ class RowTracker:
 
 @dataclass(slots=True)
 class _Class:
-    pre: F32  # (n, 3H + 1): query, proj, linear logit terms from the absolute columns
+    pre: F32  # (n, 2H + 1): proj and linear logit terms of the absolute columns, biases in
+    att: F32  # (n, 2): query(x_abs) . key(stream k) / sqrt(H), query bias in
     quant: F64  # (n, 7): delta, bestfit, least, dot, cost, fgd_int, bestfit (as featurize)
     at: I64  # (n,) tracker tick each row was computed at; -1 never
-    w_abs: F32  # (F, 3H + 1): the class's first-layer weights, request columns zeroed
-    req_w: F32  # (9, 3H + 1): weights of the request columns
+    w_abs: F32  # (F, 3H + 1): first-layer weights (query, proj, linear), request cols zeroed
+    req_w: F32  # (9, 2H + 1): weights of the request columns in ``pre``
 
 
 class HeadCache:
@@ -139,9 +140,9 @@ class HeadCache:
         ws, bs = lin(m.head.skip)
         wg, _ = lin(m.head.gpu_skip)
         self._w_first = np.concatenate([wq, wp], axis=0)  # (3H, F)
-        self._b_first = np.concatenate([_b(bq, h), _b(bp, 2 * h)])
+        self._b_query = _b(bq, h)
         self._w_skip = ws[0].astype(np.float64)
-        self._bias = np.concatenate([self._b_first, _b(bs, 1)]).astype(np.float32)
+        self._bias = np.concatenate([_b(bp, 2 * h), _b(bs, 1)]).astype(np.float32)
         self._w_gpu = wg[0].astype(np.float64)
         self._residual = bool(m.head.residual)
         scale = nn.functional.softplus(m.head.prior_scale.detach().float()) * 100.0
@@ -152,8 +153,14 @@ class HeadCache:
         self._w1g, self._w1z = w1[:, : 2 * h].T.copy(), w1[:, 2 * h :].T.copy()
         self._b1 = _b(b1, 2 * h)
         self._w2, self._b2 = w2[0].copy(), float(_b(b2, 1)[0])
+        self._wq_req = wq[:, REQUEST_COLUMNS].T.copy()  # (9, H): class-independent
         self._key = np.zeros((0, 2, h), dtype=np.float32)
-        self._val = np.zeros((0, 2, h), dtype=np.float32)
+        # Per node, from the embeddings: the request columns' share of the attention scores
+        # (9, 2), and value(stream) through the MLP's z half: u1 = U_1 + b1, ud = U_0 - U_1,
+        # so W1z z + b1 = u1 + alpha_0 ud (alpha_1 = 1 - alpha_0). No per-request H-wide work.
+        self._gq = np.zeros((0, len(REQUEST_COLUMNS), 2), dtype=np.float32)
+        self._u1 = np.zeros((0, 2 * h), dtype=np.float32)
+        self._ud = np.zeros((0, 2 * h), dtype=np.float32)
 
     def set_embeddings(self, emb: torch.Tensor) -> None:
         """New node embeddings (N, 2, H): the streams' keys and values, and every class's rows
@@ -161,8 +168,13 @@ class HeadCache:
         weights are read again (the model may have been trained or reloaded in place)."""
         self._load_weights()
         with torch.inference_mode():
-            self._key = self.model.fusion.key(emb).float().numpy().copy()
-            self._val = self.model.fusion.value(emb).float().numpy().copy()
+            key = self.model.fusion.key(emb).float().numpy()
+            val = self.model.fusion.value(emb).float().numpy()
+        self._key = key / np.float32(self.h**0.5)
+        self._gq = np.ascontiguousarray(np.einsum("rh,nkh->nrk", self._wq_req, self._key))
+        u = val @ self._w1z  # (n, 2, 2H)
+        self._u1 = np.ascontiguousarray(u[:, 1] + self._b1)
+        self._ud = np.ascontiguousarray(u[:, 0] - u[:, 1])
         self.clear()
 
     def clear(self) -> None:
@@ -200,7 +212,8 @@ class HeadCache:
         if c is None:
             if len(self._classes) >= self.max_classes:
                 del self._classes[next(iter(self._classes))]
-            c = _Class(np.zeros((n, 3 * self.h + 1), dtype=np.float32), np.zeros((n, 7)),
+            c = _Class(np.zeros((n, 2 * self.h + 1), dtype=np.float32),
+                       np.zeros((n, 2), dtype=np.float32), np.zeros((n, 7)),
                        np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=np.float32),
                        np.zeros(0, dtype=np.float32))
             self._classes[key] = c
@@ -217,10 +230,13 @@ class HeadCache:
                          cache=placements)
         if c.w_abs.size == 0:  # first rows of the class: its weights (pod columns known now)
             w = self._linear(x[0])
-            c.req_w = np.ascontiguousarray(w[:, REQUEST_COLUMNS].T)
+            c.req_w = np.ascontiguousarray(w[self.h :, REQUEST_COLUMNS].T)
             w[:, REQUEST_COLUMNS] = 0.0  # their values in x are over ``rows`` only: unused
             c.w_abs = np.ascontiguousarray(w.T)
-        c.pre[rows] = x @ c.w_abs
+        pre = x @ c.w_abs
+        q = pre[:, : self.h] + self._b_query
+        c.att[rows] = np.einsum("mh,mkh->mk", q, self._key[rows])
+        c.pre[rows] = pre[:, self.h :] + self._bias
         c.quant[rows] = _quantities(pod, snap, rows, placements)
         assert self._tracker is not None
         c.at[rows] = self._tracker.tick
@@ -237,20 +253,19 @@ class HeadCache:
         xr[:, 5] = q[6] >= hi[6] - 1e-9
         xr[:, 6] = _minmax_rows(q[4:5], lo[4:5], hi[4:5], _HIB[4:])[0]
         xr[:, 7:] = age_columns(snap, nodes)
+        att = c.att[nodes] + np.einsum("mr,mrk->mk", xr, self._gq[nodes])
+        # softmax over the two streams; clipped so exp cannot overflow (alpha ~ 0 or 1 there)
+        a0 = 1.0 / (1.0 + np.exp(np.clip(att[:, 1] - att[:, 0], -80.0, 80.0)))
         pre = c.pre[nodes]
         pre += xr @ c.req_w
-        pre += self._bias
-        qv = pre[:, :h]
-        k, v = self._key[nodes], self._val[nodes]
-        att = np.einsum("mh,mkh->mk", qv, k) / np.float32(h**0.5)
-        a0 = 1.0 / (1.0 + np.exp(att[:, 1] - att[:, 0]))
-        z = v[:, 1] + a0[:, None] * (v[:, 0] - v[:, 1])
-        g = np.maximum(pre[:, h : 3 * h], 0.0)
-        hid = g @ self._w1g
-        hid += z @ self._w1z
-        hid += self._b1
+        hid = np.maximum(pre[:, : 2 * h], 0.0) @ self._w1g
+        hid += self._u1[nodes]
+        hid += a0[:, None] * self._ud[nodes]
         np.maximum(hid, 0.0, out=hid)
-        return (hid @ self._w2 + self._b2 + pre[:, 3 * h]).astype(np.float64)
+        out = hid @ self._w2
+        out += pre[:, 2 * h]
+        out += self._b2
+        return out.astype(np.float64)
 
 
 def _b(b: F32 | None, k: int) -> F32:
