@@ -27,7 +27,7 @@ from test_score_latency import POLICIES, SIZES, VARIANTS, pod, world
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from dsan.filtering import feasible
-from dsan.policies.base import normalize
+from dsan.policies.base import Scorer, normalize
 from sidecar.extender import ExtenderApp, encode_priorities, parse_args
 from sidecar.grpc_server import ScoreHandler
 
@@ -43,6 +43,19 @@ def best_us(fn: Callable[..., object], setup: Callable[[], object] | None = None
         fn(arg)
         times.append(timeit.default_timer() - t)
     return min(times) * 1e6
+
+
+def _reference_scorer(scorer: Scorer) -> Scorer | None:
+    """DSAN's previous serving path beside the served one, same model and workload: every
+    candidate featurized, torch head (``ServingModel(fast=False)``); None for other policies."""
+    from dsan.model.serving import ServingModel
+    from dsan.policies.dsan import DSANScorer
+
+    if not isinstance(scorer, DSANScorer):
+        return None
+    sm = scorer.serving
+    return DSANScorer(ServingModel(sm.model, sm.workload, sm.manifest, fast=False),
+                      scorer.workload)
 
 
 def measure(n: int, policy: str) -> dict[str, float]:
@@ -83,6 +96,7 @@ def measure(n: int, policy: str) -> dict[str, float]:
 
     eng = svc.engine
     key = eng.classes.key(spec)
+    ref = _reference_scorer(eng.scorer)
 
     def refresh() -> object:
         cache._touch()  # as after an assumption: the next snapshot() republishes
@@ -103,6 +117,11 @@ def measure(n: int, policy: str) -> dict[str, float]:
         "policy, class cache (after an assumption)": (best_us(
             lambda p: eng.classes.lookup(spec, key, p), assumed_pub)
             if key is not None and eng._cached else float("nan")),
+        "dsan reference path, no head cache (snapshot unchanged)": (best_us(
+            lambda: ref.score(spec, snap, rows)) if ref is not None else float("nan")),
+        "dsan reference path, no head cache (after an assumption)": (best_us(
+            lambda s: ref.score(spec, s, rows), lambda: assumed_snapshot())
+            if ref is not None else float("nan")),
         "normalise": best_us(lambda: normalize(raw, 100)),
         "assume (republish next request)": best_us(
             lambda: cache.assume(next(keys), spec, next(winners))),

@@ -350,11 +350,10 @@ same rotated candidate lists, each call assuming a different pod):
 * **The fresh-name lookup** (49-57 us at 1,000 nodes, 330-480 at 5,000) is the largest
   single cost the HTTP and gRPC no-ops do not pay: one dict probe plus one first-time hash
   per name, in C. Nothing cheaper found that keeps arbitrary node names exact.
-* **DSAN is not cacheable per class, exactly.** Its features include candidate-set min-max
-  columns and "is the best candidate" flags (`dsan/features.py`), so a node's logit depends on
-  the other candidates; and telemetry ages change with the clock. Speeding it up means
-  changing features or the head (`dsan/features.py`, `dsan/model/`), other engineers' work
-  this session. Profile at 1,000 nodes: featurize ~1.5 ms, the head's nine `Linear`s ~1.5 ms.
+* **DSAN through the sidecar's `ScoreCache`**: its scores depend on the candidate set
+  (min-max columns, "is the best candidate" flags) and on the clock (telemetry ages), so it
+  has no `cache_key`; it caches per pod class inside the policy instead, exactly
+  (`dsan/model/headcache.py`, see latency_dsan.md).
 
 ## Reproduce
 
@@ -372,31 +371,32 @@ _DSAN_NOTES = """
 ## Reading the DSAN rows
 
 DSAN is the sidecar's default policy (`sidecar/config.py`), measured in the same run as FGD
-(same worlds, pods, candidate lists and load). **It misses every budget by one to two orders
-of magnitude** (the summary above), and nothing in this round changes that: the per-pod-class
-cache (latency.md) does not apply, because DSAN's features include min-max columns and
-"best candidate" flags over the candidate set (a node's logit depends on the others) and
-telemetry ages that grow with the clock, so no per-node value can be reused exactly. Per pod,
-DSAN featurizes every candidate (about 40 numpy passes, what-ifs only for changed nodes via
-`PlacementCache`) and runs the head over all of them in torch (one thread); at 1,000 nodes
-that is about 1.5 ms each in a profile. The node embeddings (LSTM + GNN) are cached and
-recomputed only when telemetry or static node columns change
-(`ClusterSnapshot.telemetry_version`). The sidecar's own steps around it are the same as
-FGD's uncached path (lookup, feasibility, normalise, assume).
+(same worlds, pods, candidate lists and load). Since session 2 (engineer D) it is served by
+an exact per-pod-class head cache (`dsan/model/headcache.py`, used by
+`dsan/model/serving.py`): every place the model reads the 128 features is linear first
+(attention query, the head's projection, the skip terms, the residual prior), and only 9
+columns depend on the request: the 7 candidate-relative ones (min-max ranks, "ties with the
+winner" flags) and the 2 telemetry-age ones. So per pod class and node it keeps the
+first-layer pre-activations of the other 119 columns and the float64 quantities the
+relative columns are computed from; a node's row is recomputed only after its allocation
+changed (CPU, memory, GPUs, pod count: usually the one node the previous pod was assumed
+onto) or the node embeddings were refreshed (`telemetry_version`), or the weights were
+written. Per request: one 9-column matmul, the attention (precomputed per node from the
+cached stream keys), one 2H x 2H matmul and the last layer over the candidates, in numpy
+float32. The logits equal `model.score(featurize(...))` to float32 rounding (rtol 1e-4) with
+the same argmax and normalised scores (`tests/unit/model/test_serving_headcache.py`: random
+snapshots and candidate subsets, assumptions, releases, telemetry refreshes, clock advance,
+in-place weight updates, near ties). `ServingModel(model, fast=False)` keeps the previous
+path (featurize every candidate, torch head).
 
-This run was niced, at load 3.2-5.3 on 2 cores. Engineer F2 measured DSAN at 0.85 / 1.5 /
-5.3 ms p50 in process at 100 / 1,000 / 5,000 nodes at load 3.6-4.0 earlier today; this
-run's p50s are 1.7 / 3.6 / 20.9 ms while the same run's floors moved far less, so part of
-the gap is DSAN's larger working set under contention (and the model and featurizer were
-being changed by other engineers between the two runs). The per-step minima (below:
-`ScoringService.score` 0.9 / 2.3 / 7.3 ms) are within issue 4's own targets for DSAN in
-process (<= 3 ms p50 at 1,000 nodes, <= 15 ms at 5,000); this run's p50s miss both. A
-quiet rerun of the command at the top decides.
-
-What would make DSAN meet the ratios: per-node logits that do not depend on the candidate
-set or the clock (then the per-class cache applies as for FGD: one or two rows of
-featurize + head per request), or precomputing the head's pod-independent half per node
-(`dsan/model/layers.py`). Both are model changes, not serving changes.
+In the breakdown, "policy, uncached" means the sidecar's own `ScoreCache` does not apply
+(DSAN has no `cache_key`: its scores depend on the candidate set and the clock); DSAN's
+class cache is inside the policy, so the "after an assumption" row is the cached path with
+one changed row (about one featurize call of fixed numpy overhead), "snapshot unchanged"
+the pure per-request part. What remains is inherently O(candidates x H^2): at 1,000 nodes
+with 500 feasible candidates about 0.3 ms, against FGD's 0.02 ms class-cache gather, so
+DSAN still misses the in-process ratio (2x a lookup+dot floor) and the gRPC 1 ms p99 budget
+on this 2-core machine whenever the floor is tens of microseconds; read the ratios above.
 """
 
 

@@ -202,11 +202,12 @@ class HeadCache:
         """The model's logits of ``pod`` on feasible ``nodes``; ``node_cols`` is the current
         :func:`dsan.features.node_block` of all nodes, ``placements`` the what-if cache."""
         n = len(snap)
-        if self._tracker is None or len(self._tracker.epoch) != n:
-            self._tracker = RowTracker(snap)
+        t = self._tracker
+        if t is None or len(t.epoch) != n:
+            t = self._tracker = RowTracker(snap)
             self._classes.clear()
         else:
-            self._tracker.sync(snap)
+            t.sync(snap)
         key = class_key(pod)
         c = self._classes.get(key)
         if c is None:
@@ -217,7 +218,7 @@ class HeadCache:
                        np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=np.float32),
                        np.zeros(0, dtype=np.float32))
             self._classes[key] = c
-        stale = nodes[c.at[nodes] < self._tracker.epoch[nodes]]
+        stale = nodes[c.at[nodes] < t.epoch[nodes]]
         if stale.size:
             self._compute(c, pod, snap, np.unique(stale), node_cols, placements)
         return self._head(c, snap, nodes)

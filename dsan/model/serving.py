@@ -86,6 +86,9 @@ class ServingModel:
         #: How many times the embeddings were recomputed (observability and tests).
         self.embed_count = 0
         self._cache: PlacementCache | None = None
+        # PlacementCache keeps fragmentation per node across pods, computed against shapes
+        # resolved by GPU model *name*: renamed models start it over.
+        self._models: list[str] = []
 
     @classmethod
     def from_dir(
@@ -135,8 +138,8 @@ class ServingModel:
         self.refresh(snap)
         nodes = np.asarray(nodes, dtype=np.int64)
         w = self.workload or default_workload()
-        if self._cache is None or self._cache.workload is not w:
-            self._cache = PlacementCache(w)
+        if self._cache is None or self._cache.workload is not w or self._models != snap.gpu_models:
+            self._cache, self._models = PlacementCache(w), list(snap.gpu_models)
             if self.head is not None:
                 self.head.clear()
         if self.head is not None:

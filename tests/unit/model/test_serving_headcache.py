@@ -17,6 +17,7 @@ from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
 from dsan.policies.base import normalize
+from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 PODS = [
@@ -62,7 +63,7 @@ def _reference(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot,
     """No feature caches: featurize the candidates afresh, one ``model.score`` over the
     serving model's embeddings (computed at its last refresh: ages alone do not refresh
     them, tests/unit/model/test_serving.py pins that contract)."""
-    x, _ = featurize(pod, snap, nodes)
+    x, _ = featurize(pod, snap, nodes, sm.workload)
     with torch.inference_mode():
         logit, _ = sm.model.score(
             torch.from_numpy(x),
@@ -211,3 +212,18 @@ def test_near_ties_count_as_featurize_counts_them() -> None:
         nodes = np.array([n for n in (a, b) if n in set(feasible_nodes(pod, snap))])
         if len(nodes) == 2:
             _check(sm, model, pod, snap, nodes)
+
+
+def test_renamed_gpu_models_recompute_every_row() -> None:
+    """Workload shapes constrained to model names resolve against snap.gpu_models."""
+    model = _random_residual(8)
+    snap = _snap(30, seed=9)
+    target = TargetWorkload.from_shapes(
+        [(4000, 1000, 1, ("A100",)), (2000, 500, 1, ("T4",)), (1000, 0, 0, ())], [3, 2, 1]
+    )
+    sm = ServingModel(model, target)
+    pod = PODS[0]
+    nodes = feasible_nodes(pod, snap)
+    _check(sm, model, pod, snap, nodes)
+    snap.gpu_models = ["T4", "A100", "V100"]
+    _check(sm, model, pod, snap, nodes)
