@@ -106,8 +106,8 @@ class RowTracker:
 @dataclass(slots=True)
 class _Class:
     pre: F32  # (n, 2H + 1): proj and linear logit terms of the absolute columns, biases in
-    att: F32  # (n, 2): query(x_abs) . key(stream k) / sqrt(H), query bias in
-    quant: F64  # (n, 7): delta, bestfit, least, dot, cost, fgd_int, bestfit (as featurize)
+    att: F32  # (n,): (key_1 - key_0) . query(x_abs) / sqrt(H), query bias in
+    quant: F64  # (7, n): delta, bestfit, least, dot, cost, fgd_int, bestfit (as featurize)
     at: I64  # (n,) tracker tick each row was computed at; -1 never
     w_abs: F32  # (F, 3H + 1): first-layer weights (query, proj, linear), request cols zeroed
     req_w: F32  # (9, 2H + 1): weights of the request columns in ``pre``
@@ -158,7 +158,10 @@ class HeadCache:
         # Per node, from the embeddings: the request columns' share of the attention scores
         # (9, 2), and value(stream) through the MLP's z half: u1 = U_1 + b1, ud = U_0 - U_1,
         # so W1z z + b1 = u1 + alpha_0 ud (alpha_1 = 1 - alpha_0). No per-request H-wide work.
-        self._gq = np.zeros((0, len(REQUEST_COLUMNS), 2), dtype=np.float32)
+        # Only the difference of the two streams' scores sets the 2-way softmax.
+        self._gq = np.zeros((0, len(REQUEST_COLUMNS)), dtype=np.float32)
+        # A head whose MLP ignores z (its weights there are zero) skips the attention.
+        self._uses_z = bool(np.any(self._w1z))
         self._u1 = np.zeros((0, 2 * h), dtype=np.float32)
         self._ud = np.zeros((0, 2 * h), dtype=np.float32)
 
@@ -171,7 +174,8 @@ class HeadCache:
             key = self.model.fusion.key(emb).float().numpy()
             val = self.model.fusion.value(emb).float().numpy()
         self._key = key / np.float32(self.h**0.5)
-        self._gq = np.ascontiguousarray(np.einsum("rh,nkh->nrk", self._wq_req, self._key))
+        kd = self._key[:, 1] - self._key[:, 0]  # (n, H)
+        self._gq = np.ascontiguousarray(kd @ self._wq_req.T)  # (n, 9)
         u = val @ self._w1z  # (n, 2, 2H)
         self._u1 = np.ascontiguousarray(u[:, 1] + self._b1)
         self._ud = np.ascontiguousarray(u[:, 0] - u[:, 1])
@@ -214,7 +218,7 @@ class HeadCache:
             if len(self._classes) >= self.max_classes:
                 del self._classes[next(iter(self._classes))]
             c = _Class(np.zeros((n, 2 * self.h + 1), dtype=np.float32),
-                       np.zeros((n, 2), dtype=np.float32), np.zeros((n, 7)),
+                       np.zeros(n, dtype=np.float32), np.zeros((7, n)),
                        np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=np.float32),
                        np.zeros(0, dtype=np.float32))
             self._classes[key] = c
@@ -236,16 +240,16 @@ class HeadCache:
             c.w_abs = np.ascontiguousarray(w.T)
         pre = x @ c.w_abs
         q = pre[:, : self.h] + self._b_query
-        c.att[rows] = np.einsum("mh,mkh->mk", q, self._key[rows])
+        c.att[rows] = np.einsum("mh,mh->m", q, self._key[rows, 1] - self._key[rows, 0])
         c.pre[rows] = pre[:, self.h :] + self._bias
-        c.quant[rows] = _quantities(pod, snap, rows, placements)
+        c.quant[:, rows] = _quantities(pod, snap, rows, placements).T
         assert self._tracker is not None
         c.at[rows] = self._tracker.tick
         self.rows_computed += len(rows)
 
     def _head(self, c: _Class, snap: ClusterSnapshot, nodes: I64) -> F64:
         h = self.h
-        q = c.quant[nodes].T  # (7, m)
+        q = c.quant.take(nodes, axis=1)  # (7, m), C order: fast row reductions
         lo = q[:5].min(axis=1, keepdims=True)
         hi = q.max(axis=1, keepdims=True)
         xr = np.empty((len(nodes), len(REQUEST_COLUMNS)), dtype=np.float32)
@@ -254,14 +258,22 @@ class HeadCache:
         xr[:, 5] = q[6] >= hi[6] - 1e-9
         xr[:, 6] = _minmax_rows(q[4:5], lo[4:5], hi[4:5], _HIB[4:])[0]
         xr[:, 7:] = age_columns(snap, nodes)
-        att = c.att[nodes] + np.einsum("mr,mrk->mk", xr, self._gq[nodes])
-        # softmax over the two streams; clipped so exp cannot overflow (alpha ~ 0 or 1 there)
-        a0 = 1.0 / (1.0 + np.exp(np.clip(att[:, 1] - att[:, 0], -80.0, 80.0)))
         pre = c.pre[nodes]
         pre += xr @ c.req_w
-        hid = np.maximum(pre[:, : 2 * h], 0.0) @ self._w1g
-        hid += self._u1[nodes]
-        hid += a0[:, None] * self._ud[nodes]
+        if self._uses_z:
+            d = c.att[nodes] + np.einsum("mr,mr->m", xr, self._gq[nodes])
+            # softmax over two streams: alpha_0 = sigmoid(s_0 - s_1), clipped against overflow
+            a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
+            hid = self._u1[nodes]
+            hid += a0[:, None] * self._ud[nodes]
+        else:
+            hid = np.broadcast_to(self._b1, (len(nodes), 2 * h)).copy()  # u1 = b1 then
+        g = pre[:, : 2 * h]
+        live = np.flatnonzero((g > 0.0).any(axis=1))  # all-zero ReLU rows add nothing
+        if live.size == len(nodes):
+            hid += np.maximum(g, 0.0) @ self._w1g
+        elif live.size:
+            hid[live] += np.maximum(g[live], 0.0) @ self._w1g
         np.maximum(hid, 0.0, out=hid)
         out = hid @ self._w2
         out += pre[:, 2 * h]
