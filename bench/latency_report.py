@@ -389,14 +389,30 @@ snapshots and candidate subsets, assumptions, releases, telemetry refreshes, clo
 in-place weight updates, near ties). `ServingModel(model, fast=False)` keeps the previous
 path (featurize every candidate, torch head).
 
+For the shipped model a request does less: its MLP ignores z (those weights are zero), so
+the attention is skipped, and rows whose ReLU layer is all zero (its telemetry gate) skip
+the matmul; both shortcuts are exact for any model and only save time where they apply.
+
 In the breakdown, "policy, uncached" means the sidecar's own `ScoreCache` does not apply
 (DSAN has no `cache_key`: its scores depend on the candidate set and the clock); DSAN's
-class cache is inside the policy, so the "after an assumption" row is the cached path with
-one changed row (about one featurize call of fixed numpy overhead), "snapshot unchanged"
-the pure per-request part. What remains is inherently O(candidates x H^2): at 1,000 nodes
-with 500 feasible candidates about 0.3 ms, against FGD's 0.02 ms class-cache gather, so
-DSAN still misses the in-process ratio (2x a lookup+dot floor) and the gRPC 1 ms p99 budget
-on this 2-core machine whenever the floor is tens of microseconds; read the ratios above.
+class cache is inside the policy, so "snapshot unchanged" is its pure per-request part and
+"after an assumption" adds one changed row (one `featurize` call: ~0.2-0.4 ms of fixed numpy
+overhead, now the largest part at 100 and 1,000 nodes). The "dsan reference path" rows time
+the previous path (`ServingModel(fast=False)`: featurize every candidate, torch head) in the
+same run, same model.
+
+Engineer D's run (15:07 UTC, `DSAN_BENCH_POLICIES=fgd,dsan`, niced, load 1.4-2.2 on 2
+cores), per-step minima at 100 / 1,000 / 5,000 nodes: policy with snapshot unchanged 76 /
+263 / 1,330 us vs 611 / 2,130 / 8,809 us for the reference path (8x / 8x / 6.6x); after an
+assumption 441 / 617 / 1,697 us vs 777 / 2,376 / 9,357 (1.8x / 3.9x / 5.5x);
+`ScoringService.score` 217 / 339 / 1,792 us (0.9 / 2.3 / 7.3 ms in the previous round's
+run at load 3.2-5.3). End to end in process p50 / p99: 0.52 / 0.88, 1.2 / 10.7, 4.3 / 8.6
+ms (was 1.7 / 10.2, 3.6 / 11.5, 20.9 / 30.5). **DSAN still misses every budget**: the
+in-process floor is tens of microseconds and DSAN's per-request work is inherently
+O(candidates x H) plus the changed row's featurize; gRPC p99 at 1,000 nodes 7.1 ms (p50
+2.9 ms) against 1 ms. Next steps, outside this round: featurize one changed row without
+the batch featurizer's fixed overhead (`dsan/features.py`), and do that row's update off the
+request path (right after the assumption).
 """
 
 
