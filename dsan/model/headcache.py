@@ -38,7 +38,7 @@ from dsan.features import (
     featurize,
 )
 from dsan.model.net import DSANNet
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.snapshot import ClusterSnapshot, PodSpec, _rows_differ
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -75,32 +75,30 @@ class RowTracker:
     changed since a cached row was computed: one vectorised compare per request."""
 
     def __init__(self, snap: ClusterSnapshot) -> None:
-        self._cols = self._read(snap)
+        self.cpu_used = snap.cpu_used.copy()
+        self.mem_used = snap.mem_used.copy()
+        self.gpu_free = snap.gpu_free.copy()
+        self.pod_count = None if snap.pod_count is None else snap.pod_count.copy()
         self.epoch = np.zeros(len(snap), dtype=np.int64)
         self.tick = 1
 
-    @staticmethod
-    def _read(snap: ClusterSnapshot) -> tuple[npt.NDArray[np.generic], ...]:
-        gpu = snap.gpu_free.reshape(len(snap), MAX_GPUS)
-        cols: list[npt.NDArray[np.generic]] = [snap.cpu_used, snap.mem_used, gpu]
-        if snap.pod_count is not None:
-            cols.append(snap.pod_count)
-        return tuple(c.copy() for c in cols)
-
     def sync(self, snap: ClusterSnapshot) -> None:
-        now = (snap.cpu_used, snap.mem_used, snap.gpu_free, snap.pod_count)
-        diff = np.zeros(len(snap), dtype=np.bool_)
-        for old, new in zip(self._cols, now, strict=False):
-            assert new is not None
-            ne = old != new
-            diff |= ne.any(axis=1) if ne.ndim == 2 else ne
+        diff = (snap.cpu_used != self.cpu_used) | (snap.mem_used != self.mem_used)
+        diff |= _rows_differ(snap.gpu_free, self.gpu_free)
+        if self.pod_count is not None and snap.pod_count is not None:
+            diff |= snap.pod_count != self.pod_count
+        elif (self.pod_count is None) != (snap.pod_count is None):
+            diff[:] = True  # pod counts appeared or vanished: every row's column moved
+            self.pod_count = None if snap.pod_count is None else snap.pod_count.copy()
         changed = np.flatnonzero(diff)
         if changed.size:
             self.tick += 1
             self.epoch[changed] = self.tick
-            for old, new in zip(self._cols, now, strict=False):
-                assert new is not None
-                old[changed] = new[changed]
+            self.cpu_used[changed] = snap.cpu_used[changed]
+            self.mem_used[changed] = snap.mem_used[changed]
+            self.gpu_free[changed] = snap.gpu_free[changed]
+            if self.pod_count is not None and snap.pod_count is not None:
+                self.pod_count[changed] = snap.pod_count[changed]
 
 
 @dataclass(slots=True)
