@@ -109,6 +109,10 @@ class _Class:
     at: I64  # (n,) tracker tick each row was computed at; -1 never
     w_abs: F32  # (F, 3H + 1): first-layer weights (query, proj, linear), request cols zeroed
     req_w: F32  # (9, 2H + 1): weights of the request columns in ``pre``
+    #: (n,) the ReLU layer is zero whatever the relative and age columns (each in [0, 1])
+    #: are, given ``present`` (tel_present when the row was computed)
+    dead: npt.NDArray[np.bool_]
+    present: F32  # (n,)
 
 
 class HeadCache:
@@ -218,7 +222,8 @@ class HeadCache:
             c = _Class(np.zeros((n, 2 * self.h + 1), dtype=np.float32),
                        np.zeros(n, dtype=np.float32), np.zeros((7, n)),
                        np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=np.float32),
-                       np.zeros(0, dtype=np.float32))
+                       np.zeros(0, dtype=np.float32), np.zeros(n, dtype=np.bool_),
+                       np.zeros(n, dtype=np.float32))
             self._classes[key] = c
         stale = nodes[c.at[nodes] < t.epoch[nodes]]
         if stale.size:
@@ -240,6 +245,14 @@ class HeadCache:
         q = pre[:, : self.h] + self._b_query
         c.att[rows] = np.einsum("mh,mh->m", q, self._key[rows, 1] - self._key[rows, 0])
         c.pre[rows] = pre[:, self.h :] + self._bias
+        # Largest pre-activation any request can give (relative and age columns lie in
+        # [0, 1]; tel_present, a gate in trained models, as now); a small margin keeps float
+        # rounding on the exact side.
+        h2 = 2 * self.h
+        c.present[rows] = age_columns(snap, rows)[:, 1]
+        top = c.pre[rows, :h2] + np.maximum(c.req_w[:-1, :h2], 0.0).sum(0)
+        top += c.present[rows, None] * c.req_w[-1, :h2]
+        c.dead[rows] = top.max(axis=1) <= -1e-5
         c.quant[:, rows] = _quantities(pod, snap, rows, placements).T
         assert self._tracker is not None
         c.at[rows] = self._tracker.tick
@@ -256,25 +269,34 @@ class HeadCache:
         xr[:, 5] = q[6] >= hi[6] - 1e-9
         xr[:, 6] = _minmax_rows(q[4:5], lo[4:5], hi[4:5], _HIB[4:])[0]
         xr[:, 7:] = age_columns(snap, nodes)
-        pre = c.pre[nodes]
-        pre += xr @ c.req_w
+        m, h2 = len(nodes), 2 * h
+        lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]
+        if xr.min() >= 0.0 and xr.max() <= 1.0:  # else (NaN, skewed clock) no row is dead
+            live = np.flatnonzero(~c.dead[nodes] | (xr[:, -1] != c.present[nodes]))
+        else:
+            live = np.arange(m)
+        sub = nodes if live.size == m else nodes[live]
+        g = c.pre[sub, :h2] if live.size == m else c.pre[sub][:, :h2]
+        g += (xr if live.size == m else xr[live]) @ c.req_w[:, :h2]
+        np.maximum(g, 0.0, out=g)
         if self._uses_z:
             d = c.att[nodes] + np.einsum("mr,mr->m", xr, self._gq[nodes])
             # softmax over two streams: alpha_0 = sigmoid(s_0 - s_1), clipped against overflow
             a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
             hid = self._u1[nodes]
             hid += a0[:, None] * self._ud[nodes]
-        else:
-            hid = np.broadcast_to(self._b1, (len(nodes), 2 * h)).copy()  # u1 = b1 then
-        g = pre[:, : 2 * h]
-        live = np.flatnonzero((g > 0.0).any(axis=1))  # all-zero ReLU rows add nothing
-        if live.size == len(nodes):
-            hid += np.maximum(g, 0.0) @ self._w1g
-        elif live.size:
-            hid[live] += np.maximum(g[live], 0.0) @ self._w1g
-        np.maximum(hid, 0.0, out=hid)
-        out = hid @ self._w2
-        out += pre[:, 2 * h]
+            if live.size:
+                hid[live] += g @ self._w1g
+            np.maximum(hid, 0.0, out=hid)
+            out = hid @ self._w2
+        else:  # z unused: a dead row's hidden layer is relu(b1), the same for every row
+            out = np.full(m, np.maximum(self._b1, 0.0) @ self._w2, dtype=np.float32)
+            if live.size:
+                hl = g @ self._w1g
+                hl += self._b1
+                np.maximum(hl, 0.0, out=hl)
+                out[live] = hl @ self._w2
+        out += lin
         out += self._b2
         return out.astype(np.float64)
 

@@ -10,7 +10,14 @@ import pytest
 import torch
 from torch import nn
 
-from dsan.features import default_workload, featurize, fgd_select_gpus, node_block, telemetry_of
+from dsan.features import (
+    FEATURE_NAMES,
+    default_workload,
+    featurize,
+    fgd_select_gpus,
+    node_block,
+    telemetry_of,
+)
 from dsan.filtering import allocate, feasible_nodes, release
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.graph import build_graph
@@ -149,6 +156,10 @@ def test_cached_head_matches_reference_through_a_changing_cluster(which: str) ->
             snap.pod_count[int(rng.integers(len(snap)))] += 3
         assert snap.telemetry_age_s is not None
         snap.telemetry_age_s += rng.uniform(0, 200)  # the clock advances every request
+        if step % 7 == 3:  # telemetry of some nodes lost / back without a version bump
+            absent = np.flatnonzero(~np.isfinite(snap.telemetry_age_s))
+            snap.telemetry_age_s[absent] = 30.0
+            snap.telemetry_age_s[rng.choice(len(snap), 6, replace=False)] = np.inf
         if step % 6 == 5:  # new telemetry, announced by the version
             assert snap.telemetry is not None
             snap.telemetry[int(rng.integers(len(snap)))] = 0.7
@@ -226,4 +237,29 @@ def test_renamed_gpu_models_recompute_every_row() -> None:
     nodes = feasible_nodes(pod, snap)
     _check(sm, model, pod, snap, nodes)
     snap.gpu_models = ["T4", "A100", "V100"]
+    _check(sm, model, pod, snap, nodes)
+
+
+def test_gated_rows_follow_telemetry_presence_without_a_version_bump() -> None:
+    """A telemetry gate as trained models learn it (ReLU units open only with tel_present):
+    rows whose gate was shut when cached must open when their telemetry comes back."""
+    torch.manual_seed(3)
+    model = DSANNet(ModelConfig(hidden=8))  # mlp head: no prior to dwarf the MLP
+    col = FEATURE_NAMES.index("tel_present")
+    with torch.no_grad():
+        model.head.proj.weight.mul_(0.01)
+        model.head.proj.weight[:, col] = 10.0
+        model.head.proj.bias.fill_(-5.0)
+    snap = _snap(30, seed=10)
+    ages = snap.telemetry_age_s
+    assert ages is not None
+    ages[::2] = np.inf
+    sm = ServingModel(model, default_workload())
+    pod = PODS[3]
+    nodes = feasible_nodes(pod, snap)
+    _check(sm, model, pod, snap, nodes)
+    assert sm.head is not None and next(iter(sm.head._classes.values())).dead.any()
+    ages[::2] = 20.0  # telemetry back, same version: the gate opens on those rows
+    _check(sm, model, pod, snap, nodes)
+    ages[1::2] = np.inf
     _check(sm, model, pod, snap, nodes)
