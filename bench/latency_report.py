@@ -390,8 +390,11 @@ in-place weight updates, near ties). `ServingModel(model, fast=False)` keeps the
 path (featurize every candidate, torch head).
 
 For the shipped model a request does less: its MLP ignores z (those weights are zero), so
-the attention is skipped, and rows whose ReLU layer is all zero (its telemetry gate) skip
-the matmul; both shortcuts are exact for any model and only save time where they apply.
+the attention is skipped; and a row whose ReLU layer stays zero for any value of the
+relative and age columns (each in [0, 1]) given its current `tel_present` (the shipped
+model's telemetry gate) skips the MLP. Both shortcuts are exact for any model (checked per
+request: out-of-range request columns or a changed `tel_present` put a row back on the
+full path) and only save time where they apply.
 
 In the breakdown, "policy, uncached" means the sidecar's own `ScoreCache` does not apply
 (DSAN has no `cache_key`: its scores depend on the candidate set and the clock); DSAN's
@@ -401,18 +404,19 @@ overhead, now the largest part at 100 and 1,000 nodes). The "dsan reference path
 the previous path (`ServingModel(fast=False)`: featurize every candidate, torch head) in the
 same run, same model.
 
-Engineer D's run (15:07 UTC, `DSAN_BENCH_POLICIES=fgd,dsan`, niced, load 1.4-2.2 on 2
-cores), per-step minima at 100 / 1,000 / 5,000 nodes: policy with snapshot unchanged 76 /
-263 / 1,330 us vs 611 / 2,130 / 8,809 us for the reference path (8x / 8x / 6.6x); after an
-assumption 441 / 617 / 1,697 us vs 777 / 2,376 / 9,357 (1.8x / 3.9x / 5.5x);
-`ScoringService.score` 217 / 339 / 1,792 us (0.9 / 2.3 / 7.3 ms in the previous round's
-run at load 3.2-5.3). End to end in process p50 / p99: 0.52 / 0.88, 1.2 / 10.7, 4.3 / 8.6
-ms (was 1.7 / 10.2, 3.6 / 11.5, 20.9 / 30.5). **DSAN still misses every budget**: the
-in-process floor is tens of microseconds and DSAN's per-request work is inherently
-O(candidates x H) plus the changed row's featurize; gRPC p99 at 1,000 nodes 7.1 ms (p50
-2.9 ms) against 1 ms. Next steps, outside this round: featurize one changed row without
-the batch featurizer's fixed overhead (`dsan/features.py`), and do that row's update off the
-request path (right after the assumption).
+Engineer D's run (15:14 UTC, `DSAN_BENCH_POLICIES=fgd,dsan`, niced, load 0.7-0.9 on 2
+cores), per-step minima at 100 / 1,000 / 5,000 nodes: policy with snapshot unchanged 72 /
+192 / 714 us vs 557 / 2,006 / 8,078 us for the reference path (7.7x / 10x / 11x); after an
+assumption 434 / 577 / 1,133 us vs 692 / 2,174 / 8,492 (1.6x / 3.8x / 7.5x);
+`ScoringService.score` 137 / 278 / 1,388 us (0.9 / 2.3 / 7.3 ms in the previous round's
+run at load 3.2-5.3). End to end in process p50 / p99: 0.52 / 0.77, 0.68 / 0.98, 1.7 / 2.7
+ms (was 1.7 / 10.2, 3.6 / 11.5, 20.9 / 30.5 ms at load 3.2-5.3). **DSAN still misses every
+budget**: the in-process floor is tens of microseconds, and DSAN pays per request an
+O(candidates) pass plus, after each assumption, one changed row's `featurize` (~0.35 ms
+of fixed numpy overhead, now the largest part at 100 and 1,000 nodes); gRPC p99 at 1,000
+nodes 5.3 ms (p50 3.0 ms) against 1 ms. Next steps, outside this round: featurize one
+changed row without the batch featurizer's fixed overhead (`dsan/features.py`), and do that
+row's update off the request path (right after the assumption).
 """
 
 
