@@ -12,8 +12,10 @@ the relative columns are computed from (the same expressions as ``featurize``, s
 stay ties), and recomputes a node's row only after its allocation changed (CPU, memory,
 GPUs, pod count: :class:`RowTracker`) or the node embeddings were refreshed (:meth:`clear`).
 The rest of the head (attention over the two cached streams, ReLU, the 3H -> 2H -> 1 MLP)
-runs per request in numpy float32 on the gathered rows. Weights are read from the module
-when the cache is built, so a retrained model of the same architecture just works.
+runs per request in numpy float32 on the gathered rows, with two exact shortcuts: no
+attention when the MLP ignores z, and no MLP for rows whose ReLU layer no request can open.
+Weights are read from the module at every embedding refresh (``ServingModel`` refreshes when
+a parameter is written), so a retrained model of the same architecture just works.
 """
 
 from __future__ import annotations
@@ -157,10 +159,10 @@ class HeadCache:
         self._w2, self._b2 = w2[0].copy(), float(_b(b2, 1)[0])
         self._wq_req = wq[:, REQUEST_COLUMNS].T.copy()  # (9, H): class-independent
         self._key = np.zeros((0, 2, h), dtype=np.float32)
-        # Per node, from the embeddings: the request columns' share of the attention scores
-        # (9, 2), and value(stream) through the MLP's z half: u1 = U_1 + b1, ud = U_0 - U_1,
-        # so W1z z + b1 = u1 + alpha_0 ud (alpha_1 = 1 - alpha_0). No per-request H-wide work.
-        # Only the difference of the two streams' scores sets the 2-way softmax.
+        # Per node, from the embeddings: the request columns' share (9,) of the difference of
+        # the two streams' attention scores (all a 2-way softmax needs), and value(stream)
+        # through the MLP's z half: u1 = U_1 + b1, ud = U_0 - U_1, so W1z z + b1 = u1 +
+        # alpha_0 ud (alpha_1 = 1 - alpha_0). No per-request H-wide attention work.
         self._gq = np.zeros((0, len(REQUEST_COLUMNS)), dtype=np.float32)
         # A head whose MLP ignores z (its weights there are zero) skips the attention.
         self._uses_z = bool(np.any(self._w1z))

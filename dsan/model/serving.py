@@ -9,8 +9,10 @@ topology). An explicit counter costs O(1) per pod where hashing the columns cost
 
 Telemetry *age* grows on every request in the sidecar; it does not invalidate embeddings
 (nodes whose telemetry is too old are scored by the sidecar's fallback instead), but the
-per-pod features carry the current age. Per pod the hot path is: featurize the candidates,
-gather the cached embeddings, run the head. No per-node Python, no logging.
+per-pod features carry the current age. Per pod the hot path is the exact per-pod-class
+head cache (:mod:`dsan.model.headcache`: featurize only the rows whose node changed, then a
+numpy head over the candidates); ``fast=False`` keeps the reference path (featurize every
+candidate, gather the cached embeddings, run the torch head). No per-node Python, no logging.
 """
 
 from __future__ import annotations
