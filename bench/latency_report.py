@@ -396,6 +396,11 @@ model's telemetry gate) skips the MLP. Both shortcuts are exact for any model (c
 request: out-of-range request columns or a changed `tel_present` put a row back on the
 full path) and only save time where they apply.
 
+The simulator scores through the same `ServingModel`, so openb runs decide identically and
+faster: `bench/dsan_openb_eval.py --policies dsan --pods default --seeds 42` gives 4.5919 %
+(engineer S's shipped-model number) in 8.6 s against 22.0 s with `fast=False` (one after
+the other, load 1.4-2.4); gpuspec20 4.9527 and gpushare100 13.4253 also as published there.
+
 In the breakdown, "policy, uncached" means the sidecar's own `ScoreCache` does not apply
 (DSAN has no `cache_key`: its scores depend on the candidate set and the clock); DSAN's
 class cache is inside the policy, so "snapshot unchanged" is its pure per-request part and
