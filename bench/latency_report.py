@@ -137,7 +137,7 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
         "",
         f"Measured by `bench/test_score_latency.py` in one pytest-benchmark run ({source}), "
         f"Python {platform.python_version()}, on the shared 2-core development machine "
-        "(other engineers' builds and tests ran at the same time: 1-minute load average "
+        "(1-minute load average, which counts the benchmark's own client and server: "
         f"{min(loads, default=float('nan')):.1f}-{max(loads, default=float('nan')):.1f} on 2 "
         f"cores during the run, {', '.join(map(str, rounds))} rounds per benchmark). "
         "Each row's ratio is against its floor from the same run. Every call scores a "
