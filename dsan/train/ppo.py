@@ -157,6 +157,36 @@ def advantages(ro: Rollout, gamma: float, lam: float) -> tuple[np.ndarray, np.nd
     return adv, adv + v
 
 
+def ppo_loss(
+    logp: torch.Tensor,
+    seg: torch.Tensor,
+    first: torch.Tensor,
+    values: torch.Tensor,
+    ro: Any,
+    steps: np.ndarray,
+    adv: np.ndarray,
+    ret: np.ndarray,
+    mu: float,
+    sd: float,
+    a: Any,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    r"""Clipped PPO loss of one minibatch ``steps`` of a rollout (openb or scenario: anything
+    with ``action`` and ``logp`` lists) and its parts; ``a`` carries clip, vf_coef, ent_coef.
+
+    .. math:: L = -\min(r A, \mathrm{clip}(r, 1-\epsilon, 1+\epsilon) A)
+        + c_v (V - R)^2 - c_e H
+    """
+    new = logp[torch.from_numpy(np.asarray(ro.action)[steps]) + first]
+    old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
+    ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
+    ratio = (new - old).exp()
+    pg = -torch.min(ratio * ad, ratio.clamp(1 - a.clip, 1 + a.clip) * ad).mean()
+    vf = (values - torch.tensor(ret[steps], dtype=torch.float32)).pow(2).mean()
+    ent = -torch.zeros(len(steps)).index_add(0, seg, logp.exp() * logp).mean()
+    loss = pg + a.vf_coef * vf - a.ent_coef * ent
+    return loss, {"pg": pg, "vf": vf, "ent": ent, "kl": (old - new).mean()}
+
+
 def ppo_update(
     model: DSANNet,
     opt: torch.optim.Optimizer,
@@ -172,20 +202,12 @@ def ppo_update(
         for ro, (adv, ret) in zip(rollouts, gae, strict=True):
             for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
                 logp, seg, first, values = _batch(model, ro, steps)
-                act = torch.from_numpy(np.asarray(ro.action)[steps]) + first
-                new = logp[act]
-                old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
-                ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
-                ratio = (new - old).exp()
-                pg = -torch.min(ratio * ad, ratio.clamp(1 - a.clip, 1 + a.clip) * ad).mean()
-                vf = (values - torch.tensor(ret[steps], dtype=torch.float32)).pow(2).mean()
-                ent = -torch.zeros(len(steps)).index_add(0, seg, logp.exp() * logp).mean()
-                loss = pg + a.vf_coef * vf - a.ent_coef * ent
+                loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
                 opt.step()
-                for k, val in (("pg", pg), ("vf", vf), ("ent", ent), ("kl", (old - new).mean())):
+                for k, val in parts.items():
                     stats[k].append(float(val.detach()))
     return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
 

@@ -266,7 +266,7 @@ def ppo_update(
     rng: np.random.Generator,
     anchor: OpenbAnchor | None = None,
 ) -> dict[str, float]:
-    from dsan.train.ppo import advantages
+    from dsan.train.ppo import advantages, ppo_loss
 
     ros = [r for r in ros if len(r)]
     if not ros:
@@ -279,21 +279,14 @@ def ppo_update(
         for ro, (adv, ret) in zip(ros, gae, strict=True):
             for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
                 logp, seg, first, values = _logp(model, ro, steps)
-                new = logp[torch.from_numpy(np.asarray(ro.action)[steps]) + first]
-                old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
-                ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
-                ratio = (new - old).exp()
-                pg = -torch.min(ratio * ad, ratio.clamp(1 - a.clip, 1 + a.clip) * ad).mean()
-                vf = (values - torch.tensor(ret[steps], dtype=torch.float32)).pow(2).mean()
-                ent = -torch.zeros(len(steps)).index_add(0, seg, logp.exp() * logp).mean()
-                loss = pg + a.vf_coef * vf - a.ent_coef * ent
+                loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
                 if anchor is not None:
                     loss = loss + anchor.loss(model, rng)
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
                 opt.step()
-                for k, v in (("pg", pg), ("vf", vf), ("ent", ent), ("kl", (old - new).mean())):
+                for k, v in parts.items():
                     stats[k].append(float(v.detach()))
     return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
 
