@@ -15,22 +15,23 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from dsan.features import TargetWorkload
 from dsan.model.export import DEFAULT_DIR, read_manifest
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
 from dsan.train.linear import LinearFGDScorer
-from dsan.train.search import linear_from_model
+from dsan.train.search import SkipArgs, linear_from_model
 
 
 def published_fgd() -> dict[str, tuple[float, float]]:
@@ -44,6 +45,11 @@ def published_fgd() -> dict[str, tuple[float, float]]:
             ):
                 out[row["workload"]] = (float(row["mean"]), float(row["stdev_sample"]))
     return out
+
+
+def _fast_scorer(spec: SkipArgs) -> Callable[[TargetWorkload], LinearFGDScorer]:
+    """``run_openb``'s ``make``: the fast linear ranking of a FGD + skip-layers model."""
+    return lambda target: LinearFGDScorer(*spec, target=target)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not Path(d, "manifest.json").is_file():
             raise SystemExit(f"--dsan-models wants LABEL=DIR with a manifest.json, got {spec!r}")
         extra[label] = d
-    fast: dict[str, tuple[list[str], list[float], bool]] = {}
+    fast: dict[str, SkipArgs] = {}
     for spec in args.fast_dsan_models:
         label, sep, d = spec.partition("=")
         if not sep or not Path(d, "manifest.json").is_file():
@@ -113,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 if p in extra:  # the dsan scorer reads its model from $DSAN_MODEL_DIR
                     os.environ["DSAN_MODEL_DIR"] = extra[p]
                 if p in fast:
-                    make = functools.partial(LinearFGDScorer, *fast[p])
-                    r = run_openb(cfg, nodes, pods, make=make)
+                    r = run_openb(cfg, nodes, pods, make=_fast_scorer(fast[p]))
                 else:
                     r = run_openb(cfg, nodes, pods)
                 if p in extra:  # restore: "dsan" itself may come from $DSAN_MODEL_DIR

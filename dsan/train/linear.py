@@ -109,6 +109,9 @@ def columns(
 class LinearFGDScorer:
     """``scale * FGD integer score + w . f_S``: the zero-MLP residual head, without torch.
 
+    ``weights`` is the head's ``skip`` (every pod) and ``gpu_weights`` its ``gpu_skip`` (added
+    for GPU pods only), so CPU-only and GPU pods can break FGD's ties differently;
+    ``gpu_only`` puts ``weights`` into ``gpu_skip`` instead (CPU-only pods get FGD alone).
     GPUs inside the node are FGD's (DSAN's :func:`dsan.features.fgd_select_gpus` gives the
     same slots). Float32 rounding of the model's features aside, the shipped model with these
     skip weights ranks nodes identically; the evaluation reruns the real model anyway.
@@ -121,35 +124,46 @@ class LinearFGDScorer:
         names: Sequence[str],
         weights: npt.ArrayLike,
         gpu_only: bool = False,
+        gpu_weights: npt.ArrayLike | None = None,
+        *,
         target: TargetWorkload | None = None,
         scale: float = 1.0,
     ) -> None:
         self.names = list(names)
-        self.weights = np.asarray(weights, dtype=np.float64)
-        if self.weights.shape != (len(self.names),):
-            raise ValueError(f"{len(self.names)} features but weights {self.weights.shape}")
+        w = np.asarray(weights, dtype=np.float64)
+        g = np.zeros(len(self.names)) if gpu_weights is None else np.asarray(gpu_weights, float)
+        for v in (w, g):
+            if v.shape != (len(self.names),):
+                raise ValueError(f"{len(self.names)} features but weights {v.shape}")
+        if gpu_only and g.any():
+            raise ValueError("gpu_only puts weights into gpu_skip: no separate gpu_weights")
         unknown = [n for n in self.names if n not in SUPPORTED]
         if unknown:
             raise ValueError(f"unsupported features {unknown}; supported: {SUPPORTED}")
+        self.weights, self.gpu_weights = w, g
         self.scale = scale
-        self.gpu_only = gpu_only  # the head's gpu_skip: CPU-only pods get FGD alone
         self.fgd = FGDScorer(target or default_workload())
         self._static: npt.NDArray[np.float32] | None = None
         self._static_of: ClusterSnapshot | None = None
-        self._active = [n for n, w in zip(self.names, self.weights, strict=True) if w != 0.0]
-        self._w = self.weights[self.weights != 0.0]
+        # per pod class (CPU-only, GPU) the non-zero weights and their columns
+        cpu_w, gpu_w = (np.zeros_like(w), w) if gpu_only else (w, w + g)
+        self._by_class = [
+            ([n for n, x in zip(self.names, v, strict=True) if x != 0.0], v[v != 0.0])
+            for v in (cpu_w, gpu_w)
+        ]
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
         base = self.scale * self.fgd.score(pod, snap, nodes)
         cpu_only = pod.num_gpu == 0 or pod.gpu_milli <= 0  # featurize's pod_is_cpu_only
-        if not self._active or (self.gpu_only and cpu_only):
+        active, w = self._by_class[0 if cpu_only else 1]
+        if not active:
             return base
         if self._static_of is not snap:  # the static block never changes within a run
             self._static = node_block(snap, np.arange(len(snap), dtype=np.int64))
             self._static_of = snap
-        return base + columns(self._active, pod, snap, nodes, self._static) @ self._w
+        return base + columns(active, pod, snap, nodes, self._static) @ w
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         return self.fgd.select_gpus(pod, snap, node)

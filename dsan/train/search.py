@@ -56,8 +56,16 @@ TRAIN_WORKLOADS = ("default", "gpushare40", "multigpu20", "gpuspec20", "cpu050")
 class EpisodeRunner(Protocol):
     """What the search needs from the simulator (a fake in unit tests)."""
 
-    def unallocated(self, features: tuple[str, ...], w: F64, workload: str, seed: int) -> float:
-        """Unallocated GPU % at arrived workload 100 % of the linear policy ``w``."""
+    def unallocated(
+        self,
+        features: tuple[str, ...],
+        w: F64,
+        workload: str,
+        seed: int,
+        gpu_w: F64 | None = None,
+    ) -> float:
+        """Unallocated GPU % at arrived workload 100 % of the linear policy ``w`` (for GPU
+        pods ``gpu_w`` instead, when given)."""
         ...
 
     def fgd(self, workload: str, seed: int) -> float:
@@ -76,14 +84,22 @@ class Episodes:
         }
         self._fgd: dict[tuple[str, int], float] = {}
 
-    def unallocated(self, features: tuple[str, ...], w: F64, workload: str, seed: int) -> float:
+    def unallocated(
+        self,
+        features: tuple[str, ...],
+        w: F64,
+        workload: str,
+        seed: int,
+        gpu_w: F64 | None = None,
+    ) -> float:
         """Unallocated GPU % at arrived workload 100 % of one episode."""
         cfg = OpenbConfig(paths.openb_csv(_file(workload)), self.nodes_path, "fgd", seed=seed)
+        extra = None if gpu_w is None else np.asarray(gpu_w) - np.asarray(w)
         res = run_openb(
             cfg,
             self.nodes,
             self.pods[workload],
-            make=lambda target: LinearFGDScorer(features, w, target=target),
+            make=lambda target: LinearFGDScorer(features, w, False, extra, target=target),
         )
         return float(res["unallocated_gpu_pct_at_100"])
 
@@ -96,6 +112,10 @@ class Episodes:
 
 def _file(w: str) -> str:
     return w if w.endswith(".csv") else f"openb_pod_list_{w}.csv"
+
+
+#: Pod classes a greedy move may change: CPU-only pods, GPU pods, or both alike.
+CLASS_ROWS: dict[str, tuple[int, ...]] = {"cpu": (0,), "gpu": (1,), "all": (0, 1)}
 
 
 @dataclass(frozen=True)
@@ -112,76 +132,102 @@ class GreedyConfig:
     decay: float = 0.1
     min_gain: float = 0.02  # unallocated points a round must gain on the confirm episodes
     out: str = "out/greedy"
+    classes: tuple[str, ...] = ("all",)  # pod classes a move may target (keys of CLASS_ROWS)
+    # start point: (feature, CPU-pod weight, GPU-pod weight); a move may also zero one class
+    init: tuple[tuple[str, float, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.classes if c not in CLASS_ROWS]
+        if bad or not self.classes:
+            raise ValueError(f"GreedyConfig.classes must be among {tuple(CLASS_ROWS)}: {bad}")
+        missing = [f for f, _, _ in self.init if f not in self.features]
+        if missing:
+            raise ValueError(f"GreedyConfig.init names features not in features: {missing}")
 
 
 def greedy(cfg: GreedyConfig, episodes: EpisodeRunner | None = None) -> dict[str, Any]:
-    """Policy search over tie-breaks of FGD's integer score.
+    """Policy search over tie-breaks of FGD's integer score, per pod class.
 
     Why not plain ES around ``w = 0``: any non-zero weight on a feature re-ranks *every* set
     of FGD-tied nodes by that feature, so the reward is discontinuous at zero and random
     directions mostly replace FGD's consolidating "first node" tie-break by noise (measured:
-    +2.6 points on average at sigma 0.1). Instead, each round tries every (feature, sign) at a
-    weight below one FGD point (it only breaks ties), scores it on ``screen_seeds`` episodes of
-    every workload against same-run FGD, re-scores the ``keep`` best on ``confirm_seeds`` and
-    adopts the best if it gains ``min_gain``; later rounds use 10x smaller weights, so the
-    result is a lexicographic order of tie-break signals, with FGD's node order last.
+    +2.6 points on average at sigma 0.1). Instead, each round tries every (feature, sign,
+    pod class) at a weight below one FGD point (it only breaks ties), plus zeroing any
+    non-zero weight of one class, scores it on ``screen_seeds`` episodes of every workload
+    against same-run FGD, re-scores the ``keep`` best on ``confirm_seeds`` and adopts the
+    best if it gains ``min_gain``; later rounds use 10x smaller weights, so the result is a
+    lexicographic order of tie-break signals, with FGD's node order last. Weights are kept
+    per class (row 0: CPU-only pods, row 1: GPU pods), the head's ``skip`` and ``gpu_skip``.
     """
     eps: EpisodeRunner = episodes or Episodes(cfg.workloads)
     feats = cfg.features
-    w = np.zeros(len(feats))
+    w = np.zeros((2, len(feats)))
+    for name, wc, wg in cfg.init:
+        w[:, feats.index(name)] = (wc, wg)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "greedy.jsonl").open("a")
 
+    def run(v: F64, wl: str, s: int) -> float:
+        if np.array_equal(v[0], v[1]):  # one weight vector for every pod
+            return eps.unallocated(feats, v[0], wl, s)
+        return eps.unallocated(feats, v[0], wl, s, gpu_w=v[1])
+
     def gap(v: F64, seeds: tuple[int, ...]) -> float:
         return float(
-            np.mean(
-                [
-                    eps.unallocated(feats, v, wl, s) - eps.fgd(wl, s)
-                    for wl in cfg.workloads
-                    for s in seeds
-                ]
-            )
+            np.mean([run(v, wl, s) - eps.fgd(wl, s) for wl in cfg.workloads for s in seeds])
         )
 
-    current = 0.0  # FGD itself, w = 0
+    def moves(step: float) -> list[tuple[str, F64]]:
+        out: list[tuple[str, F64]] = []
+        for c in cfg.classes:
+            rows = list(CLASS_ROWS[c])
+            for j, f in enumerate(feats):
+                if np.any(w[rows, j] != 0):
+                    if len(cfg.classes) > 1 or cfg.init:  # drop this class's weight
+                        v = w.copy()
+                        v[rows, j] = 0.0
+                        out.append((f"{c}:{f}=0", v))
+                    continue
+                for sg in (1.0, -1.0):
+                    v = w.copy()
+                    v[rows, j] = sg * step
+                    out.append((f"{c}:{f}={sg * step:g}", v))
+        return out
+
+    def note(**kv: Any) -> None:
+        log.write(json.dumps(kv) + "\n")
+        log.flush()
+
+    current = gap(w, cfg.confirm_seeds) if cfg.init else 0.0  # w = 0 is FGD itself
+    note(start=current, weights=w.tolist())
     for r in range(cfg.rounds):
-        step = cfg.coef * cfg.decay**r
-        cands = [(j, sg) for j in range(len(feats)) if w[j] == 0 for sg in (1.0, -1.0)]
         screened = []
-        for j, sg in cands:
-            v = w.copy()
-            v[j] = sg * step
+        for label, v in moves(cfg.coef * cfg.decay**r):
             g = gap(v, cfg.screen_seeds)
-            screened.append((g, j, sg))
-            log.write(json.dumps({"round": r, "feature": feats[j], "w": sg * step, "screen": g}))
-            log.write("\n")
-            log.flush()
-        screened.sort()
-        best: tuple[float, int, float] | None = None
-        for _g, j, sg in screened[: cfg.keep]:
-            v = w.copy()
-            v[j] = sg * step
+            screened.append((g, label, v))
+            note(round=r, move=label, screen=g)
+        screened.sort(key=lambda t: t[0])
+        best: tuple[float, str, F64] | None = None
+        for _g, label, v in screened[: cfg.keep]:
             c = gap(v, cfg.confirm_seeds)
-            log.write(json.dumps({"round": r, "feature": feats[j], "w": sg * step, "confirm": c}))
-            log.write("\n")
-            log.flush()
+            note(round=r, move=label, confirm=c)
             if best is None or c < best[0]:
-                best = (c, j, sg)
+                best = (c, label, v)
         if best is None or best[0] > current - cfg.min_gain:
             break
-        w[best[1]] = best[2] * step
-        current = best[0]
-        log.write(json.dumps({"round": r, "adopted": feats[best[1]], "weights": w.tolist()}) + "\n")
-        log.flush()
+        current, w = best[0], best[2]
+        note(round=r, adopted=best[1], weights=w.tolist())
     log.close()
-    chosen = [i for i in range(len(feats)) if w[i] != 0]
-    result = {
+    chosen = [i for i in range(len(feats)) if np.any(w[:, i] != 0)]
+    result: dict[str, Any] = {
         "config": asdict(cfg),
         "features": [feats[i] for i in chosen],
-        "weights": [float(w[i]) for i in chosen],
+        "weights": [float(w[0, i]) for i in chosen],
         "confirm_gap": current,
     }
+    if not np.array_equal(w[0], w[1]):  # head.gpu_skip: what GPU pods add to head.skip
+        result["gpu_weights"] = [float(w[1, i] - w[0, i]) for i in chosen]
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 
@@ -191,23 +237,46 @@ def apply(
     features: list[str] | tuple[str, ...],
     weights: list[float],
     gpu_only: bool = False,
+    gpu_weights: list[float] | None = None,
 ) -> DSANNet:
-    """Write searched skip weights into ``net``'s residual head: into ``head.gpu_skip`` (GPU
-    pods only) if ``gpu_only``, else into ``head.skip``; the other skip zero, skip bias zero,
-    FGD prior scale = 1 logit per integer point. The model then ranks nodes as
+    """Write searched skip weights into ``net``'s residual head: ``weights`` into
+    ``head.skip`` (every pod) and ``gpu_weights`` into ``head.gpu_skip`` (added for GPU pods);
+    with ``gpu_only``, ``weights`` go into ``head.gpu_skip`` instead. Skip bias zero, FGD
+    prior scale = 1 logit per integer point. The model then ranks nodes as
     :class:`LinearFGDScorer` with the same arguments (up to float32 rounding), as long as
     the MLP's last layer stays zero."""
     if not net.head.residual:
         raise ValueError("apply() needs a residual head (ModelConfig(head='residual'))")
-    w = torch.zeros_like(net.head.skip.weight)
-    for name, v in zip(features, weights, strict=True):
-        w[0, FEATURE_NAMES.index(name)] = float(v)
+    if gpu_only and gpu_weights is not None and any(gpu_weights):
+        raise ValueError("gpu_only puts weights into gpu_skip: no separate gpu_weights")
+
+    def row(values: list[float] | None) -> torch.Tensor:
+        w = torch.zeros_like(net.head.skip.weight)
+        for name, v in zip(features, values or [0.0] * len(features), strict=True):
+            w[0, FEATURE_NAMES.index(name)] = float(v)
+        return w
+
+    skip, gpu = (row(None), row(weights)) if gpu_only else (row(weights), row(gpu_weights))
     with torch.no_grad():
-        net.head.skip.weight.copy_(torch.zeros_like(w) if gpu_only else w)
-        net.head.gpu_skip.weight.copy_(w if gpu_only else torch.zeros_like(w))
+        net.head.skip.weight.copy_(skip)
+        net.head.gpu_skip.weight.copy_(gpu)
         net.head.skip.bias.zero_()
         net.head.prior_scale.fill_(float(np.log(np.expm1(1.0))))  # softplus^-1(1)
     return net
+
+
+SkipArgs = tuple[list[str], list[float], bool, list[float] | None]
+
+
+def skip_args(result: dict[str, Any]) -> SkipArgs:
+    """``apply``'s (features, weights, gpu_only, gpu_weights) from a search result dict."""
+    gw = result.get("gpu_weights")
+    return (
+        list(result["features"]),
+        [float(v) for v in result["weights"]],
+        bool(result.get("gpu_pods_only", False)),
+        None if gw is None else [float(v) for v in gw],
+    )
 
 
 def export_model(
@@ -219,16 +288,17 @@ def export_model(
     from dsan.model.export import DEFAULT_DIR, load, save
 
     base, manifest = load(base_dir or DEFAULT_DIR)
-    gpu_only = bool(result.get("gpu_pods_only", False))
-    net = apply(base, result["features"], result["weights"], gpu_only)
+    args = skip_args(result)
+    net = apply(base, *args)
     cfg = result.get("config", {})
     training = {
         "stage": "openb-tie-break-search",
         "base_model": manifest.get("version"),
         "workloads": [_file(w) for w in cfg.get("workloads", TRAIN_WORKLOADS)],
         "search": cfg,
-        "skip_weights": dict(zip(result["features"], result["weights"], strict=True)),
-        "gpu_pods_only": gpu_only,
+        "skip_weights": dict(zip(args[0], args[1], strict=True)),
+        "gpu_skip_weights": dict(zip(args[0], args[3] or [], strict=False)),
+        "gpu_pods_only": args[2],
     }
     version = f"dsan-1-openb-{int(time.time())}"
     return save(net, out_dir, version, training, {"confirm_gap": result.get("confirm_gap")})
@@ -239,20 +309,17 @@ def export_model(
 OPENB_SKIP = Path(__file__).with_name("openb_skip.json")
 
 
-def load_openb_skip(path: str | Path = OPENB_SKIP) -> tuple[list[str], list[float], bool]:
-    """(features, weights, gpu_only) of the shipped openb search result: ``apply``'s args."""
-    res = json.loads(Path(path).read_text())
-    return (
-        list(res["features"]),
-        [float(v) for v in res["weights"]],
-        bool(res.get("gpu_pods_only", False)),
-    )
+def load_openb_skip(path: str | Path = OPENB_SKIP) -> SkipArgs:
+    """(features, weights, gpu_only, gpu_weights) of the shipped openb search result:
+    ``apply``'s arguments."""
+    return skip_args(json.loads(Path(path).read_text()))
 
 
-def linear_from_model(model_dir: str | Path) -> tuple[list[str], list[float], bool]:
-    """(features, weights, gpu_only) of a model whose residual head is FGD + one skip layer
-    (the MLP's last layer zero, prior scale 1): :class:`LinearFGDScorer` with them ranks as
-    the model does, ~5x faster. Raises ``ValueError`` for any other model."""
+def linear_from_model(model_dir: str | Path) -> SkipArgs:
+    """(features, weights, gpu_only, gpu_weights) of a model whose residual head is FGD plus
+    the two skip layers (the MLP's last layer zero, prior scale 1):
+    ``LinearFGDScorer(*args, target=...)`` ranks as the model does, ~5x faster. Raises
+    ``ValueError`` for any other model."""
     from dsan.model.export import load
 
     net, _ = load(model_dir)
@@ -266,12 +333,12 @@ def linear_from_model(model_dir: str | Path) -> tuple[list[str], list[float], bo
         raise ValueError(f"{model_dir}: prior scale {scale} != 1 or non-zero skip bias")
     w = head.skip.weight.detach().double().numpy()[0]
     g = head.gpu_skip.weight.detach().double().numpy()[0]
-    if w.any() and g.any():
-        raise ValueError(f"{model_dir}: both skip and gpu_skip are non-zero")
-    gpu_only = bool(g.any())
-    v = g if gpu_only else w
-    idx = np.flatnonzero(v)
-    return [FEATURE_NAMES[i] for i in idx], [float(v[i]) for i in idx], gpu_only
+    idx = np.flatnonzero((w != 0) | (g != 0))
+    names = [FEATURE_NAMES[i] for i in idx]
+    if not w.any() and g.any():  # GPU pods only: the legacy gpu_only form
+        return names, [float(g[i]) for i in idx], True, None
+    gw = [float(g[i]) for i in idx] if g.any() else None
+    return names, [float(w[i]) for i in idx], False, gw
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,11 +357,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=SearchConfig.out)
     ap.add_argument("--greedy", action="store_true", help="tie-break forward selection")
     ap.add_argument("--rounds", type=int, default=GreedyConfig.rounds)
+    ap.add_argument("--coef", type=float, default=GreedyConfig.coef)
+    ap.add_argument("--keep", type=int, default=GreedyConfig.keep)
+    ap.add_argument("--screen-seeds", type=int, nargs="+", default=GreedyConfig.screen_seeds)
+    ap.add_argument("--confirm-seeds", type=int, nargs="+", default=GreedyConfig.confirm_seeds)
+    ap.add_argument("--classes", nargs="+", default=list(GreedyConfig.classes))
+    ap.add_argument(
+        "--init", default="", help="start from this result JSON (e.g. dsan/train/openb_skip.json)"
+    )
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     if a.greedy:
+        init: tuple[tuple[str, float, float], ...] = ()
+        if a.init:
+            names, w0, gpu_only, gw = load_openb_skip(a.init)
+            extra = gw or [0.0] * len(names)
+            init = tuple(
+                (n, 0.0 if gpu_only else x, x + y) for n, x, y in zip(names, w0, extra, strict=True)
+            )
         g = GreedyConfig(
-            features=tuple(a.features), workloads=tuple(a.workloads), rounds=a.rounds, out=a.out
+            features=tuple(a.features),
+            workloads=tuple(a.workloads),
+            rounds=a.rounds,
+            out=a.out,
+            coef=a.coef,
+            keep=a.keep,
+            screen_seeds=tuple(a.screen_seeds),
+            confirm_seeds=tuple(a.confirm_seeds),
+            classes=tuple(a.classes),
+            init=init,
         )
         print(json.dumps(greedy(g), indent=2))
         return 0

@@ -69,15 +69,19 @@ def test_zero_weights_are_fgd_and_unknown_features_are_refused() -> None:
         LinearFGDScorer(["node_idle"], [1.0, 2.0], target=target)
 
 
-@pytest.mark.parametrize("gpu_only", [False, True])
-def test_applied_model_ranks_like_the_linear_scorer(gpu_only: bool) -> None:
+@pytest.mark.parametrize("mode", ["all", "gpu_only", "by_class"])
+def test_applied_model_ranks_like_the_linear_scorer(mode: str) -> None:
     snap, target = _snap(2), TargetWorkload.default()
     names = ["gpu_min_free", "node_idle", "node_gpu_model_1", "cpu_free_after"]
     weights = [-0.4, -0.3, 0.7, 0.25]
+    gpu_only = mode == "gpu_only"
+    # by_class: GPU pods add these (head.gpu_skip), cancelling two of the CPU-pod weights
+    extra = [0.4, 0.0, -0.7, 0.3] if mode == "by_class" else None
     torch.manual_seed(0)
-    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, gpu_only)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, gpu_only, extra)
     served = ServingModel(net, target)
-    lin = LinearFGDScorer(names, weights, gpu_only, target=target)
+    lin = LinearFGDScorer(names, weights, gpu_only, extra, target=target)
+    both = LinearFGDScorer(names, weights, target=target)
     for pod in PODS:
         nodes = feasible_nodes(pod, snap)
         a, b = lin.score(pod, snap, nodes), served.logits(pod, snap, nodes)
@@ -88,6 +92,19 @@ def test_applied_model_ranks_like_the_linear_scorer(gpu_only: bool) -> None:
             np.testing.assert_allclose(b, fgd, atol=1e-3)
         else:
             assert np.ptp(a - fgd) > 0  # w changes scores
+        if mode == "by_class":  # CPU-only pods see skip alone, GPU pods skip + gpu_skip
+            same = np.allclose(a, both.score(pod, snap, nodes))
+            assert same == (pod.num_gpu == 0)
+
+
+def test_linear_from_model_reads_both_skip_layers(tmp_path: Path) -> None:
+    names, weights, extra = ["gpu_max_free", "node_idle"], [-0.5, 0.0], [0.5, -0.05]
+    torch.manual_seed(0)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, False, extra)
+    save(net, tmp_path / "m", "v", exports=False)
+    got = linear_from_model(tmp_path / "m")
+    assert got[0] == names and got[2] is False
+    assert got[1] == pytest.approx(weights) and got[3] == pytest.approx(extra)
 
 
 def test_linear_from_model_round_trips_and_refuses_a_trained_mlp(tmp_path: Path) -> None:

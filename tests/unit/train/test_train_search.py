@@ -24,7 +24,12 @@ class Quadratic:
         self.calls = 0
 
     def unallocated(
-        self, features: tuple[str, ...], w: np.ndarray, workload: str, seed: int
+        self,
+        features: tuple[str, ...],
+        w: np.ndarray,
+        workload: str,
+        seed: int,
+        gpu_w: np.ndarray | None = None,
     ) -> float:
         self.calls += 1
         return 5.0 + float(((np.asarray(w) - OPT) ** 2).sum()) + 0.3 * np.sin(seed)
@@ -68,8 +73,14 @@ class TieBreaks:
     on node_idle 0.1, and anything on gpu_max_free hurts."""
 
     def unallocated(
-        self, features: tuple[str, ...], w: np.ndarray, workload: str, seed: int
+        self,
+        features: tuple[str, ...],
+        w: np.ndarray,
+        workload: str,
+        seed: int,
+        gpu_w: np.ndarray | None = None,
     ) -> float:
+        assert gpu_w is None  # the classic search: one weight vector for every pod
         v = dict(zip(features, np.asarray(w), strict=True))
         return (
             5.0
@@ -95,13 +106,72 @@ def test_greedy_adopts_helpful_tie_breaks_in_order_and_stops(tmp_path: Path) -> 
     assert got == pytest.approx({"gpu_min_free": -0.5, "node_idle": 0.05})  # round 2: 10x less
     assert res["confirm_gap"] == pytest.approx(-0.4)
     adopted = [json.loads(x) for x in (tmp_path / "greedy.jsonl").read_text().splitlines()]
-    assert [a["adopted"] for a in adopted if "adopted" in a] == ["gpu_min_free", "node_idle"]
+    assert [a["adopted"] for a in adopted if "adopted" in a] == [
+        "all:gpu_min_free=-0.5",
+        "all:node_idle=0.05",
+    ]
+    assert "gpu_weights" not in res  # one weight vector for every pod
+
+
+class ByClass:
+    """Fake episodes where gpu_max_free < 0 helps GPU pods 0.3 points but costs 0.2 when CPU-only
+    pods use it too, and node_idle > 0 on CPU-only pods helps 0.1."""
+
+    def unallocated(
+        self,
+        features: tuple[str, ...],
+        w: np.ndarray,
+        workload: str,
+        seed: int,
+        gpu_w: np.ndarray | None = None,
+    ) -> float:
+        c = dict(zip(features, np.asarray(w), strict=True))
+        g = dict(zip(features, np.asarray(w if gpu_w is None else gpu_w), strict=True))
+        return (
+            5.0
+            - 0.3 * (g["gpu_max_free"] < 0)
+            + 0.2 * (c["gpu_max_free"] != 0)
+            - 0.1 * (c["node_idle"] > 0)
+            + 0.2 * np.sin(seed)
+        )
+
+    def fgd(self, workload: str, seed: int) -> float:
+        return 5.0 + 0.2 * np.sin(seed)
+
+
+def test_greedy_by_class_drops_a_harmful_cpu_weight_and_conditions_on_pod_class(
+    tmp_path: Path,
+) -> None:
+    cfg = GreedyConfig(
+        features=("gpu_max_free", "node_idle"),
+        workloads=("a",),
+        rounds=3,
+        classes=("cpu", "gpu", "all"),
+        init=(("gpu_max_free", -0.5, -0.5),),  # the session-2 all-pods tie-break: gap -0.1
+        out=str(tmp_path),
+    )
+    res = greedy(cfg, ByClass())
+    assert res["features"] == ["gpu_max_free", "node_idle"]
+    # CPU-only pods: gpu_max_free dropped, node_idle adopted; GPU pods keep gpu_max_free
+    assert res["weights"] == pytest.approx([0.0, 0.05])
+    assert res["gpu_weights"] == pytest.approx([-0.5, -0.05])
+    assert res["confirm_gap"] == pytest.approx(-0.4)
+
+
+def test_greedy_config_rejects_unknown_classes_and_init_features() -> None:
+    with pytest.raises(ValueError, match="classes"):
+        GreedyConfig(classes=("tpu",))
+    with pytest.raises(ValueError, match="init"):
+        GreedyConfig(features=("node_idle",), init=(("gpu_max_free", 0.0, -0.5),))
 
 
 def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
-    names, weights, _gpu_only = load_openb_skip()
+    names, weights, _gpu_only, gpu_weights = load_openb_skip()
     assert names and len(names) == len(weights)
     assert set(names) <= set(SUPPORTED)
     # every column is in [0, 1]: the sum stays below one FGD integer point, so it only
     # reorders nodes FGD scores equally
     assert sum(abs(w) for w in weights) < 1.0
+    if gpu_weights is not None:  # GPU pods: skip + gpu_skip, also below one point
+        assert len(gpu_weights) == len(names)
+        assert sum(abs(a + b) for a, b in zip(weights, gpu_weights, strict=True)) < 1.0
