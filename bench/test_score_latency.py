@@ -6,7 +6,11 @@ measured in the same run:
   candidate names -> rows, gather, dot, argmax: the least any scorer does with these inputs);
 * HTTP: the extender (``POST /dsan/prioritize``) against a no-op extender in the same server
   (same parsing and reply encoding, every score 0), over one keep-alive connection;
-* gRPC: ``Score`` against a no-op servicer on the same gRPC server stack.
+* gRPC: ``Score`` against a no-op servicer on the same gRPC server stack;
+* the same two APIs again from a Go client in its own process
+  (``scheduler-plugin/cmd/scorebench``: the DSANScore plugin's generated stubs and gRPC
+  settings, and Go's net/http as kube-scheduler's HTTP extender client), i.e. what
+  kube-scheduler sees; the Python-client rows above stay beside them.
 
 Budgets (issue 6): in-process p99 <= 2x its floor; HTTP p99 <= 1.5x the no-op server; gRPC
 p99 <= 1 ms at 1,000 nodes. The budgets are reported, not asserted: this machine is shared
@@ -30,16 +34,20 @@ are upper bounds.
 from __future__ import annotations
 
 import gc
+import hashlib
 import http.client
 import itertools
 import json
 import os
 import random
+import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import repeat
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -290,3 +298,67 @@ def test_grpc_score(benchmark: Any, grpc_servers: Any, n: int, policy: str) -> N
     if after[1] > before[1]:
         benchmark.extra_info["server_mean"] = (after[0] - before[0]) / (after[1] - before[1])
     channel.close()
+
+
+# --- Go client: what kube-scheduler sees ----------------------------------------------------
+PLUGIN = Path(__file__).resolve().parents[1] / "scheduler-plugin"
+
+
+def go_client() -> Path:
+    """The scorebench binary, built once per source hash under ~/.cache/dsan/bin."""
+    srcs = [PLUGIN / "go.mod", PLUGIN / "go.sum", PLUGIN / "cmd/scorebench/main.go",
+            *sorted((PLUGIN / "gen").rglob("*.go"))]
+    digest = hashlib.sha1(b"".join(p.read_bytes() for p in srcs)).hexdigest()[:12]
+    exe = Path.home() / ".cache/dsan/bin" / f"scorebench-{digest}" / "scorebench"
+    if exe.exists():
+        return exe
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not Path(go).exists():
+        pytest.skip("no Go toolchain: the Go-client rows need `go` (hack/ installs Go 1.26)")
+    tmp = exe.with_suffix(f".tmp{os.getpid()}")
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([go, "build", "-trimpath", "-o", str(tmp), "./cmd/scorebench"], cwd=PLUGIN,
+                   check=True, env={**os.environ, "CGO_ENABLED": "0"})
+    tmp.replace(exe)
+    return exe
+
+
+def go_requests(w: World, api: str) -> bytes:
+    """The Python rows' requests for the Go client: the same pods and candidate lists."""
+    pods = [{"name": f"bench-{i}", "namespace": "default", "uid": f"bench-uid-{i}",
+             "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+             "annotations": {"dsan.io/gpu-milli": "500"}} for i in range(VARIANTS)]
+    bodies = ([json.dumps({"Pod": pod(i), "Nodes": None, "NodeNames": w.cands[i]})
+               for i in range(VARIANTS)] if api == "http" else [])
+    return json.dumps({"pods": pods, "node_lists": w.cands, "bodies": bodies}).encode()
+
+
+@pytest.mark.parametrize("policy", ["noop", *POLICIES])
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("api", ["grpc", "http"])
+def test_go_client(benchmark: Any, http_servers: Any, grpc_servers: Any, api: str, n: int,
+                   policy: str) -> None:
+    exe = go_client()
+    srv, _ = (grpc_servers if api == "grpc" else http_servers)(n, policy)
+    stdin = go_requests(world(n, policy if policy != "noop" else POLICIES[0]), api)
+    record(benchmark, f"{api}-go", n, policy)
+    before = server_seconds(n, policy, api)
+    load_before = os.getloadavg()[0]
+    got: dict[str, list[int]] = {}
+
+    def once() -> None:
+        # The Go process times each call itself; this process only serves (GIL free).
+        out = subprocess.run([str(exe), "-kind", api, "-addr", f"127.0.0.1:{srv.port}",
+                              "-rounds", str(ROUNDS)], input=stdin, capture_output=True)
+        assert out.returncode == 0, out.stderr.decode()[-2000:]
+        got.update(json.loads(out.stdout))
+
+    benchmark.pedantic(once, rounds=1, iterations=1)
+    data = np.array(got["ns"], dtype=np.float64) / 1e9
+    benchmark.extra_info.update(
+        loadavg_1m=max(load_before, os.getloadavg()[0]), loadavg_1m_before=load_before,
+        p50=float(np.percentile(data, 50)), p99=float(np.percentile(data, 99)),
+        mean=float(data.mean()), rounds=len(data))
+    after = server_seconds(n, policy, api)
+    if after[1] > before[1]:
+        benchmark.extra_info["server_mean"] = (after[0] - before[0]) / (after[1] - before[1])

@@ -74,7 +74,7 @@ class Sidecar:
         self.metrics.bind_gauges(
             cache_age=lambda: max(0.0, time.time() - self.cache.last_change_wall),
             nodes=lambda: float(len(self.cache)),
-            assumed=lambda: float(self.cache.assumed_count),
+            assumed=lambda: float(self.service.assumed_count),
             informer_lag={r: functools.partial(self.view.lag_seconds, r) for r in RESOURCES},
             bad_objects={k: functools.partial(_bad, stats.bad_objects, k)
                          for k in stats.bad_objects},

@@ -107,7 +107,8 @@ class ExtenderApp:
                 spec = podspec_from_pod(pod, self.service.cache.models)
             except PodError as exc:
                 raise RequestError("bad_pod", str(exc)) from None
-            res = self.service.score("http", spec, pod_key(pod), names, MAX_EXTENDER_PRIORITY)
+            res = self.service.score("http", spec, pod_key(pod), names, MAX_EXTENDER_PRIORITY,
+                                     defer=True)
             out = encode_priorities(names, res.scores)
         except RequestError as err:
             self.service.refuse("http", err)
@@ -116,6 +117,11 @@ class ExtenderApp:
         self.metrics.observe("http", res.featurize_s, res.model_s, time.perf_counter() - t0,
                              len(names))
         return 200, out
+
+    def settle(self) -> None:
+        """Bookkeeping the reply did not wait for (the winner's assumption); the server
+        calls it after each POST's reply is written."""
+        self.service.settle()
 
     def filter(self, body: bytes) -> tuple[int, bytes]:
         try:
@@ -204,6 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.count_error("internal")
             status, out = 500, _error_body(f"internal error: {type(exc).__name__}: {exc}")
         self._send(status, out)
+        if self.server.after_reply is not None:
+            self.server.after_reply()  # off the client's clock: the reply is already out
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -234,6 +242,8 @@ class ExtenderServer(ThreadingHTTPServer):
         self.post_routes: dict[str, Route] = {f"{prefix}/prioritize": app.prioritize}
         if isinstance(app, ExtenderApp):
             self.post_routes[f"{prefix}/filter"] = app.filter
+        #: Run after every POST reply is written (the app's deferred bookkeeping).
+        self.after_reply: Callable[[], None] | None = getattr(app, "settle", None)
         self.max_body = max_body
         self.ready = ready
         self.metrics_body = metrics_body

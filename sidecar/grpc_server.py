@@ -44,6 +44,10 @@ class ScoreHandler:
         self._scored.inc()
         self.metrics.observe("grpc", res.featurize_s, res.model_s, time.perf_counter() - t0,
                              len(res.scores))
+        # The winner's assumption once the RPC is done (grpcio runs RPC callbacks on its
+        # poller thread after the status went out); the next request settles it first anyway.
+        if not context.add_callback(self.service.settle):
+            self.service.settle()
         return resp
 
     def _score(self, raw: bytes) -> tuple[bytes, Any]:
@@ -66,7 +70,7 @@ class ScoreHandler:
         # The repeated field itself: a list copy would build every name twice per request.
         names = req.node_names
         key = pod.uid or f"{pod.namespace or 'default'}/{pod.name}"
-        res = self.service.score("grpc", spec, key, names, 100)
+        res = self.service.score("grpc", spec, key, names, 100, defer=True)
         tail = scorer_pb2.ScoreResponse(
             policy=self.service.policy.version, snapshot_version=res.version,
             fallback_nodes=res.fallback, unknown_nodes=res.unknown).SerializeToString()

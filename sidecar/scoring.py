@@ -17,6 +17,14 @@ Fast path: a scorer with a ``cache_key`` (FGD, k8s-default) is served from a
 :class:`~sidecar.scorecache.ScoreCache` (raw scores and feasibility of every node per pod
 class, recomputed only on changed rows), and the winner is assumed under the same lock with
 the published snapshot patched in place, so the next request needs no O(n) republish.
+
+Deferred bookkeeping (``defer=True``, what both APIs use): the winner's assumption, the served
+class's refresh of that row and a scorer's optional ``after_assume(pod, snap, row)`` hook are
+kept pending and done by :meth:`ScoringEngine.settle`, which the servers call *after* the
+reply has left (HTTP: after the socket write; gRPC: the RPC-done callback). kube-scheduler
+waits for the scores, not for our bookkeeping. Every request and filter settles a pending
+assumption first under the same lock, so each request sees exactly the state it would have
+seen with the assumption done inline (at most one is ever pending).
 """
 
 from __future__ import annotations
@@ -85,20 +93,62 @@ class ScoringEngine:
         #: Requests the class cache could not serve (the scorer raised while updating it).
         self.cache_misses = 0
         self._cached = self.classes.enabled and not self.uses_telemetry
+        #: The deferred assumption (key, pod, node), applied by settle() or the next request.
+        self._pending: tuple[str, PodSpec, str] | None = None
+        self._after_assume = getattr(scorer, "after_assume", None)
+        #: settle() calls whose class refresh or scorer hook raised (the assumption stands).
+        self.settle_errors = 0
 
     def score(
         self, pod: PodSpec, names: Sequence[str], max_score: int = MAX_NODE_SCORE,
-        assume: str = "",
+        assume: str = "", defer: bool = False,
     ) -> ScoreResult:
         """Score ``names`` for ``pod``; with ``assume`` (the pod's key), charge the pod to the
-        best node in the same critical section (:meth:`GraphCache.assume`)."""
+        best node in the same critical section (:meth:`GraphCache.assume`), or with
+        ``defer`` leave that to :meth:`settle` (called once the reply is out)."""
         # One request at a time: the snapshot is refreshed in place between requests, and
         # under the GIL parallel scoring would gain nothing anyway.
         with self.cache.scoring_lock:
+            if self._pending is not None:
+                self._settle_locked()
             res = self._score(pod, names, max_score)
             if assume and res.best >= 0:
-                self.cache.assume(assume, pod, names[res.best], patch_published=True)
+                if defer:
+                    self._pending = (assume, pod, names[res.best])
+                else:
+                    self.cache.assume(assume, pod, names[res.best], patch_published=True)
             return res
+
+    def settle(self) -> None:
+        """Apply the deferred assumption, if any: charge the winner, refresh the class that
+        was just served on that row (the next pod of the class then finds nothing to
+        update), call the scorer's ``after_assume``. Safe from any thread."""
+        if self._pending is None:  # read without the lock: checked again under it
+            return
+        with self.cache.scoring_lock:
+            if self._pending is not None:
+                self._settle_locked()
+
+    def _settle_locked(self) -> None:
+        assert self._pending is not None
+        key, pod, node = self._pending
+        self._pending = None
+        self.cache.assume(key, pod, node, patch_published=True)
+        try:
+            if self._cached:
+                ckey = self.classes.key(pod)
+                if ckey is not None:
+                    self.classes.lookup(pod, ckey, self.cache.snapshot())
+            if self._after_assume is not None:
+                pub = self.cache.snapshot()
+                row = pub.index.get(node, -1)
+                if row >= 0:
+                    self._after_assume(pod, pub.snap, row)
+        except Exception:  # only warm-up work failed: the next request recomputes it
+            self.settle_errors += 1
+            if self.settle_errors == 1 or self.settle_errors % 1000 == 0:
+                log.exception("refresh after assuming %s failed (%d times)", key,
+                              self.settle_errors)
 
     def _score(self, pod: PodSpec, names: Sequence[str], max_score: int) -> ScoreResult:
         t0 = time.perf_counter()
@@ -207,6 +257,8 @@ class ScoringEngine:
         """
         m = len(names)
         with self.cache.scoring_lock:
+            if self._pending is not None:
+                self._settle_locked()
             pub = self.cache.snapshot()
             rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
             known = rows >= 0

@@ -83,13 +83,14 @@ class ScoringService:
             raise RequestError("not_ready", "the sidecar's informers have not synced yet")
 
     def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str],
-              max_score: int) -> ScoreResult:
-        """Score one pod's candidates and charge the pod to the winner until it binds."""
+              max_score: int, defer: bool = False) -> ScoreResult:
+        """Score one pod's candidates and charge the pod to the winner until it binds
+        (with ``defer``, in :meth:`settle`, which the caller runs once the reply is out)."""
         if not names:
             raise RequestError("bad_request", "no candidate node names in the request")
         try:
             # The engine assumes the winner under its lock (the snapshot stays current).
-            res = self.engine.score(spec, names, max_score=max_score, assume=key)
+            res = self.engine.score(spec, names, max_score=max_score, assume=key, defer=defer)
         except NoKnownNodes as exc:
             raise RequestError("unknown_nodes", str(exc)) from None
         if res.best >= 0 and key:
@@ -99,6 +100,21 @@ class ScoringService:
         if res.unknown:
             self.metrics.unknown_nodes.inc(res.unknown)
         return res
+
+    def settle(self) -> None:
+        """The deferred assumption of the last request (see :meth:`ScoringEngine.settle`);
+        runs after a reply was sent, so it must never raise into a server thread."""
+        try:
+            self.engine.settle()
+        except Exception:  # the assumption is lost; its pod is scored again if retried
+            self.metrics.error("inprocess", "internal")
+            log.exception("applying a deferred assumption failed")
+
+    @property
+    def assumed_count(self) -> int:
+        """Assumed pods, the deferred one included."""
+        self.settle()
+        return self.cache.assumed_count
 
     def refuse(self, api: str, err: RequestError) -> None:
         self.metrics.error(api, err.reason)

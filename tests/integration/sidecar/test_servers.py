@@ -180,4 +180,4 @@ def test_concurrent_clients_on_both_apis_all_get_answers(sidecar_factory: Any) -
         done += [pool.submit(grpc_client, k) for k in range(3)]
         assert sum(f.result(timeout=60) for f in done) == 60
     # Every request assumed its own pod on its best node.
-    assert sc.cache.assumed_count == 60
+    assert sc.service.assumed_count == 60

@@ -49,7 +49,7 @@ def test_prioritize_replies_host_priority_list_in_request_order() -> None:
     assert all(0 <= r["Score"] <= 10 for r in reply)
     assert reply[2]["Score"] == 0  # unknown
     assert reply[0]["Score"] > reply[1]["Score"]  # LeastAllocated prefers the big node
-    assert svc.cache.assumed_count == 1  # the winner is charged until the pod binds
+    assert svc.assumed_count == 1  # the winner is charged (after the reply) until it binds
 
 
 def test_nodes_items_are_read_when_node_names_is_absent() -> None:

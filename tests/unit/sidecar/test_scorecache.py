@@ -211,3 +211,56 @@ def test_a_cacheable_scorer_that_fails_degrades_to_the_fallback_then_recovers() 
     again = eng.score(spec, ["n0", "n1", "n2"])
     assert again.fallback == 0 and again.scores.tolist() == res.scores.tolist()
     assert eng.classes.rebuilds == 1  # the failed build left nothing behind
+
+
+@pytest.mark.parametrize("policy", sorted(SCORERS))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, min_size=1, max_size=30), n=st.integers(2, 12))
+def test_deferred_assumptions_give_the_inline_answers(
+        policy: str, ops: list[tuple[str, int, int]], n: int) -> None:
+    """Two twin caches see the same events; one engine assumes inline, the other defers
+    (as both APIs do) and settles after some replies only: the next request must settle
+    it first, so every answer is the inline one. Informer events settle first in the twin:
+    they arrive milliseconds after a reply, and charges on one node do not commute (best-fit
+    GPU slots), so interleaving them inside that microsecond window is a race either way."""
+    nodes = [ko.node(f"n{i}", cpu=str(8 + 4 * (i % 5)), memory="64Gi", gpus=(i % 3) * 4,
+                     model="A100" if i % 3 else None) for i in range(n)]
+    caches = (GraphCache(SidecarConfig()), GraphCache(SidecarConfig()))
+    for c in caches:
+        c.replace_nodes(nodes)
+    inline, deferred = (ScoringEngine(c, SCORERS[policy](), FGDScorer(), 60) for c in caches)
+    pods: dict[int, dict[str, Any]] = {}
+    extra = 0
+    for step, (kind, a, b) in enumerate(ops):
+        names = list(caches[0].snapshot().index)
+        if kind == "score" and names:
+            obj = pod_obj(1000 + step, a)
+            spec = podspec_from_pod(obj, caches[0].models)
+            cand = names[b % len(names):] + names[:b % len(names)]
+            try:
+                want = inline.score(spec, cand, 100, assume=f"uid-{1000 + step}")
+            except LookupError:
+                continue
+            got = deferred.score(spec, cand, 100, assume=f"uid-{1000 + step}", defer=True)
+            assert got.scores.tolist() == want.scores.tolist() and got.best == want.best
+            if b % 3 == 0:
+                deferred.settle()  # the server's post-reply call (else the next request's)
+            continue
+        deferred.settle()
+        for c in caches:
+            if kind == "bind" and names:
+                pods[step] = pod_obj(step, a, names[b % len(names)])
+                c.upsert_pod(pods[step])
+            elif kind == "delete_pod" and pods:
+                c.delete_pod(pods[sorted(pods)[a % len(pods)]])
+            elif kind == "add_node":
+                c.upsert_node(ko.node(f"x{extra + 1}", cpu="16", gpus=a % 9, model="A100"))
+            elif kind == "resize_node" and names:
+                c.upsert_node(ko.node(names[a % len(names)], cpu=str(b), gpus=4, model="A100"))
+            elif kind == "delete_node" and len(names) > 1:
+                c.delete_node(names[a % len(names)])
+        if kind == "delete_pod" and pods:
+            pods.pop(sorted(pods)[a % len(pods)])
+        extra += kind == "add_node"
+    deferred.settle()
+    assert caches[1].assumed_count == caches[0].assumed_count

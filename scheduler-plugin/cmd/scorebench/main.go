@@ -1,0 +1,151 @@
+// Command scorebench measures the sidecar's score latency as kube-scheduler sees it: a Go
+// client using the same generated stubs and gRPC settings as the DSANScore plugin
+// (pkg/dsanscore), or Go's net/http posting ExtenderArgs and decoding the HostPriorityList
+// as kube-scheduler's HTTP extender client does. bench/test_score_latency.py builds it once
+// (cached by a hash of its sources) and drives it with the same requests as its Python rows.
+//
+//	scorebench -kind grpc|http -addr 127.0.0.1:PORT [-path /dsan/prioritize] -rounds N < requests.json
+//
+// stdin: {"pods": [{"name", "namespace", "uid", "requests", "annotations"}],
+// "node_lists": [[names...]], "bodies": ["ExtenderArgs JSON", ...]} (bodies for http only;
+// request i uses pod i and node list i, cycling). stdout: {"ns": [one latency per round]}.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	scorerv1 "github.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1"
+)
+
+type podIn struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace"`
+	UID         string            `json:"uid"`
+	Requests    map[string]string `json:"requests"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+type input struct {
+	Pods      []podIn    `json:"pods"`
+	NodeLists [][]string `json:"node_lists"`
+	Bodies    []string   `json:"bodies"`
+}
+
+// hostPriority is k8s.io/kube-scheduler/extender/v1.HostPriority (no JSON tags upstream).
+type hostPriority struct {
+	Host  string
+	Score int64
+}
+
+func main() {
+	kind := flag.String("kind", "grpc", "grpc or http")
+	addr := flag.String("addr", "", "host:port of the server")
+	path := flag.String("path", "/dsan/prioritize", "extender prioritize path (http)")
+	rounds := flag.Int("rounds", 1000, "timed calls")
+	warmup := flag.Int("warmup", 20, "untimed calls first")
+	timeout := flag.Duration("timeout", 10*time.Second, "per-call timeout")
+	flag.Parse()
+	var in input
+	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
+		fail("stdin: %v", err)
+	}
+	var call func(i int) error
+	switch *kind {
+	case "grpc":
+		call = grpcCaller(*addr, in, *timeout)
+	case "http":
+		call = httpCaller("http://"+*addr+*path, in, *timeout)
+	default:
+		fail("unknown -kind %q", *kind)
+	}
+	for i := 0; i < *warmup; i++ {
+		if err := call(i); err != nil {
+			fail("warm-up call: %v", err)
+		}
+	}
+	ns := make([]int64, *rounds)
+	for i := range ns {
+		t0 := time.Now()
+		if err := call(*warmup + i); err != nil {
+			fail("call %d: %v", i, err)
+		}
+		ns[i] = time.Since(t0).Nanoseconds()
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(map[string][]int64{"ns": ns}); err != nil {
+		fail("stdout: %v", err)
+	}
+}
+
+// grpcCaller: what DSANScore.PreScore does per pod (a per-call deadline, one Score call,
+// the reply's length checked); the names slice and pod message are built beforehand, as
+// PreScore's own Go-side cost is not the sidecar's.
+func grpcCaller(addr string, in input, timeout time.Duration) func(int) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		fail("dial %s: %v", addr, err)
+	}
+	client := scorerv1.NewScorerClient(conn)
+	reqs := make([]*scorerv1.ScoreRequest, len(in.NodeLists))
+	for i, names := range in.NodeLists {
+		p := in.Pods[i%len(in.Pods)]
+		reqs[i] = &scorerv1.ScoreRequest{
+			Pod: &scorerv1.Pod{Name: p.Name, Namespace: p.Namespace, Uid: p.UID,
+				Requests: p.Requests, Annotations: p.Annotations},
+			NodeNames: names,
+		}
+	}
+	return func(i int) error {
+		req := reqs[i%len(reqs)]
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		resp, err := client.Score(ctx, req)
+		if err == nil && len(resp.GetScores()) != len(req.NodeNames) {
+			err = fmt.Errorf("reply has %d scores for %d nodes", len(resp.GetScores()), len(req.NodeNames))
+		}
+		return err
+	}
+}
+
+// httpCaller: kube-scheduler's HTTPExtender.Prioritize: POST the ExtenderArgs JSON on a
+// keep-alive connection, decode the HostPriorityList.
+func httpCaller(url string, in input, timeout time.Duration) func(int) error {
+	client := &http.Client{Transport: &http.Transport{}, Timeout: timeout}
+	bodies := make([][]byte, len(in.Bodies))
+	for i, b := range in.Bodies {
+		bodies[i] = []byte(b)
+	}
+	return func(i int) error {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(bodies[i%len(bodies)]))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		var out []hostPriority
+		return json.NewDecoder(resp.Body).Decode(&out)
+	}
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "scorebench: "+format+"\n", args...)
+	os.Exit(1)
+}
