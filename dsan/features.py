@@ -527,6 +527,24 @@ def featurize(
     return x, telemetry_of(snap, nodes)
 
 
+def pod_values(pod: PodSpec) -> list[Any]:
+    """The pod's scalars, in :func:`featurize_batch`'s order: its ``len(TASK_TYPES) + 13``
+    business columns, then cpu per GPU, log memory, the request (cpu, mem, GPU total), the
+    GPU count k, the GPU share used and needed per GPU, and whether it shares a GPU."""
+    k = pod.num_gpu if pod.gpu_milli > 0 else 0
+    gtot = float(k * pod.gpu_milli)
+    return (
+        [float(pod.task_type == t) for t in range(len(TASK_TYPES))]
+        + [np.tanh(pod.priority / 1000), pod.priority > 0, pod.gang_size / 8]
+        + [pod.gang_size > 1, pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE]
+        + [k / MAX_GPUS, pod.gpu_milli / 1000, gtot / GPU_SCALE]
+        + [pod.is_sharing, k == 0, bool(pod.gpu_models), len(pod.gpu_models) / 8]
+        + [pod.cpu_milli / max(1, k) / CPU_SCALE, np.log1p(pod.mem_mib) / np.log1p(MEM_SCALE)]
+        + [pod.cpu_milli, pod.mem_mib, gtot, k, pod.gpu_milli * (k > 0)]
+        + [max(pod.gpu_milli, 1), pod.is_sharing]
+    )
+
+
 def featurize_batch(
     pods: Sequence[PodSpec],
     snaps: Sequence[ClusterSnapshot],
@@ -603,18 +621,7 @@ def featurize_batch(
         )
         e[3] = 1.0 if snap.hourly_cost is None else snap.hourly_cost[idx]
         at += m
-        k = pod.num_gpu if pod.gpu_milli > 0 else 0
-        gtot = float(k * pod.gpu_milli)
-        pod_rows.append(
-            [float(pod.task_type == t) for t in range(len(TASK_TYPES))]
-            + [np.tanh(pod.priority / 1000), pod.priority > 0, pod.gang_size / 8]
-            + [pod.gang_size > 1, pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE]
-            + [k / MAX_GPUS, pod.gpu_milli / 1000, gtot / GPU_SCALE]
-            + [pod.is_sharing, k == 0, bool(pod.gpu_models), len(pod.gpu_models) / 8]
-            + [pod.cpu_milli / max(1, k) / CPU_SCALE, np.log1p(pod.mem_mib) / np.log1p(MEM_SCALE)]
-            + [pod.cpu_milli, pod.mem_mib, gtot, k, pod.gpu_milli * (k > 0)]
-            + [max(pod.gpu_milli, 1), pod.is_sharing]
-        )
+        pod_rows.append(pod_values(pod))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     if single:  # one decision: pod values broadcast, nothing to concatenate
         pv = np.array(pod_rows[0], dtype=np.float64)[:, None]

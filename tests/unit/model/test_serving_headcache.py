@@ -263,3 +263,46 @@ def test_gated_rows_follow_telemetry_presence_without_a_version_bump() -> None:
     _check(sm, model, pod, snap, nodes)
     ages[1::2] = np.inf
     _check(sm, model, pod, snap, nodes)
+
+
+def test_candidate_sets_with_the_same_extremes_reuse_logits_exactly() -> None:
+    """Rotations and subsets of the candidates keep their per-column extremes: only nodes
+    whose row or telemetry age moved go through the head again, and the logits stay exact."""
+    model = _random_residual(8)
+    snap = _snap(40, seed=13)
+    sm = ServingModel(model, default_workload())
+    assert sm.head is not None and snap.telemetry_age_s is not None
+    pod = PODS[0]
+    nodes = feasible_nodes(pod, snap)
+    _check(sm, model, pod, snap, nodes)
+    scored = sm.head.rows_scored
+    for k in (3, 11, len(nodes) - 1):  # rotations, as kube-scheduler sends them
+        _check(sm, model, pod, snap, np.roll(nodes, k))
+    assert sm.head.rows_scored == scored
+    one = int(nodes[len(nodes) // 2])
+    snap.telemetry_age_s[one] += 7.0  # one node's clock moved: that row alone
+    _check(sm, model, pod, snap, np.roll(nodes, 5))
+    assert sm.head.rows_scored == scored + 1
+    for step in range(6):  # assumptions on the winner: exact whether extremes move or not
+        got = _check(sm, model, pod, snap, np.roll(nodes, step))
+        best = int(np.roll(nodes, step)[int(np.argmax(got))])
+        allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, default_workload()))
+        nodes = feasible_nodes(pod, snap)
+    snap.telemetry_age_s += 1.0  # every clock moved: every row with telemetry again
+    before = sm.head.rows_scored
+    _check(sm, model, pod, snap, nodes)
+    moved = int(np.isfinite(snap.telemetry_age_s[nodes]).sum())
+    assert 0 < moved < len(nodes) and sm.head.rows_scored == before + moved
+
+
+def test_set_entries_are_bounded_per_class() -> None:
+    model = _random_residual(8)
+    snap = _snap(30, seed=14)
+    sm = ServingModel(model, default_workload())
+    assert sm.head is not None
+    sm.head.max_sets = 2
+    pod = PODS[0]
+    feas = feasible_nodes(pod, snap)
+    for size in range(2, len(feas) + 1, 3):  # growing prefixes: mostly other extremes
+        _check(sm, model, pod, snap, np.ascontiguousarray(feas[:size]))
+    assert all(len(c.sets) <= 2 for c in sm.head._classes.values())

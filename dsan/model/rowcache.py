@@ -1,0 +1,148 @@
+"""Per pod class and node, the DSAN head's first-layer terms of the absolute feature columns.
+
+Every place the model reads the (m, 128) features is linear first: ``fusion.query(x)``,
+``head.proj(x)``, ``head.skip(x)``, ``head.gpu_skip(x) * (1 - pod_is_cpu_only)`` and the
+residual prior ``x[:, fgd_score_int] * 100 * softplus(prior_scale)``. Of the 128 columns only
+:data:`~dsan.rowfeatures.REQUEST_COLUMNS` depend on the candidate set or the clock; the rest
+are a function of the pod's class (:func:`class_key`: every pod field the featurizer reads)
+and the node's state. So each first-layer output is ``W[:, abs] x_abs + b``, kept here per
+class and node, ``+ W[:, req] x_req``, added per request by :mod:`dsan.model.headcache`.
+A class keeps, per node, those pre-activations and the float64 quantities the relative
+columns are computed from, and recomputes a node's row only after its allocation changed
+(CPU, memory, GPUs, pod count: :class:`RowTracker`); usually one or two rows per request,
+through the few-row featurizer :func:`dsan.rowfeatures.featurize_rows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.features import PlacementCache, age_columns
+from dsan.rowfeatures import REQUEST_COLUMNS, featurize_rows
+from dsan.snapshot import ClusterSnapshot, PodSpec, _rows_differ
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+
+
+def class_key(pod: PodSpec) -> Hashable:
+    """Every pod field :func:`dsan.features.featurize` reads (not the name)."""
+    return (pod.cpu_milli, pod.mem_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_models,
+            pod.priority, pod.task_type, pod.gang_size, pod.image)
+
+
+class RowTracker:
+    """Which nodes' allocation state (everything ``featurize`` reads that a placement changes)
+    changed since a cached row was computed: one vectorised compare per request."""
+
+    def __init__(self, snap: ClusterSnapshot) -> None:
+        self.cpu_used = snap.cpu_used.copy()
+        self.mem_used = snap.mem_used.copy()
+        self.gpu_free = snap.gpu_free.copy()
+        self.pod_count = None if snap.pod_count is None else snap.pod_count.copy()
+        self.epoch = np.zeros(len(snap), dtype=np.int64)
+        self.tick = 1
+
+    def sync(self, snap: ClusterSnapshot) -> None:
+        diff = (snap.cpu_used != self.cpu_used) | (snap.mem_used != self.mem_used)
+        diff |= _rows_differ(snap.gpu_free, self.gpu_free)
+        if self.pod_count is not None and snap.pod_count is not None:
+            diff |= snap.pod_count != self.pod_count
+        elif (self.pod_count is None) != (snap.pod_count is None):
+            diff[:] = True  # pod counts appeared or vanished: every row's column moved
+            self.pod_count = None if snap.pod_count is None else snap.pod_count.copy()
+        changed = np.flatnonzero(diff)
+        if changed.size:
+            self.tick += 1
+            self.epoch[changed] = self.tick
+            self.cpu_used[changed] = snap.cpu_used[changed]
+            self.mem_used[changed] = snap.mem_used[changed]
+            self.gpu_free[changed] = snap.gpu_free[changed]
+            if self.pod_count is not None and snap.pod_count is not None:
+                self.pod_count[changed] = snap.pod_count[changed]
+
+
+@dataclass(frozen=True, slots=True)
+class FirstLayer:
+    """The head's first linear maps as numpy, read from the module at each embedding refresh."""
+
+    h: int
+    w_first: F32  # (3H, F): fusion.query then head.proj
+    b_query: F32  # (H,)
+    bias: F32  # (2H + 1,): head.proj's bias, then the summed linear logit terms' biases
+    w_skip: F64  # (F,) head.skip
+    w_gpu: F64  # (F,) head.gpu_skip, for pods that ask for GPUs
+    residual: bool
+    prior: tuple[int, float]  # (fgd_score_int column, 100 softplus(prior_scale))
+    cpu_only: int  # pod_is_cpu_only column
+    key_diff: F32  # (n, H): (key_1 - key_0) / sqrt(H) of the two streams per node
+
+    def of_class(self, x_pod: F32) -> F32:
+        """(3H + 1, F) weights of one class: query, proj, and the summed linear logit terms
+        (the GPU skip and the prior depend on the pod only through ``pod_is_cpu_only``)."""
+        w = self.w_skip.copy()
+        if self.residual:
+            w = w + (1.0 - float(x_pod[self.cpu_only])) * self.w_gpu
+            w[self.prior[0]] += self.prior[1]
+        return np.concatenate([self.w_first, w[None, :].astype(np.float32)], axis=0).astype(
+            np.float32
+        )
+
+
+@dataclass(slots=True)
+class ClassRows:
+    """One pod class's cached rows, for all n nodes; :meth:`update` recomputes some."""
+
+    pre: F32  # (n, 2H + 1): proj and linear logit terms of the absolute columns, biases in
+    att: F32  # (n,): (key_1 - key_0) . query(x_abs) / sqrt(H), query bias in
+    quant: F64  # (7, n): delta, bestfit, least, dot, cost, fgd_int, bestfit (as featurize)
+    at: I64  # (n,) tracker tick each row was computed at; -1 never
+    w_abs: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))  # (F, 3H + 1)
+    req_w: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))  # (9, 2H + 1)
+    #: (n,) the ReLU layer is zero whatever the relative and age columns (each in [0, 1])
+    #: are, given ``present`` (tel_present when the row was computed)
+    dead: BOOL = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    present: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    #: The head's logits per candidate-set extremes (:class:`dsan.model.headcache.SetLogits`)
+    sets: dict[Hashable, object] = field(default_factory=dict)
+    #: Rows featurized into this class (observability and tests).
+    computed: int = 0
+
+    @classmethod
+    def empty(cls, n: int, h: int) -> ClassRows:
+        return cls(np.zeros((n, 2 * h + 1), dtype=np.float32), np.zeros(n, dtype=np.float32),
+                   np.zeros((7, n)), np.full(n, -1, dtype=np.int64),
+                   dead=np.zeros(n, dtype=np.bool_), present=np.zeros(n, dtype=np.float32))
+
+    def update(self, layer: FirstLayer, pod: PodSpec, snap: ClusterSnapshot, rows: I64,
+               node_cols: F32, placements: PlacementCache, tick: int) -> None:
+        """Recompute ``rows`` (unique) from the current snapshot; ``node_cols`` is the node
+        block of all nodes."""
+        h = layer.h
+        x, q = featurize_rows(pod, snap, rows, node_cols[rows], placements)
+        if self.w_abs.size == 0:  # first rows of the class: its weights (pod columns known now)
+            w = layer.of_class(x[0])
+            self.req_w = np.ascontiguousarray(w[h:, REQUEST_COLUMNS].T)
+            w[:, REQUEST_COLUMNS] = 0.0  # featurize_rows leaves them zero; belt and braces
+            self.w_abs = np.ascontiguousarray(w.T)
+        pre = x @ self.w_abs
+        qv = pre[:, :h] + layer.b_query
+        self.att[rows] = np.einsum("mh,mh->m", qv, layer.key_diff[rows])
+        self.pre[rows] = pre[:, h:] + layer.bias
+        # Largest pre-activation any request can give (relative and age columns lie in
+        # [0, 1]; tel_present, a gate in trained models, as now); a small margin keeps float
+        # rounding on the exact side.
+        h2 = 2 * h
+        self.present[rows] = age_columns(snap, rows)[:, 1]
+        top = self.pre[rows, :h2] + np.maximum(self.req_w[:-1, :h2], 0.0).sum(0)
+        top += self.present[rows, None] * self.req_w[-1, :h2]
+        self.dead[rows] = top.max(axis=1) <= -1e-5
+        self.quant[:, rows] = q.T
+        self.at[rows] = tick
+        self.computed += len(rows)
