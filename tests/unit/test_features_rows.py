@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 from dsan.features import FEATURE_NAMES, PlacementCache, default_workload, featurize, node_block
 from dsan.policies.target import TargetWorkload
 from dsan.rowfeatures import REQUEST_COLUMNS, SMALL_ROWS, featurize_rows, quantities
-from dsan.snapshot import PodSpec
+from dsan.snapshot import ClusterSnapshot, PodSpec
 from tests.unit.test_features_fast import _random_pod, _random_snapshot
 
 KEEP = np.setdiff1d(np.arange(len(FEATURE_NAMES)), REQUEST_COLUMNS)
 
 
-def _pin(pod: PodSpec, snap, rows: np.ndarray, target: TargetWorkload) -> None:  # type: ignore[no-untyped-def]
+def _pin(pod: PodSpec, snap: ClusterSnapshot, rows: np.ndarray, target: TargetWorkload) -> None:
     want, _ = featurize(pod, snap, rows, target)
     cache = PlacementCache(target)
     got, q = featurize_rows(pod, snap, rows, node_block(snap, rows), cache)
