@@ -169,7 +169,19 @@ class HeadCache:
             rows = np.unique(stale)
             c.update(self._layer, pod, snap, rows, node_cols, placements, t.tick)
             self.rows_computed += len(rows)
+        c.last = nodes
         return self._set_logits(c, snap, nodes)
+
+    def prefetch(self, pod: PodSpec, snap: ClusterSnapshot, node_cols: F32,
+                 placements: PlacementCache) -> bool:
+        """Bring ``pod``'s class up to date with ``snap`` by serving its last candidates
+        again (rows the assumption changed, their logits under the last extremes): work the
+        next request of the class then finds done. False if the class has no last request."""
+        c = self._classes.get(class_key(pod))
+        if c is None or c.last is None or (len(c.last) and c.last.max() >= len(snap)):
+            return False
+        self.logits(pod, snap, c.last, node_cols, placements)
+        return True
 
     def _set_logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64) -> F64:
         """Logits from the class's :class:`SetLogits` of the candidates' extremes; only the

@@ -113,6 +113,8 @@ class ClassRows:
     sets: dict[Hashable, object] = field(default_factory=dict)
     #: Rows featurized into this class (observability and tests).
     computed: int = 0
+    #: The candidates of the class's last request (re-served by ``HeadCache.prefetch``).
+    last: I64 | None = None
 
     @classmethod
     def empty(cls, n: int, h: int) -> ClassRows:

@@ -131,6 +131,23 @@ class ServingModel:
         self._inputs, self._tver, self._len = _inputs(snap), snap.telemetry_version, len(snap)
         self.embed_count += 1
 
+    def _placements(self, snap: ClusterSnapshot) -> PlacementCache:
+        w = self.workload or default_workload()
+        if self._cache is None or self._cache.workload is not w or self._models != snap.gpu_models:
+            self._cache, self._models = PlacementCache(w), list(snap.gpu_models)
+            if self.head is not None:
+                self.head.clear()
+        return self._cache
+
+    def prefetch(self, pod: PodSpec, snap: ClusterSnapshot) -> bool:
+        """Off the request path (after the reply, e.g. right after an assumption): update
+        ``pod``'s class to ``snap`` so its next request only gathers. Exact either way: the
+        next request checks every row again. False if there was nothing to do."""
+        if self.head is None:
+            return False
+        self.refresh(snap)
+        return self.head.prefetch(pod, snap, self._node_cols, self._placements(snap))
+
     def logits(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
@@ -139,16 +156,12 @@ class ServingModel:
             return np.zeros(0)
         self.refresh(snap)
         nodes = np.asarray(nodes, dtype=np.int64)
-        w = self.workload or default_workload()
-        if self._cache is None or self._cache.workload is not w or self._models != snap.gpu_models:
-            self._cache, self._models = PlacementCache(w), list(snap.gpu_models)
-            if self.head is not None:
-                self.head.clear()
+        cache = self._placements(snap)
         if self.head is not None:
-            return self.head.logits(pod, snap, nodes, self._node_cols, self._cache)
+            return self.head.logits(pod, snap, nodes, self._node_cols, cache)
         cols = self._node_cols[nodes]  # a fresh copy (fancy indexing): safe to update
         cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
-        x, _ = featurize(pod, snap, nodes, w, node_cols=cols, cache=self._cache)
+        x, _ = featurize(pod, snap, nodes, cache.workload, node_cols=cols, cache=cache)
         with torch.inference_mode():
             logit, _ = self.model.score(
                 torch.from_numpy(x),

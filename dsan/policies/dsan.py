@@ -38,6 +38,12 @@ class DSANScorer:
     ) -> npt.NDArray[np.float64]:
         return self.serving.logits(pod, snap, nodes)
 
+    def after_assume(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> None:
+        """The sidecar calls this after the reply left, once ``pod`` is charged to ``node``:
+        the class's changed rows are recomputed now instead of on its next request."""
+        del node  # every row that changed is found by the head cache's tracker
+        self.serving.prefetch(pod, snap)
+
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         return fgd_select_gpus(pod, snap, node, self.workload)
 

@@ -306,3 +306,32 @@ def test_set_entries_are_bounded_per_class() -> None:
     for size in range(2, len(feas) + 1, 3):  # growing prefixes: mostly other extremes
         _check(sm, model, pod, snap, np.ascontiguousarray(feas[:size]))
     assert all(len(c.sets) <= 2 for c in sm.head._classes.values())
+
+
+def test_prefetch_after_an_assumption_leaves_the_next_request_only_gathering() -> None:
+    """What the sidecar's settle() does after the reply (DSANScorer.after_assume): the
+    class's changed rows and their logits are brought up to date; the next request of the
+    class computes nothing and is still exact."""
+    from dsan.policies.dsan import DSANScorer
+
+    model = _random_residual(8)
+    snap = _snap(40, seed=15)
+    sm = ServingModel(model, default_workload())
+    scorer = DSANScorer(sm, default_workload())
+    assert sm.head is not None
+    pod = PODS[0]
+    assert not sm.prefetch(pod, snap)  # no request of the class yet
+    nodes = feasible_nodes(pod, snap)
+    for step in range(5):
+        got = _check(sm, model, pod, snap, np.roll(nodes, step))
+        best = int(np.roll(nodes, step)[int(np.argmax(got))])
+        allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, default_workload()))
+        computed = sm.head.rows_computed
+        scorer.after_assume(pod, snap, best)
+        assert sm.head.rows_computed > computed  # the winner's row, off the request path
+        computed, scored = sm.head.rows_computed, sm.head.rows_scored
+        nodes = feasible_nodes(pod, snap)
+        _check(sm, model, pod, snap, np.roll(nodes, step + 1))
+        assert sm.head.rows_computed == computed
+        if step == 0:  # the same set minus nothing: extremes as prefetched
+            assert sm.head.rows_scored == scored
