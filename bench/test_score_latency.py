@@ -148,7 +148,9 @@ def server_seconds(n: int, policy: str, api: str) -> tuple[float, float]:
     """(sum, count) of the server's own total-latency histogram: time inside the handler."""
     if policy == "noop":
         return 0.0, 0.0
-    hist = world(n, policy).service.metrics.lat[api, "total"]
+    svc = world(n, policy).service
+    svc.settle()  # observations wait for the post-reply settle
+    hist = svc.metrics.lat[api, "total"]
     count = sum(b.get() for b in hist._buckets)
     return hist._sum.get(), count
 

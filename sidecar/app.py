@@ -84,7 +84,7 @@ class Sidecar:
         self.http = ExtenderServer(
             cfg.bind_address, cfg.http_port, cfg.url_prefix, ExtenderApp(self.service),
             cfg.max_body_bytes, ready=self.service.ready,
-            metrics_body=self.metrics.exposition,
+            metrics_body=self.service.exposition,
             count_error=lambda reason: self.metrics.error("http", reason))
         self.grpc: GrpcServer | None = None
         if cfg.grpc_port >= 0:

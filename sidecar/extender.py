@@ -114,13 +114,12 @@ class ExtenderApp:
             self.service.refuse("http", err)
             return err.http_status, _error_body(err.message)
         self._prioritized.inc()
-        self.metrics.observe("http", res.featurize_s, res.model_s, time.perf_counter() - t0,
-                             len(names))
+        self.service.record("http", res, time.perf_counter() - t0, len(names))
         return 200, out
 
     def settle(self) -> None:
-        """Bookkeeping the reply did not wait for (the winner's assumption); the server
-        calls it after each POST's reply is written."""
+        """Bookkeeping the reply did not wait for (the winner's assumption, latency
+        observations); the server calls it after each POST's reply is written."""
         self.service.settle()
 
     def filter(self, body: bytes) -> tuple[int, bytes]:

@@ -42,8 +42,7 @@ class ScoreHandler:
             self.metrics.error("grpc", "internal")
             context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         self._scored.inc()
-        self.metrics.observe("grpc", res.featurize_s, res.model_s, time.perf_counter() - t0,
-                             len(res.scores))
+        self.service.record("grpc", res, time.perf_counter() - t0, len(res.scores))
         # The winner's assumption once the RPC is done (grpcio runs RPC callbacks on its
         # poller thread after the status went out); the next request settles it first anyway.
         if not context.add_callback(self.service.settle):

@@ -33,11 +33,23 @@ MAX_CLASSES = 64
 
 
 @dataclass(slots=True)
-class _Entry:
+class Entry:
+    """One class's vectors over the nodes of one node set."""
+
     index: Any  # the Published.index (node set) the vectors are laid out by
     changes: int  # change-log position they reflect
-    raw: npt.NDArray[np.float64]  # raw score per node; NaN where infeasible
+    #: Raw score per node plus one sentinel row (index n, always NaN) that unknown names
+    #: map to; NaN where infeasible.
+    rawx: npt.NDArray[np.float64]
     ok: npt.NDArray[np.bool_]  # feasibility per node
+    #: Feasible nodes whose raw score is not finite (a scorer's bug): while any exist,
+    #: NaN in ``rawx`` does not mean "infeasible or unknown" and the engine takes its
+    #: general path.
+    bad: int
+
+    @property
+    def raw(self) -> npt.NDArray[np.float64]:
+        return self.rawx[:-1]
 
 
 class ScoreCache:
@@ -50,7 +62,7 @@ class ScoreCache:
         # A scorer may offer a stateless row scorer (FGD: no O(n) diff of its own cache).
         self._score = getattr(scorer, "score_rows", scorer.score)
         self._max = max_classes
-        self._entries: dict[Hashable, _Entry] = {}
+        self._entries: dict[Hashable, Entry] = {}
         #: Rows recomputed and full rebuilds (observability and tests).
         self.rows_recomputed = 0
         self.rebuilds = 0
@@ -77,6 +89,11 @@ class ScoreCache:
         Call with the cache's scoring lock held (``pub`` is refreshed in place otherwise).
         A scorer exception propagates and the class is dropped, never left half updated.
         """
+        e = self.entry(pod, key, pub)
+        return e.raw, e.ok
+
+    def entry(self, pod: PodSpec, key: Hashable, pub: Published) -> Entry:
+        """:meth:`lookup`'s class entry itself (with the sentinel row)."""
         e = self._entries.get(key)
         if e is not None and e.index is pub.index and len(e.ok) == len(pub.snap):
             if e.changes != pub.changes:
@@ -100,27 +117,33 @@ class ScoreCache:
             if len(self._entries) >= self._max:
                 del self._entries[next(iter(self._entries))]
             self._entries[key] = e
-        return e.raw, e.ok
+        return e
 
-    def _build(self, pod: PodSpec, pub: Published) -> _Entry:
+    def _build(self, pod: PodSpec, pub: Published) -> Entry:
         snap = pub.snap
         ok = feasible(pod, snap)
-        raw = np.full(len(snap), np.nan)
+        rawx = np.full(len(snap) + 1, np.nan)
         fit = np.flatnonzero(ok)
         if fit.size:
-            raw[fit] = self._score(pod, snap, fit)
+            rawx[fit] = self._score(pod, snap, fit)
         self.rebuilds += 1
-        return _Entry(pub.index, pub.changes, raw, ok)
+        return Entry(pub.index, pub.changes, rawx, ok, _nonfinite(rawx[fit]))
 
-    def _update(self, pod: PodSpec, pub: Published, e: _Entry, rows: list[int]) -> None:
+    def _update(self, pod: PodSpec, pub: Published, e: Entry, rows: list[int]) -> None:
         snap = pub.snap
         idx = np.array(sorted(set(rows)), dtype=np.int64)  # a few rows: no np.unique
         ok = feasible(pod, snap, idx)
+        new = np.full(len(idx), np.nan)
+        if ok.any():
+            new[ok] = self._score(pod, snap, idx[ok])
+        # Written only once the scorer returned: an exception leaves the entry as it was.
+        e.bad += _nonfinite(new[ok]) - _nonfinite(e.rawx[idx[e.ok[idx]]])
         e.ok[idx] = ok
-        e.raw[idx[~ok]] = np.nan
-        fit = idx[ok]
-        if fit.size:
-            e.raw[fit] = self._score(pod, snap, fit)
+        e.rawx[idx] = new
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+def _nonfinite(a: npt.NDArray[np.float64]) -> int:
+    return int(a.size - np.count_nonzero(np.isfinite(a)))

@@ -98,6 +98,8 @@ class ScoringEngine:
         self._after_assume = getattr(scorer, "after_assume", None)
         #: settle() calls whose class refresh or scorer hook raised (the assumption stands).
         self.settle_errors = 0
+        #: Called once per assumption made (the service counts them in its metrics).
+        self.on_assume: Callable[[], None] | None = None
 
     def score(
         self, pod: PodSpec, names: Sequence[str], max_score: int = MAX_NODE_SCORE,
@@ -117,6 +119,8 @@ class ScoringEngine:
                     self._pending = (assume, pod, names[res.best])
                 else:
                     self.cache.assume(assume, pod, names[res.best], patch_published=True)
+                    if self.on_assume is not None:
+                        self.on_assume()
             return res
 
     def settle(self) -> None:
@@ -134,6 +138,8 @@ class ScoringEngine:
         key, pod, node = self._pending
         self._pending = None
         self.cache.assume(key, pod, node, patch_published=True)
+        if self.on_assume is not None:
+            self.on_assume()
         try:
             if self._cached:
                 ckey = self.classes.key(pod)
@@ -153,6 +159,76 @@ class ScoringEngine:
     def _score(self, pod: PodSpec, names: Sequence[str], max_score: int) -> ScoreResult:
         t0 = time.perf_counter()
         pub = self.cache.snapshot()
+        try_cached = self._cached and max_score >= 1
+        if try_cached:
+            key = self.classes.key(pod)
+            if key is not None:
+                try:
+                    res = self._score_class(pod, key, pub, names, max_score, t0)
+                except NoKnownNodes:
+                    raise
+                except Exception:  # the class could not be updated: the general path
+                    self.cache_misses += 1
+                    try_cached = False
+                    res = None
+                if res is not None:
+                    return res
+        return self._score_general(pod, names, max_score, pub, t0, try_cached)
+
+    def _score_class(self, pod: PodSpec, key: object, pub: Published, names: Sequence[str],
+                     max_score: int, t0: float) -> ScoreResult | None:
+        """The class cache's answer with no masks (the hot path of FGD and k8s-default);
+        None when the class holds non-finite scores of feasible nodes (general path).
+
+        Unknown names map to the entry's sentinel row, whose raw score is NaN like an
+        infeasible node's; min/max skip NaN (``fmin``/``fmax``) and ``fmax(x, 0)`` turns
+        NaN into score 0. The scaling is :func:`normalize`'s, element for element, and the
+        winner is the first maximum: infeasible nodes score 0 and the best feasible one
+        ``max_score`` >= 1, so it is the first feasible maximum, as in the general path.
+        """
+        m = len(names)
+        e = self.classes.entry(pod, key, pub)
+        if e.bad:
+            return None
+        sentinel = len(e.ok)
+        rows = np.fromiter(map(pub.index.get, names, repeat(sentinel)), dtype=np.int64,
+                           count=m)
+        t1 = time.perf_counter()
+        r = e.rawx[rows]
+        n_nan = int(np.count_nonzero(np.isnan(r)))  # infeasible or unknown
+        n_unknown = 0
+        if n_nan and rows.max() == sentinel:  # one reduction when every name is known
+            n_unknown = int(np.count_nonzero(rows == sentinel))
+            if n_unknown == m or (self._strict and n_unknown):
+                raise NoKnownNodes(_unknown_message(names, rows != sentinel))
+        t2 = time.perf_counter()
+        best = -1
+        if n_nan == m:
+            out = np.zeros(m, dtype=np.int64)
+        else:
+            lo, hi = np.fmin.reduce(r), np.fmax.reduce(r)
+            span = hi - lo
+            if 0 < span < np.inf:
+                f = r - lo
+                f *= max_score / span
+                np.rint(f, out=f)
+                if n_nan:
+                    np.fmax(f, 0.0, out=f)
+                best = int(np.argmax(f))  # float argmax: same first maximum, cheaper
+                out = f.astype(np.int64)
+            else:  # all equal, or a span past float64: normalize's own cases
+                fit = ~np.isnan(r)
+                out = np.zeros(m, dtype=np.int64)
+                out[fit] = normalize(r[fit], max_score)
+                best = int(np.argmax(out))
+        return ScoreResult(
+            scores=out, best=best, unknown=n_unknown, infeasible=n_nan - n_unknown,
+            fallback=0, version=pub.version, featurize_s=t1 - t0, model_s=t2 - t1,
+            total_s=time.perf_counter() - t0,
+        )
+
+    def _score_general(self, pod: PodSpec, names: Sequence[str], max_score: int,
+                       pub: Published, t0: float, try_cached: bool) -> ScoreResult:
         snap = pub.snap
         m = len(names)
         # --- featurize: names -> rows, feasibility and staleness on our view
@@ -165,7 +241,7 @@ class ScoringEngine:
             n_unknown = m - int(np.count_nonzero(known))
             if n_unknown == m or (self._strict and n_unknown):
                 raise NoKnownNodes(_unknown_message(names, known))
-        if self._cached:
+        if try_cached:
             key = self.classes.key(pod)
             if key is not None:
                 try:

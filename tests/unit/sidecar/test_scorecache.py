@@ -264,3 +264,57 @@ def test_deferred_assumptions_give_the_inline_answers(
         extra += kind == "add_node"
     deferred.settle()
     assert caches[1].assumed_count == caches[0].assumed_count
+
+
+class _Table:
+    """A row-separable scorer reading a fixed score per node (NaN, inf, ties allowed)."""
+
+    name = "table"
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = np.array(values)
+
+    def cache_key(self, pod: PodSpec) -> object:
+        return "t"
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot,
+              nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self.values[nodes]
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        return ()
+
+
+class _TableUncached(_Table):
+    cache_key = None  # type: ignore[assignment]  # no key: the engine's general path
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), n=st.integers(1, 8), max_score=st.sampled_from([10, 100]))
+def test_the_class_fast_path_equals_the_general_path(data: st.DataObject, n: int,
+                                                      max_score: int) -> None:
+    """Unknown and infeasible candidates, repeats, ties, NaN, +-inf and spans past float64:
+    the cached engine's masked-free path answers exactly as the general one."""
+    values = data.draw(st.lists(st.sampled_from(
+        [0.0, 1.0, 2.0, -3.5, 7.25, np.nan, np.inf, -np.inf, 1e308, -1e308]),
+        min_size=n, max_size=n))
+    cpus = data.draw(st.lists(st.sampled_from(["2", "8"]), min_size=n, max_size=n))
+    names = [f"n{i}" for i in range(n)]
+    cand = data.draw(st.lists(st.sampled_from([*names, "ghost"]), min_size=1, max_size=12))
+    cache = GraphCache(SidecarConfig())
+    cache.replace_nodes([ko.node(nm, cpu=c) for nm, c in zip(names, cpus, strict=True)])
+    pod = PodSpec("p", 4000, 100)  # fits only the 8-CPU nodes
+    fast = ScoringEngine(cache, _Table(values), FGDScorer(), 60)
+    slow = ScoringEngine(cache, _TableUncached(values), FGDScorer(), 60)
+    assert fast._cached and not slow._cached
+    for _ in range(2):  # built, then served from the entry
+        try:
+            want = slow.score(pod, cand, max_score)
+        except LookupError:
+            with pytest.raises(LookupError):
+                fast.score(pod, cand, max_score)
+            return
+        got = fast.score(pod, cand, max_score)
+        assert got.scores.tolist() == want.scores.tolist()
+        assert (got.best, got.unknown, got.infeasible) == (want.best, want.unknown,
+                                                           want.infeasible)
