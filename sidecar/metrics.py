@@ -29,6 +29,11 @@ class SidecarMetrics:
             "dsan_sidecar_score_latency_seconds",
             "Server-side time to score one pod, by API and phase (featurize, model, total)",
             ["api", "phase"], buckets=LATENCY_BUCKETS, registry=r)
+        self.settle = Histogram(
+            "dsan_sidecar_settle_seconds",
+            "Time to apply one request's deferred assumption after its reply was sent "
+            "(charge the winner, refresh the served pod class)",
+            buckets=LATENCY_BUCKETS, registry=r)
         self.candidates = Histogram(
             "dsan_sidecar_candidate_nodes", "Candidate nodes per score request",
             ["api"], buckets=NODE_BUCKETS, registry=r)

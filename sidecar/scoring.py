@@ -98,6 +98,8 @@ class ScoringEngine:
         self._after_assume = getattr(scorer, "after_assume", None)
         #: settle() calls whose class refresh or scorer hook raised (the assumption stands).
         self.settle_errors = 0
+        #: Deferred assumptions the next request applied first (its settle() came late).
+        self.settled_by_next = 0
         #: Called once per assumption made (the service counts them in its metrics).
         self.on_assume: Callable[[], None] | None = None
 
@@ -111,7 +113,8 @@ class ScoringEngine:
         # One request at a time: the snapshot is refreshed in place between requests, and
         # under the GIL parallel scoring would gain nothing anyway.
         with self.cache.scoring_lock:
-            if self._pending is not None:
+            if self._pending is not None:  # the previous request's settle() has not run yet
+                self.settled_by_next += 1
                 self._settle_locked()
             res = self._score(pod, names, max_score)
             if assume and res.best >= 0:
@@ -123,15 +126,18 @@ class ScoringEngine:
                         self.on_assume()
             return res
 
-    def settle(self) -> None:
+    def settle(self) -> bool:
         """Apply the deferred assumption, if any: charge the winner, refresh the class that
         was just served on that row (the next pod of the class then finds nothing to
-        update), call the scorer's ``after_assume``. Safe from any thread."""
+        update), call the scorer's ``after_assume``. Safe from any thread; True if there
+        was one to apply."""
         if self._pending is None:  # read without the lock: checked again under it
-            return
+            return False
         with self.cache.scoring_lock:
-            if self._pending is not None:
-                self._settle_locked()
+            if self._pending is None:
+                return False
+            self._settle_locked()
+            return True
 
     def _settle_locked(self) -> None:
         assert self._pending is not None

@@ -8,6 +8,7 @@ The HTTP extender and the gRPC service only decode their wire format, call
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,6 +80,9 @@ class ScoringService:
         # Latency observations wait in a deque (appends are atomic) until settle(), after
         # the reply: four histogram observes are ~5 us nobody needs before it is sent.
         self._observed: deque[tuple[str, float, float, float, int]] = deque()
+        #: Time spent in settle() applying deferred assumptions, and how many (benchmarks).
+        self.settle_s = 0.0
+        self.settles = 0
 
     def ready(self) -> bool:
         return self.view.synced()
@@ -113,11 +117,18 @@ class ScoringService:
         :meth:`ScoringEngine.settle`) and the queued latency observations. Runs after a
         reply was sent (and before every scrape), so it must never raise into a server
         thread."""
+        t0 = time.perf_counter()
         try:
-            self.engine.settle()
+            applied = self.engine.settle()
         except Exception:  # the assumption is lost; its pod is scored again if retried
+            applied = False
             self.metrics.error("inprocess", "internal")
             log.exception("applying a deferred assumption failed")
+        if applied:
+            dt = time.perf_counter() - t0
+            self.settle_s += dt
+            self.settles += 1
+            self.metrics.settle.observe(dt)
         observed = self._observed
         while observed:
             try:
