@@ -112,14 +112,17 @@ def openb_stage(a: ScenarioArgs) -> tuple[DSANNet, dict[str, Any]]:
         model = DSANNet(ModelConfig(hidden=32, head="residual"))
         manifest = {"version": f"residual-seed{a.seed}", "training": {"head": "residual"}}
     if a.openb_skip:
-        from dsan.train.search import apply
+        from dsan.train.search import apply, load_openb_skip
 
-        res = json.loads(Path(a.openb_skip).read_text())
-        apply(model, res["features"], res["weights"], bool(res.get("gpu_pods_only", False)))
+        # (features, weights, gpu_only, gpu_weights): old files without gpu_weights still load
+        features, weights, gpu_only, gpu_weights = load_openb_skip(a.openb_skip)
+        apply(model, features, weights, gpu_only, gpu_weights)
         manifest["training"] = {
             **manifest.get("training", {}),
             "openb_skip": a.openb_skip,
-            "skip_weights": dict(zip(res["features"], res["weights"], strict=True)),
+            "skip_weights": dict(zip(features, weights, strict=True)),
+            "gpu_skip_weights": dict(zip(features, gpu_weights or [], strict=False)),
+            "gpu_pods_only": gpu_only,
         }
     return model, manifest
 
