@@ -5,9 +5,15 @@ validator. One iteration:
 
 1. the PS sends the current weights and version to every worker (``rpc_async``); each plays
    ``episodes_per_iter`` episodes with its own simulator, all in lockstep (one batched head
-   call per step, :func:`dsan.train.rollout.collect`), and returns the rollouts;
-2. the PS aggregates them and takes the PPO step (:func:`dsan.train.ppo.ppo_update`):
-   version v+1;
+   call per step, :func:`dsan.train.rollout.collect`);
+2. the PPO step, version v+1, in one of two ways (``DistConfig.ship``):
+
+   * ``gradients`` (default): workers keep their rollouts and return only counts and
+     advantage moments; per minibatch the PS sends the parameters, every worker returns the
+     gradient on its share, and the PS averages, clips and steps
+     (:mod:`dsan.train.learner`: synchronous data-parallel PPO, 143 kB per message);
+   * ``rollouts``: workers return the rollouts (~17 kB per decision) and the PS aggregates
+     them and takes the PPO step alone (:func:`dsan.train.ppo.ppo_update`);
 3. the shadow validator scores v+1 greedily on held-out episodes; if the score drops more
    than ``rollback_threshold`` allocation points below the last good version, the PS
    restores the last good weights and optimiser state and logs a ``rollback`` event;
@@ -21,6 +27,7 @@ weights after that iteration's update, to prove the rollback (tests and demos on
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -35,8 +42,11 @@ import torch.multiprocessing as mp
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.env import EnvConfig, make_episode
+from dsan.train.learner import Grad, LocalLearner, Share, global_moments, ppo_rounds
 from dsan.train.ppo import EVAL_SEED_BASE, Args, _CsvLog, ppo_update
 from dsan.train.rollout import Rollout, collect
+
+SHIP = ("gradients", "rollouts")
 
 
 @dataclass
@@ -47,8 +57,11 @@ class DistConfig:
     rollback_threshold: float = 1.0  # allocation percentage points
     inject_degraded_at: int = -1
     rpc_timeout_s: float = 600.0
+    ship: str = "gradients"  # what workers send back: see the module docstring
 
     def __post_init__(self) -> None:
+        if self.ship not in SHIP:
+            raise ValueError(f"DistConfig.ship must be one of {SHIP}, not {self.ship!r}")
         if self.workers < 1:
             raise ValueError("DistConfig.workers must be >= 1")
         if self.rollback_threshold < 0:
@@ -80,6 +93,37 @@ def play(
     eps = [make_episode(env, s) for s in seeds]
     ros = collect(eps, model, "sample", rng=np.random.default_rng(seeds[0] if seeds else 0))
     return ros, time.perf_counter() - t0, time.process_time() - c0
+
+
+_LEARNER: LocalLearner | None = None
+
+
+def play_and_keep(
+    cfg: dict[str, int],
+    state: dict[str, torch.Tensor],
+    env: EnvConfig,
+    seeds: list[int],
+    a: Args,
+    minibatch: int,
+) -> Share:
+    """Worker, ``ship="gradients"``: play as :func:`play`, keep the rollouts here (with their
+    advantages and minibatch plan) and return only what the PS needs to run the rounds."""
+    global _LEARNER
+    torch.set_num_threads(1)
+    _LEARNER = None  # free the previous iteration's rollouts before playing new ones
+    model = _local_model(cfg, state)
+    t0, c0 = time.perf_counter(), time.process_time()
+    eps = [make_episode(env, s) for s in seeds]
+    rng = np.random.default_rng(seeds[0] if seeds else 0)
+    ros = collect(eps, model, "sample", rng=rng)
+    _LEARNER = LocalLearner(model, ros, a, minibatch, rng)
+    return _LEARNER.share(time.perf_counter() - t0, time.process_time() - c0)
+
+
+def gradient(params: torch.Tensor, epoch: int, k: int, mu: float, sd: float) -> Grad:
+    """Worker, ``ship="gradients"``: the gradient on this worker's k-th minibatch."""
+    assert _LEARNER is not None, "gradient() before play_and_keep()"
+    return _LEARNER.grad(params, epoch, k, mu, sd)
 
 
 def validate(
@@ -137,6 +181,12 @@ class ParameterServer:
         return False
 
 
+def _gradient_async(
+    workers: list[str], mu: float, sd: float, j: int, params: torch.Tensor, e: int, k: int
+) -> Any:
+    return rpc.rpc_async(workers[j], gradient, args=(params, e, k, mu, sd))
+
+
 def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -159,29 +209,47 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     ps.judge(rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds)))
     throughput: list[float] = []
     per_cpu: list[float] = []
+    update_s: list[float] = []
+    iteration_s: list[float] = []
+    # Each worker's minibatches hold minibatch / workers steps: a round sees `minibatch`.
+    local_mb = max(1, a.minibatch // d.workers)
     for it in range(a.iterations):
         state = ps.weights()
-        futs = [
-            rpc.rpc_async(
-                w,
-                play,
-                args=(
-                    cfg,
-                    state,
-                    env,
-                    [int(s) for s in rng.integers(10_000, size=a.episodes_per_iter)],
-                ),
-            )
-            for w in workers
-        ]
         t_col = time.perf_counter()
-        results = [f.wait() for f in futs]
-        wall = time.perf_counter() - t_col
-        ros = [r for rs, _, _ in results for r in rs]
-        decisions = sum(len(r) for r in ros)
+        seeds = [[int(s) for s in rng.integers(10_000, size=a.episodes_per_iter)] for _ in workers]
+        if d.ship == "gradients":
+            shares: list[Share] = [
+                f.wait()
+                for f in [
+                    rpc.rpc_async(w, play_and_keep, args=(cfg, state, env, ss, a, local_mb))
+                    for w, ss in zip(workers, seeds, strict=True)
+                ]
+            ]
+            wall = time.perf_counter() - t_col
+            decisions = sum(s.decisions for s in shares)
+            cpu = sum(s.cpu_s for s in shares)
+            rewards = [r for s in shares for r in s.episode_rewards]
+            t_up = time.perf_counter()
+            submit = functools.partial(_gradient_async, workers, *global_moments(shares))
+            st = ppo_rounds(ps.model, ps.opt, submit, [s.minibatches for s in shares])
+        else:
+            results = [
+                f.wait()
+                for f in [
+                    rpc.rpc_async(w, play, args=(cfg, state, env, ss))
+                    for w, ss in zip(workers, seeds, strict=True)
+                ]
+            ]
+            wall = time.perf_counter() - t_col
+            ros = [r for rs, _, _ in results for r in rs]
+            decisions = sum(len(r) for r in ros)
+            cpu = sum(c for _, _, c in results)
+            rewards = [sum(r.reward) for r in ros]
+            t_up = time.perf_counter()
+            st = ppo_update(ps.model, ps.opt, ros, a, rng)
+        update_s.append(time.perf_counter() - t_up)
         throughput.append(decisions / wall)
-        per_cpu.append(decisions / max(sum(c for _, _, c in results), 1e-9))
-        st = ppo_update(ps.model, ps.opt, ros, a, rng)
+        per_cpu.append(decisions / max(cpu, 1e-9))
         v = ps.bump()
         if it == d.inject_degraded_at:
             with torch.no_grad():  # a deliberately broken version: prefer the worst nodes
@@ -189,11 +257,12 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
                 ps.model.head.skip.bias.zero_()
         score = rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds))
         ok = ps.judge(score)
+        iteration_s.append(time.perf_counter() - t_col)
         log.write(
             {
                 "iteration": it,
                 "phase": "ppo-dist",
-                "reward": float(np.mean([sum(r.reward) for r in ros])),
+                "reward": float(np.mean(rewards)) if rewards else 0.0,
                 "eval_alloc_pct": score,
                 "decisions_per_s": decisions / wall,
                 "wall_s": time.perf_counter() - t0,
@@ -210,12 +279,15 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
             )
     summary = {
         "workers": d.workers,
+        "ship": d.ship,
         "versions": ps.version,
         "good_version": ps.good_version,
         "good_score": ps.good_score,
         "rollbacks": ps.rollbacks,
         "decisions_per_s": throughput,
         "decisions_per_worker_cpu_s": per_cpu,
+        "update_s": update_s,  # the PPO step (PS alone, or rounds with the workers)
+        "iteration_s": iteration_s,  # collection + PPO step + shadow validation
         "wall_s": time.perf_counter() - t0,
         "final_weights_equal_good": all(
             torch.equal(a_, b_)
