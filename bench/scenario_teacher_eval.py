@@ -7,6 +7,7 @@ Usage::
     .venv/bin/python bench/scenario_table1_report.py out/t1-teacher.json
 
 Optional ``--cool 0.8 --web-cpu 16000`` vary the teacher's two constants (sensitivity).
+``anchored-teacher`` is the boot-aware variant (``dsan.train.teachers.Anchored``, ``--tau``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import aggregate, default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
-from dsan.train.teachers import Composite
+from dsan.train.teachers import Anchored, Composite
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burst", action="store_true")
     ap.add_argument("--cool", type=float, default=0.8)
     ap.add_argument("--web-cpu", type=float, default=16000.0)
+    ap.add_argument("--tau", type=float, default=0.0, help="anchored-teacher's fill target")
     ap.add_argument("--json", action="store_true", help="the `dsan sim --json` shape on stdout")
     a = ap.parse_args(argv)
     lo, _, hi = a.seeds.partition("-")
@@ -42,9 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load(a.scenario)
 
     def factory(name: str, seed: int, wl: Workload, engine: Engine) -> Scorer:
+        target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
         if name == "scenario-teacher":
-            target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
             return Composite(target, cool=a.cool, web_cpu_milli=a.web_cpu)
+        if name == "anchored-teacher":  # the boot-aware teacher (dsan.train.teachers.Anchored)
+            return Anchored(target, cool=a.cool, tau=a.tau)
         return default_factory(name, seed, wl, engine)
 
     table: dict[str, Any] = {}

@@ -45,7 +45,7 @@ from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
 from dsan.train.scenario_rollout import ScenarioRollout, run_window
-from dsan.train.teachers import Composite
+from dsan.train.teachers import SCENARIO_TEACHERS
 
 #: Parameter-name prefixes the scenario stage trains; everything else stays frozen.
 TRAINED = ("fusion.", "head.proj.", "head.mlp.", "head.value.")
@@ -84,6 +84,8 @@ class ScenarioArgs:
     w_cost: float = 0.2
     w_sla: float = 0.1
     sla_shaping: float = 1.0
+    boot_shaping: float = 0.0  # start-up term (scenario_env): per placement, boot wait / 90 s
+    scenario_teacher: str = "scenario"  # or "anchored": the boot-aware teacher (teachers.py)
     imitate_gpu_pods: bool = True  # False: GPU pods keep the openb ranking on the scenario too
     anchor_episodes: int = 2
     anchor_coef: float = 0.0  # the gate keeps openb; the anchor then only checks
@@ -97,10 +99,18 @@ class ScenarioArgs:
             raise ValueError("ScenarioArgs: window_h > 0, start_hours and record_every >= 1")
         if self.iterations < 0 or self.imitation_episodes < 0:
             raise ValueError("ScenarioArgs: iterations and imitation_episodes must be >= 0")
+        if self.scenario_teacher not in SCENARIO_TEACHERS:
+            known = ", ".join(SCENARIO_TEACHERS)
+            raise ValueError(f"ScenarioArgs: scenario_teacher must be one of {known}")
 
     def reward(self) -> ScenarioReward:
         return ScenarioReward(
-            self.w_util, self.w_completion, self.w_cost, self.w_sla, self.sla_shaping
+            self.w_util,
+            self.w_completion,
+            self.w_cost,
+            self.w_sla,
+            self.sla_shaping,
+            boot_shaping=self.boot_shaping,
         )
 
 
@@ -192,7 +202,7 @@ def play(
     wl = generate(cfg, seed, False)
     ep0 = ScenarioEpisode(WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg)
     target = TargetWorkload.from_pods(wl.pods, ep0.env.engine.snap.gpu_models)  # type: ignore[union-attr]
-    teacher = Composite(target)
+    teacher = SCENARIO_TEACHERS[a.scenario_teacher](target)
     ep = ScenarioEpisode(
         WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg, teacher.select_gpus
     )
