@@ -5,10 +5,18 @@ best-heuristic parity, measured side by side in one session:
   decision (:func:`dsan.train.rollout.run_episode`, the original collection path);
 * ``single-lockstep``: one process playing the same episodes in lockstep, one batched head
   call per step (:func:`dsan.train.rollout.collect`, what the workers run);
-* ``rpc-1`` / ``rpc-2``: the distributed trainer with 1 and 2 rollout workers on
-  torch.distributed.rpc (TensorPipe, loopback), parameter server and shadow validator in
-  their own processes; throughput = decisions collected / wall time of the collection round
-  (rollouts shipped back to the PS included), taken from the last iteration.
+* ``single-lockstep-mix``: the same, on the training default's four pod files (``Args``):
+  a step featurizes each file's episodes in its own batch, so this costs more per decision;
+* ``rpc``: the distributed trainer with 1 and 2 rollout workers on torch.distributed.rpc
+  (TensorPipe, loopback), parameter server and shadow validator in their own processes,
+  ``ship=rollouts`` (workers send their rollouts, the PS takes the PPO step: the session-2
+  code) and ``ship=gradients`` (workers keep their rollouts and send PPO gradients,
+  :mod:`dsan.train.learner`); throughput = decisions collected / wall time of the collection
+  round (for ``rollouts`` shipping them back to the PS included; for ``gradients`` only counts
+  come back), taken from the second iteration (the first parses the traces). Every row also
+  records the PPO step's and the whole iteration's wall time (collection + PPO step + shadow
+  validation) and decisions per iteration second. Same episodes as the single-process rows
+  (``default`` workload, 96 nodes).
 * every row also records decisions per CPU second of the collecting processes (what a
   busy shared machine inflates much less than wall time);
 * ``parity``: a short single-process training run; wall seconds until the greedy policy's
@@ -40,13 +48,16 @@ N_NODES = 96
 EPISODES = 16  # per collecting process (lockstep batch)
 
 
-def _single(lockstep: bool) -> tuple[float, float]:
+WORKLOADS = ("openb_pod_list_default.csv",)
+
+
+def _single(lockstep: bool, env: EnvConfig) -> tuple[float, float]:
     """Decisions per wall second and per CPU second of this process."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = DSANNet(ModelConfig())
-    env = EnvConfig(n_nodes=N_NODES)
-    make_episode(env, 0)  # parse the trace outside the timing, as the workers have by then
+    for w in env.workloads:  # parse the traces outside the timing, as the workers have by then
+        make_episode(env, 0, w)
     t0, c0 = time.perf_counter(), time.process_time()
     eps = [make_episode(env, s) for s in range(EPISODES)]
     if lockstep:
@@ -58,10 +69,15 @@ def _single(lockstep: bool) -> tuple[float, float]:
 
 
 @pytest.mark.benchmark(group="training-throughput")
-@pytest.mark.parametrize("path", ["single-episode", "single-lockstep"])
+@pytest.mark.parametrize("path", ["single-episode", "single-lockstep", "single-lockstep-mix"])
 def test_collection_single_process(benchmark, path: str) -> None:
+    env = (
+        Args(n_nodes=N_NODES).env()
+        if path.endswith("mix")
+        else EnvConfig(workloads=WORKLOADS, n_nodes=N_NODES)
+    )
     rate, per_cpu = benchmark.pedantic(
-        _single, args=(path == "single-lockstep",), rounds=1, iterations=1
+        _single, args=(path != "single-episode", env), rounds=1, iterations=1
     )
     benchmark.extra_info["decisions_per_s"] = rate
     benchmark.extra_info["decisions_per_cpu_s"] = per_cpu
@@ -70,11 +86,13 @@ def test_collection_single_process(benchmark, path: str) -> None:
 
 
 @pytest.mark.benchmark(group="training-throughput")
+@pytest.mark.parametrize("ship", ["rollouts", "gradients"])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:
+def test_collection_rpc_workers(benchmark, tmp_path, workers: int, ship: str) -> None:
     a = Args(
         out=str(tmp_path),
         n_nodes=N_NODES,
+        workloads=WORKLOADS,
         iterations=2,
         episodes_per_iter=EPISODES,
         eval_episodes=1,
@@ -83,13 +101,21 @@ def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:
         ppo_epochs=1,
         minibatch=1024,  # the PPO step is not measured: keep it short
     )
-    d = DistConfig(workers=workers, master_port=29650 + workers)
+    port = 29650 + workers + (10 if ship == "gradients" else 0)
+    d = DistConfig(workers=workers, master_port=port, ship=ship)
     summary = benchmark.pedantic(run, args=(a, d), rounds=1, iterations=1)
     benchmark.extra_info["decisions_per_s"] = summary["decisions_per_s"][-1]
     benchmark.extra_info["decisions_per_worker_cpu_s"] = summary["decisions_per_worker_cpu_s"][-1]
+    benchmark.extra_info["update_s"] = summary["update_s"][-1]
+    benchmark.extra_info["iteration_s"] = summary["iteration_s"][-1]
+    # decisions of the round / (collection + PPO step + shadow): what training sustains
+    benchmark.extra_info["decisions_per_iteration_s"] = (
+        summary["decisions"][-1] / summary["iteration_s"][-1]
+    )
     benchmark.extra_info["workers"] = workers
+    benchmark.extra_info["ship"] = ship
     benchmark.extra_info["load_avg_1min"] = os.getloadavg()[0]
-    assert summary["decisions_per_s"][-1] > 0
+    assert summary["decisions_per_s"][-1] > 0 and summary["ship"] == ship
 
 
 @pytest.mark.benchmark(group="training-throughput")

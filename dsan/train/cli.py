@@ -60,6 +60,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=1.0,
         help="allocation points the shadow tolerates before rolling the PS back",
     )
+    p.add_argument(
+        "--ship",
+        choices=("gradients", "rollouts"),
+        default="gradients",
+        help="what RPC workers send the parameter server: PPO gradients (they keep their "
+        "rollouts) or the rollouts themselves",
+    )
     p.add_argument("--inject-degraded-at", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--init-weights", default=None, help="start PPO from these weights (weights.pt)")
     p.set_defaults(func=run)
@@ -96,6 +103,7 @@ def run(ns: argparse.Namespace) -> int:
             master_port=ns.master_port,
             rollback_threshold=ns.rollback_threshold,
             inject_degraded_at=ns.inject_degraded_at,
+            ship=ns.ship,
         )
         summary = run_dist(a, d, ns.rank)
     else:

@@ -207,6 +207,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     log = _CsvLog(out / "metrics.csv", resume=False)
     t0 = time.perf_counter()
     ps.judge(rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds)))
+    counts: list[int] = []
     throughput: list[float] = []
     per_cpu: list[float] = []
     update_s: list[float] = []
@@ -248,6 +249,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
             t_up = time.perf_counter()
             st = ppo_update(ps.model, ps.opt, ros, a, rng)
         update_s.append(time.perf_counter() - t_up)
+        counts.append(decisions)
         throughput.append(decisions / wall)
         per_cpu.append(decisions / max(cpu, 1e-9))
         v = ps.bump()
@@ -284,6 +286,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         "good_version": ps.good_version,
         "good_score": ps.good_score,
         "rollbacks": ps.rollbacks,
+        "decisions": counts,
         "decisions_per_s": throughput,
         "decisions_per_worker_cpu_s": per_cpu,
         "update_s": update_s,  # the PPO step (PS alone, or rounds with the workers)

@@ -49,3 +49,9 @@ def test_rpc_training_rejects_an_injected_degraded_version(tmp_path) -> None:
     rows = (tmp_path / "metrics.csv").read_text()
     assert "rollback v1->v0" in rows
     json.dumps(summary)
+
+
+def test_dist_config_refuses_an_unknown_ship_mode() -> None:
+    with pytest.raises(ValueError, match="ship"):
+        DistConfig(ship="weights")
+    assert DistConfig().ship == "gradients"
