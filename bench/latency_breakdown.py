@@ -28,6 +28,7 @@ from test_score_latency import POLICIES, SIZES, VARIANTS, pod, world
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from dsan.filtering import feasible
 from dsan.policies.base import Scorer, normalize
+from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar.extender import ExtenderApp, encode_priorities, parse_args
 from sidecar.grpc_server import ScoreHandler
 
@@ -56,6 +57,31 @@ def _reference_scorer(scorer: Scorer) -> Scorer | None:
     sm = scorer.serving
     return DSANScorer(ServingModel(sm.model, sm.workload, sm.manifest, fast=False),
                       scorer.workload)
+
+
+def _dsan_rows(scorer: Scorer, snap: ClusterSnapshot, spec: PodSpec) -> dict[str, float]:
+    """DSAN's changed-row featurize, batch featurizer vs the few-row path, same rows."""
+    from dsan.features import featurize
+    from dsan.policies.dsan import DSANScorer
+    from dsan.rowfeatures import featurize_rows
+
+    names = ("dsan: featurize 1 row, placements cached (batch featurizer)",
+             "dsan: featurize 1 row, placements cached (few-row path)")
+    if not isinstance(scorer, DSANScorer):
+        return dict.fromkeys(names, float("nan"))
+    sm = scorer.serving
+    sm.logits(spec, snap, np.arange(len(snap), dtype=np.int64))
+    cache, cols = sm._placements(snap), sm._node_cols
+    rows = itertools.cycle([np.array([i], dtype=np.int64) for i in range(0, len(snap), 7)])
+
+    def batch(r: np.ndarray) -> object:
+        return featurize(spec, snap, r, cache.workload, node_cols=cols[r], cache=cache)
+
+    def few(r: np.ndarray) -> object:
+        return featurize_rows(spec, snap, r, cols[r], cache)
+
+    return {names[0]: best_us(batch, lambda: next(rows)),
+            names[1]: best_us(few, lambda: next(rows))}
 
 
 def measure(n: int, policy: str) -> dict[str, float]:
@@ -102,6 +128,11 @@ def measure(n: int, policy: str) -> dict[str, float]:
         cache._touch()  # as after an assumption: the next snapshot() republishes
         return cache.snapshot()
 
+    def reply() -> object:  # as both servers serve: the assumption waits for settle()
+        return svc.score("inprocess", spec, next(keys), names, 100, defer=True)
+
+    dsan = _dsan_rows(eng.scorer, snap, spec)
+
     return {
         "floor dot": best_us(lambda: int(np.argmax(w.vectors @ w.pod_vec))),
         "name lookup (hashed names)": best_us(lambda: lookup(names)),
@@ -128,6 +159,10 @@ def measure(n: int, policy: str) -> dict[str, float]:
         "assume (patch the published snapshot)": best_us(lambda: assumed_pub()),
         "ScoringService.score": best_us(
             lambda: svc.score("inprocess", spec, next(keys), names, 100)),
+        # setup runs untimed before each timed call: settle the previous reply / reply
+        "ScoringService.score, deferred (reply only)": best_us(lambda _: reply(), svc.settle),
+        "settle (deferred assumption + refresh)": best_us(lambda _: svc.settle(), reply),
+        **dsan,
         "HTTP decode: orjson.loads": best_us(lambda: orjson.loads(body)),
         "HTTP decode: stdlib json.loads": best_us(lambda: json.loads(body)),
         "HTTP decode: parse_args (orjson + checks)": best_us(lambda: parse_args(body)),

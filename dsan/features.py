@@ -306,7 +306,16 @@ class PlacementCache:
     """Per pod shape, :func:`placement` results for every node, recomputed only for nodes
     whose CPU or GPU state changed since (:class:`~dsan.snapshot.AllocationTracker`, shared
     with the FGD scorer). One placement changes one node, so on the simulator's and the
-    sidecar's hot path a pod costs O(changed nodes) what-ifs instead of O(N)."""
+    sidecar's hot path a pod costs O(changed nodes) what-ifs instead of O(N).
+
+    When only a few nodes changed (the usual step: one placement), their results come from a
+    memo of the pure functions (node state -> fragmentation; node state, pod shape ->
+    what-if), keyed by everything they read: free CPU, GPU count, GPU model (the workload's
+    access column) and the free share of every slot. Nodes go back and forth between a few
+    states as pods come and go, and numpy's per-call overhead, not arithmetic, is the cost
+    of a what-if on a handful of rows. A memo value is what the same rows computed before,
+    so results do not change (every row's value is independent of its batch).
+    """
 
     def __init__(self, workload: TargetWorkload) -> None:
         self.workload = workload
@@ -322,6 +331,8 @@ class PlacementCache:
         self._adopted: F64 | None = None
         self._access: npt.NDArray[np.bool_] | None = None
         self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
+        self._memo_before: dict[tuple[Any, ...], float] = {}
+        self._memo_after: dict[tuple[Any, ...], tuple[float, int, npt.NDArray[np.int64]]] = {}
 
     def access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
         """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change:
@@ -329,7 +340,21 @@ class PlacementCache:
         key = (tuple(snap.gpu_models), snap.gpu_model.tobytes())
         if self._access is None or key != self._access_key:
             self._access, self._access_key = self.workload.access(snap), key
+            self._forget()
         return self._access
+
+    def _forget(self) -> None:
+        self._memo_before.clear()
+        self._memo_after.clear()
+
+    def _state_keys(self, snap: ClusterSnapshot, rows: npt.NDArray[np.int64]) -> list[Any]:
+        """Everything a node's fragmentation reads, per row of ``rows`` (a few)."""
+        if len(self._memo_before) + len(self._memo_after) > _MEMO_SIZE:
+            self._forget()  # bounded; states repeat, so it fills again quickly
+        free = snap.gpu_free[rows]
+        return list(zip((snap.cpu_cap[rows] - snap.cpu_used[rows]).tolist(),
+                        snap.gpu_count[rows].tolist(), snap.gpu_model[rows].tolist(),
+                        [free[i].tobytes() for i in range(len(rows))], strict=True))
 
     def adopt_fragmentation(self, frag: F64) -> None:
         """Take ``frag`` as every node's fragmentation at the next :meth:`get`: it must be
@@ -345,6 +370,7 @@ class PlacementCache:
             self._entries = {}
             self._before = np.zeros(len(snap))
             self._before_at = np.full(len(snap), -1, dtype=np.int64)
+            self._forget()
             return
         self._track.sync(snap)
 
@@ -376,14 +402,40 @@ class PlacementCache:
         if stale.size:
             old = self._track.stale(self._before_at, stale)
             if old.size:
-                self._before[old] = node_frag(
-                    snap.cpu_cap[old] - snap.cpu_used[old],
-                    snap.gpu_free[old],
-                    self.access(snap)[:, old],
-                    self.workload,
-                )
+                keys = self._state_keys(snap, old) if old.size <= _MEMO_ROWS else None
+                got = [] if keys is None else [self._memo_before.get(k) for k in keys]
+                if keys is not None and None not in got:
+                    self._before[old] = got
+                else:
+                    self._before[old] = node_frag(
+                        snap.cpu_cap[old] - snap.cpu_used[old],
+                        snap.gpu_free[old],
+                        self.access(snap)[:, old],
+                        self.workload,
+                    )
+                    if keys is not None:
+                        self._memo_before.update(zip(keys, self._before[old].tolist(),
+                                                     strict=True))
                 self._before_at[old] = self._track.tick
         return entry, stale
+
+    def _recall(self, pod: PodSpec, snap: ClusterSnapshot, entry: _Entry,
+                stale: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], list[Any]]:
+        """Fill ``entry`` for the memoised rows of ``stale`` (a few); the rest, and their
+        memo keys, are left for the caller to compute and :meth:`_remember`."""
+        shape = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
+        keys = [(shape, k) for k in self._state_keys(snap, stale)]
+        got = [self._memo_after.get(k) for k in keys]
+        miss = [i for i, v in enumerate(got) if v is None]
+        for x, v in zip(stale.tolist(), got, strict=True):
+            if v is not None:
+                entry[0][x], entry[1][x], entry[2][x], entry[3][x] = self._before[x], *v
+                entry[4][x] = self._track.tick
+        return stale[miss], [keys[i] for i in miss]
+
+    def _remember(self, entry: _Entry, rows: npt.NDArray[np.int64], keys: list[Any]) -> None:
+        for x, k in zip(rows.tolist(), keys, strict=True):
+            self._memo_after[k] = (float(entry[1][x]), int(entry[2][x]), entry[3][x].copy())
 
 
 _Entry = tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
@@ -400,6 +452,11 @@ def cached_placements(
     workload, rows of all decisions together, so numpy's per-call overhead is paid once per
     batch instead of once per decision. Each row's value does not depend on the batch."""
     prep = [c._prepare(p, s, n) for c, p, s, n in zip(caches, pods, snaps, nodes, strict=True)]
+    memo: dict[int, list[Any]] = {}
+    for i, (entry, stale) in enumerate(prep):
+        if 0 < stale.size <= _MEMO_ROWS:
+            left, memo[i] = caches[i]._recall(pods[i], snaps[i], entry, stale)
+            prep[i] = (entry, left)
     groups: dict[tuple[bool, int], list[int]] = {}
     for i, (_, stale) in enumerate(prep):
         if stale.size:
@@ -430,6 +487,9 @@ def cached_placements(
             e[0][x], e[1][x], e[2][x], e[3][x] = before[sl], after[sl], slot[sl], free_after[sl]
             e[4][x] = c._track.tick
             at += len(x)
+    for i, keys in memo.items():
+        if keys:
+            caches[i]._remember(prep[i][0], prep[i][1], keys)
     return [
         Placement(e[0][n], e[1][n], e[3][n], e[2][n]) for (e, _), n in zip(prep, nodes, strict=True)
     ]
@@ -732,6 +792,9 @@ def featurize_batch(
 
 
 _SLOTS = np.arange(MAX_GPUS)[None, :]
+#: PlacementCache memo: used for up to this many changed rows; entries kept at most.
+_MEMO_ROWS = 8
+_MEMO_SIZE = 16_384
 _SCALES = np.array([CPU_SCALE, MEM_SCALE, GPU_SCALE])[:, None]
 #: Direction of the five min-max rank columns: frag delta, bestfit, least, dotprod, cost.
 _RANK_HIGHER_IS_BETTER = np.array([False, True, True, True, False])

@@ -65,3 +65,46 @@ def test_edge_rows_idle_full_and_gpu_less_nodes_and_a_small_workload() -> None:
     for pod in pods:
         _pin(pod, snap, np.array([0, 1, 2], dtype=np.int64), target)
         _pin(pod, snap, np.array([2], dtype=np.int64), default_workload())
+
+
+def test_placement_memo_gives_what_a_fresh_placement_gives() -> None:
+    """Nodes going back and forth between states (pods placed and released): the cache's
+    memoised what-ifs equal dsan.features.placement on the current snapshot, bit for bit.
+    Identical nodes whose states differ only in CPU or only in GPU shares: a memo key that
+    missed either would hand one node another's result."""
+    from dsan.features import fgd_select_gpus, placement
+    from dsan.filtering import allocate, feasible_nodes, release
+
+    rng = np.random.default_rng(21)
+    snap = _random_snapshot(rng, 24, True)
+    snap.cpu_cap[:] = 64000.0
+    snap.cpu_used[:] = 32000.0
+    snap.gpu_count[:] = 4
+    snap.gpu_model[:] = 0
+    snap.gpu_free[:] = [1000] * 4 + [0] * 4
+    target = default_workload()
+    cache = PlacementCache(target)
+    # GPU-only changes (no CPU asked) and CPU-only changes (big enough to cross the target
+    # shapes' CPU needs), then the sharing what-ifs that read both.
+    movers = [PodSpec("g", 0.0, 0.0, 1, 500), PodSpec("c", 24000.0, 0.0),
+              PodSpec("w", 0.0, 0.0, 1, 1000), PodSpec("c2", 6000.0, 0.0)]
+    probes = [PodSpec("s", 2000.0, 1024.0, 1, 500), PodSpec("t", 8000.0, 512.0, 1, 250),
+              PodSpec("u", 30000.0, 512.0, 1, 500)]
+    placed: list[tuple[PodSpec, int, tuple[int, ...]]] = []
+    for step in range(120):
+        every = np.arange(len(snap), dtype=np.int64)
+        for pod in probes:
+            got, want = cache.get(pod, snap, every), placement(pod, snap, every, target)
+            for f in ("frag_before", "frag_after", "free_after", "slot"):
+                np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
+        pod = movers[int(rng.integers(len(movers)))]
+        feas = feasible_nodes(pod, snap)
+        if (step % 3 == 2 or not len(feas)) and placed:
+            p, node, gpus = placed.pop(int(rng.integers(len(placed))))
+            release(snap, p, node, gpus)
+        elif len(feas):
+            node = int(feas[int(rng.integers(min(4, len(feas))))])
+            gpus = fgd_select_gpus(pod, snap, node, target)
+            allocate(snap, pod, node, gpus)
+            placed.append((pod, node, gpus))
+    assert cache._memo_after and cache._memo_before
