@@ -563,9 +563,15 @@ def age_columns(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F64:
     m = len(nodes)
     age = np.full(m, np.inf) if snap.telemetry_age_s is None else snap.telemetry_age_s[nodes]
     out = np.empty((m, 2))
-    out[:, 0] = np.minimum(np.log1p(np.nan_to_num(age, posinf=1e9)) / np.log1p(3600.0), 1.0)
+    # nan_to_num(age, posinf=1e9) as three ufuncs (it costs ~5 us on the serving path): NaN
+    # -> 0, inf -> 1e9; finite ages over 1e9 are capped too, and saturate at 1 either way.
+    capped = np.where(age == age, np.minimum(age, 1e9), 0.0)
+    out[:, 0] = np.minimum(np.log1p(capped) / _LOG1P_HOUR, 1.0)
     out[:, 1] = np.isfinite(age) if snap.telemetry is not None else 0.0
     return out
+
+
+_LOG1P_HOUR = np.log1p(3600.0)
 
 
 def featurize(

@@ -215,10 +215,11 @@ class HeadCache:
         h = self.h
         self.rows_scored += len(nodes)
         xr = np.empty((len(nodes), len(REQUEST_COLUMNS)), dtype=np.float32)
-        xr[:, :4] = _minmax_rows(q[:4], lo[:4], hi[:4], _HIB[:4]).T
+        ranks = _minmax_rows(q[:5], lo, hi[:5], _HIB)  # the five min-max columns at once
+        xr[:, :4] = ranks[:4].T
         xr[:, 4] = q[5] >= hi[5]
         xr[:, 5] = q[6] >= hi[6] - 1e-9
-        xr[:, 6] = _minmax_rows(q[4:5], lo[4:5], hi[4:5], _HIB[4:])[0]
+        xr[:, 6] = ranks[4]
         xr[:, 7:] = age_columns(snap, nodes)
         m, h2 = len(nodes), 2 * h
         lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]

@@ -108,3 +108,20 @@ def test_placement_memo_gives_what_a_fresh_placement_gives() -> None:
             allocate(snap, pod, node, gpus)
             placed.append((pod, node, gpus))
     assert cache._memo_after and cache._memo_before
+
+
+@settings(max_examples=30, deadline=None)
+@given(ages=st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                               st.floats(0, 1e12)), min_size=1, max_size=20))
+def test_age_columns_equal_the_nan_to_num_definition(ages: list[float]) -> None:
+    from dsan.features import age_columns
+
+    rng = np.random.default_rng(0)
+    snap = _random_snapshot(rng, len(ages), True)
+    snap.telemetry_age_s = np.array(ages)
+    age = snap.telemetry_age_s
+    with np.errstate(invalid="ignore"):  # negative ages: NaN in both, as before
+        want = np.minimum(np.log1p(np.nan_to_num(age, posinf=1e9)) / np.log1p(3600.0), 1.0)
+        got = age_columns(snap, np.arange(len(ages), dtype=np.int64))
+    np.testing.assert_array_equal(got[:, 0], want)
+    np.testing.assert_array_equal(got[:, 1], np.isfinite(age))
