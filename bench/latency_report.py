@@ -70,19 +70,29 @@ def ratio_verdict(r: dict[str, float], floor: dict[str, float], budget: float) -
 API_ROWS = (("inprocess", "floor:lookup+dot", BUDGET_INPROCESS),
             ("inprocess-inline", "floor:lookup+dot", BUDGET_INPROCESS),
             ("http", "noop", BUDGET_HTTP), ("http-go", "noop", BUDGET_HTTP),
-            ("grpc", "noop", None), ("grpc-go", "noop", None))
+            ("http-go-paced", "noop", BUDGET_HTTP),
+            ("grpc", "noop", None), ("grpc-go", "noop", None), ("grpc-go-paced", "noop", None))
 API_LABEL = {"inprocess": "in process (caller waits)",
              "inprocess-inline": "in process + settle inline",
              "http": "HTTP, Python client", "http-go": "**HTTP, Go client**",
-             "grpc": "gRPC, Python client", "grpc-go": "**gRPC, Go client**"}
+             "http-go-paced": "HTTP, Go client, paced",
+             "grpc": "gRPC, Python client", "grpc-go": "**gRPC, Go client**",
+             "grpc-go-paced": "gRPC, Go client, paced"}
 JUDGED = [
-    "Which rows the budgets are judged on: **the Go-client rows** for HTTP and gRPC. The "
+    "Which rows the budgets are judged on: **the Go-client rows, back to back** (bold) for "
+    "HTTP and gRPC. The "
     "production caller of both APIs is kube-scheduler, a Go process: its HTTP extender "
     "client is Go's net/http, and the DSANScore plugin calls `Score` through the generated "
     "Go stubs (`scheduler-plugin/cmd/scorebench` uses the same stubs and gRPC settings, in "
     "its own process, as kube-scheduler is). The Python-client rows stay for continuity "
     "with earlier runs; their client shares the server's process and GIL, so work the "
     "server does after replying (the deferred assumption) still delays the client there. "
+    "`paced` rows pause 1 ms between calls, off the clock, as kube-scheduler does (it "
+    "filters the next pod over every node between two Score calls: ~9 ms per pod at the "
+    "106 pods/s measured with the gRPC plugin), so the post-reply settle runs in the gap; "
+    "back to back, the next call may find the server still settling (gRPC runs the settle "
+    "on grpcio's poller thread, which also dispatches the next call). The budget is judged "
+    "on the stricter back-to-back rows; the paced ones are shown, not counted. "
     "In process, the budget row is what a caller waits for (`ScoringService.score` with "
     "the assumption deferred, as both APIs serve it); `+ settle inline` is the server's "
     "whole work per request in one call (score, assume, refresh), shown beside it.",
@@ -146,6 +156,8 @@ def summary(res: dict[tuple[str, int, str], dict[str, float]], policies: list[st
                                  f"p50 {r['p50'] / fl['p50']:.2f}x")
             want = ("p99 <= 1 ms" if n == 1000 else "-") if budget is None else \
                 f"p99 <= {budget:g}x"
+            if api.endswith("-paced"):
+                want += " (shown, not counted)"
             lines.append(f"| {API_LABEL[api]} | {n} | {want} | " + " | ".join(cells) + " |")
     return [*lines, "", *JUDGED, ""]
 
@@ -168,6 +180,9 @@ TRANSPORTS = (
      "connection, POSTing the same ExtenderArgs bodies and decoding the HostPriorityList, "
      "as kube-scheduler's HTTP extender client does, from its own process. Budget: p99 <= "
      "1.5x no-op."),
+    ("http-go-paced", "## HTTP extender, Go client, paced (1 ms between calls)",
+     "As above with `-gap 1ms`: the pace kube-scheduler calls at (see the budget notes). "
+     "Shown, not counted against the budget."),
     ("grpc", "## gRPC `Score`, Python client, vs a no-op servicer on the same server",
      "Raw request bytes from a grpcio channel on loopback, in the benchmark's own process. "
      "Budget: p99 <= 1 ms at 1,000 nodes (the no-op shows what grpcio itself costs here)."),
@@ -175,6 +190,8 @@ TRANSPORTS = (
      "`scheduler-plugin/cmd/scorebench -kind grpc`: the DSANScore plugin's generated Go "
      "stubs and dial options, a per-call deadline, from its own process; the same pods and "
      "candidate lists. Budget: p99 <= 1 ms at 1,000 nodes."),
+    ("grpc-go-paced", "## gRPC `Score`, Go client, paced (1 ms between calls)",
+     "As above with `-gap 1ms`. Shown, not counted against the budget."),
 )
 
 
@@ -302,171 +319,222 @@ def main(argv: list[str]) -> int:
 _NOTES = """
 ## Budgets: met or not, and why
 
-The run on this page was started under `nice -n 10` (this session's rule for benchmarks on
-the shared machine), so other engineers' jobs preempted it more than they would an un-niced
-rerun. **This machine decides p99, not the sidecar.** Two cores shared by four engineers, 1-minute
-load average 3-7 all session: any process loses the CPU for a scheduler slice of ~4 ms now and
-then, and 1% of 1,000 calls is 10 calls, so a benchmark's p99 is either its own cost or
-4-10 ms, floors and no-op servers included (their p99s above are mostly that). A ratio
-against a preempted floor is therefore marked *inconclusive*, and the p50 ratios, the
-per-step minima and the before/after table below are the signal. Rerunning the command
-at the top at a quiet moment regenerates the tables above (not this text, which describes
-the 14:19-14:23 UTC run of 2 Dec 2026).
+**Read the tables above with the machine in mind.** The run on this page (session 3,
+16:42-16:46 UTC, 2 Dec 2026, niced) shared 2 cores with four other engineers' jobs: 1-minute
+load 3.0-4.5. Any process then loses the CPU for a 4 ms scheduler slice now and then, and 1%
+of 1,000 calls is 10 calls, so most p99s above (floors and no-op servers included, e.g. the
+gRPC Go no-op's 3.3 ms at 1,000 nodes) are those slices, not the sidecar. The signal is the
+p50 ratios, the server's own times in each cell, and the before/after table below (minima
+and medians over 600 calls). The command at the top regenerates every table on a quiet
+machine (not this text).
 
-* **In process, p99 <= 2x lookup+dot: missed at 100 nodes, within reach at 1,000 and 5,000.**
-  At 100 nodes the floor is 7-11 us and any request costs ~50 us (per-step table: lookup 3-6,
-  class cache 9-23, normalise 5-6, assume with the patched snapshot 13-22, snapshot and
-  bookkeeping ~5): 5-8x at p50, not reachable in Python. At 1,000 nodes the request is
-  85-100 us against a 41-43 us floor (p50 2.0-2.3x; about 2x on the minima); at 5,000 it is
-  ~320 us against 245-330 (1.0-1.3x on the minima, p50 1.0-2.6x in the loaded runs). A
-  quiet run should meet 5,000 and sit at the edge at 1,000. DSAN misses everywhere (below).
-* **HTTP, p99 <= 1.5x the no-op extender: missed at p50 (1.7-3.3x at 100-1,000 nodes,
-  7-9x at 5,000 under load 3-5, where both servers' p50s swing by 2-8x between runs).** Without a
-  socket the extender costs fgd 94 / 240 / 950 us (100 / 1,000 / 5,000 nodes) against the
-  no-op's parse + encode of ~25 / 90 / 430 us; the difference is the scoring path above
-  plus the lookup of freshly decoded names (each hashed for the first time: 8 / 49-57 /
-  330-480 us, vs 6 / 30-49 / 190-290 us for names already hashed) and podspec/metrics
-  (~15 us). Over loopback the no-op's round trip is ~110-190 us at 100-1,000 nodes, so the
-  sidecar adds 0.7-1.3x of it: 1.5x is out of reach at 100 and 5,000 nodes and at the edge
-  at 1,000 (quiet estimate 1.6-1.8x).
-* **gRPC, p99 <= 1 ms at 1,000 nodes: missed in these runs (p99 5-7 ms: preemptions, the
-  no-op's own p99 is 6 ms too), p50 1.0-1.2 ms under load 4-6.** The handler without a
-  socket is 160-173 us at 1,000 nodes (was 214-326: before/after table), the grpcio
-  no-op round trip 280-500 us depending on load, so a quiet p50 is ~450-650 us and p99
-  meets 1 ms whenever the benchmark is not preempted; on this machine in this session it
-  always was.
+* **In process, p99 <= 2x lookup+dot (the call a caller waits for).** 1,000 nodes: fgd
+  50 / 172 us against a 42 / 141 floor, **meets** (1.2x); k8s-default 92 / 4,225 here
+  (p50 55-64 us in the A/B run below: load). 5,000 nodes: ~250 us against a 265 us floor
+  (p50 0.9x), fgd meets, k8s-default's p99 is a slice. **100 nodes: misses**, p50 18 us
+  against a 7 us floor (2.5x; was 7x). The request is ~16 us of work, timed step by step
+  with every name known (us, medians): lock 0.5, snapshot 1.3, class key + entry 1.1, name
+  lookup 4.2, gather 0.5, NaN count 1.0, fmin/fmax 2.3, scale + rint 1.9, clip + cast 1.4,
+  argmax 1.6, Python call layers ~2. The floor is the lookup plus three numpy calls (~8 us).
+  Every numpy call costs 0.4-2 us whatever its size, and an exact answer (min-max scaling,
+  infeasible and unknown nodes, the winner) needs about ten: **2x a 7-8 us floor (15 us) is
+  out of reach in Python with numpy**; 2-2.5x is where it stands. The same request with the
+  assumption inline (score + assume + refresh in one call) is 57 / 92 / 298 us (fgd).
+* **HTTP, p99 <= 1.5x the no-op extender (judged on the Go client, back to back).** 100
+  nodes: fgd 1.54x (misses), k8s-default 1.41x (meets) at p99; 2.2x at p50. 1,000: the
+  no-op's p99 (4.3 ms) is a slice, so inconclusive; p50 1.51x / 1.28x. 5,000: misses, 2.2x
+  / 2.7x p99, 1.5x p50. Back to back the handler thread runs the previous reply's settle
+  before it reads the next request, so a request costs handler (82 us at 100 nodes here) +
+  settle (101 us) against the no-op's ~15 us of parse and encode; paced at 1 ms the p50 is
+  1.43x (fgd) / 1.40x (k8s-default) at 100 nodes and 1.32x / 1.46x at 1,000. At 5,000 nodes
+  Go's net/http writes the 100 KB body in 4 KB pieces and the stdlib server wakes for each:
+  the no-op alone takes 3.7 ms p50 from Go (0.6 ms from the Python client), and the
+  sidecar's handler (2.4 ms mean under this load, 0.8-0.9 ms minimum) adds ~1.5x.
+* **gRPC, p99 <= 1 ms at 1,000 nodes (judged on the Go client, back to back): missed in
+  this run**: fgd 826 / 2,012 us, k8s-default 955 / 3,052, with the no-op itself at 537 /
+  3,339 (its p99 is 3.3 ms: slices). Per request the server spent 221-246 us in the handler
+  and 145-174 us settling (under this load; without a socket and unloaded: 131 / 123 us
+  handler, 52 / 48 us settle, A/B below). The p50 (826-955 us) is within 1 ms; whether the
+  p99 is, this machine could not show today. The Python-client rows (grpcio on both sides,
+  one process) pay ~0.3 ms of client per call that kube-scheduler does not.
+* DSAN, the sidecar's default policy, misses every budget (p50 1.1 ms via gRPC at 1,000
+  nodes); see latency_dsan.md.
 
-## What changed in this round
+## What changed in this round (session 3)
 
-Before/after in one time window (`bench/latency_ab.py`, the tree before this round vs this
-one, alternated twice, load 3.9-4.4; min / p50 in us over 600 calls, best of two runs; the
-same rotated candidate lists, each call assuming a different pod):
+Before/after in one time window (`bench/latency_ab.py`, which times a tree without `defer`
+inline; session 2's tree at b2bc440 vs this one, alternated twice, 16:40-16:42 UTC, load
+4.8-5.8; medians over 600 calls, the run with the better median; "caller waits" is
+`ScoringService.score` as
+the servers now call it, assumption deferred, and before that the same call with it inline;
+the extender and gRPC handler without a socket, each settled after the call, off the clock):
 
-| world | step | before | after | p50 speed-up |
-|---|---|---|---|---|
-| fgd 100 | ScoringService.score | 62 / 144 | 54 / 96 | 1.5x |
-| fgd 1000 | ScoringService.score | 203 / 225 | 89 / 99 | 2.3x |
-| fgd 5000 | ScoringService.score | 505 / 692 | 322 / 715 | 1.0x (min 1.6x) |
-| k8s-default 100 | ScoringService.score | 70 / 140 | 48 / 57 | 2.5x |
-| k8s-default 1000 | ScoringService.score | 127 / 135 | 85 / 100 | 1.4x |
-| k8s-default 5000 | ScoringService.score | 415 / 641 | 316 / 335 | 1.9x |
-| fgd 100 / 1000 / 5000 | ExtenderApp.prioritize (min) | 112 / 362 / 1,077 | 94 / 240 / 952 | |
-| fgd 100 / 1000 / 5000 | gRPC handler (min) | 94 / 294 / 822 | 77 / 160 / 593 | |
+| step (p50, us) | world, at 100 / 1,000 / 5,000 nodes | before | after |
+|---|---|---|---|
+| caller waits | fgd | 64 / 110 / 497 | 21 / 58 / 254 |
+| caller waits | k8s-default | 60 / 106 / 332 | 21 / 64 / 324 |
+| settle (after the reply) | fgd | - | 53 / 58 / 61 |
+| settle (after the reply) | k8s-default | - | 50 / 63 / 75 |
+| score + assume inline | fgd | 62 / 107 / 369 | 65 / 106 / 310 |
+| score + assume inline | k8s-default | 59 / 108 / 349 | 61 / 105 / 371 |
+| ExtenderApp.prioritize | fgd | 110 / 341 / 2,172 | 59 / 215 / 942 |
+| ExtenderApp.prioritize | k8s-default | 103 / 295 / 1,519 | 58 / 195 / 1,710 |
+| gRPC handler | fgd | 96 / 196 / 785 | 49 / 152 / 558 |
+| gRPC handler | k8s-default | 91 / 194 / 793 | 48 / 132 / 816 |
 
-* **Per-pod-class score cache** (`sidecar/scorecache.py`). A scorer that declares
-  `cache_key(pod)` (FGD: CPU, GPU share, GPU count; k8s-default: CPU, memory) and reads only
-  the scored node's row gets, per class (its key plus every pod field the feasibility check
-  reads), a raw-score vector and a feasibility mask over all nodes. `GraphCache` logs the
-  row of every column write; a request recomputes only rows written since the class last
-  looked (one or two: the previous winner), then gathers. Exactly the uncached answer:
-  `tests/unit/sidecar/test_scorecache.py` runs random sequences of requests, bindings,
-  deletions, telemetry, node additions, resizes and removals and compares every response
-  with a fresh scorer on the cache's live columns (it catches a missed column in the
-  patch below, checked by breaking it). Node-set changes and a trimmed log rebuild the class.
-* **Assume in the same critical section, snapshot patched.** The engine assumes the winner
-  under the scoring lock and writes the changed rows into the published snapshot, which stays
-  current: no O(n) republish on the next request (`snapshot refresh after a change` no
-  longer happens per request).
-* **FGD `score_rows`**: the rows' fragment before and all what-ifs in one `node_frag` call
-  (FGD's own cache did two, plus an O(n) diff of the snapshot), and a memo of the pure
-  function (pod shape, free CPU, GPU model, free shares) -> score for calls of <= 16 rows.
-  **k8s-default `score_rows`**: <= 8 rows in Python scalars with the same integer and IEEE
-  maths. Both hypothesis-tested equal to `score` (`tests/unit/policies/test_policy_score_rows.py`,
-  including a model-constrained FGD target where the memo key must carry the GPU model).
-* Smaller: `AllocationTracker.sync` diffs the (n, 8) GPU rows through a uint64 view (one
-  pass, as `dsan.filtering`'s popcount); `normalize` takes the all-finite case with two
-  reductions; `feasible` can check a row subset; `GraphCache._charge` picks best-fit GPUs on
-  a Python list of <= 8; handlers resolve their labelled counters once; gRPC scores the
-  repeated `node_names` field without copying it to a list.
-* **Benchmark honesty.** Candidate lists: kube-scheduler sends the feasible nodes in the
-  order its parallel Filter finished them, starting at a `nextStartNodeIndex` that moves
-  every cycle (`pkg/scheduler/schedule_one.go`, v1.36.3), so consecutive pods send
-  different lists; each request here uses the node list rotated to another start, and the
-  floors get the same lists. Our config leaves `percentageOfNodesToScore` unset (adaptive:
-  at most 781 candidates, 420 of a 1,000-node and 500 of a 5,000-node cluster), so the
-  1,000 and 5,000 rows are upper bounds. DSAN (the sidecar's default policy) is in the same
-  run. The load average is recorded before and after each benchmark.
+Minima move the same way (caller waits, fgd: 58 / 102 / 317 -> 19 / 54 / 241 us; settle
+47-55 us); the 5,000-node medians swing with the load.
+
+* **The winner's assumption after the reply** (`ScoringEngine.settle`). Both APIs score
+  with `defer=True`: the assumption, the refresh of the served pod class on the changed
+  rows and a scorer's `after_assume` hook (DSAN's row prefetch) wait until the reply is out:
+  HTTP runs them in the handler thread after the socket write, gRPC in grpcio's RPC-done
+  callback. Every request and filter first settles a pending assumption under the scoring
+  lock, so each sees exactly the inline state (twin-engine hypothesis test:
+  `test_deferred_assumptions_give_the_inline_answers`). **The cost is not gone, it moved**:
+  settle is ~50 us (minimum) per request, and the server's busy time per request (caller
+  waits + settle, 74 us for fgd at 100 nodes) is ~10 us more than inline before (64 us),
+  because the served class is refreshed eagerly. At kube-scheduler's pace (it filters the
+  next pod between two Score calls) the settle runs in the gap; **a client calling back to
+  back waits for it**, as the HTTP Go-client rows show; the cells give the settle time per
+  request and how often the next request had to apply it itself.
+* **Mask-free class path** (`ScoringEngine._score_class`): unknown names map to a sentinel
+  row whose raw score is NaN like an infeasible node's, so scaling, zeroing and the winner
+  need no masks (`fmin`/`fmax` skip NaN, `fmax(x, 0)` zeroes it); same numbers as
+  `normalize` element for element, hypothesis-tested against the general path with NaN, +-inf,
+  spans past float64, ties, repeats and unknown names; a class holding non-finite scores of
+  feasible nodes takes the general path.
+* **Metrics off the reply path**: the four histogram observes and the assumed-pods counter
+  run in the settle; `/metrics` settles first, so a scrape sees every answered request. New
+  histogram `dsan_sidecar_settle_seconds`.
+* **Go client rows** (`scheduler-plugin/cmd/scorebench`, built once into
+  `~/.cache/dsan/bin/scorebench-<hash>`): what kube-scheduler sees, beside the Python rows.
+  `paced` rows pause 1 ms between calls (off the clock).
 
 ## Looked at and left
 
-* **Memo of the previous request's NodeNames** (list equality is a memcmp per name, cheaper
-  than hashing fresh names): kube-scheduler does not send the same list twice in a row
-  (above), so it would only ever hit in a benchmark. Not done.
-* **The fresh-name lookup** (49-57 us at 1,000 nodes, 330-480 at 5,000) is the largest
-  single cost the HTTP and gRPC no-ops do not pay: one dict probe plus one first-time hash
-  per name, in C. Nothing cheaper found that keeps arbitrary node names exact.
-* **DSAN through the sidecar's `ScoreCache`**: its scores depend on the candidate set
-  (min-max columns, "is the best candidate" flags) and on the clock (telemetry ages), so it
-  has no `cache_key`; it caches per pod class inside the policy instead, exactly
-  (`dsan/model/headcache.py`, see latency_dsan.md).
+* **Fresh-name lookup**: 45-50 us at 1,000 names from orjson, 70 us from the gRPC request
+  (upb builds each `str` on access, then it is hashed for the first time). A vectorised
+  lookup (join, numpy polynomial hash, `searchsorted`, exact byte check) measured 22 + 13 +
+  16 us at 1,000 names: no better than the dict. The next step needs a contract change: the
+  plugin sends node ids from a table the sidecar hands out (`proto/`, DSANScore), so no
+  per-name hashing remains; not done this session.
+* **Pod parsing**: 7-10 us per request (container walk and Decimal sums; two upb map copies
+  for gRPC). A memo keyed on the request's shape would save 2-5 us but must key on value
+  types (a bool priority, a numeric annotation) to stay exact; left.
+* **The settle** (~50 us: assume 13-16, the class row refresh 15-18, five histogram observes
+  ~6): matters only back to back; not optimised further.
+* **grpcio**: a request goes poller thread -> thread-pool worker -> poller thread (the
+  settle runs there too); `grpc.aio` was not tried.
 
 ## Reproduce
 
-Run the command at the top (pytest-benchmark, ~5 min, then the per-step breakdown, ~2 min,
-then this page and latency_dsan.md are rewritten). Pieces:
+Run the command at the top (pytest-benchmark ~3 min with the Go client, then the per-step
+breakdown ~2 min, then this page and latency_dsan.md are rewritten). Pieces:
 
     .venv/bin/python -m pytest -q bench/test_score_latency.py --benchmark-only \\
         --benchmark-json=out/latency.json   # DSAN_BENCH_SIZES / _POLICIES / _ROUNDS narrow it
     .venv/bin/python bench/latency_breakdown.py out/latency-breakdown.json
     .venv/bin/python bench/latency_report.py out/latency.json docs/results/latency.md \\
         out/latency-breakdown.json
+
+The Go client needs Go (1.26, as for the control plane) the first time; it builds in ~10 s
+with the module cache warm.
 """
 
 _DSAN_NOTES = """
 ## Reading the DSAN rows
 
 DSAN is the sidecar's default policy (`sidecar/config.py`), measured in the same run as FGD
-(same worlds, pods, candidate lists and load). Since session 2 (engineer D) it is served by
-an exact per-pod-class head cache (`dsan/model/headcache.py`, used by
-`dsan/model/serving.py`): every place the model reads the 128 features is linear first
-(attention query, the head's projection, the skip terms, the residual prior), and only 9
-columns depend on the request: the 7 candidate-relative ones (min-max ranks, "ties with the
-winner" flags) and the 2 telemetry-age ones. So per pod class and node it keeps the
-first-layer pre-activations of the other 119 columns and the float64 quantities the
-relative columns are computed from; a node's row is recomputed only after its allocation
-changed (CPU, memory, GPUs, pod count: usually the one node the previous pod was assumed
-onto) or the node embeddings were refreshed (`telemetry_version`), or the weights were
-written. Per request: one 9-column matmul, the attention (precomputed per node from the
-cached stream keys), one 2H x 2H matmul and the last layer over the candidates, in numpy
-float32. The logits equal `model.score(featurize(...))` to float32 rounding (rtol 1e-4) with
-the same argmax and normalised scores (`tests/unit/model/test_serving_headcache.py`: random
-snapshots and candidate subsets, assumptions, releases, telemetry refreshes, clock advance,
-in-place weight updates, near ties). `ServingModel(model, fast=False)` keeps the previous
-path (featurize every candidate, torch head).
+(same worlds, pods, candidate lists and load). Every DSAN score is exact: the logits equal
+`model.score(featurize(...))` to float32 rounding (rtol 1e-4) with the same argmax and the
+same normalised scores (`tests/unit/model/test_serving_headcache.py`: random snapshots and
+candidate subsets, rotations, assumptions, releases, telemetry refreshes, clock advance,
+in-place weight updates, near ties, the post-reply prefetch), and the simulator, which
+scores through the same `ServingModel`, decides openb exactly as before
+(`bench/dsan_openb_eval.py --policies dsan --pods default gpuspec20 gpushare100 --seeds 42`:
+4.5919 / 4.9527 / 13.4253 %, as published for the shipped model).
 
-For the shipped model a request does less: its MLP ignores z (those weights are zero), so
-the attention is skipped; and a row whose ReLU layer stays zero for any value of the
-relative and age columns (each in [0, 1]) given its current `tel_present` (the shipped
-model's telemetry gate) skips the MLP. Both shortcuts are exact for any model (checked per
-request: out-of-range request columns or a changed `tel_present` put a row back on the
-full path) and only save time where they apply.
+How a request is served (session 3, engineer L3; session 2's head cache underneath):
 
-The simulator scores through the same `ServingModel`, so openb runs decide identically and
-faster: `bench/dsan_openb_eval.py --policies dsan --pods default --seeds 42` gives 4.5919 %
-(engineer S's shipped-model number) in 8.6 s against 22.0 s with `fast=False` (one after
-the other, load 1.4-2.4); gpuspec20 4.9527 and gpushare100 13.4253 also as published there.
+* **Per pod class and node** (`dsan/model/rowcache.py`): the head's first-layer terms of
+  the 119 feature columns that do not depend on the request, recomputed only for nodes
+  whose allocation changed since (usually the one or two the last assumption moved). Those
+  rows go through the few-row featurizer `dsan/rowfeatures.py`: the batch featurizer's
+  float64 expressions on Python floats, bit-identical to `featurize` on every non-request
+  column (`tests/unit/test_features_rows.py`, hypothesis), ~46 us for one row against
+  ~140 us through `featurize` (breakdown rows `dsan: featurize 1 row ...`). Their placement
+  what-ifs come from a memo in `dsan.features.PlacementCache` (node state and pod shape ->
+  fragmentation before / after): nodes go back and forth between a few states as pods come
+  and go, so a changed row's what-if is usually a dict lookup (tested against a fresh
+  `placement()`, each key field mutation-checked).
+* **Per request** (`dsan/model/headcache.py`): the 9 request columns. The 7
+  candidate-relative ones (min-max ranks, "ties with the winner" flags) depend on a node
+  only through its own cached quantities and the candidate set's per-column minimum and
+  maximum; the 2 age columns only on its telemetry age. So per class and (min, max) the
+  cache keeps every node's logit with the row version and age it was computed from: a
+  request whose candidates have the same extremes as an earlier one (kube-scheduler sends
+  rotations and windows of the same feasible set) gathers, and sends through the head only
+  the nodes whose row or age moved.
+* **After the reply** the sidecar's `settle()` assumes the winner and calls
+  `DSANScorer.after_assume`, which re-serves the class's last candidates: the changed rows
+  and their logits are computed then, off the reply path, and the next request of the class
+  finds them done.
+* **p99 hygiene**: no torch on the request path (embeddings and weights are read into numpy
+  at refresh); zero garbage collections in 3,000 requests after the sidecar's `gc.freeze()`
+  (the caches are numpy arrays and untracked tuples).
 
-In the breakdown, "policy, uncached" means the sidecar's own `ScoreCache` does not apply
-(DSAN has no `cache_key`: its scores depend on the candidate set and the clock); DSAN's
-class cache is inside the policy, so "snapshot unchanged" is its pure per-request part and
-"after an assumption" adds one changed row (one `featurize` call: ~0.2-0.4 ms of fixed numpy
-overhead, now the largest part at 100 and 1,000 nodes). The "dsan reference path" rows time
-the previous path (`ServingModel(fast=False)`: featurize every candidate, torch head) in the
-same run, same model.
+Before/after in one window (`bench/latency_ab.py`, session 2's tree at c4df77f vs this one,
+alternated twice, 16:45-16:49 UTC, 1-minute load 4.2-6.1 from other engineers' jobs on the
+2 cores, both niced; min / p50 / p99 in us over 600 calls, the run with the better p50;
+`reply` = `ScoringService.score` with the assumption deferred, what a client waits for;
+`settle` = the deferred assumption and refresh, timed alone; extender and gRPC handler
+without a socket, settled after each call off the clock, as the servers do):
 
-Engineer D's run (15:14 UTC, `DSAN_BENCH_POLICIES=fgd,dsan`, niced, load 0.7-0.9 on 2
-cores), per-step minima at 100 / 1,000 / 5,000 nodes: policy with snapshot unchanged 72 /
-192 / 714 us vs 557 / 2,006 / 8,078 us for the reference path (7.7x / 10x / 11x); after an
-assumption 434 / 577 / 1,133 us vs 692 / 2,174 / 8,492 (1.6x / 3.8x / 7.5x);
-`ScoringService.score` 137 / 278 / 1,388 us (0.9 / 2.3 / 7.3 ms in the previous round's
-run at load 3.2-5.3). End to end in process p50 / p99: 0.52 / 0.77, 0.68 / 0.98, 1.7 / 2.7
-ms (was 1.7 / 10.2, 3.6 / 11.5, 20.9 / 30.5 ms at load 3.2-5.3). **DSAN still misses every
-budget**: the in-process floor is tens of microseconds, and DSAN pays per request an
-O(candidates) pass plus, after each assumption, one changed row's `featurize` (~0.35 ms
-of fixed numpy overhead, now the largest part at 100 and 1,000 nodes); gRPC p99 at 1,000
-nodes 5.3 ms (p50 3.0 ms) against 1 ms. Next steps, outside this round: featurize one
-changed row without the batch featurizer's fixed overhead (`dsan/features.py`), and do that
-row's update off the request path (right after the assumption).
+| world | step | before | after | p50 speed-up |
+|---|---|---|---|---|
+| dsan 100 | reply | 141 / 619 / 6,595 | 55 / 73 / 4,406 | 8.5x |
+| dsan 100 | settle | 29 / 42 / 106 | 60 / 307 / 8,774 | 0.1x |
+| dsan 100 | score + assume inline | 164 / 620 / 5,204 | 90 / 360 / 9,018 | 1.7x |
+| dsan 100 | ExtenderApp.prioritize | 205 / 732 / 5,616 | 100 / 133 / 8,165 | 5.5x |
+| dsan 100 | gRPC handler | 193 / 679 / 7,958 | 90 / 123 / 4,367 | 5.5x |
+| dsan 1000 | reply | 751 / 964 / 9,000 | 117 / 163 / 4,489 | 5.9x |
+| dsan 1000 | settle | 40 / 57 / 4,117 | 286 / 390 / 5,322 | 0.1x |
+| dsan 1000 | score + assume inline | 682 / 896 / 10,776 | 346 / 500 / 9,188 | 1.8x |
+| dsan 1000 | ExtenderApp.prioritize | 970 / 1,475 / 9,736 | 253 / 342 / 8,912 | 4.3x |
+| dsan 1000 | gRPC handler | 794 / 1,400 / 9,476 | 195 / 249 / 8,784 | 5.6x |
+| dsan 5000 | reply | 1,946 / 6,699 / 14,869 | 358 / 1,017 / 9,216 | 6.6x |
+| dsan 5000 | settle | 56 / 104 / 4,216 | 320 / 587 / 5,552 | 0.2x |
+| dsan 5000 | score + assume inline | 1,982 / 6,804 / 18,916 | 928 / 1,859 / 10,037 | 3.7x |
+| dsan 5000 | ExtenderApp.prioritize | 3,058 / 8,231 / 14,969 | 1,066 / 6,035 / 10,826 | 1.4x |
+| dsan 5000 | gRPC handler | 1,851 / 7,089 / 13,696 | 654 / 1,403 / 9,912 | 5.1x |
+
+Reproduce (about 4 minutes; rerun on a quiet machine for p99s that are not preemptions):
+
+    git archive c4df77f | tar -x -C /tmp/old   # into an empty /tmp/old
+    for t in /tmp/old . /tmp/old .; do
+        nice -n 10 .venv/bin/python bench/latency_ab.py $t > out/ab-$(basename $t)-$RANDOM.json
+    done
+
+What this does not remove (honest limits):
+
+* **The settle is real work**: 0.3-0.4 ms per request at 100-5,000 nodes under this load
+  (the assumption, one or two rows, their head), up from 0.03-0.06 ms, because the work the
+  reply no longer does moved there. The server's busy time per request (reply + settle) is
+  still about 2x lower than before (403 vs 791 us at 1,000 nodes, minima); a client that
+  calls back to back waits for the rest of the previous settle under the scoring lock.
+* **A new (min, max)** (the winner's new state moves an extreme, or a candidate window with
+  other extremes) costs one pass of the head over all candidates (~0.2 ms at 1,000 nodes),
+  as every request did before. So does a **moved clock**: each snapshot republish rewrites
+  every node's telemetry age, so the next request re-runs the head on every candidate with
+  telemetry. In this benchmark that is once a second (`snapshot_max_age_s`); in a busy
+  cluster, where informer events republish the snapshot between most requests, it would be
+  most requests. Keeping it exact and cheap needs ages that move on a coarse clock, a change
+  of the feature's meaning that was not made.
+* **The first request of a pod class** featurizes all its candidates (vectorised), once
+  per class (32 kept).
+* At 5,000 nodes the reply is dominated by the sidecar's own O(candidates) steps (decoding
+  and looking up 5,000 fresh names, feasibility), not by DSAN.
 """
 
 
