@@ -17,6 +17,7 @@ candidate, gather the cached embeddings, run the torch head). No per-node Python
 
 from __future__ import annotations
 
+from operator import is_
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,8 @@ class ServingModel:
             return False
         if self._tver != snap.telemetry_version or self._len != len(snap) or self._inputs is None:
             return False
-        return all(a is b for a, b in zip(self._inputs, _inputs(snap), strict=True))
+        # identity, not equality, element by element in C (no generator frame per column)
+        return all(map(is_, self._inputs, _inputs(snap)))
 
     def refresh(self, snap: ClusterSnapshot) -> None:
         """Recompute node embeddings if telemetry, static columns or topology changed."""
