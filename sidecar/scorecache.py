@@ -16,6 +16,7 @@ The result is exactly the uncached scorer's (tests/unit/sidecar/test_scorecache.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -133,17 +134,19 @@ class ScoreCache:
         snap = pub.snap
         idx = np.array(sorted(set(rows)), dtype=np.int64)  # a few rows: no np.unique
         ok = feasible(pod, snap, idx)
-        new = np.full(len(idx), np.nan)
-        if ok.any():
-            new[ok] = self._score(pod, snap, idx[ok])
+        fit = idx[ok]
+        new = self._score(pod, snap, fit) if fit.size else fit.astype(np.float64)
         # Written only once the scorer returned: an exception leaves the entry as it was.
-        e.bad += _nonfinite(new[ok]) - _nonfinite(e.rawx[idx[e.ok[idx]]])
+        e.bad += _nonfinite(new) - _nonfinite(e.rawx[idx[e.ok[idx]]])
         e.ok[idx] = ok
-        e.rawx[idx] = new
+        e.rawx[idx] = np.nan
+        e.rawx[fit] = new
 
     def clear(self) -> None:
         self._entries.clear()
 
 
 def _nonfinite(a: npt.NDArray[np.float64]) -> int:
+    if a.size <= 8:  # the usual one or two rows: Python floats, no numpy calls
+        return sum(not math.isfinite(x) for x in a.tolist())
     return int(a.size - np.count_nonzero(np.isfinite(a)))

@@ -34,7 +34,9 @@ def feasible_reference(pod: PodSpec, snap: ClusterSnapshot) -> list[bool]:
 @given(st.data())
 def test_feasible_matches_the_per_node_reference(data: st.DataObject) -> None:
     n = data.draw(st.integers(1, 12))
-    free = data.draw(st.lists(st.lists(st.integers(0, 1000), min_size=MAX_GPUS,
+    # Shares from a few common values as well, so "free == asked" (fits) comes up often.
+    share = st.one_of(st.integers(0, 1000), st.sampled_from([0, 250, 500, 1000]))
+    free = data.draw(st.lists(st.lists(share, min_size=MAX_GPUS,
                                        max_size=MAX_GPUS), min_size=n, max_size=n))
     floats = st.lists(st.floats(0, 8000), min_size=n, max_size=n)
     snap = ClusterSnapshot(
@@ -51,11 +53,16 @@ def test_feasible_matches_the_per_node_reference(data: st.DataObject) -> None:
     num = data.draw(st.integers(0, MAX_GPUS))
     pod = PodSpec(
         "p", cpu_milli=data.draw(st.floats(0, 8000)), mem_mib=data.draw(st.floats(0, 8000)),
-        num_gpu=num, gpu_milli=data.draw(st.integers(1, 1000)) if num else 0,
+        num_gpu=num, gpu_milli=data.draw(share.filter(bool)) if num else 0,
         gpu_models=tuple(data.draw(st.sets(st.integers(0, 2), max_size=2))),
         toleration_mask=data.draw(st.integers(0, 3)),
     )
-    assert feasible(pod, snap).tolist() == feasible_reference(pod, snap)
+    want = feasible_reference(pod, snap)
+    assert feasible(pod, snap).tolist() == want
+    # Row subsets (the sidecar's class caches): the few-row scalar path and the vector one.
+    rows = data.draw(st.lists(st.integers(0, n - 1), max_size=8))
+    assert feasible(pod, snap, np.array(rows, dtype=np.int64)).tolist() == \
+        [want[i] for i in rows]
 
 
 def normalize_reference(scores: list[float], top: int) -> list[int]:

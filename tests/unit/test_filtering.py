@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from dsan.filtering import allocate, feasible, feasible_nodes, release
-from dsan.snapshot import PodSpec, empty_snapshot
+from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 
 def snap3():
@@ -13,24 +13,39 @@ def snap3():
     )
 
 
+def fit(pod: PodSpec, s: ClusterSnapshot) -> list[bool]:
+    """feasible() over all nodes, checked against the row-subset paths (few rows: Python
+    scalars; more: the vector code) on the same boundary cases."""
+    out = feasible(pod, s).tolist()
+    rows = np.array([2, 0, 1, 2, 0, 1], dtype=np.int64)
+    assert feasible(pod, s, rows[:3]).tolist() == [out[i] for i in rows[:3]]  # few
+    assert feasible(pod, s, rows).tolist() == [out[i] for i in rows]  # vector
+    return out
+
+
 def test_cpu_memory_gpu_model_and_share_fit() -> None:
     s = snap3()
-    assert feasible(PodSpec("c", 8000, 1000), s).tolist() == [True, True, True]
-    assert feasible(PodSpec("c", 8001, 10), s).tolist() == [False, False, False]
-    assert feasible(PodSpec("g", 100, 10, 2, 1000), s).tolist() == [True, False, True]
-    assert feasible(PodSpec("g", 100, 10, 3, 1000), s).tolist() == [False, False, True]
-    assert feasible(PodSpec("m", 100, 10, 1, 500, (1,)), s).tolist() == [False, False, True]
+    assert fit(PodSpec("c", 8000, 1000), s) == [True, True, True]
+    assert fit(PodSpec("c", 8001, 10), s) == [False, False, False]
+    assert fit(PodSpec("c", 10, 1001), s) == [False, False, False]
+    assert fit(PodSpec("g", 100, 10, 2, 1000), s) == [True, False, True]
+    assert fit(PodSpec("g", 100, 10, 3, 1000), s) == [False, False, True]
+    assert fit(PodSpec("m", 100, 10, 1, 500, (1,)), s) == [False, False, True]
     allocate(s, PodSpec("x", 10, 10, 1, 700), 0, (0,))
     allocate(s, PodSpec("y", 10, 10, 1, 700), 0, (1,))
     assert feasible_nodes(PodSpec("s", 10, 10, 1, 300), s).tolist() == [0, 2]
     assert feasible_nodes(PodSpec("s", 10, 10, 1, 301), s).tolist() == [2]
+    assert fit(PodSpec("s", 10, 10, 1, 300), s) == [True, False, True]
+    assert fit(PodSpec("s", 10, 10, 2, 300), s) == [True, False, True]
+    assert fit(PodSpec("s", 10, 10, 1, 301), s) == [False, False, True]
 
 
 def test_taints_need_tolerations() -> None:
     s = snap3()
     s.taint_mask = np.array([0, 0b10, 0b01], dtype=np.int64)
-    assert feasible(PodSpec("p", 1, 1), s).tolist() == [True, False, False]
-    assert feasible(PodSpec("p", 1, 1, toleration_mask=0b11), s).tolist() == [True, True, True]
+    assert fit(PodSpec("p", 1, 1), s) == [True, False, False]
+    assert fit(PodSpec("p", 1, 1, toleration_mask=0b10), s) == [True, True, False]
+    assert fit(PodSpec("p", 1, 1, toleration_mask=0b11), s) == [True, True, True]
 
 
 def test_allocate_refuses_overcommit_and_release_restores() -> None:
