@@ -14,7 +14,8 @@ each (min, p50 and p99 in microseconds, as JSON on stdout, with the 1-minute loa
   call also pays for what the previous assumption changed;
 * ``reply (deferred)``: ``score(..., defer=True)``, what a client waits for when the sidecar
   settles after the reply (both servers do); ``settle`` is then timed alone, and
-  ``reply + settle`` is the server's busy time per request;
+  ``reply + settle`` is the server's busy time per request (trees without a deferred
+  assumption, b2bc440 and older: the inline call, and a no-op settle);
 * ``ExtenderApp.prioritize`` and the ``gRPC handler`` (no socket; each settled after the
   call, outside the timing, as the servers do after the reply).
 
@@ -24,6 +25,7 @@ best of the runs.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import os
@@ -70,14 +72,21 @@ def measure(policy: str, n: int) -> dict[str, list[float] | float]:
         key, names = next(calls)
         return svc.score("inprocess", w.spec, key, names, 100)
 
+    # Trees from before the deferred assumption (b2bc440 and older) have no settle(): there
+    # the reply is the inline call and the settle a no-op.
+    deferred = "defer" in inspect.signature(svc.score).parameters
+    svc_settle: Callable[[], object] = getattr(svc, "settle", lambda: None)
+
     def reply() -> object:
         key, names = next(calls)
+        if not deferred:
+            return svc.score("inprocess", w.spec, key, names, 100)
         return svc.score("inprocess", w.spec, key, names, 100, defer=True)
 
     busy: list[float] = []
 
     def settle() -> None:
-        busy.append(timeit.timeit(svc.settle, number=1))
+        busy.append(timeit.timeit(svc_settle, number=1))
 
     bodies = itertools.cycle([json.dumps({"Pod": pod(i), "Nodes": None,
                                           "NodeNames": cands[i]}).encode()
@@ -93,8 +102,8 @@ def measure(policy: str, n: int) -> dict[str, list[float] | float]:
     out["reply (deferred)"] = stat(reply, settle)
     busy.sort()
     out["settle"] = [round(busy[i] * 1e6, 1) for i in (0, len(busy) // 2, int(len(busy) * .99))]
-    out["ExtenderApp.prioritize"] = stat(lambda: app.prioritize(next(bodies)), svc.settle)
-    out["gRPC handler"] = stat(lambda: handler._score(next(reqs)), svc.settle)
+    out["ExtenderApp.prioritize"] = stat(lambda: app.prioritize(next(bodies)), svc_settle)
+    out["gRPC handler"] = stat(lambda: handler._score(next(reqs)), svc_settle)
     out["loadavg_1m_after"] = os.getloadavg()[0]
     return out
 
