@@ -17,7 +17,7 @@ candidate, gather the cached embeddings, run the torch head). No per-node Python
 
 from __future__ import annotations
 
-from operator import is_
+from operator import attrgetter, is_
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,8 @@ from dsan.model.graph import build_graph
 from dsan.model.headcache import HeadCache
 from dsan.model.net import DSANNet
 from dsan.snapshot import ClusterSnapshot, PodSpec
+
+_VERSION = attrgetter("_version")  # a tensor's in-place write counter
 
 
 def _inputs(snap: ClusterSnapshot) -> tuple[Any, ...]:
@@ -103,7 +105,7 @@ class ServingModel:
     def _weights_version(self) -> int:
         """Bumped by any in-place write to a parameter (an optimiser step, load_state_dict):
         the cached embeddings and head weights are then recomputed. ~20 attribute reads."""
-        return sum(p._version for p in self._params)
+        return sum(map(_VERSION, self._params))
 
     def _fresh(self, snap: ClusterSnapshot) -> bool:
         if self._wver != self._weights_version():
