@@ -563,7 +563,7 @@ class GraphCache:
                 cols: dict[str, Any] = {k: v.copy() for k, v in live.items()}
                 snap = ClusterSnapshot(
                     names=list(self._names), gpu_models=list(self._models),
-                    telemetry=self._tele_pub[1].copy(), telemetry_age_s=self._wall() - tele_time,
+                    telemetry=self._tele_pub[1].copy(), telemetry_age_s=self._ages(tele_time),
                     version=self._version, **cols)
                 # Ages alone do not count: stale telemetry is the fallback's business.
                 snap.telemetry_version = self._tele_version + self._static_version
@@ -575,7 +575,7 @@ class GraphCache:
                 assert snap.telemetry is not None and snap.telemetry_age_s is not None
                 if self._tele_in_snap != self._tele_pub[0]:
                     np.copyto(snap.telemetry, self._tele_pub[1])
-                np.subtract(self._wall(), tele_time, out=snap.telemetry_age_s)
+                self._ages(tele_time, out=snap.telemetry_age_s)
                 snap.version = self._version
                 snap.telemetry_version = self._tele_version + self._static_version
             self._tele_in_snap = self._tele_pub[0]
@@ -585,6 +585,18 @@ class GraphCache:
             self._published = pub
             self.stats.publishes += 1
             return pub
+
+    def _ages(self, tele_time: npt.NDArray[np.float64],
+              out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+        """Telemetry ages on a coarse clock: wall time rounded down to a multiple of
+        ``snapshot_max_age_s``, so republishes between two grid points (informer events)
+        leave every age as it was, and per-node caches that read ages (DSAN's logits) stay
+        valid. Ages read at most one step young, the bound the republish interval already
+        set; telemetry sampled after the grid point reads 0, never negative."""
+        step = self._cfg.snapshot_max_age_s
+        grid = math.floor(self._wall() / step) * step
+        ages = np.subtract(grid, tele_time, out=out)
+        return np.maximum(ages, 0.0, out=ages)
 
     def _live_columns(self, n: int) -> dict[str, npt.NDArray[Any]]:
         return {"cpu_cap": self._cpu_cap[:n], "cpu_used": self._cpu_used[:n],

@@ -253,3 +253,23 @@ def test_change_log_names_the_rows_each_write_touched() -> None:
     assert c.snap is b.snap and c.version > b.version
     assert cache.changed_rows(b.changes, c.changes) == [row(cache, "n0")]
     assert c.snap.cpu_used[row(cache, "n0")] == 2000
+
+
+def test_telemetry_ages_move_on_a_coarse_clock_and_never_go_negative() -> None:
+    cache, clock = make(2, snapshot_max_age_s=1.0)
+    clock.t = 1000.3
+    cache.upsert_telemetry(ko.telemetry("n0", util=[[50.0]],
+                                        sampled_at=datetime.fromtimestamp(1000.2, UTC)))
+    ages = cache.snapshot().snap.telemetry_age_s
+    assert ages is not None and ages[0] == 0.0 and np.isinf(ages[1])  # sampled after 1000.0
+    clock.t = 1001.5
+    cache.upsert_node(ko.node("n1", cpu="16", gpus=4, model="A100"))  # an informer event
+    first = cache.snapshot().snap.telemetry_age_s
+    assert first is not None and first[0] == pytest.approx(0.8)  # 1001.0 - 1000.2
+    clock.t = 1001.9
+    cache.upsert_pod(ko.pod("p", cpu="1", node_name="n1", phase="Running"))
+    again = cache.snapshot().snap.telemetry_age_s
+    assert again is not None and again[0] == pytest.approx(0.8)  # same grid step: unchanged
+    clock.t = 1003.05
+    later = cache.snapshot().snap.telemetry_age_s
+    assert later is not None and later[0] == pytest.approx(2.8)
