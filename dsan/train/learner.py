@@ -74,6 +74,7 @@ class LocalLearner:
                 (i, steps)
                 for i, ro in enumerate(rollouts)
                 for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch))
+                if len(steps)  # an episode without decisions has nothing to learn from
             ]
             for _ in range(a.ppo_epochs)
         ]

@@ -12,7 +12,7 @@ from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.env import EnvConfig, make_episode
 from dsan.train.learner import Grad, LocalLearner, global_moments, ppo_rounds
 from dsan.train.ppo import Args, ppo_update
-from dsan.train.rollout import collect
+from dsan.train.rollout import Rollout, collect
 
 SMALL = EnvConfig(n_nodes=12)
 
@@ -96,3 +96,16 @@ def test_two_workers_average_to_the_gradient_of_the_union() -> None:
     got = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
     torch.testing.assert_close(got, final, rtol=1e-5, atol=1e-6)
     assert not torch.equal(got, params)
+
+
+def test_an_episode_without_decisions_adds_no_minibatch() -> None:
+    model, ros = _setup()
+    empty = Rollout(ros[0].node_x, ros[0].telemetry, ros[0].edge_index, ros[0].edge_weight)
+    a = Args(ppo_epochs=1, minibatch=10**6)
+    w = LocalLearner(copy.deepcopy(model), [empty, *ros], a, a.minibatch, np.random.default_rng(0))
+    share = w.share()
+    assert share.minibatches == [len(ros)] and share.decisions == sum(len(r) for r in ros)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    ppo_rounds(model, opt, _submit([w], *global_moments([share])), [share.minibatches])
+    assert not torch.equal(torch.nn.utils.parameters_to_vector(model.parameters()), before)
