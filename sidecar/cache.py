@@ -438,14 +438,14 @@ class GraphCache:
     def _patch(self, pub: Published, rows: list[int]) -> None:
         """Copy the allocation columns of ``rows`` into ``pub``'s snapshot; republish it."""
         snap = pub.snap
-        if len(rows) == 1:  # the usual assumption: scalar writes, no index arrays
-            r = rows[0]
-            snap.cpu_used[r] = self._cpu_used[r]
-            snap.mem_used[r] = self._mem_used[r]
-            snap.gpu_free[r] = self._gpu_free[r]
-            if snap.pod_count is not None:
-                snap.pod_count[r] = self._pod_count[r]
-        elif rows:
+        if len(rows) <= 4:  # an assumption (and the pod's previous one): scalar writes
+            for r in rows:
+                snap.cpu_used[r] = self._cpu_used[r]
+                snap.mem_used[r] = self._mem_used[r]
+                snap.gpu_free[r] = self._gpu_free[r]
+                if snap.pod_count is not None:
+                    snap.pod_count[r] = self._pod_count[r]
+        else:
             idx = np.asarray(rows, dtype=np.int64)
             snap.cpu_used[idx] = self._cpu_used[idx]
             snap.mem_used[idx] = self._mem_used[idx]
