@@ -384,7 +384,8 @@ the call, off the clock):
 
 Minima move the same way (caller waits, fgd: 58 / 100 / 320 -> 19 / 54 / 240 us; settle
 37-47 us); the 5,000-node medians swing with the load. The tables at the top were measured
-at 16:42, before the last change (few-row `feasible`, ~8 us off each settle).
+at 16:42, before the last changes (few-row `feasible`, ~8 us off each settle; scalar
+snapshot patch, ~2 us; coarse telemetry ages).
 
 * **The winner's assumption after the reply** (`ScoringEngine.settle`). Both APIs score
   with `defer=True`: the assumption, the refresh of the served pod class on the changed
