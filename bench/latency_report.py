@@ -550,16 +550,15 @@ What this does not remove (honest limits):
   calls back to back waits for the rest of the previous settle under the scoring lock.
 * **A new (min, max)** (the winner's new state moves an extreme, or a candidate window with
   other extremes) costs one pass of the head over all candidates (~0.2 ms at 1,000 nodes),
-  as every request did before. So does a **moved clock**: each snapshot republish rewrites
-  every node's telemetry age, so the next request re-runs the head on every candidate with
-  telemetry. In this benchmark that is once a second (`snapshot_max_age_s`); in a busy
-  cluster, where informer events republish the snapshot between most requests, it would be
-  most requests. The two age columns are `tel_age = min(log1p(age) / log1p(3600), 1)` and
-  `tel_present`: constant for nodes without telemetry (infinite age: never recomputed for
-  the clock) and saturated after an hour, but moving with every republish for fresh
-  telemetry, which is what DSAN is for. Keeping that exact and cheap needs ages that move
-  on a coarse clock in the sidecar's snapshot (proposed to the sidecar's owner; not done),
-  not an approximation inside DSAN.
+  as every request did before. So does a **moved clock**: the two age columns are
+  `tel_age = min(log1p(age) / log1p(3600), 1)` and `tel_present`, constant for nodes
+  without telemetry (infinite age: never recomputed for the clock) and saturated after an
+  hour, but moving whenever fresh telemetry's age moves, and then every candidate with
+  telemetry goes through the head again. Since H3's 9635ad6 the sidecar's snapshot takes
+  ages from a coarse clock (wall time rounded down to `snapshot_max_age_s`, 1 s), so that
+  happens at most once a second however often informer events republish the snapshot
+  (before, every republish moved every age); the logits stay exact for the snapshot's
+  ages, which were already up to a second old. No approximation inside DSAN.
 * **The first request of a pod class** featurizes all its candidates (vectorised), once
   per class (32 kept).
 * At 5,000 nodes the reply is dominated by the sidecar's own O(candidates) steps (decoding
