@@ -465,7 +465,11 @@ candidate subsets, rotations, assumptions, releases, telemetry refreshes, clock 
 in-place weight updates, near ties, the post-reply prefetch), and the simulator, which
 scores through the same `ServingModel`, decides openb exactly as before
 (`bench/dsan_openb_eval.py --policies dsan --pods default gpuspec20 gpushare100 --seeds 42`:
-4.5919 / 4.9527 / 13.4253 %, as published for the shipped model).
+4.5919 / 4.9527 / 13.4253 %, as published for the session-2 shipped model). With S3's
+rebuilt model (5e95a36) the served path and the reference path (`ServingModel(fast=False)`:
+featurize every candidate, torch head) give the same openb results, seed 42, default /
+gpuspec20 / gpushare100: 4.6001 / 4.9527 / 13.4342 % both (8.4 / 19.3 / 11.3 s against
+16.1 / 29.3 / 43.3 s, one after the other at load ~3).
 
 How a request is served (session 3, engineer L3; session 2's head cache underneath):
 
