@@ -504,35 +504,36 @@ How a request is served (session 3, engineer L3; session 2's head cache undernea
   (the caches are numpy arrays and untracked tuples).
 
 Before/after in one window (`bench/latency_ab.py`, session 2's tree at c4df77f vs this one,
-alternated twice, 16:45-16:49 UTC, 1-minute load 4.2-6.1 from other engineers' jobs on the
-2 cores, both niced; min / p50 / p99 in us over 600 calls, the run with the better p50;
-`reply` = `ScoringService.score` with the assumption deferred, what a client waits for;
-`settle` = the deferred assumption and refresh, timed alone; extender and gRPC handler
-without a socket, settled after each call off the clock, as the servers do):
+both with the rebuilt shipped model (`DSAN_MODEL_DIR`), alternated twice, 17:09-17:11 UTC,
+1-minute load 1.8-2.3, both niced; min / p50 / p99 in us over 600 calls, the run with the
+better p50; `reply` = `ScoringService.score` with the assumption deferred, what a client
+waits for; `settle` = the deferred assumption and refresh, timed alone; extender and gRPC
+handler without a socket, settled after each call off the clock, as the servers do):
 
 | world | step | before | after | p50 speed-up |
 |---|---|---|---|---|
-| dsan 100 | reply | 141 / 619 / 6,595 | 55 / 73 / 4,406 | 8.5x |
-| dsan 100 | settle | 29 / 42 / 106 | 60 / 307 / 8,774 | 0.1x |
-| dsan 100 | score + assume inline | 164 / 620 / 5,204 | 90 / 360 / 9,018 | 1.7x |
-| dsan 100 | ExtenderApp.prioritize | 205 / 732 / 5,616 | 100 / 133 / 8,165 | 5.5x |
-| dsan 100 | gRPC handler | 193 / 679 / 7,958 | 90 / 123 / 4,367 | 5.5x |
-| dsan 1000 | reply | 751 / 964 / 9,000 | 117 / 163 / 4,489 | 5.9x |
-| dsan 1000 | settle | 40 / 57 / 4,117 | 286 / 390 / 5,322 | 0.1x |
-| dsan 1000 | score + assume inline | 682 / 896 / 10,776 | 346 / 500 / 9,188 | 1.8x |
-| dsan 1000 | ExtenderApp.prioritize | 970 / 1,475 / 9,736 | 253 / 342 / 8,912 | 4.3x |
-| dsan 1000 | gRPC handler | 794 / 1,400 / 9,476 | 195 / 249 / 8,784 | 5.6x |
-| dsan 5000 | reply | 1,946 / 6,699 / 14,869 | 358 / 1,017 / 9,216 | 6.6x |
-| dsan 5000 | settle | 56 / 104 / 4,216 | 320 / 587 / 5,552 | 0.2x |
-| dsan 5000 | score + assume inline | 1,982 / 6,804 / 18,916 | 928 / 1,859 / 10,037 | 3.7x |
-| dsan 5000 | ExtenderApp.prioritize | 3,058 / 8,231 / 14,969 | 1,066 / 6,035 / 10,826 | 1.4x |
-| dsan 5000 | gRPC handler | 1,851 / 7,089 / 13,696 | 654 / 1,403 / 9,912 | 5.1x |
+| dsan 100 | reply | 140 / 573 / 968 | 54 / 67 / 314 | 8.6x |
+| dsan 100 | settle | 29 / 36 / 89 | 53 / 278 / 515 | 0.1x |
+| dsan 100 | score + assume inline | 167 / 600 / 971 | 84 / 325 / 885 | 1.8x |
+| dsan 100 | ExtenderApp.prioritize | 203 / 653 / 960 | 96 / 117 / 366 | 5.6x |
+| dsan 100 | gRPC handler | 192 / 656 / 1,107 | 86 / 109 / 408 | 6.0x |
+| dsan 1000 | reply | 710 / 829 / 1,471 | 117 / 123 / 240 | 6.8x |
+| dsan 1000 | settle | 36 / 45 / 111 | 274 / 295 / 445 | 0.2x |
+| dsan 1000 | score + assume inline | 813 / 1,169 / 1,886 | 337 / 374 / 670 | 3.1x |
+| dsan 1000 | ExtenderApp.prioritize | 885 / 1,039 / 2,406 | 260 / 274 / 503 | 3.8x |
+| dsan 1000 | gRPC handler | 818 / 1,305 / 2,180 | 204 / 215 / 460 | 6.1x |
+| dsan 5000 | reply | 1,454 / 1,811 / 3,739 | 377 / 475 / 1,315 | 3.8x |
+| dsan 5000 | settle | 43 / 60 / 147 | 339 / 451 / 906 | 0.1x |
+| dsan 5000 | score + assume inline | 1,521 / 1,856 / 3,130 | 584 / 748 / 1,766 | 2.5x |
+| dsan 5000 | ExtenderApp.prioritize | 2,188 / 3,083 / 6,803 | 960 / 1,111 / 2,545 | 2.8x |
+| dsan 5000 | gRPC handler | 1,735 / 2,010 / 4,070 | 652 / 710 / 1,454 | 2.8x |
 
 Reproduce (about 4 minutes; rerun on a quiet machine for p99s that are not preemptions):
 
     git archive c4df77f | tar -x -C /tmp/old   # into an empty /tmp/old
     for t in /tmp/old . /tmp/old .; do
-        nice -n 10 .venv/bin/python bench/latency_ab.py $t > out/ab-$(basename $t)-$RANDOM.json
+        DSAN_MODEL_DIR=$PWD/dsan/model/default nice -n 10 .venv/bin/python \\
+            bench/latency_ab.py $t > out/ab-$(basename $t)-$RANDOM.json
     done
 
 End to end, one narrowed run of the command at the top (`DSAN_BENCH_SIZES=1000
@@ -547,10 +548,10 @@ request (reply + settle, ~0.75 ms mean under this load) is what the next call wa
 
 What this does not remove (honest limits):
 
-* **The settle is real work**: 0.3-0.4 ms per request at 100-5,000 nodes under this load
-  (the assumption, one or two rows, their head), up from 0.03-0.06 ms, because the work the
+* **The settle is real work**: 0.28-0.45 ms per request (p50) at 100-5,000 nodes (the
+  assumption, one or two rows, their head), up from 0.04-0.06 ms, because the work the
   reply no longer does moved there. The server's busy time per request (reply + settle) is
-  still about 2x lower than before (403 vs 791 us at 1,000 nodes, minima); a client that
+  still about 2x lower than before (391 vs 746 us at 1,000 nodes, minima); a client that
   calls back to back waits for the rest of the previous settle under the scoring lock.
 * **A new (min, max)** (the winner's new state moves an extreme, or a candidate window with
   other extremes) costs one pass of the head over all candidates (~0.2 ms at 1,000 nodes),
