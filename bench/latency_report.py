@@ -536,15 +536,16 @@ Reproduce (about 4 minutes; rerun on a quiet machine for p99s that are not preem
             bench/latency_ab.py $t > out/ab-$(basename $t)-$RANDOM.json
     done
 
-End to end, one narrowed run of the command at the top (`DSAN_BENCH_SIZES=1000
-DSAN_BENCH_POLICIES=fgd,dsan`, 16:51-16:52 UTC, load 4.3-5.6, niced; p50 / p99 in us):
-gRPC with the Go client, back to back, no-op 520 / 5,953, fgd 588 / 1,404, **dsan 1,072 /
-5,428** (server 299 + settle 443 mean per request): DSAN **misses** p99 <= 1 ms at 1,000
-nodes in this run, and so does FGD; the no-op's own p99 shows how much of that is the
-machine. In process, the caller waits p50 142 us for DSAN (fgd 52, lookup+dot floor 42):
-3.4x the floor at p50, so the in-process budget (2x) is missed too; over HTTP with the Go
-client DSAN's p50 is 2.6x the no-op's (fgd 1.5x). Back to back, DSAN's busy time per
-request (reply + settle, ~0.75 ms mean under this load) is what the next call waits for.
+End to end, two narrowed runs of the command at the top (`DSAN_BENCH_SIZES=1000
+DSAN_BENCH_POLICIES=fgd,dsan`, niced; p50 / p99 in us). At 17:11 UTC, load 1.7-2.5: gRPC
+with the Go client, back to back, no-op 430 / 831, fgd 922 / 1,971, **dsan 1,147 / 2,540**
+(server 307 + settle 470 mean per request); in process the caller waits 130 / 4,431 for
+DSAN against a lookup+dot floor of 42 / 95 (fgd 50 / 97); HTTP with the Go client, DSAN's
+p50 is 2.1x the no-op's (fgd 1.4x). At 16:51, load 4.3-5.6: gRPC Go dsan 1,072 / 5,428,
+fgd 588 / 1,404, no-op 520 / 5,953. **DSAN misses p99 <= 1 ms at 1,000 nodes in both runs,
+and so does FGD**; DSAN's p50 is 1.2-1.8x FGD's, and the in-process 2x budget is missed
+(p50 3.1-3.4x the floor). Back to back, the busy time per request (reply + settle, ~0.8 ms
+mean over gRPC at load 2) is what the next call waits for.
 
 What this does not remove (honest limits):
 
