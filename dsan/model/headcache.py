@@ -114,6 +114,9 @@ class HeadCache:
         self._gq = np.zeros((0, len(REQUEST_COLUMNS)), dtype=np.float32)
         # A head whose MLP ignores z (its weights there are zero) skips the attention.
         self._uses_z = bool(np.any(self._w1z))
+        self._parts["uses_z"] = self._uses_z
+        # Without z, a row whose ReLU layer is zero scores relu(b1) . w2 (+ its linear terms).
+        self._dead_out = np.maximum(self._b1, 0.0) @ self._w2
         self._u1 = np.zeros((0, 2 * h), dtype=np.float32)
         self._ud = np.zeros((0, 2 * h), dtype=np.float32)
 
@@ -242,7 +245,7 @@ class HeadCache:
             np.maximum(hid, 0.0, out=hid)
             out = hid @ self._w2
         else:  # z unused: a dead row's hidden layer is relu(b1), the same for every row
-            out = np.full(m, np.maximum(self._b1, 0.0) @ self._w2, dtype=np.float32)
+            out = np.full(m, self._dead_out, dtype=np.float32)
             if live.size:
                 hl = g @ self._w1g
                 hl += self._b1

@@ -82,6 +82,7 @@ class FirstLayer:
     prior: tuple[int, float]  # (fgd_score_int column, 100 softplus(prior_scale))
     cpu_only: int  # pod_is_cpu_only column
     key_diff: F32  # (n, H): (key_1 - key_0) / sqrt(H) of the two streams per node
+    uses_z: bool = True  # False: the MLP ignores the attention output, ``att`` is unused
 
     def of_class(self, x_pod: F32) -> F32:
         """(3H + 1, F) weights of one class: query, proj, and the summed linear logit terms
@@ -134,8 +135,9 @@ class ClassRows:
             w[:, REQUEST_COLUMNS] = 0.0  # featurize_rows leaves them zero; belt and braces
             self.w_abs = np.ascontiguousarray(w.T)
         pre = x @ self.w_abs
-        qv = pre[:, :h] + layer.b_query
-        self.att[rows] = np.einsum("mh,mh->m", qv, layer.key_diff[rows])
+        if layer.uses_z:
+            qv = pre[:, :h] + layer.b_query
+            self.att[rows] = np.einsum("mh,mh->m", qv, layer.key_diff[rows])
         self.pre[rows] = pre[:, h:] + layer.bias
         # Largest pre-activation any request can give (relative and age columns lie in
         # [0, 1]; tel_present, a gate in trained models, as now); a small margin keeps float
