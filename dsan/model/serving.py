@@ -10,9 +10,12 @@ topology). An explicit counter costs O(1) per pod where hashing the columns cost
 Telemetry *age* grows on every request in the sidecar; it does not invalidate embeddings
 (nodes whose telemetry is too old are scored by the sidecar's fallback instead), but the
 per-pod features carry the current age. Per pod the hot path is the exact per-pod-class
-head cache (:mod:`dsan.model.headcache`: featurize only the rows whose node changed, then a
-numpy head over the candidates); ``fast=False`` keeps the reference path (featurize every
-candidate, gather the cached embeddings, run the torch head). No per-node Python, no logging.
+head cache (:mod:`dsan.model.rowcache`: featurize only the rows whose node changed, few at a
+time through :mod:`dsan.rowfeatures`; :mod:`dsan.model.headcache`: logits kept per candidate
+set extremes, the head run only on rows whose inputs moved); :meth:`ServingModel.prefetch`
+does a class's changed rows after the sidecar's reply (``DSANScorer.after_assume``).
+``fast=False`` keeps the reference path (featurize every candidate, gather the cached
+embeddings, run the torch head). No per-node Python loop over candidates, no logging.
 """
 
 from __future__ import annotations
