@@ -4,10 +4,10 @@ The P99 task latency of seed-table1 is 99.5 s (90 s node boot + 7.5 s Spark imag
 start) as soon as more than 1 % of the pods wait for a node boot; below that it drops to the
 next start-up level (9.5 s Spark pull, 17 s notebook pull, 42 s training pull) or to the GPU
 queue. This runs the three baselines and the scenario teachers (``dsan.train.teachers``: the
-packing ``Composite`` that DSAN imitates, and the boot-aware ``Anchored`` at several anchor
-sets and fill targets) on the same seeds in one process and prints one markdown row per
-policy: means over seeds of util / P99 / SLA / cost, the P99 per seed, and the tail pods
-(at or above each seed's P99) by cause.
+packing ``Composite`` that DSAN imitates, the same with a powered-headroom knob (``PreWarm``),
+and the boot-aware ``Anchored`` at several anchor sets and fill targets) on the same seeds in
+one process and prints one markdown row per policy: means over seeds of util / P99 / SLA /
+cost, the P99 per seed, and the tail pods (at or above each seed's P99) by cause.
 
 Usage::
 
@@ -30,13 +30,54 @@ from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
-from dsan.train.teachers import Anchored, Composite
+from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.train.teachers import WEB_TYPE, Anchored, Composite
 
 Make = Callable[[TargetWorkload], Scorer]
+
+
+class PreWarm(Composite):
+    """The packing teacher plus a powered-headroom knob (an experiment, not a training teacher:
+    it reads a cluster-wide sum that no DSAN feature holds). While the powered, booted CPU
+    nodes have fewer than ``h_min`` millicores of free 8-core executor slots (memory-bound
+    too; small nodes only up to the 0.8 threshold), a CPU pod (not web) is sent to a
+    powered-off 64-core node to boot it ahead of the next wave; booting nodes (pods bound, no
+    CPU use in the last sample) rank below powered ones."""
+
+    def __init__(self, target: TargetWorkload, h_min: float) -> None:
+        super().__init__(target)
+        self.h_min = h_min
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray) -> np.ndarray:
+        s = super().score(pod, snap, nodes)
+        if pod.num_gpu > 0 or pod.task_type == WEB_TYPE:
+            return s
+        assert snap.pod_count is not None and snap.images is not None
+        assert snap.telemetry is not None
+        warm = np.fromiter((len(x) > 0 for x in snap.images), dtype=bool, count=len(snap))
+        on = (snap.pod_count > 0) | warm
+        last = snap.telemetry[:, -1]
+        booting = (snap.pod_count > 0) & (last[:, 0] <= 0) & (last[:, 1] > 0)
+        s = s - 60.0 * booting[nodes]
+        cpu_free = np.maximum(0.0, snap.cpu_cap - snap.cpu_used)
+        small = snap.cpu_cap <= 16000
+        cpu_free = np.where(small, np.maximum(0.0, 0.8 * snap.cpu_cap - snap.cpu_used), cpu_free)
+        slots = np.minimum(
+            cpu_free // 8000, np.maximum(0.0, snap.mem_cap - snap.mem_used) // (8 * 3815)
+        )
+        if float(slots[on & (snap.gpu_count == 0)].sum()) * 8000 >= self.h_min:
+            return s
+        off = ~on[nodes] & (snap.cpu_cap[nodes] >= 64000) & (snap.gpu_count[nodes] == 0)
+        return s + 5000.0 * off
+
+
 #: label -> teacher constructor; the anchored rows vary the always-on pool (web replicas one
 #: per node of at least that many cores) and the fill target.
 TEACHERS: dict[str, Make] = {
     "teacher: packing (Composite, shipped stage)": lambda t: Composite(t),
+    "teacher: packing + pre-warm below 500 cores of slots": lambda t: PreWarm(t, 500e3),
+    "teacher: packing + pre-warm below 1,000 cores of slots": lambda t: PreWarm(t, 1000e3),
+    "teacher: packing + pre-warm below 2,000 cores of slots": lambda t: PreWarm(t, 2000e3),
     "teacher: anchored >=64c (50 nodes)": lambda t: Anchored(t, web_min_cpu=64000.0),
     "teacher: anchored >=32c (120 nodes)": lambda t: Anchored(t),
     "teacher: anchored >=32c, fill to 0.5": lambda t: Anchored(t, tau=0.5),
