@@ -81,6 +81,7 @@ TEACHERS: dict[str, Make] = {
     "teacher: anchored >=64c (50 nodes)": lambda t: Anchored(t, web_min_cpu=64000.0),
     "teacher: anchored >=32c (120 nodes)": lambda t: Anchored(t),
     "teacher: anchored >=32c, fill to 0.5": lambda t: Anchored(t, tau=0.5),
+    "teacher: anchored >=32c, drivers spread": lambda t: Anchored(t, spread_drivers=True),
     "teacher: anchored >=16c (130 of 190)": lambda t: Anchored(t, web_min_cpu=16000.0),
     "teacher: anchored >=64c, web nodes may run full": lambda t: Anchored(
         t, web_min_cpu=64000.0, cool=1.0

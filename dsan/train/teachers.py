@@ -19,6 +19,8 @@ from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
 WEB_TYPE = TASK_TYPES.index("web")
+#: The seed scenario's batch driver priority (dsan/scenarios/seed-table1.yaml).
+DRIVER_PRIORITY = 400
 TEACHERS = ("fgd-pack", "fgd", "bestfit", "dotprod", "gpu-packing", "tetris")
 
 
@@ -160,11 +162,15 @@ class Anchored(Composite):
         tau: float = 0.0,
         w_on: float = 300.0,
         booting: float = 0.5,
+        spread_drivers: bool = False,
     ) -> None:
         super().__init__(target, cool=cool)
         if not 0.0 <= booting <= 1.0 or w_on >= 1000.0:
             raise ValueError("Anchored: booting in [0, 1]; w_on < 1000 keeps CPU pods off GPUs")
         self.web_min_cpu, self.tau, self.w_on, self.booting = web_min_cpu, tau, w_on, booting
+        #: Batch drivers (priority 400, alive for the whole job) to the powered node with the
+        #: fewest pods, larger first: an emptied node in its grace period is kept on.
+        self.spread_drivers = spread_drivers
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
@@ -206,7 +212,10 @@ class Anchored(Composite):
         cool = np.where(home > 0, cool, 1.0)  # only nodes that host web must stay cool
         t = self.tau
         fill = np.where(after <= t, after, 2 * t - after)
-        return 1000.0 * (1 - gpu_node) + self.w_on * on + 200.0 * cool + 10.0 * fill + cached
+        out = 1000.0 * (1 - gpu_node) + self.w_on * on + 200.0 * cool + 10.0 * fill + cached
+        if self.spread_drivers and pod.priority == DRIVER_PRIORITY:
+            out += 100.0 * (on > 0) - 15.0 * np.minimum(count, 10) + 2.0 * cap / 64000.0
+        return out
 
 
 #: Scenario-stage teachers by name (``dsan train --scenario ... --scenario-teacher NAME``).

@@ -107,3 +107,19 @@ def test_boot_wait_and_the_start_up_term_by_hand() -> None:
     assert r_off == pytest.approx(0.4 * 30.0 / 180.0 - 0.5)
     with pytest.raises(ValueError):
         ScenarioReward(boot_shaping=-1.0)
+
+
+def test_anchored_spread_drivers_keeps_an_emptied_node_on() -> None:
+    snap = _snap()
+    assert snap.pod_count is not None and snap.images is not None
+    big = np.flatnonzero((snap.cpu_cap == 64000) & (snap.gpu_count == 0))
+    busy, emptied = int(big[0]), int(big[1])
+    snap.pod_count[busy] = 6
+    snap.cpu_used[busy] = 20000.0
+    snap.images[busy] = frozenset({2})
+    snap.images[emptied] = frozenset({2})  # no pods left, still powered (grace period)
+    driver = PodSpec("d", 1000.0, 4096.0, task_type=TASK_TYPES.index("batch"), priority=400)
+    cand = np.array([busy, emptied], dtype=np.int64)
+    assert cand[np.argmax(Anchored(None, spread_drivers=True).score(driver, snap, cand))] == emptied
+    # Without the option the driver packs like any CPU pod (tau 0 spreads by fill, so use 1).
+    assert cand[np.argmax(Anchored(None, tau=1.0).score(driver, snap, cand))] == busy
