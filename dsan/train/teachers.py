@@ -9,6 +9,9 @@ reason the network can see in its features (``is_best_fgd``, ``rel_bestfit``). O
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 import numpy.typing as npt
 
@@ -219,4 +222,8 @@ class Anchored(Composite):
 
 
 #: Scenario-stage teachers by name (``dsan train --scenario ... --scenario-teacher NAME``).
-SCENARIO_TEACHERS: dict[str, type[Composite]] = {"scenario": Composite, "anchored": Anchored}
+SCENARIO_TEACHERS: dict[str, Callable[[TargetWorkload | None], Composite]] = {
+    "scenario": Composite,
+    "anchored": Anchored,
+    "anchored-drivers": partial(Anchored, spread_drivers=True),
+}
