@@ -87,7 +87,7 @@ def _sharing_whatif(
     f_after = np.einsum("k,kmg->mg", w.freq, np.where(host, frag_new, total_new))
     valid = (free >= gpu_milli[:, None]) & present
     slot = np.argmin(np.where(valid, f_after + free * 1e-6, np.inf), axis=1).astype(np.int64)
-    has = valid.any(axis=1)
+    has: npt.NDArray[np.bool_] = np.asarray(valid.any(axis=1), dtype=bool)
     after = np.where(has, f_after[np.arange(m), slot], before)
     slot = np.where(has, slot, -1)
     free_after = free.copy()
@@ -141,6 +141,59 @@ def placement(
         before,
     )
     return Placement(before, after, free_after, slot)
+
+
+def free_after(
+    pod: PodSpec,
+    snap: ClusterSnapshot,
+    nodes: npt.NDArray[np.int64],
+    w: TargetWorkload,
+    access: npt.NDArray[np.bool_],
+    shares: npt.ArrayLike,
+) -> npt.NDArray[np.int64]:
+    """Free GPU share per slot after placing ``pod`` on each of ``nodes``: :func:`placement`'s
+    ``free_after`` wherever it matters for counting GPUs that still fit each share in
+    ``shares`` (``free // share`` per slot), at a fraction of its cost.
+
+    A sharing pod's slot is chosen by the fragmentation of *every* target shape, the
+    expensive part of :func:`placement`. When all GPUs the pod fits on lose the same number
+    of ``share``-sized pieces for every share, the choice cannot change those counts, so the
+    first fitting slot stands in; only the other rows run the real what-if. ``access`` is
+    ``w.access(snap)`` (all shapes, all nodes).
+    """
+    free = snap.gpu_free[nodes].astype(np.int64)
+    if not pod.is_sharing:
+        k = pod.num_gpu if pod.gpu_milli > 0 else 0
+        full = free == 1000
+        return np.where(full & (np.cumsum(full, axis=1) <= k), 0, free)
+    g = pod.gpu_milli
+    valid = (free >= g) & snap.gpu_present[nodes]
+    has: npt.NDArray[np.bool_] = np.asarray(valid.any(axis=1), dtype=bool)
+    out = free.copy()
+    rows = np.flatnonzero(has)
+    out[rows, np.argmax(valid, axis=1)[rows]] -= g
+    milli = np.maximum(np.asarray(shares, dtype=np.int64), 1)[:, None, None]
+    if milli.size == 0:
+        return out
+    lost = free[None] // milli - (free[None] - g) // milli  # (S, m, 8) on fitting slots
+    hi = np.where(valid[None], lost, -1).max(axis=2)
+    lo = np.where(valid[None], lost, np.iinfo(np.int64).max).min(axis=2)
+    differ = np.not_equal(hi, lo) & has[None, :]
+    amb = np.flatnonzero(differ.any(axis=0))
+    if amb.size:
+        sub = nodes[amb]
+        cpu_after = snap.cpu_cap[sub] - snap.cpu_used[sub] - pod.cpu_milli
+        _, _, fa = _sharing_whatif(
+            np.full(amb.size, g, dtype=np.int64),
+            snap.gpu_present[sub],
+            free[amb],
+            cpu_after,
+            access[:, sub],
+            w,
+            np.zeros(amb.size),
+        )
+        out[amb] = fa
+    return out
 
 
 class PlacementCache:
