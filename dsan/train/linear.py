@@ -21,10 +21,12 @@ from dsan.features import (
     FEATURE_NAMES,
     GPU_SCALE,
     NODE_FEATURES,
+    TOP_SHAPES,
     TargetWorkload,
     default_workload,
     node_block,
 )
+from dsan.placement import free_after
 from dsan.policies.fgd import FGDScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
@@ -34,8 +36,19 @@ F64 = npt.NDArray[np.float64]
 class _Ctx:
     """Per (pod, candidates) quantities shared by several columns, computed on first use."""
 
-    def __init__(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]):
-        self.pod, self.snap, self.nodes = pod, snap, nodes
+    def __init__(
+        self,
+        pod: PodSpec,
+        snap: ClusterSnapshot,
+        nodes: npt.NDArray[np.int64],
+        target: TargetWorkload,
+        access: npt.NDArray[np.bool_] | None,
+        shapes: Sequence[int] = (),
+    ):
+        self.pod, self.snap, self.nodes, self.target = pod, snap, nodes, target
+        self._access = access
+        self.shapes = [k for k in shapes if k < min(TOP_SHAPES, len(target.freq))]
+        self._free_after: npt.NDArray[np.int64] | None = None
         self.free = snap.gpu_free[nodes].astype(np.int64)
         self.present = snap.gpu_present[nodes]
         self.cnt = snap.gpu_count[nodes].astype(np.float64)
@@ -46,6 +59,35 @@ class _Ctx:
         k = pod.num_gpu if pod.gpu_milli > 0 else 0
         self.k = k
         self.gtot = float(k * pod.gpu_milli)
+
+    @property
+    def access(self) -> npt.NDArray[np.bool_]:
+        if self._access is None:
+            self._access = self.target.access(self.snap)
+        return self._access
+
+    def free_after(self) -> npt.NDArray[np.int64]:
+        """The placement's free shares, exact for the shares of the requested shapes."""
+        if self._free_after is None:
+            shares = self.target.gpu_milli[self.shapes]
+            self._free_after = free_after(
+                self.pod, self.snap, self.nodes, self.target, self.access, shares
+            )
+        return self._free_after
+
+
+def _hostable(c: _Ctx, k: int) -> F64:
+    """featurize's ``shape{k}_hostable_after``: copies of target shape k that fit after."""
+    w = c.target
+    if k >= min(TOP_SHAPES, len(w.freq)):
+        return np.zeros(len(c.nodes))
+    by_cpu = np.floor(np.maximum(c.cpu_free - c.pod.cpu_milli, 0) / max(w.cpu_milli[k], 1.0))
+    ng = int(w.num_gpu[k])
+    if ng == 0:
+        return np.minimum(by_cpu / 8, 1.0)
+    per_gpu = np.floor(np.maximum(c.free_after(), 0) / max(int(w.gpu_milli[k]), 1)).sum(1)
+    copies = np.minimum(by_cpu, per_gpu // ng) * c.access[k, c.nodes]
+    return np.minimum(copies / 8, 1.0)
 
 
 def _frac(num: F64, den: F64) -> F64:
@@ -76,6 +118,10 @@ COLUMNS: dict[str, Callable[[_Ctx], F64]] = {
         np.float64
     ),
     "node_gpu_partly_used": lambda c: ((c.gfree > 0) & (c.gfree < c.gpu_cap)).astype(np.float64),
+    **{
+        f"shape{k}_hostable_after": (lambda c, k=k: _hostable(c, k))  # type: ignore[misc]
+        for k in range(TOP_SHAPES)
+    },
 }
 #: Every feature :class:`LinearFGDScorer` can weight: the static node block and COLUMNS.
 SUPPORTED: tuple[str, ...] = tuple(FEATURE_NAMES[i] for i in NODE_FEATURES) + tuple(COLUMNS)
@@ -87,19 +133,24 @@ def columns(
     snap: ClusterSnapshot,
     nodes: npt.NDArray[np.int64],
     static: npt.NDArray[np.float32] | None = None,
+    target: TargetWorkload | None = None,
+    access: npt.NDArray[np.bool_] | None = None,
 ) -> F64:
-    """(m, len(names)) feature columns, equal to the same columns of ``featurize``.
-    ``static`` may pass :func:`dsan.features.node_block` of all nodes, precomputed."""
+    """(m, len(names)) feature columns, equal to the same columns of ``featurize`` with
+    workload ``target`` (default: the embedded one). ``static`` may pass
+    :func:`dsan.features.node_block` of all nodes, precomputed, ``access`` the target's
+    ``access(snap)``."""
     nodes = np.asarray(nodes, dtype=np.int64)
     out = np.empty((len(nodes), len(names)))
     ctx: _Ctx | None = None
+    shapes = [int(n[5]) for n in names if n.startswith("shape") and n.endswith("_hostable_after")]
     for j, name in enumerate(names):
         i = FEATURE_NAMES.index(name)
         if i < len(NODE_FEATURES):
             blk = static[nodes] if static is not None else node_block(snap, nodes)
             out[:, j] = blk[:, i]
         elif name in COLUMNS:
-            ctx = ctx or _Ctx(pod, snap, nodes)
+            ctx = ctx or _Ctx(pod, snap, nodes, target or default_workload(), access, shapes)
             out[:, j] = COLUMNS[name](ctx)
         else:
             raise KeyError(f"{name!r} is not computed by dsan.train.linear (see SUPPORTED)")
@@ -145,6 +196,7 @@ class LinearFGDScorer:
         self.fgd = FGDScorer(target or default_workload())
         self._static: npt.NDArray[np.float32] | None = None
         self._static_of: ClusterSnapshot | None = None
+        self._access: npt.NDArray[np.bool_] | None = None
         # per pod class (CPU-only, GPU) the non-zero weights and their columns
         cpu_w, gpu_w = (np.zeros_like(w), w) if gpu_only else (w, w + g)
         self._by_class = [
@@ -162,8 +214,10 @@ class LinearFGDScorer:
             return base
         if self._static_of is not snap:  # the static block never changes within a run
             self._static = node_block(snap, np.arange(len(snap), dtype=np.int64))
+            self._access = self.fgd.target.access(snap)
             self._static_of = snap
-        return base + columns(active, pod, snap, nodes, self._static) @ w
+        cols = columns(active, pod, snap, nodes, self._static, self.fgd.target, self._access)
+        return base + cols @ w
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         return self.fgd.select_gpus(pod, snap, node)
