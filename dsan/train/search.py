@@ -232,6 +232,49 @@ def greedy(cfg: GreedyConfig, episodes: EpisodeRunner | None = None) -> dict[str
     return result
 
 
+def screen(
+    base: dict[str, Any],
+    candidates: dict[str, dict[str, dict[str, float]]],
+    workloads: tuple[str, ...],
+    seeds: tuple[int, ...],
+    out: str | Path,
+    episodes: EpisodeRunner | None = None,
+) -> dict[str, float]:
+    """Mean gap to same-run FGD of tie-break variants of ``base`` (a result dict such as
+    ``openb_skip.json``) over ``workloads`` x ``seeds``: the hand-directed complement of
+    :func:`greedy`, for weights of any size and several changes at once.
+
+    A candidate is ``{"cpu": {feature: w}, "gpu": {feature: w}}``: the weight CPU-only or GPU
+    pods get for ``feature`` (replacing the base's; unnamed features keep it). Every episode
+    goes to ``out`` (JSON lines) as it finishes, so a long run can be read while it runs.
+    """
+    eps: EpisodeRunner = episodes or Episodes(workloads)
+    names0, w0, gpu_only, gw0 = skip_args(base)
+    if gpu_only:
+        raise ValueError("screen() starts from a per-class result, not a gpu_pods_only one")
+    gap: dict[str, list[float]] = {label: [] for label in candidates}
+    with Path(out).open("a") as log:
+        for wl in workloads:
+            for seed in seeds:
+                f = eps.fgd(wl, seed)
+                for label, c in candidates.items():
+                    names = list(names0)
+                    cpu = list(w0)
+                    gpu = [x + y for x, y in zip(w0, gw0 or [0.0] * len(w0), strict=True)]
+                    for row, key in ((cpu, "cpu"), (gpu, "gpu")):
+                        for feat, v in c.get(key, {}).items():
+                            if feat not in names:
+                                names.append(feat)
+                                cpu.append(0.0)
+                                gpu.append(0.0)
+                            row[names.index(feat)] = float(v)
+                    v = eps.unallocated(tuple(names), np.array(cpu), wl, seed, np.array(gpu))
+                    gap[label].append(v - f)
+                    log.write(json.dumps(dict(label=label, wl=wl, seed=seed, v=v, fgd=f)) + "\n")
+                    log.flush()
+    return {label: float(np.mean(g)) for label, g in gap.items()}
+
+
 def apply(
     net: DSANNet,
     features: list[str] | tuple[str, ...],
@@ -365,8 +408,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--init", default="", help="start from this result JSON (e.g. dsan/train/openb_skip.json)"
     )
+    ap.add_argument(
+        "--screen",
+        default="",
+        help="JSON file {label: {cpu|gpu: {feature: weight}}}: score these variants of --init "
+        "(default: the shipped openb_skip.json) on --workloads x --screen-seeds vs FGD",
+    )
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if a.screen:
+        base = json.loads(Path(a.init or OPENB_SKIP).read_text())
+        cands = json.loads(Path(a.screen).read_text())
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        gaps = screen(
+            base, cands, tuple(a.workloads), tuple(a.screen_seeds), Path(a.out) / "screen.jsonl"
+        )
+        print(json.dumps(gaps, indent=2))
+        return 0
     if a.greedy:
         init: tuple[tuple[str, float, float], ...] = ()
         if a.init:

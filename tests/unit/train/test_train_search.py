@@ -14,7 +14,7 @@ from dsan.sim import paths
 from dsan.sim.openb import load_nodes
 from dsan.train.es import SearchConfig, search
 from dsan.train.linear import COLUMNS, SUPPORTED
-from dsan.train.search import GreedyConfig, greedy, load_openb_skip
+from dsan.train.search import GreedyConfig, greedy, load_openb_skip, screen
 
 OPT = np.array([-0.4, 0.3])
 
@@ -191,3 +191,44 @@ def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
     # up to ~1.08, so a one-point FGD difference can flip on extreme nodes, never two points.
     assert spans[1] < 1.0
     assert spans[0] < 2.0
+
+
+class _Recorder:
+    """Records the per-class weights of each episode; the result encodes them."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[dict[str, float], dict[str, float]]] = []
+
+    def unallocated(
+        self,
+        features: tuple[str, ...],
+        w: np.ndarray,
+        workload: str,
+        seed: int,
+        gpu_w: np.ndarray | None = None,
+    ) -> float:
+        assert gpu_w is not None
+        cpu = dict(zip(features, w.tolist(), strict=True))
+        gpu = dict(zip(features, gpu_w.tolist(), strict=True))
+        self.seen.append((cpu, gpu))
+        return 5.0 + gpu.get("shape1_hostable_after", 0.0) + seed
+
+    def fgd(self, workload: str, seed: int) -> float:
+        return 5.0 + seed
+
+
+def test_screen_overrides_one_class_and_keeps_the_base(tmp_path: Path) -> None:
+    base = {
+        "features": ["gpu_max_free", "node_idle"],
+        "weights": [-0.5, 0.05],
+        "gpu_weights": [0.0, -0.05],
+    }
+    cands = {"base": {}, "host": {"gpu": {"shape1_hostable_after": -0.3}}}
+    rec = _Recorder()
+    gaps = screen(base, cands, ("a", "b"), (1, 2), tmp_path / "s.jsonl", rec)
+    assert gaps == pytest.approx({"base": 0.0, "host": -0.3})
+    assert len(rec.seen) == 8
+    cpu, gpu = rec.seen[1]  # workload a, seed 1, candidate "host"
+    assert cpu == {"gpu_max_free": -0.5, "node_idle": 0.05, "shape1_hostable_after": 0.0}
+    assert gpu == {"gpu_max_free": -0.5, "node_idle": 0.0, "shape1_hostable_after": -0.3}
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 8
