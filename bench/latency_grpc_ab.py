@@ -3,13 +3,16 @@
     nice -n 10 .venv/bin/python bench/latency_grpc_ab.py [--rounds 500] [--reps 6] \\
         noop@1000:current fgd@1000:poller-settle fgd@1000:current ...
 
-Each variant is ``policy@nodes:server``; the servers all live in this process (the Go client
+Each variant is ``policy@nodes:server[:names]``; the servers all live in this process (the Go client
 runs in its own, so only one of them is busy at a time) and are driven in turn, the order
 reversed every repetition, so the shared machine's load falls on all of them alike:
 
 * ``current``: :class:`sidecar.grpc_server.GrpcServer` as the sidecar runs it;
 * ``poller-settle``: the session-3 server, a plain thread pool, the post-reply settle as an
   RPC callback on grpcio's poller thread;
+
+and ``:names`` makes the Go client send node names (``scorebench -names``, the session-3
+request) instead of node-table indices (pkg/scoreclient, what the DSANScore plugin sends).
 
 Requests are bench/test_score_latency.py's (same worlds, pods and rotated candidate lists,
 back to back). Prints per repetition and pooled p50 / p90 / p99 in microseconds with the
@@ -42,9 +45,9 @@ KEEP: list[Any] = []  # grpcio stops a server whose object is collected
 def poller_settle_server(handler: ScoreHandler | NoopScoreHandler) -> int:
     srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2),
                       options=[("grpc.so_reuseport", 0)])
-    method = grpc.unary_unary_rpc_method_handler(handler.score)
-    srv.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE_NAME, {"Score": method}),))
+    methods = {"Score": grpc.unary_unary_rpc_method_handler(handler.score),
+               "NodeTable": grpc.unary_unary_rpc_method_handler(handler.node_table)}
+    srv.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
     port = srv.add_insecure_port("127.0.0.1:0")
     srv.start()
     KEEP.append(srv)
@@ -53,9 +56,10 @@ def poller_settle_server(handler: ScoreHandler | NoopScoreHandler) -> int:
 
 def start(variant: str) -> tuple[int, bytes]:
     what, _, kind = variant.partition(":")
+    kind = kind.removesuffix(":names")
     policy, _, n = what.partition("@")
     w = world(int(n or 1000), policy if policy != "noop" else "fgd")
-    handler = NoopScoreHandler() if policy == "noop" else ScoreHandler(w.service)
+    handler = NoopScoreHandler(w.names) if policy == "noop" else ScoreHandler(w.service)
     if kind == "poller-settle":
         port = poller_settle_server(handler)
     elif kind == "current":
@@ -85,8 +89,10 @@ def main() -> int:
             what = v.partition(":")[0]
             policy, _, n = what.partition("@")
             before = server_seconds(int(n or 1000), policy, "grpc")
+            by_name = ["-names"] if v.endswith(":names") else []
             out = subprocess.run([str(exe), "-kind", "grpc", "-addr", f"127.0.0.1:{port}",
-                                  "-rounds", str(a.rounds)], input=stdin, capture_output=True)
+                                  "-rounds", str(a.rounds), *by_name],
+                                 input=stdin, capture_output=True)
             if out.returncode:
                 raise SystemExit(f"{v}: {out.stderr.decode()[-500:]}")
             us = np.array(json.loads(out.stdout)["ns"], dtype=np.float64) / 1e3

@@ -312,7 +312,8 @@ def grpc_servers() -> Iterator[Callable[[int, str], tuple[GrpcServer, list[bytes
     def get(n: int, policy: str) -> tuple[GrpcServer, list[bytes]]:
         w = world(n, policy if policy != "noop" else POLICIES[0])
         if (n, policy) not in servers:
-            handler = NoopScoreHandler() if policy == "noop" else ScoreHandler(w.service)
+            # The no-op serves a node table too, so the Go client sends it rows as well.
+            handler = NoopScoreHandler(w.names) if policy == "noop" else ScoreHandler(w.service)
             srv = GrpcServer("127.0.0.1", 0, handler, workers=2)
             srv.start()
             servers[n, policy] = srv
@@ -352,7 +353,8 @@ PLUGIN = Path(__file__).resolve().parents[1] / "scheduler-plugin"
 def go_client() -> Path:
     """The scorebench binary, built once per source hash under ~/.cache/dsan/bin."""
     srcs = [PLUGIN / "go.mod", PLUGIN / "go.sum", PLUGIN / "cmd/scorebench/main.go",
-            *sorted((PLUGIN / "gen").rglob("*.go"))]
+            *sorted((PLUGIN / "gen").rglob("*.go")),
+            *sorted((PLUGIN / "pkg/scoreclient").glob("*.go"))]
     digest = hashlib.sha1(b"".join(p.read_bytes() for p in srcs)).hexdigest()[:12]
     exe = Path.home() / ".cache/dsan/bin" / f"scorebench-{digest}" / "scorebench"
     if exe.exists():

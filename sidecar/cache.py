@@ -18,6 +18,7 @@ Topology: zone, rack and NVLink domain labels become cluster-wide integer ids in
 from __future__ import annotations
 
 import math
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -69,6 +70,10 @@ class Published:
     #: Position in the cache's row-change log this snapshot reflects
     #: (:meth:`GraphCache.changed_rows`).
     changes: int = 0
+    #: Names ``index`` (row i is ``snap.names[i]``): gRPC clients send rows of this table
+    #: instead of names. Changes with the node set; random per process, so a client's table
+    #: from before a restart never matches.
+    table_epoch: int = 0
 
 
 @dataclass
@@ -121,6 +126,7 @@ class GraphCache:
         self._rows: dict[str, tuple[Any, ...]] = {}
         self._nodeset_version = 0
         self._index_pub_version = -1
+        self._epoch_base = secrets.randbits(30) << 32
         self._alloc(16)
         self._models: list[str] = []
         self._model_idx: dict[str, int] = {}
@@ -456,7 +462,7 @@ class GraphCache:
         self._published = Published(
             snap=snap, index=pub.index, models=pub.models, telemetry_time=pub.telemetry_time,
             at=pub.at, version=self._version,
-            changes=self._changes_base + len(self._changes))
+            changes=self._changes_base + len(self._changes), table_epoch=pub.table_epoch)
 
     def changed_rows(self, since: int, upto: int) -> list[int] | None:
         """Rows written between change-log positions ``since`` and ``upto`` (from
@@ -581,7 +587,8 @@ class GraphCache:
             self._tele_in_snap = self._tele_pub[0]
             pub = Published(snap=snap, index=self._index_pub, models=self._models_pub,
                             telemetry_time=tele_time, at=now, version=self._version,
-                            changes=self._changes_base + len(self._changes))
+                            changes=self._changes_base + len(self._changes),
+                            table_epoch=self._epoch_base + self._index_pub_version)
             self._published = pub
             self.stats.publishes += 1
             return pub

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from typing import Any
 
@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from sidecar.podspec import PodError, podspec_from_parts
+from sidecar.scoring import NodeRows
 from sidecar.service import RequestError, ScoringService
 
 SERVICE_NAME = "dsan.scorer.v1.Scorer"
@@ -73,6 +74,21 @@ class ScoreHandler:
         #: Set by GrpcServer: queues the post-reply settle in the serving worker thread.
         self.after_reply: Callable[[Callable[[], object]], bool] = lambda _fn: False
 
+    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            self.service.check_ready()
+            try:
+                scorer_pb2.NodeTableRequest.FromString(raw)
+            except DecodeError as exc:
+                raise RequestError("bad_protobuf", f"request is not a dsan.scorer.v1."
+                                   f"NodeTableRequest: {exc}") from None
+        except RequestError as err:
+            self.service.refuse("grpc", err)
+            context.abort(_CODES[err.grpc_code], err.message)
+        self.metrics.requests.labels("grpc", "node_table").inc()
+        epoch, names = self.service.node_table()
+        return scorer_pb2.NodeTableResponse(epoch=epoch, node_names=names).SerializeToString()
+
     def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         t0 = time.perf_counter()
         try:
@@ -109,14 +125,26 @@ class ScoreHandler:
                 gpu_models=self.service.cache.models)
         except PodError as exc:
             raise RequestError("bad_pod", str(exc)) from None
-        # The repeated field itself: a list copy would build every name twice per request.
-        names = req.node_names
         key = pod.uid or f"{pod.namespace or 'default'}/{pod.name}"
-        res = self.service.score("grpc", spec, key, names, 100, defer=True)
+        res = self.service.score("grpc", spec, key, candidates(req), 100, defer=True)
         tail = scorer_pb2.ScoreResponse(
             policy=self.service.policy.version, snapshot_version=res.version,
-            fallback_nodes=res.fallback, unknown_nodes=res.unknown).SerializeToString()
+            fallback_nodes=res.fallback, unknown_nodes=res.unknown,
+            node_table_epoch=res.table_epoch).SerializeToString()
         return encode_scores(res.scores) + tail, res
+
+
+def candidates(req: scorer_pb2.ScoreRequest) -> Sequence[str] | NodeRows:
+    """The request's candidates: the node-table rows when it has them, else the names (the
+    repeated field itself: a list copy would build every name twice per request)."""
+    if not req.node_indices:
+        return req.node_names
+    if len(req.node_names):
+        raise RequestError("bad_request", "ScoreRequest sets both node_names and node_indices")
+    buf = req.node_indices
+    if len(buf) % 4:
+        raise RequestError("bad_request", f"node_indices has {len(buf)} bytes, not 4 per node")
+    return NodeRows(np.frombuffer(buf, dtype="<u4").astype(np.int64), req.node_table_epoch)
 
 
 def encode_scores(scores: npt.NDArray[np.int64]) -> bytes:
@@ -148,12 +176,20 @@ _SCORES_TAG = bytes([(1 << 3) | 2])  # field 1, length-delimited (packed)
 
 
 class NoopScoreHandler:
-    """The gRPC latency floor: decode, reply zeros, same server and encoding."""
+    """The gRPC latency floor: decode, reply zeros, same server and encoding; serves a node
+    table of ``names`` (epoch 1) so clients can send rows to it as to the real service."""
+
+    def __init__(self, names: Sequence[str] = ()) -> None:
+        self.table = scorer_pb2.NodeTableResponse(epoch=1, node_names=names).SerializeToString()
+
+    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        return self.table
 
     def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         req = scorer_pb2.ScoreRequest.FromString(raw)
-        return encode_scores(np.zeros(len(req.node_names), dtype=np.int64)) + \
-            scorer_pb2.ScoreResponse(policy="noop").SerializeToString()
+        m = len(req.node_names) or len(candidates(req))
+        return encode_scores(np.zeros(m, dtype=np.int64)) + \
+            scorer_pb2.ScoreResponse(policy="noop", node_table_epoch=1).SerializeToString()
 
 
 class GrpcServer:
@@ -166,10 +202,11 @@ class GrpcServer:
         if isinstance(handler, ScoreHandler):
             handler.after_reply = self.pool.after_reply
         self.server = grpc.server(self.pool, options=opts)
-        method = grpc.unary_unary_rpc_method_handler(
-            handler.score, request_deserializer=None, response_serializer=None)
+        methods = {name: grpc.unary_unary_rpc_method_handler(
+            fn, request_deserializer=None, response_serializer=None)
+            for name, fn in (("Score", handler.score), ("NodeTable", handler.node_table))}
         self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE_NAME, {"Score": method}),))
+            (grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.set_serving(False)

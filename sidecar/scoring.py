@@ -60,10 +60,45 @@ class ScoreResult:
     featurize_s: float
     model_s: float
     total_s: float
+    #: ``Published.table_epoch`` of the snapshot scored on (the client's table is current
+    #: when it matches).
+    table_epoch: int = 0
 
 
 class NoKnownNodes(LookupError):
     """None of the candidate names is in the cache (or, strict mode, one of them is not)."""
+
+
+class StaleNodeTable(LookupError):
+    """The client's node table is not the one the cache publishes now (:class:`NodeRows`)."""
+
+
+class BadNodeRows(ValueError):
+    """Node-table rows that cannot be rows of the table they name."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRows:
+    """Candidates as rows of the published node table ``epoch`` (``Published.table_epoch``;
+    row i is ``snap.names[i]``), the gRPC client's alternative to sending names: no string
+    decoding or dictionary lookup per node."""
+
+    rows: npt.NDArray[np.int64]
+    epoch: int
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def resolve(self, pub: Published) -> npt.NDArray[np.int64]:
+        """The rows, checked against ``pub`` (raises StaleNodeTable or BadNodeRows)."""
+        if self.epoch != pub.table_epoch:
+            raise StaleNodeTable(
+                f"node table epoch {self.epoch} is not the sidecar's ({pub.table_epoch}): "
+                "send node names, or fetch the table again (NodeTable)")
+        n = len(pub.snap.names)
+        if len(self.rows) and (int(self.rows.min()) < 0 or int(self.rows.max()) >= n):
+            raise BadNodeRows(f"node index out of range: the table has {n} nodes")
+        return self.rows
 
 
 class ScoringEngine:
@@ -104,24 +139,33 @@ class ScoringEngine:
         self.on_assume: Callable[[], None] | None = None
 
     def score(
-        self, pod: PodSpec, names: Sequence[str], max_score: int = MAX_NODE_SCORE,
+        self, pod: PodSpec, names: Sequence[str] | NodeRows, max_score: int = MAX_NODE_SCORE,
         assume: str = "", defer: bool = False,
     ) -> ScoreResult:
-        """Score ``names`` for ``pod``; with ``assume`` (the pod's key), charge the pod to the
-        best node in the same critical section (:meth:`GraphCache.assume`), or with
-        ``defer`` leave that to :meth:`settle` (called once the reply is out)."""
+        """Score ``names`` (or the rows of a node table, :class:`NodeRows`) for ``pod``; with
+        ``assume`` (the pod's key), charge the pod to the best node in the same critical
+        section (:meth:`GraphCache.assume`), or with ``defer`` leave that to :meth:`settle`
+        (called once the reply is out)."""
         # One request at a time: the snapshot is refreshed in place between requests, and
         # under the GIL parallel scoring would gain nothing anyway.
         with self.cache.scoring_lock:
             if self._pending is not None:  # the previous request's settle() has not run yet
                 self.settled_by_next += 1
                 self._settle_locked()
-            res = self._score(pod, names, max_score)
-            if assume and res.best >= 0:
+            t0 = time.perf_counter()
+            pub = self.cache.snapshot()
+            if isinstance(names, NodeRows):
+                rows = names.resolve(pub)
+                res = self._score(pod, names, rows, max_score, pub, t0)
+                winner = pub.snap.names[int(rows[res.best])] if res.best >= 0 else ""
+            else:
+                res = self._score(pod, names, None, max_score, pub, t0)
+                winner = names[res.best] if res.best >= 0 else ""
+            if assume and winner:
                 if defer:
-                    self._pending = (assume, pod, names[res.best])
+                    self._pending = (assume, pod, winner)
                 else:
-                    self.cache.assume(assume, pod, names[res.best], patch_published=True)
+                    self.cache.assume(assume, pod, winner, patch_published=True)
                     if self.on_assume is not None:
                         self.on_assume()
             return res
@@ -162,15 +206,17 @@ class ScoringEngine:
                 log.exception("refresh after assuming %s failed (%d times)", key,
                               self.settle_errors)
 
-    def _score(self, pod: PodSpec, names: Sequence[str], max_score: int) -> ScoreResult:
-        t0 = time.perf_counter()
-        pub = self.cache.snapshot()
+    def _score(self, pod: PodSpec, names: Sequence[str] | NodeRows,
+                rows: npt.NDArray[np.int64] | None, max_score: int, pub: Published,
+                t0: float) -> ScoreResult:
+        """``rows``: the candidates' rows when the client sent them (``names`` is then the
+        :class:`NodeRows`), else None and they are looked up by name."""
         try_cached = self._cached and max_score >= 1
         if try_cached:
             key = self.classes.key(pod)
             if key is not None:
                 try:
-                    res = self._score_class(pod, key, pub, names, max_score, t0)
+                    res = self._score_class(pod, key, pub, names, rows, max_score, t0)
                 except NoKnownNodes:
                     raise
                 except Exception:  # the class could not be updated: the general path
@@ -179,9 +225,10 @@ class ScoringEngine:
                     res = None
                 if res is not None:
                     return res
-        return self._score_general(pod, names, max_score, pub, t0, try_cached)
+        return self._score_general(pod, names, rows, max_score, pub, t0, try_cached)
 
-    def _score_class(self, pod: PodSpec, key: object, pub: Published, names: Sequence[str],
+    def _score_class(self, pod: PodSpec, key: object, pub: Published,
+                     names: Sequence[str] | NodeRows, given: npt.NDArray[np.int64] | None,
                      max_score: int, t0: float) -> ScoreResult | None:
         """The class cache's answer with no masks (the hot path of FGD and k8s-default);
         None when the class holds non-finite scores of feasible nodes (general path).
@@ -197,8 +244,12 @@ class ScoringEngine:
         if e.bad:
             return None
         sentinel = len(e.ok)
-        rows = np.fromiter(map(pub.index.get, names, repeat(sentinel)), dtype=np.int64,
-                           count=m)
+        if given is not None:
+            rows = given  # rows of this snapshot's table: all known
+        else:
+            assert not isinstance(names, NodeRows)
+            rows = np.fromiter(map(pub.index.get, names, repeat(sentinel)), dtype=np.int64,
+                               count=m)
         t1 = time.perf_counter()
         r = e.rawx[rows]
         n_nan = int(np.count_nonzero(np.isnan(r)))  # infeasible or unknown
@@ -206,6 +257,7 @@ class ScoringEngine:
         if n_nan and rows.max() == sentinel:  # one reduction when every name is known
             n_unknown = int(np.count_nonzero(rows == sentinel))
             if n_unknown == m or (self._strict and n_unknown):
+                assert not isinstance(names, NodeRows)
                 raise NoKnownNodes(_unknown_message(names, rows != sentinel))
         t2 = time.perf_counter()
         best = -1
@@ -229,16 +281,22 @@ class ScoringEngine:
                 best = int(np.argmax(out))
         return ScoreResult(
             scores=out, best=best, unknown=n_unknown, infeasible=n_nan - n_unknown,
-            fallback=0, version=pub.version, featurize_s=t1 - t0, model_s=t2 - t1,
+            fallback=0, version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
+            model_s=t2 - t1,
             total_s=time.perf_counter() - t0,
         )
 
-    def _score_general(self, pod: PodSpec, names: Sequence[str], max_score: int,
-                       pub: Published, t0: float, try_cached: bool) -> ScoreResult:
+    def _score_general(self, pod: PodSpec, names: Sequence[str] | NodeRows,
+                       given: npt.NDArray[np.int64] | None, max_score: int, pub: Published,
+                       t0: float, try_cached: bool) -> ScoreResult:
         snap = pub.snap
         m = len(names)
         # --- featurize: names -> rows, feasibility and staleness on our view
-        rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
+        if given is not None:
+            rows = given
+        else:
+            assert not isinstance(names, NodeRows)
+            rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
         if rows.min() >= 0:  # the usual case: every name known, one reduction
             n_unknown = 0
             known = _NO_MASK  # read only when n_unknown
@@ -246,6 +304,7 @@ class ScoringEngine:
             known = rows >= 0
             n_unknown = m - int(np.count_nonzero(known))
             if n_unknown == m or (self._strict and n_unknown):
+                assert not isinstance(names, NodeRows)
                 raise NoKnownNodes(_unknown_message(names, known))
         if try_cached:
             key = self.classes.key(pod)
@@ -302,7 +361,7 @@ class ScoringEngine:
         t3 = time.perf_counter()
         return ScoreResult(
             scores=out, best=best, unknown=n_unknown, infeasible=m - n_unknown - n_ok,
-            fallback=n_stale + fell_back, version=pub.version,
+            fallback=n_stale + fell_back, version=pub.version, table_epoch=pub.table_epoch,
             featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
         )
 
@@ -328,7 +387,8 @@ class ScoringEngine:
         t3 = time.perf_counter()
         return ScoreResult(
             scores=out, best=best, unknown=n_unknown, infeasible=m - n_unknown - n_ok,
-            fallback=0, version=pub.version, featurize_s=t1 - t0, model_s=t2 - t1,
+            fallback=0, version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
+            model_s=t2 - t1,
             total_s=t3 - t0,
         )
 

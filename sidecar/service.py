@@ -18,7 +18,14 @@ from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
 from sidecar.clusterview import ClusterView
 from sidecar.metrics import SidecarMetrics
-from sidecar.scoring import NoKnownNodes, ScoreResult, ScoringEngine
+from sidecar.scoring import (
+    BadNodeRows,
+    NodeRows,
+    NoKnownNodes,
+    ScoreResult,
+    ScoringEngine,
+    StaleNodeTable,
+)
 
 log = logging.getLogger("dsan.sidecar")
 
@@ -33,6 +40,7 @@ class RequestError(Exception):
         "bad_pod": (400, "INVALID_ARGUMENT"),
         "bad_protobuf": (400, "INVALID_ARGUMENT"),
         "unknown_nodes": (404, "NOT_FOUND"),
+        "stale_node_table": (409, "FAILED_PRECONDITION"),
         "too_large": (413, "RESOURCE_EXHAUSTED"),
         "not_ready": (503, "UNAVAILABLE"),
         "internal": (500, "INTERNAL"),
@@ -91,7 +99,7 @@ class ScoringService:
         if not self.view.synced():
             raise RequestError("not_ready", "the sidecar's informers have not synced yet")
 
-    def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str],
+    def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str] | NodeRows,
               max_score: int, defer: bool = False) -> ScoreResult:
         """Score one pod's candidates and charge the pod to the winner until it binds
         (with ``defer``, in :meth:`settle`, which the caller runs once the reply is out)."""
@@ -102,11 +110,21 @@ class ScoringService:
             res = self.engine.score(spec, names, max_score=max_score, assume=key, defer=defer)
         except NoKnownNodes as exc:
             raise RequestError("unknown_nodes", str(exc)) from None
+        except StaleNodeTable as exc:
+            raise RequestError("stale_node_table", str(exc)) from None
+        except BadNodeRows as exc:
+            raise RequestError("bad_request", str(exc)) from None
         if res.fallback:
             self.metrics.fallbacks.inc(res.fallback)
         if res.unknown:
             self.metrics.unknown_nodes.inc(res.unknown)
         return res
+
+    def node_table(self) -> tuple[int, list[str]]:
+        """(epoch, names in row order) of the node table gRPC clients may send rows of."""
+        with self.cache.scoring_lock:
+            pub = self.cache.snapshot()
+            return pub.table_epoch, pub.snap.names
 
     def record(self, api: str, res: ScoreResult, total_s: float, candidates: int) -> None:
         """Queue one request's latency observations for :meth:`settle`."""

@@ -4,7 +4,10 @@
 // as kube-scheduler's HTTP extender client does. bench/test_score_latency.py builds it once
 // (cached by a hash of its sources) and drives it with the same requests as its Python rows.
 //
-//	scorebench -kind grpc|http -addr 127.0.0.1:PORT [-path /dsan/prioritize] -rounds N [-gap 1ms] < requests.json
+//	scorebench -kind grpc|http -addr 127.0.0.1:PORT [-path /dsan/prioritize] -rounds N [-gap 1ms] [-names] < requests.json
+//
+// gRPC calls go through pkg/scoreclient as the plugin's do: candidates as node-table indices
+// (the table fetched once before the warm-up), or as names with -names.
 //
 // stdin: {"pods": [{"name", "namespace", "uid", "requests", "annotations"}],
 // "node_lists": [[names...]], "bodies": ["ExtenderArgs JSON", ...]} (bodies for http only;
@@ -26,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	scorerv1 "github.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1"
+	"github.com/dsan-scheduler/dsan/scheduler-plugin/pkg/scoreclient"
 )
 
 type podIn struct {
@@ -59,6 +63,7 @@ func main() {
 	// next pod's PreFilter and Filter over every node (and binds asynchronously); at the
 	// 106 pods/s measured with this plugin at 1,000 nodes that is ~9 ms per pod.
 	gap := flag.Duration("gap", 0, "pause between calls, off the clock")
+	names := flag.Bool("names", false, "gRPC: always send node names, never node-table indices")
 	flag.Parse()
 	var in input
 	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
@@ -67,7 +72,7 @@ func main() {
 	var call func(i int) error
 	switch *kind {
 	case "grpc":
-		call = grpcCaller(*addr, in, *timeout)
+		call = grpcCaller(*addr, in, *timeout, *names)
 	case "http":
 		call = httpCaller("http://"+*addr+*path, in, *timeout)
 	default:
@@ -94,31 +99,44 @@ func main() {
 	}
 }
 
-// grpcCaller: what DSANScore.PreScore does per pod (a per-call deadline, one Score call,
-// the reply's length checked); the names slice and pod message are built beforehand, as
+// grpcCaller: what DSANScore.PreScore does per pod (a per-call deadline, one Score call
+// through pkg/scoreclient, which encodes the node-table indices inside the timed call, the
+// reply's length checked); the names slice and pod message are built beforehand, as
 // PreScore's own Go-side cost is not the sidecar's.
-func grpcCaller(addr string, in input, timeout time.Duration) func(int) error {
+func grpcCaller(addr string, in input, timeout time.Duration, byName bool) func(int) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		fail("dial %s: %v", addr, err)
 	}
-	client := scorerv1.NewScorerClient(conn)
-	reqs := make([]*scorerv1.ScoreRequest, len(in.NodeLists))
-	for i, names := range in.NodeLists {
-		p := in.Pods[i%len(in.Pods)]
-		reqs[i] = &scorerv1.ScoreRequest{
-			Pod: &scorerv1.Pod{Name: p.Name, Namespace: p.Namespace, Uid: p.UID,
-				Requests: p.Requests, Annotations: p.Annotations},
-			NodeNames: names,
-		}
-	}
-	return func(i int) error {
-		req := reqs[i%len(reqs)]
+	stub := scorerv1.NewScorerClient(conn)
+	client := scoreclient.New(stub, timeout)
+	if !byName {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		resp, err := client.Score(ctx, req)
-		if err == nil && len(resp.GetScores()) != len(req.NodeNames) {
-			err = fmt.Errorf("reply has %d scores for %d nodes", len(resp.GetScores()), len(req.NodeNames))
+		if err := client.Refresh(ctx); err != nil {
+			fail("node table: %v", err)
+		}
+	}
+	pods := make([]*scorerv1.Pod, len(in.NodeLists))
+	for i := range in.NodeLists {
+		p := in.Pods[i%len(in.Pods)]
+		pods[i] = &scorerv1.Pod{Name: p.Name, Namespace: p.Namespace, Uid: p.UID,
+			Requests: p.Requests, Annotations: p.Annotations}
+	}
+	return func(i int) error {
+		k := i % len(pods)
+		names := in.NodeLists[k]
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var resp *scorerv1.ScoreResponse
+		var err error
+		if byName {
+			resp, err = stub.Score(ctx, &scorerv1.ScoreRequest{Pod: pods[k], NodeNames: names})
+		} else {
+			resp, err = client.Score(ctx, pods[k], names)
+		}
+		if err == nil && len(resp.GetScores()) != len(names) {
+			err = fmt.Errorf("reply has %d scores for %d nodes", len(resp.GetScores()), len(names))
 		}
 		return err
 	}

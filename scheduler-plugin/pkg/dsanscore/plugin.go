@@ -1,7 +1,8 @@
 // Package dsanscore is a kube-scheduler framework Score plugin that asks the DSAN sidecar's
 // gRPC Score service (proto/scorer/v1) for all candidate nodes of a pod in one call.
 //
-// PreScore sends the pod and the names of every node that passed Filter; the reply's
+// PreScore sends the pod and every node that passed Filter (as indices into the sidecar's
+// node table when it has one, see pkg/scoreclient, else as names); the reply's
 // columnar scores (0..100, parallel to the names) go into the CycleState, and Score only
 // looks them up. An unreachable or slow sidecar never blocks scheduling: PreScore then
 // returns Skip and the pod is scored by the other plugins, and the failure is counted.
@@ -23,6 +24,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	scorerv1 "github.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1"
+	"github.com/dsan-scheduler/dsan/scheduler-plugin/pkg/scoreclient"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration profile.
@@ -58,7 +60,7 @@ func (d *metav1Duration) UnmarshalJSON(b []byte) error {
 type Plugin struct {
 	args     Args
 	conn     *grpc.ClientConn
-	client   scorerv1.ScorerClient
+	client   *scoreclient.Client
 	failures atomic.Int64
 }
 
@@ -83,7 +85,8 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 	if err != nil {
 		return nil, fmt.Errorf("%s: dial %s: %w", Name, args.Address, err)
 	}
-	return &Plugin{args: args, conn: conn, client: scorerv1.NewScorerClient(conn)}, nil
+	return &Plugin{args: args, conn: conn,
+		client: scoreclient.New(scorerv1.NewScorerClient(conn), args.Timeout.Duration)}, nil
 }
 
 // Name returns the plugin name.
@@ -101,7 +104,7 @@ func (p *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.args.Timeout.Duration)
 	defer cancel()
-	resp, err := p.client.Score(ctx, &scorerv1.ScoreRequest{Pod: podMessage(pod), NodeNames: names})
+	resp, err := p.client.Score(ctx, podMessage(pod), names)
 	if err == nil && len(resp.GetScores()) != len(names) {
 		err = fmt.Errorf("reply has %d scores for %d nodes", len(resp.GetScores()), len(names))
 	}

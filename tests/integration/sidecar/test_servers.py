@@ -152,6 +152,59 @@ def test_grpc_score_is_columnar_and_errors_have_clear_statuses(sidecar_factory: 
     assert metric(text, 'dsan_sidecar_score_latency_seconds_count{api="grpc",phase="total"}') == 2
 
 
+def test_grpc_node_table_rows_score_as_names_and_a_stale_table_is_refused(
+        sidecar_factory: Any) -> None:
+    import numpy as np
+
+    sc, view = sidecar_factory()
+    ch = grpc.insecure_channel(sc.grpc_target)
+    stub = scorer_pb2_grpc.ScorerStub(ch)
+    table = stub.NodeTable(scorer_pb2.NodeTableRequest())
+    assert sorted(table.node_names) == NAMES
+    index = {n: i for i, n in enumerate(table.node_names)}
+    pod = scorer_pb2.Pod(name="g", namespace="ns", requests={"cpu": "2", "nvidia.com/gpu": "1"})
+    picks = [NAMES[7], NAMES[2], NAMES[30], NAMES[11], NAMES[2]]
+    rows = np.array([index[n] for n in picks], dtype="<u4").tobytes()
+    by_name = stub.Score(scorer_pb2.ScoreRequest(pod=pod, node_names=picks))
+    assert by_name.node_table_epoch == table.epoch
+    pod.uid = "u-2"  # another pod: the first one's assumption is seen by both calls below
+    by_row = stub.Score(scorer_pb2.ScoreRequest(pod=pod, node_indices=rows,
+                                                node_table_epoch=table.epoch))
+    again = stub.Score(scorer_pb2.ScoreRequest(pod=pod, node_names=picks))
+    assert list(by_row.scores) == list(again.scores) and max(by_row.scores) == 100
+    cases = [
+        (scorer_pb2.ScoreRequest(pod=pod, node_indices=rows, node_table_epoch=table.epoch + 1),
+         grpc.StatusCode.FAILED_PRECONDITION, "fetch the table again"),
+        (scorer_pb2.ScoreRequest(pod=pod, node_indices=rows[:5], node_table_epoch=table.epoch),
+         grpc.StatusCode.INVALID_ARGUMENT, "not 4 per node"),
+        (scorer_pb2.ScoreRequest(pod=pod, node_indices=np.array([50], "<u4").tobytes(),
+                                 node_table_epoch=table.epoch),
+         grpc.StatusCode.INVALID_ARGUMENT, "out of range"),
+        (scorer_pb2.ScoreRequest(pod=pod, node_indices=rows, node_names=picks,
+                                 node_table_epoch=table.epoch),
+         grpc.StatusCode.INVALID_ARGUMENT, "both"),
+    ]
+    for req, code, message in cases:
+        with pytest.raises(grpc.RpcError) as exc:
+            stub.Score(req)
+        assert exc.value.code() == code and message in exc.value.details()
+    view.apply("nodes", "ADDED", ko.node("node-new", cpu="8"))  # a new node set: a new table
+    deadline = time.monotonic() + 5
+    while stub.Score(scorer_pb2.ScoreRequest(pod=pod, node_names=picks)).node_table_epoch \
+            == table.epoch:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Score(scorer_pb2.ScoreRequest(pod=pod, node_indices=rows,
+                                           node_table_epoch=table.epoch))
+    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert len(stub.NodeTable(scorer_pb2.NodeTableRequest()).node_names) == len(NAMES) + 1
+    ch.close()
+    text = httpx.get(base(sc) + "/metrics").text
+    assert metric(text, 'dsan_sidecar_request_errors_total{api="grpc",'
+                        'reason="stale_node_table"}') == 2
+
+
 def test_concurrent_clients_on_both_apis_all_get_answers(sidecar_factory: Any) -> None:
     from concurrent.futures import ThreadPoolExecutor
 

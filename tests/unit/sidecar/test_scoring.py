@@ -5,12 +5,14 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
-from sidecar.scoring import NoKnownNodes, ScoringEngine
+from sidecar.scoring import BadNodeRows, NodeRows, NoKnownNodes, ScoringEngine, StaleNodeTable
 
 
 class CpuFree:
@@ -131,3 +133,55 @@ def test_cpu_nodes_without_telemetry_are_not_stale() -> None:
     rows = cache.snapshot().index
     assert primary.calls == [[rows["cpu"]]] and fallback.calls == [[rows["gpu"]]]
     assert res.fallback == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(policy=st.sampled_from(["fgd", "k8s-default", "cpu-free"]), data=st.data())
+def test_node_table_rows_score_and_assume_exactly_as_names(policy: str,
+                                                           data: st.DataObject) -> None:
+    """Two engines on two equal caches, one asked by name, one by node-table rows."""
+    from dsan.policies.registry import make_scorer
+
+    cpus = data.draw(st.lists(st.sampled_from(["2", "4", "8", "16"]), min_size=2, max_size=8))
+    caches = [setup(cpus)[0] for _ in range(2)]
+    engines = [ScoringEngine(c, CpuFree() if policy == "cpu-free" else make_scorer(policy),
+                             CpuFree("fb"), 60) for c in caches]
+    for k in range(3):  # assumptions in between change what the next request sees
+        names = data.draw(st.lists(st.sampled_from([f"n{i}" for i in range(len(cpus))]),
+                                   min_size=1, max_size=12))
+        gpu = data.draw(st.sampled_from([(0, 0), (1, 500), (1, 1000), (2, 1000)]))
+        pod = PodSpec(name=f"p{k}", cpu_milli=data.draw(st.sampled_from([500, 1500, 3000])),
+                      mem_mib=100, num_gpu=gpu[0], gpu_milli=gpu[1])
+        pub = caches[1].snapshot()
+        rows = np.array([pub.index[n] for n in names], dtype=np.int64)
+        by_name = engines[0].score(pod, names, assume=f"p{k}", defer=k % 2 == 1)
+        by_row = engines[1].score(pod, NodeRows(rows, pub.table_epoch), assume=f"p{k}",
+                                  defer=k % 2 == 1)
+        assert by_row.scores.tolist() == by_name.scores.tolist()
+        assert by_row.best == by_name.best and by_row.infeasible == by_name.infeasible
+        for e in engines:
+            e.settle()
+        assert caches[0].assumed_count == caches[1].assumed_count
+        s0, s1 = caches[0].snapshot().snap, caches[1].snapshot().snap
+        assert s0.cpu_used.tolist() == s1.cpu_used.tolist()
+        assert s0.gpu_free.tolist() == s1.gpu_free.tolist()
+
+
+def test_rows_of_another_table_or_out_of_range_are_refused() -> None:
+    cache, _ = setup(["2", "8", "4"])
+    eng = ScoringEngine(cache, CpuFree(), CpuFree("fb"), 60)
+    epoch = cache.snapshot().table_epoch
+    assert eng.score(POD, NodeRows(np.array([1, 0]), epoch)).scores.tolist() == [100, 0]
+    with pytest.raises(BadNodeRows):
+        eng.score(POD, NodeRows(np.array([0, 3]), epoch))
+    with pytest.raises(StaleNodeTable):
+        eng.score(POD, NodeRows(np.array([0]), epoch + 1))
+    cache.replace_nodes([ko.node("n9", cpu="4", gpus=2, model="A100")])  # new node set
+    assert cache.snapshot().table_epoch != epoch
+    with pytest.raises(StaleNodeTable):
+        eng.score(POD, NodeRows(np.array([0]), epoch))
+
+
+def test_table_epochs_differ_between_caches_with_the_same_nodes() -> None:
+    """A client's table from before a sidecar restart must not match the new process's."""
+    assert setup(["2"])[0].snapshot().table_epoch != setup(["2"])[0].snapshot().table_epoch

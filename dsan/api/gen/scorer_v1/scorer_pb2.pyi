@@ -37,23 +37,41 @@ class Pod(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., requests: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
-    __slots__ = ("pod", "node_names")
+    __slots__ = ("pod", "node_names", "node_indices", "node_table_epoch")
     POD_FIELD_NUMBER: _ClassVar[int]
     NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    NODE_INDICES_FIELD_NUMBER: _ClassVar[int]
+    NODE_TABLE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     pod: Pod
     node_names: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ..., node_names: _Optional[_Iterable[str]] = ...) -> None: ...
+    node_indices: bytes
+    node_table_epoch: int
+    def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ..., node_names: _Optional[_Iterable[str]] = ..., node_indices: _Optional[bytes] = ..., node_table_epoch: _Optional[int] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
-    __slots__ = ("scores", "policy", "snapshot_version", "fallback_nodes", "unknown_nodes")
+    __slots__ = ("scores", "policy", "snapshot_version", "fallback_nodes", "unknown_nodes", "node_table_epoch")
     SCORES_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_VERSION_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_NODES_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_NODES_FIELD_NUMBER: _ClassVar[int]
+    NODE_TABLE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     scores: _containers.RepeatedScalarFieldContainer[int]
     policy: str
     snapshot_version: int
     fallback_nodes: int
     unknown_nodes: int
-    def __init__(self, scores: _Optional[_Iterable[int]] = ..., policy: _Optional[str] = ..., snapshot_version: _Optional[int] = ..., fallback_nodes: _Optional[int] = ..., unknown_nodes: _Optional[int] = ...) -> None: ...
+    node_table_epoch: int
+    def __init__(self, scores: _Optional[_Iterable[int]] = ..., policy: _Optional[str] = ..., snapshot_version: _Optional[int] = ..., fallback_nodes: _Optional[int] = ..., unknown_nodes: _Optional[int] = ..., node_table_epoch: _Optional[int] = ...) -> None: ...
+
+class NodeTableRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NodeTableResponse(_message.Message):
+    __slots__ = ("epoch", "node_names")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    node_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, epoch: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ...) -> None: ...

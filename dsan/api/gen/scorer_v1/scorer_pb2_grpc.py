@@ -39,6 +39,11 @@ class ScorerStub:
                 request_serializer=scorer__pb2.ScoreRequest.SerializeToString,
                 response_deserializer=scorer__pb2.ScoreResponse.FromString,
                 _registered_method=True)
+        self.NodeTable = channel.unary_unary(
+                '/dsan.scorer.v1.Scorer/NodeTable',
+                request_serializer=scorer__pb2.NodeTableRequest.SerializeToString,
+                response_deserializer=scorer__pb2.NodeTableResponse.FromString,
+                _registered_method=True)
 
 
 class ScorerServicer:
@@ -48,6 +53,18 @@ class ScorerServicer:
         """Scores the candidate nodes of one pod. Errors: INVALID_ARGUMENT for a malformed request
         (no pod name, an unparseable quantity, no candidate nodes), NOT_FOUND when none of the
         candidate nodes is known to the sidecar, UNAVAILABLE before the sidecar's cache synced.
+        Candidates go either as names or as indices into the sidecar's node table (see
+        NodeTable): decoding and looking up 1,000 names costs the sidecar ~65 us per call, the
+        indices almost nothing. FAILED_PRECONDITION when node_table_epoch is not the table the
+        sidecar holds (its node set changed, or it restarted): send names, fetch the table again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NodeTable(self, request, context):
+        """The sidecar's current node table: node i of node_indices is node_names[i]. It changes
+        only when a node is added or removed; ScoreResponse.node_table_epoch says when.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -60,6 +77,11 @@ def add_ScorerServicer_to_server(servicer, server):
                     servicer.Score,
                     request_deserializer=scorer__pb2.ScoreRequest.FromString,
                     response_serializer=scorer__pb2.ScoreResponse.SerializeToString,
+            ),
+            'NodeTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.NodeTable,
+                    request_deserializer=scorer__pb2.NodeTableRequest.FromString,
+                    response_serializer=scorer__pb2.NodeTableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +111,33 @@ class Scorer:
             '/dsan.scorer.v1.Scorer/Score',
             scorer__pb2.ScoreRequest.SerializeToString,
             scorer__pb2.ScoreResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NodeTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dsan.scorer.v1.Scorer/NodeTable',
+            scorer__pb2.NodeTableRequest.SerializeToString,
+            scorer__pb2.NodeTableResponse.FromString,
             options,
             channel_credentials,
             insecure,

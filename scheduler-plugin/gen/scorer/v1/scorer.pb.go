@@ -121,10 +121,15 @@ func (x *Pod) GetPriority() int32 {
 type ScoreRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Pod   *Pod                   `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
-	// Candidate nodes (the nodes that passed Filter).
-	NodeNames     []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Candidate nodes (the nodes that passed Filter). Set either this or node_indices.
+	NodeNames []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	// The candidates as indices into the node table of node_table_epoch: little-endian uint32,
+	// 4 bytes per node (fixed width, so the sidecar reads it without a decode loop).
+	NodeIndices []byte `protobuf:"bytes,3,opt,name=node_indices,json=nodeIndices,proto3" json:"node_indices,omitempty"`
+	// The NodeTableResponse.epoch that node_indices refer to.
+	NodeTableEpoch uint64 `protobuf:"varint,4,opt,name=node_table_epoch,json=nodeTableEpoch,proto3" json:"node_table_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ScoreRequest) Reset() {
@@ -171,6 +176,20 @@ func (x *ScoreRequest) GetNodeNames() []string {
 	return nil
 }
 
+func (x *ScoreRequest) GetNodeIndices() []byte {
+	if x != nil {
+		return x.NodeIndices
+	}
+	return nil
+}
+
+func (x *ScoreRequest) GetNodeTableEpoch() uint64 {
+	if x != nil {
+		return x.NodeTableEpoch
+	}
+	return 0
+}
+
 type ScoreResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Parallel to ScoreRequest.node_names: 0..100, higher is better. Unknown nodes score 0.
@@ -182,9 +201,11 @@ type ScoreResponse struct {
 	// Candidates scored by the fallback policy because their telemetry was stale.
 	FallbackNodes int32 `protobuf:"varint,4,opt,name=fallback_nodes,json=fallbackNodes,proto3" json:"fallback_nodes,omitempty"`
 	// Candidate names the sidecar does not know (scored 0).
-	UnknownNodes  int32 `protobuf:"varint,5,opt,name=unknown_nodes,json=unknownNodes,proto3" json:"unknown_nodes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UnknownNodes int32 `protobuf:"varint,5,opt,name=unknown_nodes,json=unknownNodes,proto3" json:"unknown_nodes,omitempty"`
+	// The epoch of the sidecar's node table now; a client holding another one should fetch it.
+	NodeTableEpoch uint64 `protobuf:"varint,6,opt,name=node_table_epoch,json=nodeTableEpoch,proto3" json:"node_table_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ScoreResponse) Reset() {
@@ -252,6 +273,103 @@ func (x *ScoreResponse) GetUnknownNodes() int32 {
 	return 0
 }
 
+func (x *ScoreResponse) GetNodeTableEpoch() uint64 {
+	if x != nil {
+		return x.NodeTableEpoch
+	}
+	return 0
+}
+
+type NodeTableRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeTableRequest) Reset() {
+	*x = NodeTableRequest{}
+	mi := &file_scorer_v1_scorer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeTableRequest) ProtoMessage() {}
+
+func (x *NodeTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_scorer_v1_scorer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeTableRequest.ProtoReflect.Descriptor instead.
+func (*NodeTableRequest) Descriptor() ([]byte, []int) {
+	return file_scorer_v1_scorer_proto_rawDescGZIP(), []int{3}
+}
+
+type NodeTableResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies this table; unique across sidecar restarts.
+	Epoch uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Node names in index order.
+	NodeNames     []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeTableResponse) Reset() {
+	*x = NodeTableResponse{}
+	mi := &file_scorer_v1_scorer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeTableResponse) ProtoMessage() {}
+
+func (x *NodeTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_scorer_v1_scorer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeTableResponse.ProtoReflect.Descriptor instead.
+func (*NodeTableResponse) Descriptor() ([]byte, []int) {
+	return file_scorer_v1_scorer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NodeTableResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *NodeTableResponse) GetNodeNames() []string {
+	if x != nil {
+		return x.NodeNames
+	}
+	return nil
+}
+
 var File_scorer_v1_scorer_proto protoreflect.FileDescriptor
 
 const file_scorer_v1_scorer_proto_rawDesc = "" +
@@ -269,19 +387,28 @@ const file_scorer_v1_scorer_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa1\x01\n" +
 	"\fScoreRequest\x12%\n" +
 	"\x03pod\x18\x01 \x01(\v2\x13.dsan.scorer.v1.PodR\x03pod\x12\x1d\n" +
 	"\n" +
-	"node_names\x18\x02 \x03(\tR\tnodeNames\"\xb6\x01\n" +
+	"node_names\x18\x02 \x03(\tR\tnodeNames\x12!\n" +
+	"\fnode_indices\x18\x03 \x01(\fR\vnodeIndices\x12(\n" +
+	"\x10node_table_epoch\x18\x04 \x01(\x04R\x0enodeTableEpoch\"\xe0\x01\n" +
 	"\rScoreResponse\x12\x16\n" +
 	"\x06scores\x18\x01 \x03(\x05R\x06scores\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12)\n" +
 	"\x10snapshot_version\x18\x03 \x01(\x03R\x0fsnapshotVersion\x12%\n" +
 	"\x0efallback_nodes\x18\x04 \x01(\x05R\rfallbackNodes\x12#\n" +
-	"\runknown_nodes\x18\x05 \x01(\x05R\funknownNodes2N\n" +
+	"\runknown_nodes\x18\x05 \x01(\x05R\funknownNodes\x12(\n" +
+	"\x10node_table_epoch\x18\x06 \x01(\x04R\x0enodeTableEpoch\"\x12\n" +
+	"\x10NodeTableRequest\"H\n" +
+	"\x11NodeTableResponse\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"node_names\x18\x02 \x03(\tR\tnodeNames2\xa0\x01\n" +
 	"\x06Scorer\x12D\n" +
-	"\x05Score\x12\x1c.dsan.scorer.v1.ScoreRequest\x1a\x1d.dsan.scorer.v1.ScoreResponseBHZFgithub.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1;scorerv1b\x06proto3"
+	"\x05Score\x12\x1c.dsan.scorer.v1.ScoreRequest\x1a\x1d.dsan.scorer.v1.ScoreResponse\x12P\n" +
+	"\tNodeTable\x12 .dsan.scorer.v1.NodeTableRequest\x1a!.dsan.scorer.v1.NodeTableResponseBHZFgithub.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1;scorerv1b\x06proto3"
 
 var (
 	file_scorer_v1_scorer_proto_rawDescOnce sync.Once
@@ -295,22 +422,26 @@ func file_scorer_v1_scorer_proto_rawDescGZIP() []byte {
 	return file_scorer_v1_scorer_proto_rawDescData
 }
 
-var file_scorer_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_scorer_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_scorer_v1_scorer_proto_goTypes = []any{
-	(*Pod)(nil),           // 0: dsan.scorer.v1.Pod
-	(*ScoreRequest)(nil),  // 1: dsan.scorer.v1.ScoreRequest
-	(*ScoreResponse)(nil), // 2: dsan.scorer.v1.ScoreResponse
-	nil,                   // 3: dsan.scorer.v1.Pod.RequestsEntry
-	nil,                   // 4: dsan.scorer.v1.Pod.AnnotationsEntry
+	(*Pod)(nil),               // 0: dsan.scorer.v1.Pod
+	(*ScoreRequest)(nil),      // 1: dsan.scorer.v1.ScoreRequest
+	(*ScoreResponse)(nil),     // 2: dsan.scorer.v1.ScoreResponse
+	(*NodeTableRequest)(nil),  // 3: dsan.scorer.v1.NodeTableRequest
+	(*NodeTableResponse)(nil), // 4: dsan.scorer.v1.NodeTableResponse
+	nil,                       // 5: dsan.scorer.v1.Pod.RequestsEntry
+	nil,                       // 6: dsan.scorer.v1.Pod.AnnotationsEntry
 }
 var file_scorer_v1_scorer_proto_depIdxs = []int32{
-	3, // 0: dsan.scorer.v1.Pod.requests:type_name -> dsan.scorer.v1.Pod.RequestsEntry
-	4, // 1: dsan.scorer.v1.Pod.annotations:type_name -> dsan.scorer.v1.Pod.AnnotationsEntry
+	5, // 0: dsan.scorer.v1.Pod.requests:type_name -> dsan.scorer.v1.Pod.RequestsEntry
+	6, // 1: dsan.scorer.v1.Pod.annotations:type_name -> dsan.scorer.v1.Pod.AnnotationsEntry
 	0, // 2: dsan.scorer.v1.ScoreRequest.pod:type_name -> dsan.scorer.v1.Pod
 	1, // 3: dsan.scorer.v1.Scorer.Score:input_type -> dsan.scorer.v1.ScoreRequest
-	2, // 4: dsan.scorer.v1.Scorer.Score:output_type -> dsan.scorer.v1.ScoreResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
+	3, // 4: dsan.scorer.v1.Scorer.NodeTable:input_type -> dsan.scorer.v1.NodeTableRequest
+	2, // 5: dsan.scorer.v1.Scorer.Score:output_type -> dsan.scorer.v1.ScoreResponse
+	4, // 6: dsan.scorer.v1.Scorer.NodeTable:output_type -> dsan.scorer.v1.NodeTableResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name
@@ -327,7 +458,7 @@ func file_scorer_v1_scorer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scorer_v1_scorer_proto_rawDesc), len(file_scorer_v1_scorer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,7 +26,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Scorer_Score_FullMethodName = "/dsan.scorer.v1.Scorer/Score"
+	Scorer_Score_FullMethodName     = "/dsan.scorer.v1.Scorer/Score"
+	Scorer_NodeTable_FullMethodName = "/dsan.scorer.v1.Scorer/NodeTable"
 )
 
 // ScorerClient is the client API for Scorer service.
@@ -36,7 +37,14 @@ type ScorerClient interface {
 	// Scores the candidate nodes of one pod. Errors: INVALID_ARGUMENT for a malformed request
 	// (no pod name, an unparseable quantity, no candidate nodes), NOT_FOUND when none of the
 	// candidate nodes is known to the sidecar, UNAVAILABLE before the sidecar's cache synced.
+	// Candidates go either as names or as indices into the sidecar's node table (see
+	// NodeTable): decoding and looking up 1,000 names costs the sidecar ~65 us per call, the
+	// indices almost nothing. FAILED_PRECONDITION when node_table_epoch is not the table the
+	// sidecar holds (its node set changed, or it restarted): send names, fetch the table again.
 	Score(ctx context.Context, in *ScoreRequest, opts ...grpc.CallOption) (*ScoreResponse, error)
+	// The sidecar's current node table: node i of node_indices is node_names[i]. It changes
+	// only when a node is added or removed; ScoreResponse.node_table_epoch says when.
+	NodeTable(ctx context.Context, in *NodeTableRequest, opts ...grpc.CallOption) (*NodeTableResponse, error)
 }
 
 type scorerClient struct {
@@ -57,6 +65,16 @@ func (c *scorerClient) Score(ctx context.Context, in *ScoreRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *scorerClient) NodeTable(ctx context.Context, in *NodeTableRequest, opts ...grpc.CallOption) (*NodeTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeTableResponse)
+	err := c.cc.Invoke(ctx, Scorer_NodeTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ScorerServer is the server API for Scorer service.
 // All implementations must embed UnimplementedScorerServer
 // for forward compatibility.
@@ -64,7 +82,14 @@ type ScorerServer interface {
 	// Scores the candidate nodes of one pod. Errors: INVALID_ARGUMENT for a malformed request
 	// (no pod name, an unparseable quantity, no candidate nodes), NOT_FOUND when none of the
 	// candidate nodes is known to the sidecar, UNAVAILABLE before the sidecar's cache synced.
+	// Candidates go either as names or as indices into the sidecar's node table (see
+	// NodeTable): decoding and looking up 1,000 names costs the sidecar ~65 us per call, the
+	// indices almost nothing. FAILED_PRECONDITION when node_table_epoch is not the table the
+	// sidecar holds (its node set changed, or it restarted): send names, fetch the table again.
 	Score(context.Context, *ScoreRequest) (*ScoreResponse, error)
+	// The sidecar's current node table: node i of node_indices is node_names[i]. It changes
+	// only when a node is added or removed; ScoreResponse.node_table_epoch says when.
+	NodeTable(context.Context, *NodeTableRequest) (*NodeTableResponse, error)
 	mustEmbedUnimplementedScorerServer()
 }
 
@@ -77,6 +102,9 @@ type UnimplementedScorerServer struct{}
 
 func (UnimplementedScorerServer) Score(context.Context, *ScoreRequest) (*ScoreResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Score not implemented")
+}
+func (UnimplementedScorerServer) NodeTable(context.Context, *NodeTableRequest) (*NodeTableResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NodeTable not implemented")
 }
 func (UnimplementedScorerServer) mustEmbedUnimplementedScorerServer() {}
 func (UnimplementedScorerServer) testEmbeddedByValue()                {}
@@ -117,6 +145,24 @@ func _Scorer_Score_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scorer_NodeTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ScorerServer).NodeTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Scorer_NodeTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ScorerServer).NodeTable(ctx, req.(*NodeTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Scorer_ServiceDesc is the grpc.ServiceDesc for Scorer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -127,6 +173,10 @@ var Scorer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Score",
 			Handler:    _Scorer_Score_Handler,
+		},
+		{
+			MethodName: "NodeTable",
+			Handler:    _Scorer_NodeTable_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
