@@ -1,15 +1,18 @@
 """gRPC server variants side by side, driven by the Go client (what kube-scheduler sees).
 
     nice -n 10 .venv/bin/python bench/latency_grpc_ab.py [--rounds 500] [--reps 6] \\
-        noop@1000:current fgd@1000:poller-settle fgd@1000:current ...
+        noop@1000:current fgd@1000:current:names fgd@1000:current fgd@1000:worker-settle ...
 
-Each variant is ``policy@nodes:server[:names]``; the servers all live in this process (the Go client
-runs in its own, so only one of them is busy at a time) and are driven in turn, the order
+Each variant is ``policy@nodes:server[:names]``; the servers all live in this process (the
+Go client runs in its own, so only one of them is busy at a time) and are driven in turn, the order
 reversed every repetition, so the shared machine's load falls on all of them alike:
 
-* ``current``: :class:`sidecar.grpc_server.GrpcServer` as the sidecar runs it;
-* ``poller-settle``: the session-3 server, a plain thread pool, the post-reply settle as an
-  RPC callback on grpcio's poller thread;
+* ``current``: :class:`sidecar.grpc_server.GrpcServer` as the sidecar runs it (the
+  post-reply settle as an RPC-done callback on grpcio's poller thread);
+* ``worker-settle``: the settle in the worker thread that served the RPC, right after
+  grpcio's per-RPC callable returned (the reply batch started): tried in session 4 and
+  kept out, it measured no faster (slower under load: the worker's settle and the poller
+  dispatching the next call contend for the GIL);
 
 and ``:names`` makes the Go client send node names (``scorebench -names``, the session-3
 request) instead of node-table indices (pkg/scoreclient, what the DSANScore plugin sends).
@@ -26,6 +29,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -42,10 +47,53 @@ from sidecar.grpc_server import SERVICE_NAME, GrpcServer, NoopScoreHandler, Scor
 KEEP: list[Any] = []  # grpcio stops a server whose object is collected
 
 
-def poller_settle_server(handler: ScoreHandler | NoopScoreHandler) -> int:
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2),
-                      options=[("grpc.so_reuseport", 0)])
-    methods = {"Score": grpc.unary_unary_rpc_method_handler(handler.score),
+class AfterReplyExecutor(futures.ThreadPoolExecutor):
+    """Runs work a handler queued with :meth:`after_reply` in the same worker once grpcio's
+    per-RPC callable returned (for a unary call it has then started the reply batch)."""
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers=max_workers)
+        self._local = threading.local()
+
+    def after_reply(self, fn: Callable[[], object]) -> None:
+        self._local.post.append(fn)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any,
+               **kwargs: Any) -> futures.Future[Any]:
+        return super().submit(self._run, fn, args, kwargs)
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Any:
+        self._local.post = []
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for job in self._local.post:
+                job()
+
+
+def worker_settle_server(handler: ScoreHandler | NoopScoreHandler) -> int:
+    pool = AfterReplyExecutor(2)
+    score: Callable[[bytes, Any], bytes] = handler.score
+    if isinstance(handler, ScoreHandler):
+        class _Context:  # add_callback -> after the reply, in this worker
+            def __init__(self, ctx: grpc.ServicerContext) -> None:
+                self.ctx = ctx
+
+            def add_callback(self, fn: Callable[[], object]) -> bool:
+                pool.after_reply(fn)
+                return True
+
+            def abort(self, code: grpc.StatusCode, details: str) -> None:
+                self.ctx.abort(code, details)
+
+        def settle_in_worker(raw: bytes, ctx: Any) -> bytes:
+            return handler.score(raw, _Context(ctx))
+
+        score = settle_in_worker
+
+    srv = grpc.server(pool, options=[("grpc.so_reuseport", 0)])
+    methods = {"Score": grpc.unary_unary_rpc_method_handler(score),
                "NodeTable": grpc.unary_unary_rpc_method_handler(handler.node_table)}
     srv.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
     port = srv.add_insecure_port("127.0.0.1:0")
@@ -60,8 +108,8 @@ def start(variant: str) -> tuple[int, bytes]:
     policy, _, n = what.partition("@")
     w = world(int(n or 1000), policy if policy != "noop" else "fgd")
     handler = NoopScoreHandler(w.names) if policy == "noop" else ScoreHandler(w.service)
-    if kind == "poller-settle":
-        port = poller_settle_server(handler)
+    if kind == "worker-settle":
+        port = worker_settle_server(handler)
     elif kind == "current":
         srv = GrpcServer("127.0.0.1", 0, handler, workers=2)  # as the benchmark runs it
         srv.start()

@@ -7,9 +7,8 @@ an INVALID_ARGUMENT status that says so (and is counted), instead of grpcio's ge
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent import futures
 from typing import Any
 
@@ -28,51 +27,11 @@ SERVICE_NAME = "dsan.scorer.v1.Scorer"
 _CODES = {c.name: c for c in grpc.StatusCode}
 
 
-class AfterReplyExecutor(futures.ThreadPoolExecutor):
-    """A thread pool that runs each RPC's post-reply work in the worker that served it.
-
-    grpcio's sync server submits one callable per RPC; for a unary call it runs the handler
-    and then starts the batch that sends the reply and status, so by the time it returns the
-    reply is with the transport. Work a handler queued with :meth:`after_reply` runs right
-    then, in the same thread. The alternative, ``context.add_callback``, runs on grpcio's
-    single poller thread once the RPC is done, and back to back that thread cannot dispatch
-    the next request until the callback is over.
-    """
-
-    def __init__(self, max_workers: int) -> None:
-        super().__init__(max_workers=max_workers, thread_name_prefix="grpc-worker")
-        self._local = threading.local()
-
-    def after_reply(self, fn: Callable[[], object]) -> bool:
-        """Queue ``fn`` for after the current RPC's reply; False outside this pool's threads."""
-        if not getattr(self._local, "ours", False):
-            return False
-        self._local.post.append(fn)
-        return True
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any,
-               **kwargs: Any) -> futures.Future[Any]:
-        return super().submit(self._run, fn, args, kwargs)
-
-    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...],
-             kwargs: dict[str, Any]) -> Any:
-        local = self._local
-        local.ours, local.post = True, []
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            post, local.post, local.ours = local.post, [], False
-            for job in post:
-                job()  # ScoringService.settle never raises
-
-
 class ScoreHandler:
     def __init__(self, service: ScoringService) -> None:
         self.service = service
         self.metrics = service.metrics
         self._scored = self.metrics.requests.labels("grpc", "score")
-        #: Set by GrpcServer: queues the post-reply settle in the serving worker thread.
-        self.after_reply: Callable[[Callable[[], object]], bool] = lambda _fn: False
 
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         try:
@@ -101,10 +60,11 @@ class ScoreHandler:
             context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         self._scored.inc()
         self.service.record("grpc", res, time.perf_counter() - t0, len(res.scores))
-        # The winner's assumption once the reply is out (in this worker, see
-        # AfterReplyExecutor); the next request settles it first anyway.
-        if not self.after_reply(self.service.settle) \
-                and not context.add_callback(self.service.settle):
+        # The winner's assumption once the RPC is done (grpcio runs RPC callbacks on its
+        # poller thread after the status went out); the next request settles it first anyway.
+        # Running it in this worker after the reply instead measured no faster (slower under
+        # load: bench/latency_grpc_ab.py, variant worker-settle).
+        if not context.add_callback(self.service.settle):
             self.service.settle()
         return resp
 
@@ -198,9 +158,7 @@ class GrpcServer:
         opts = [("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.so_reuseport", 0)]
-        self.pool = AfterReplyExecutor(workers)
-        if isinstance(handler, ScoreHandler):
-            handler.after_reply = self.pool.after_reply
+        self.pool = futures.ThreadPoolExecutor(max_workers=workers)
         self.server = grpc.server(self.pool, options=opts)
         methods = {name: grpc.unary_unary_rpc_method_handler(
             fn, request_deserializer=None, response_serializer=None)
