@@ -83,8 +83,9 @@ JUDGED = [
     "HTTP and gRPC. The "
     "production caller of both APIs is kube-scheduler, a Go process: its HTTP extender "
     "client is Go's net/http, and the DSANScore plugin calls `Score` through the generated "
-    "Go stubs (`scheduler-plugin/cmd/scorebench` uses the same stubs and gRPC settings, in "
-    "its own process, as kube-scheduler is). The Python-client rows stay for continuity "
+    "Go stubs (`scheduler-plugin/cmd/scorebench` uses the same stubs, gRPC settings and "
+    "node-table client, in its own process, as kube-scheduler is). The Python-client rows "
+    "stay for continuity "
     "with earlier runs; their client shares the server's process and GIL, so work the "
     "server does after replying (the deferred assumption) still delays the client there. "
     "`paced` rows pause 1 ms between calls, off the clock, as kube-scheduler does (it "
@@ -188,8 +189,10 @@ TRANSPORTS = (
      "Budget: p99 <= 1 ms at 1,000 nodes (the no-op shows what grpcio itself costs here)."),
     ("grpc-go", "## gRPC `Score`, Go client (what kube-scheduler sees), vs the same no-op",
      "`scheduler-plugin/cmd/scorebench -kind grpc`: the DSANScore plugin's generated Go "
-     "stubs and dial options, a per-call deadline, from its own process; the same pods and "
-     "candidate lists. Budget: p99 <= 1 ms at 1,000 nodes."),
+     "stubs, dial options and client (`pkg/scoreclient`: the candidates sent as indices into "
+     "the sidecar's node table, encoded inside the timed call; the no-op serves a table "
+     "too), a per-call deadline, from its own process; the same pods and candidate lists. "
+     "Budget: p99 <= 1 ms at 1,000 nodes."),
     ("grpc-go-paced", "## gRPC `Score`, Go client, paced (1 ms between calls)",
      "As above with `-gap 1ms`. Shown, not counted against the budget."),
 )
@@ -360,7 +363,38 @@ machine (not this text).
 * DSAN, the sidecar's default policy, misses every budget (p50 1.1 ms via gRPC at 1,000
   nodes); see latency_dsan.md.
 
-## What changed in this round (session 3)
+## What changed in session 4 (gRPC)
+
+Measured with `bench/latency_grpc_ab.py` (server variants side by side in one process, the
+Go client in its own, order reversed every repetition; 8 x 500 calls per variant at 1,000
+nodes, back to back; 07:56-07:59 UTC 3 Dec 2026, load 5.2-6.9 from other jobs, so p99s are
+scheduler slices and the p50 and the server's own times are the signal). `server` is the
+mean time inside the handler, `settle` the mean post-reply settle (us); names is session
+3's request:
+
+| policy | names: p50 / p90 | server + settle | node-table rows: p50 / p90 | server + settle |
+|---|---|---|---|---|
+| no-op | 426 / 754 | - | 427 / 766 | - |
+| fgd | 761 / 1,450 | 261 + 138 | 628 / 1,272 | 127 + 126 |
+| k8s-default | 719 / 1,157 | 226 + 112 | 634 / 948 | 111 + 117 |
+| dsan | 1,156 / 3,962 | 437 + 527 | 1,042 / 3,786 | 210 + 516 |
+
+* **Candidates as node-table rows** (`proto/scorer/v1`: `NodeTable`, `Score.node_indices`
+  + `node_table_epoch`; `scheduler-plugin/pkg/scoreclient`, used by the DSANScore plugin
+  and scorebench): the sidecar reads 4-byte rows with one `np.frombuffer` instead of
+  building and hashing 1,000 Python strings (~65 us in process, ~130 us of the server's time
+  per request under load). Names still work; a stale table gets `FAILED_PRECONDITION` and
+  the client resends names and refetches the table.
+* **Tried and left out**: `grpc.aio` (no-op p50 ~520 vs ~360 us for the sync server; fgd ~960
+  vs ~740); the settle in the serving worker after the reply instead of grpcio's RPC-done
+  callback (fgd 655 vs 628 us p50, dsan 1,132 vs 1,042: its settle and the poller thread
+  dispatching the next call contend for the GIL); `max_workers=1`,
+  `grpc.optimization_target=latency`, `grpc.http2.bdp_probe=0`: within the noise.
+* What is left for the 1 ms p99: grpcio itself (the no-op's p50 is 0.43-0.59 ms from Go:
+  three thread handoffs per call, poller -> worker -> poller), and, back to back, the
+  previous call's settle (fgd ~45 us in process, 110-140 us in the server).
+
+## What changed in session 3
 
 Before/after in one time window (`bench/latency_ab.py`, which times a tree without `defer`
 inline; session 2's tree at b2bc440 vs this one, alternated twice, 16:53-16:55 UTC, load
@@ -421,9 +455,8 @@ snapshot patch, ~2 us; coarse telemetry ages).
 * **Fresh-name lookup**: 45-50 us at 1,000 names from orjson, 70 us from the gRPC request
   (upb builds each `str` on access, then it is hashed for the first time). A vectorised
   lookup (join, numpy polynomial hash, `searchsorted`, exact byte check) measured 22 + 13 +
-  16 us at 1,000 names: no better than the dict. The next step needs a contract change: the
-  plugin sends node ids from a table the sidecar hands out (`proto/`, DSANScore), so no
-  per-name hashing remains; not done this session.
+  16 us at 1,000 names: no better than the dict. Session 4 did the contract change for gRPC
+  (node-table rows, above); the HTTP extender API is kube-scheduler's and keeps names.
 * **Pod parsing**: 7-10 us per request (container walk and Decimal sums; two upb map copies
   for gRPC). A cache per pod UID / resourceVersion would only hit when kube-scheduler
   retries a pod (it scores each pod once); a memo keyed on the request's shape would save
@@ -437,7 +470,7 @@ snapshot patch, ~2 us; coarse telemetry ages).
   settle runs there too). Server options tried on the no-op from the Go client, alternated
   three times at 1,000 nodes (load ~4.5): 2 workers (as now) p50 365-454 us, 1 worker
   413-537, `grpc.optimization_target=latency` 362-453, `grpc.http2.bdp_probe=0` 463-560:
-  nothing outside the noise, so unchanged; `grpc.aio` was not tried.
+  nothing outside the noise, so unchanged; `grpc.aio`, tried in session 4, was slower.
 
 ## Reproduce
 
