@@ -100,6 +100,16 @@ def measure(n: int, policy: str) -> dict[str, float]:
                            requests={"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
                            annotations={"dsan.io/gpu-milli": "500"}),
         node_names=names).SerializeToString() for i in range(VARIANTS)])
+    # The same requests as the DSANScore plugin sends them: rows of the sidecar's node table.
+    table = svc.cache.snapshot()
+    row_bytes = np.fromiter(map(table.index.__getitem__, names), dtype="<u4",
+                            count=len(names)).tobytes()
+    row_reqs = itertools.cycle([scorer_pb2.ScoreRequest(
+        pod=scorer_pb2.Pod(name=f"bench-{i}", namespace="default", uid=f"bench-uid-{i}",
+                           requests={"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+                           annotations={"dsan.io/gpu-milli": "500"}),
+        node_indices=row_bytes, node_table_epoch=table.table_epoch).SerializeToString()
+        for i in range(VARIANTS)])
     raw = svc.engine.scorer.score(spec, snap, rows)
     scores10 = normalize(raw, 10)
     app, handler = ExtenderApp(svc), ScoreHandler(svc)
@@ -172,6 +182,8 @@ def measure(n: int, policy: str) -> dict[str, float]:
             scores10.tolist())) + "]"),
         "ExtenderApp.prioritize (no socket)": best_us(lambda: app.prioritize(next(bodies))),
         "gRPC handler (no socket)": best_us(lambda: handler._score(next(reqs))),
+        "gRPC handler, node-table rows (no socket)": best_us(
+            lambda: handler._score(next(row_reqs))),
     }
 
 
