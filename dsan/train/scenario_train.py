@@ -51,6 +51,7 @@ from dsan.train.teachers import SCENARIO_TEACHERS
 TRAINED = ("fusion.", "head.proj.", "head.mlp.", "head.value.")
 EVAL_SEED_BASE = 10_000
 TASK_COLS = [FEATURE_NAMES.index(f"pod_task_{t}") for t in TASK_TYPES]
+PRIORITY_COL = FEATURE_NAMES.index("pod_priority")
 
 
 @dataclass
@@ -87,6 +88,9 @@ class ScenarioArgs:
     boot_shaping: float = 0.0  # start-up term (scenario_env): per placement, boot wait / 90 s
     scenario_teacher: str = "scenario"  # or "anchored": the boot-aware teacher (teachers.py)
     imitate_gpu_pods: bool = True  # False: GPU pods keep the openb ranking on the scenario too
+    #: Imitation classes are (task type, priority), not task type alone: batch drivers (~5 %
+    #: of batch placements) then weigh as much as executors (docs/model.md).
+    class_by_priority: bool = False
     anchor_episodes: int = 2
     anchor_coef: float = 0.0  # the gate keeps openb; the anchor then only checks
     resume: bool = False
@@ -235,6 +239,7 @@ def imitation_update(
     minibatch: int,
     rng: np.random.Generator,
     anchor: OpenbAnchor | None = None,
+    by_priority: bool = False,
 ) -> float:
     """-log sum_{best} p over the teacher's best nodes; returns the mean loss."""
     losses = []
@@ -252,7 +257,7 @@ def imitation_update(
                 )
                 # Task types weigh equally: ~120 web placements against thousands of batch
                 # ones would otherwise leave the web rule unlearnt.
-                loss = -((m + s.log()) * _type_weights(ro, steps)).sum()
+                loss = -((m + s.log()) * _type_weights(ro, steps, by_priority)).sum()
                 if anchor is not None:
                     loss = loss + anchor.loss(model, rng)
                 opt.zero_grad()
@@ -263,9 +268,16 @@ def imitation_update(
     return float(np.mean(losses)) if losses else 0.0
 
 
-def _type_weights(ro: ScenarioRollout, steps: np.ndarray) -> torch.Tensor:
-    """Per-step weights summing to 1, each task type present getting an equal share."""
+def _type_weights(
+    ro: ScenarioRollout, steps: np.ndarray, by_priority: bool = False
+) -> torch.Tensor:
+    """Per-step weights summing to 1, each task type (or (type, priority)) present getting an
+    equal share."""
     kind = np.array([int(np.argmax(ro.x[i][0, TASK_COLS])) for i in steps])
+    if by_priority:  # the priority feature is one value per pod: the class is (type, priority)
+        prio = np.array([float(ro.x[i][0, PRIORITY_COL]) for i in steps])
+        pairs = np.stack([kind.astype(np.float64), prio], 1)
+        kind = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
     _, inv, cnt = np.unique(kind, return_inverse=True, return_counts=True)
     w = 1.0 / (cnt[inv] * len(cnt))
     return torch.tensor(w, dtype=torch.float32)
@@ -347,7 +359,9 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
             play(a, int(rng.integers(10_000)), hours[i % len(hours)], model, "teacher", rng)
             for i in range(a.imitation_episodes)
         ]
-        loss = imitation_update(model, opt, ros, a.imitation_epochs, a.minibatch, rng, anchor)
+        loss = imitation_update(
+            model, opt, ros, a.imitation_epochs, a.minibatch, rng, anchor, a.class_by_priority
+        )
         for r in range(a.dagger_rounds):  # the model drives, the teacher labels its states
             ros += [
                 play(
@@ -355,7 +369,9 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
                 )
                 for i in range(a.dagger_episodes)
             ]
-            loss = imitation_update(model, opt, ros, 1, a.minibatch, rng, anchor)
+            loss = imitation_update(
+                model, opt, ros, 1, a.minibatch, rng, anchor, a.class_by_priority
+            )
         ev = evaluate(a, model)
         log.write(
             tb,

@@ -259,3 +259,23 @@ def test_gate_makes_the_residual_constant_without_telemetry() -> None:
         - torch.nn.functional.softplus(model.head.prior_scale) * 100 * x[:, model.head.prior_col]
     )
     assert float(resid.max() - resid.min()) > 1e-2
+
+
+def test_type_weights_by_priority_gives_drivers_their_own_share() -> None:
+    from dsan.train.scenario_rollout import ScenarioRollout
+    from dsan.train.scenario_train import PRIORITY_COL, TASK_COLS, _type_weights
+
+    ro = ScenarioRollout()
+    batch, web = TASK_TYPES.index("batch"), TASK_TYPES.index("web")
+    for t, prio in [(batch, 0.4), (batch, 0.1), (batch, 0.1), (batch, 0.1), (web, 0.3)]:
+        x = np.zeros((2, 128), dtype=np.float32)
+        x[:, TASK_COLS[t]] = 1.0
+        x[:, PRIORITY_COL] = prio
+        ro.x.append(x)
+    steps = np.arange(5)
+    by_type = _type_weights(ro, steps).numpy()
+    np.testing.assert_allclose(by_type, [0.125, 0.125, 0.125, 0.125, 0.5])
+    # (type, priority) classes: the lone driver weighs as much as the three executors together
+    by_prio = _type_weights(ro, steps, by_priority=True).numpy()
+    np.testing.assert_allclose(by_prio, [1 / 3, 1 / 9, 1 / 9, 1 / 9, 1 / 3], rtol=1e-6)
+    assert by_prio.sum() == pytest.approx(1.0)
