@@ -30,6 +30,7 @@ seen with the assumption done inline (at most one is ever pending).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -137,6 +138,8 @@ class ScoringEngine:
         self.settled_by_next = 0
         #: Called once per assumption made (the service counts them in its metrics).
         self.on_assume: Callable[[], None] | None = None
+        #: (a published telemetry_time array, the oldest time in it of any GPU node).
+        self._oldest: tuple[object, float] = (None, math.inf)
 
     def score(
         self, pod: PodSpec, names: Sequence[str] | NodeRows, max_score: int = MAX_NODE_SCORE,
@@ -323,10 +326,12 @@ class ScoringEngine:
         n_stale = 0
         if self.uses_telemetry:
             # Only GPU nodes carry a telemetry agent: a CPU node without telemetry is normal,
-            # a GPU node without fresh telemetry is what the fallback is for.
-            stale = ok & (snap.gpu_count[safe] > 0) \
-                & (pub.telemetry_time[safe] < self._wall() - self._stale_s)
-            n_stale = int(np.count_nonzero(stale))
+            # a GPU node without fresh telemetry is what the fallback is for. Usually none is
+            # stale: one comparison with the oldest GPU telemetry instead of five O(m) calls.
+            cutoff = self._wall() - self._stale_s
+            if cutoff > self._oldest_gpu_telemetry(pub):
+                stale = ok & (snap.gpu_count[safe] > 0) & (pub.telemetry_time[safe] < cutoff)
+                n_stale = int(np.count_nonzero(stale))
         everyone = n_ok == m and n_stale == 0  # the common case: no masks needed
         fresh = ok if stale is None or n_stale == 0 else ok & ~stale
         t1 = time.perf_counter()
@@ -364,6 +369,16 @@ class ScoringEngine:
             fallback=n_stale + fell_back, version=pub.version, table_epoch=pub.table_epoch,
             featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
         )
+
+    def _oldest_gpu_telemetry(self, pub: Published) -> float:
+        """The oldest telemetry time of any GPU node in ``pub`` (-inf: one never reported,
+        inf: no GPU node). Cached per publish: a publish copies ``telemetry_time`` and
+        ``gpu_count`` only changes in a publish (assumption patches leave both alone)."""
+        tt = pub.telemetry_time
+        if self._oldest[0] is not tt:  # held, so a freed array's id cannot come back
+            gpu = pub.snap.gpu_count[: len(tt)] > 0
+            self._oldest = (tt, float(tt[gpu].min()) if gpu.any() else math.inf)
+        return self._oldest[1]
 
     def _score_cached(self, pod: PodSpec, key: object, pub: Published,
                       rows: npt.NDArray[np.int64], known: npt.NDArray[np.bool_],

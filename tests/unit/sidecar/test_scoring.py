@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
@@ -123,6 +123,25 @@ def test_a_failing_policy_degrades_to_the_fallback_and_is_counted() -> None:
     res = eng.score(POD, names)
     assert res.scores.tolist() == [0, 100, 33] and res.fallback == 3
     assert eng.policy_errors == 1
+
+
+def test_telemetry_goes_stale_as_the_clock_moves_without_a_republish() -> None:
+    """The engine caches the oldest GPU telemetry per publish; time alone must still count."""
+    now = datetime.now(UTC)
+    cache, names = setup(["2", "8"], telemetry_stale_s=30.0, snapshot_max_age_s=1e9)
+    cache.upsert_telemetry(ko.telemetry("n0", util=[[10.0], [20.0]], sampled_at=now))
+    cache.upsert_telemetry(ko.telemetry("n1", util=[[10.0], [20.0]],
+                                        sampled_at=now - timedelta(seconds=20)))
+    wall = [now.timestamp()]
+    primary, fallback = CpuFree("dsan", uses_telemetry=True), CpuFree("fgd")
+    eng = ScoringEngine(cache, primary, fallback, 30.0, wall=lambda: wall[0])
+    pub = cache.snapshot()
+    assert eng.score(POD, names).fallback == 0
+    wall[0] += 15  # n1's telemetry is 35 s old now, n0's 15 s
+    assert eng.score(POD, names).fallback == 1 and fallback.calls[-1] == [pub.index["n1"]]
+    wall[0] += 20
+    assert eng.score(POD, names).fallback == 2
+    assert cache.snapshot() is pub  # the same publish all along
 
 
 def test_cpu_nodes_without_telemetry_are_not_stale() -> None:
