@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import resource
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.env import EnvConfig, make_episode
 from dsan.train.learner import Grad, LocalLearner, Share, global_moments, ppo_rounds
 from dsan.train.ppo import EVAL_SEED_BASE, Args, _CsvLog, ppo_update
-from dsan.train.rollout import Rollout, collect
+from dsan.train.rollout import Rollout, RowStore, collect
 
 SHIP = ("gradients", "rollouts")
 
@@ -96,6 +97,7 @@ def play(
 
 
 _LEARNER: LocalLearner | None = None
+_ROWS = RowStore()  # the worker's feature rows, reused every round
 
 
 def play_and_keep(
@@ -111,13 +113,20 @@ def play_and_keep(
     global _LEARNER
     torch.set_num_threads(1)
     _LEARNER = None  # free the previous iteration's rollouts before playing new ones
+    _ROWS.reset()  # ... and write the new ones over their feature rows
     model = _local_model(cfg, state)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, r0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
     eps = [make_episode(env, s) for s in seeds]
     rng = np.random.default_rng(seeds[0] if seeds else 0)
-    ros = collect(eps, model, "sample", rng=rng)
+    ros = collect(eps, model, "sample", rng=rng, store=_ROWS)
     _LEARNER = LocalLearner(model, ros, a, minibatch, rng)
-    return _LEARNER.share(time.perf_counter() - t0, time.process_time() - c0)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return _LEARNER.share(
+        time.perf_counter() - t0,
+        time.process_time() - c0,
+        sys_s=r1.ru_stime - r0.ru_stime,
+        minflt=r1.ru_minflt - r0.ru_minflt,
+    )
 
 
 def gradient(params: torch.Tensor, epoch: int, k: int, mu: float, sd: float) -> Grad:
@@ -212,6 +221,8 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     per_cpu: list[float] = []
     update_s: list[float] = []
     iteration_s: list[float] = []
+    sys_s: list[float] = []  # of the workers' collection (ship=gradients): page faults show
+    minflt: list[int] = []
     # Each worker's minibatches hold minibatch / workers steps: a round sees `minibatch`.
     local_mb = max(1, a.minibatch // d.workers)
     for it in range(a.iterations):
@@ -227,6 +238,8 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
                 ]
             ]
             wall = time.perf_counter() - t_col
+            sys_s.append(sum(s.sys_s for s in shares))
+            minflt.append(sum(s.minflt for s in shares))
             decisions = sum(s.decisions for s in shares)
             cpu = sum(s.cpu_s for s in shares)
             rewards = [r for s in shares for r in s.episode_rewards]
@@ -292,6 +305,8 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         "update_s": update_s,  # the PPO step (PS alone, or rounds with the workers)
         "iteration_s": iteration_s,  # collection + PPO step + shadow validation
         "wall_s": time.perf_counter() - t0,
+        "worker_sys_s": sys_s,
+        "worker_minflt": minflt,
         "final_weights_equal_good": all(
             torch.equal(a_, b_)
             for a_, b_ in zip(ps.model.state_dict().values(), ps._good[0].values(), strict=True)

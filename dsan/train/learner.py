@@ -51,6 +51,8 @@ class Share:
     minibatches: list[int]  # per PPO epoch
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    sys_s: float = 0.0  # of cpu_s, in the kernel (mostly page faults of new memory)
+    minflt: int = 0  # minor page faults while collecting
 
 
 class LocalLearner:
@@ -79,7 +81,9 @@ class LocalLearner:
             for _ in range(a.ppo_epochs)
         ]
 
-    def share(self, wall_s: float = 0.0, cpu_s: float = 0.0) -> Share:
+    def share(
+        self, wall_s: float = 0.0, cpu_s: float = 0.0, sys_s: float = 0.0, minflt: int = 0
+    ) -> Share:
         adv = np.concatenate([g[0] for g in self.gae]) if self.gae else np.zeros(0)
         mean = float(adv.mean()) if len(adv) else 0.0
         return Share(
@@ -92,6 +96,8 @@ class LocalLearner:
             minibatches=[len(p) for p in self.plan],
             wall_s=wall_s,
             cpu_s=cpu_s,
+            sys_s=sys_s,
+            minflt=minflt,
         )
 
     def grad(self, params: torch.Tensor, epoch: int, k: int, mu: float, sd: float) -> Grad:

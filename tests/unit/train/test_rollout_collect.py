@@ -10,7 +10,7 @@ import torch
 
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.env import EnvConfig, make_episode
-from dsan.train.rollout import collect, run_episode, segment_choice
+from dsan.train.rollout import RowStore, collect, run_episode, segment_choice
 
 
 def _model() -> DSANNet:
@@ -73,3 +73,34 @@ def test_rollout_pickles_to_flat_buffers_and_back() -> None:
             np.testing.assert_array_equal(u, v)
     np.testing.assert_array_equal(back.flat()[2], ro.flat()[2])
     assert back.alloc_pct == ro.alloc_pct and torch.equal(back.edge_index, ro.edge_index)
+
+
+def test_row_store_keeps_rows_until_reset_and_then_reuses_its_memory() -> None:
+    store = RowStore(cols=3, chunk_rows=5)
+    rng = np.random.default_rng(0)
+    xs = [rng.random((n, 3)).astype(np.float32) for n in (2, 2, 3, 7, 1)]
+    views = [store.put(x) for x in xs]
+    for x, v in zip(xs, views, strict=True):  # none overwritten by later puts, across chunks
+        np.testing.assert_array_equal(v, x)
+    assert [len(c) for c in store.chunks] == [5, 5, 7, 5]  # an oversized put gets its own
+    chunks = list(store.chunks)
+    store.reset()
+    again = [store.put(x[::-1].copy()) for x in xs]
+    assert all(a is b for a, b in zip(store.chunks, chunks, strict=True))  # no new memory
+    assert np.shares_memory(again[0], views[0])
+    for x, v in zip(xs, again, strict=True):
+        np.testing.assert_array_equal(v, x[::-1])
+
+
+def test_collect_into_a_row_store_keeps_the_same_rollouts() -> None:
+    model, env = _model(), EnvConfig(n_nodes=12, tune=0.6)
+    plain = collect([make_episode(env, s) for s in (1, 2)], model, "sample")
+    store = RowStore(chunk_rows=64)
+    for _ in range(2):  # the second round writes over the first one's rows
+        store.reset()
+        got = collect([make_episode(env, s) for s in (1, 2)], model, "sample", store=store)
+        for a, b in zip(plain, got, strict=True):
+            assert a.action == b.action and a.logp == b.logp and len(a.x) == len(b.x)
+            for xa, xb in zip(a.x, b.x, strict=True):
+                np.testing.assert_array_equal(xa, xb)
+                assert any(np.shares_memory(xb, c) for c in store.chunks)
