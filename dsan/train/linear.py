@@ -44,10 +44,13 @@ class _Ctx:
         target: TargetWorkload,
         access: npt.NDArray[np.bool_] | None,
         shapes: Sequence[int] = (),
+        shares: Sequence[int] = (),
     ):
         self.pod, self.snap, self.nodes, self.target = pod, snap, nodes, target
         self._access = access
-        self.shapes = [k for k in shapes if k < min(TOP_SHAPES, len(target.freq))]
+        # GPU shares whose per-slot counts after placement the columns read
+        top = [k for k in shapes if k < min(TOP_SHAPES, len(target.freq))]
+        self.shares = [*(int(target.gpu_milli[k]) for k in top), *shares]
         self._free_after: npt.NDArray[np.int64] | None = None
         self.free = snap.gpu_free[nodes].astype(np.int64)
         self.present = snap.gpu_present[nodes]
@@ -69,9 +72,8 @@ class _Ctx:
     def free_after(self) -> npt.NDArray[np.int64]:
         """The placement's free shares, exact for the shares of the requested shapes."""
         if self._free_after is None:
-            shares = self.target.gpu_milli[self.shapes]
             self._free_after = free_after(
-                self.pod, self.snap, self.nodes, self.target, self.access, shares
+                self.pod, self.snap, self.nodes, self.target, self.access, self.shares
             )
         return self._free_after
 
@@ -109,6 +111,7 @@ COLUMNS: dict[str, Callable[[_Ctx], F64]] = {
     "pod_cpu_of_node": lambda c: _frac(np.full(len(c.nodes), c.pod.cpu_milli), c.cpu_cap),
     "pod_gpu_of_node": lambda c: _frac(np.full(len(c.nodes), c.gtot), c.gpu_cap),
     "full_gpus_before": lambda c: ((c.free == 1000) & c.present).sum(1) / 8.0,
+    "full_gpus_after": lambda c: ((c.free_after() == 1000) & c.present).sum(1) / 8.0,
     "partial_gpus_before": lambda c: ((c.free > 0) & (c.free < 1000) & c.present).sum(1) / 8.0,
     "gpu_max_free": lambda c: c.free.max(1) / 1000.0,
     "gpu_min_free": lambda c: np.where(c.present, c.free, 1000).min(1) * (c.cnt > 0) / 1000.0,
@@ -144,13 +147,16 @@ def columns(
     out = np.empty((len(nodes), len(names)))
     ctx: _Ctx | None = None
     shapes = [int(n[5]) for n in names if n.startswith("shape") and n.endswith("_hostable_after")]
+    shares = [1000] if "full_gpus_after" in names else []
     for j, name in enumerate(names):
         i = FEATURE_NAMES.index(name)
         if i < len(NODE_FEATURES):
             blk = static[nodes] if static is not None else node_block(snap, nodes)
             out[:, j] = blk[:, i]
         elif name in COLUMNS:
-            ctx = ctx or _Ctx(pod, snap, nodes, target or default_workload(), access, shapes)
+            ctx = ctx or _Ctx(
+                pod, snap, nodes, target or default_workload(), access, shapes, shares
+            )
             out[:, j] = COLUMNS[name](ctx)
         else:
             raise KeyError(f"{name!r} is not computed by dsan.train.linear (see SUPPORTED)")
