@@ -106,6 +106,8 @@ class ClassRows:
     at: I64  # (n,) tracker tick each row was computed at; -1 never
     w_abs: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))  # (F, 3H + 1)
     req_w: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))  # (9, 2H + 1)
+    #: (2H,) the most the relative columns can add to a pre-activation (each lies in [0, 1])
+    req_top: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     #: (n,) the ReLU layer is zero whatever the relative and age columns (each in [0, 1])
     #: are, given ``present`` (tel_present when the row was computed)
     dead: BOOL = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
@@ -134,6 +136,7 @@ class ClassRows:
             self.req_w = np.ascontiguousarray(w[h:, REQUEST_COLUMNS].T)
             w[:, REQUEST_COLUMNS] = 0.0  # featurize_rows leaves them zero; belt and braces
             self.w_abs = np.ascontiguousarray(w.T)
+            self.req_top = np.maximum(self.req_w[:-1, : 2 * h], 0.0).sum(0)
         pre = x @ self.w_abs
         if layer.uses_z:
             qv = pre[:, :h] + layer.b_query
@@ -144,7 +147,7 @@ class ClassRows:
         # rounding on the exact side.
         h2 = 2 * h
         self.present[rows] = age_columns(snap, rows)[:, 1]
-        top = self.pre[rows, :h2] + np.maximum(self.req_w[:-1, :h2], 0.0).sum(0)
+        top = self.pre[rows, :h2] + self.req_top
         top += self.present[rows, None] * self.req_w[-1, :h2]
         self.dead[rows] = top.max(axis=1) <= -1e-5
         self.quant[:, rows] = q.T
