@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out and not args.out.exists():
         header = " | ".join(f"{p} unalloc % @100 (mean ± sd)" for p in pols)
         args.out.write_text(
-            f"| workload | {judged} role | seeds | {header} | {judged} − FGD | FGD published "
-            f"(10 seeds) | {judged} below published FGD? |\n|---|---|---|"
+            f"| workload | {judged} role | seeds | {header} | {judged} − FGD (paired, ± SE) | "
+            f"FGD published (10 seeds) | {judged} below published FGD? |\n|---|---|---|"
             + "---|" * len(pols)
             + "---|---|---|\n"
         )
@@ -150,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
             pub_s = f"{pm[0]:.3f} ± {pm[1]:.3f}" if pm else "not published"
             d = res.get(judged)
             fgd = res.get("fgd")
-            gap = f"{np.mean(np.subtract(d, fgd)):+.3f}" if d and fgd else "n/a"
+            diff = np.subtract(d, fgd) if d and fgd else np.zeros(0)
+            # paired standard error: the seed-to-seed spread cancels in the per-seed difference
+            se = np.std(diff, ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else 0.0
+            gap = f"{np.mean(diff):+.3f} ± {se:.3f}" if len(diff) else "n/a"
             verdict = ("yes" if d and np.mean(d) < pm[0] else "no") if pm else "n/a"
             with args.out.open("a") as f:
                 f.write(
