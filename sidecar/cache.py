@@ -8,7 +8,7 @@ something changed (or the published copy is older than ``snapshot_max_age_s``), 
 request.
 
 Allocated resources are the bound pods' requests plus *assumed* pods: pods we scored best and
-have not yet seen bound. An assumption expires after ``assume_ttl_s`` (cachetools' TTLCache)
+have not yet seen bound. An assumption expires after ``assume_ttl_s`` (:mod:`sidecar.assumed`)
 and is replaced by the real charge when the pod shows up bound, wherever it landed.
 
 Topology: zone, rack and NVLink domain labels become cluster-wide integer ids in the snapshot;
@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from cachetools import TTLCache
 
 from dsan.api import telemetry as tele_api
 from dsan.api.types import (
@@ -38,6 +37,7 @@ from dsan.api.types import (
     parse_float_label,
 )
 from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from sidecar.assumed import AssumedPods
 from sidecar.config import SidecarConfig
 from sidecar.podspec import PodError, parse_quantity, pod_key, podspec_from_pod
 from sidecar.telemetry import CHANNELS, BadTelemetry, new_windows
@@ -136,9 +136,8 @@ class GraphCache:
         self._topo_ids: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
         self._node_pods: dict[str, set[str]] = {}
         self._pods: dict[str, _Charge] = {}
-        self._assumed: TTLCache[str, _Charge] = TTLCache(
-            maxsize=cfg.assume_max, ttl=cfg.assume_ttl_s, timer=clock
-        )
+        self._assumed: AssumedPods[_Charge] = AssumedPods(cfg.assume_ttl_s, cfg.assume_max,
+                                                         clock)
         self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
         self._version = 0
         self._tele_version = 0
@@ -434,7 +433,8 @@ class GraphCache:
             self._drop_assumed(key)
             self._expire()
             charge = _Charge(node=node, spec=spec)
-            self._assumed[key] = charge
+            for old, evicted in self._assumed.add(key, charge):
+                self._detach(old, evicted)
             self._attach(key, charge)
             self._touch()
             if current and start >= self._changes_base:
@@ -474,7 +474,7 @@ class GraphCache:
             return self._changes[since - base: upto - base]
 
     def _drop_assumed(self, key: str) -> None:
-        old = self._assumed.pop(key, None)
+        old = self._assumed.pop(key)
         if old is not None:
             self._detach(key, old)
 

@@ -132,6 +132,15 @@ def test_assumption_expires_after_ttl() -> None:
     assert cache.stats.assumed_expired == 1 and cache.assumed_count == 0
 
 
+def test_assumptions_past_assume_max_are_uncharged_oldest_first() -> None:
+    cache, _ = make(1, assume_max=2)
+    spec = podspec_from_pod(ko.pod("p", cpu="1"), cache.models)
+    for key in ("a", "b", "c"):
+        cache.assume(key, spec, "n0")
+    assert cache.assumed_count == 2
+    assert cache.snapshot().snap.cpu_used[0] == 2000  # "a" is no longer charged
+
+
 def test_bad_objects_are_counted_not_raised() -> None:
     cache, _ = make(1)
     cache.upsert_node({"metadata": {"name": "x"}, "status": {"allocatable": {"cpu": "lots"}}})
