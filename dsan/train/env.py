@@ -19,6 +19,7 @@ Reward of a decision (weights configurable, defaults the article's 0.4/0.3/0.2/0
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.features import TargetWorkload
-from dsan.policies.frag import FragTracker
+from dsan.policies.frag import FragTracker, node_frag
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.paths import DEFAULT_NODES, openb_csv
 from dsan.sim.protocol import tuned_order
@@ -142,19 +143,30 @@ class Episode:
 
     def place(self, pod: PodSpec, node: int) -> npt.NDArray[np.float64]:
         """Bind ``pod`` to ``node``; returns reward parts (util, completion, cost, dPhi)."""
+        bound = self.bind(pod, node)
+        self.frag.refresh(self.snap, [node])
+        return self.settle(bound)
+
+    def bind(self, pod: PodSpec, node: int) -> Bound:
+        """The first half of :meth:`place`: FGD's GPUs for ``pod`` on ``node``, allocated. The
+        node's fragmentation is stale until :func:`refresh_bound` (or ``frag.refresh``)."""
         from dsan.features import fgd_select_gpus
         from dsan.filtering import allocate
 
-        was_idle = self.snap.cpu_used[node] == 0
-        before = self.frag.frag[node]
-        gpus = fgd_select_gpus(pod, self.snap, node, self.target, self.frag.access)
-        allocate(self.snap, pod, node, gpus)
-        self.frag.refresh(self.snap, [node])
-        self.alloc += pod.gpu_total_milli
+        snap = self.snap
+        bound = Bound(node, snap.cpu_used[node] == 0, float(self.frag.frag[node]), pod)
+        gpus = fgd_select_gpus(pod, snap, node, self.target, self.frag.access)
+        allocate(snap, pod, node, gpus)
+        return bound
+
+    def settle(self, b: Bound) -> npt.NDArray[np.float64]:
+        """The second half of :meth:`place`, once the node's fragmentation is current."""
+        milli = b.pod.gpu_total_milli
+        self.alloc += milli
         self.decisions += 1
-        dphi = -(self.frag.frag[node] - before) / self.capacity
-        cost = -float(self.price[node]) / self.total_price if was_idle else 0.0
-        return np.array([pod.gpu_total_milli / self.capacity, 0.0, cost, dphi])
+        dphi = -(self.frag.frag[b.node] - b.frag_before) / self.capacity
+        cost = -float(self.price[b.node]) / self.total_price if b.was_idle else 0.0
+        return np.array([milli / self.capacity, 0.0, cost, dphi])
 
     def reward(self, parts: npt.NDArray[np.float64], sla: float) -> float:
         w = self.weights
@@ -169,6 +181,38 @@ class Episode:
     @property
     def alloc_pct(self) -> float:
         return 100.0 * self.alloc / self.capacity
+
+
+@dataclass
+class Bound:
+    """A pod bound by :meth:`Episode.bind` whose reward waits for the node's fragmentation."""
+
+    node: int
+    was_idle: bool
+    frag_before: float
+    pod: PodSpec
+
+
+def refresh_bound(eps: Sequence[Episode], nodes: Sequence[int]) -> None:
+    """``ep.frag.refresh(ep.snap, [node])`` for each pair, in one fragmentation call per
+    target workload: a lockstep step binds one pod in each of K episodes, and numpy's
+    per-call overhead, not arithmetic, is the cost of K one-row calls. Exact: a row's value
+    does not depend on its batch (:func:`dsan.policies.frag.node_frag` sums integers)."""
+    groups: dict[int, list[int]] = {}
+    for i, ep in enumerate(eps):
+        groups.setdefault(id(ep.frag.target), []).append(i)
+    for idx in groups.values():
+        if len(idx) == 1:
+            eps[idx[0]].frag.refresh(eps[idx[0]].snap, [nodes[idx[0]]])
+            continue
+        snaps = [eps[i].snap for i in idx]
+        at = [nodes[i] for i in idx]
+        cpu_free = np.array([s.cpu_cap[n] - s.cpu_used[n] for s, n in zip(snaps, at, strict=True)])
+        free = np.stack([s.gpu_free[n] for s, n in zip(snaps, at, strict=True)])
+        acc = np.stack([eps[i].frag.access[:, n] for i, n in zip(idx, at, strict=True)], axis=1)
+        got = node_frag(cpu_free, free, acc, eps[idx[0]].frag.target)
+        for i, n, f in zip(idx, at, got.tolist(), strict=True):
+            eps[i].frag.frag[n] = f
 
 
 def make_episode(cfg: EnvConfig, seed: int, workload: str | None = None) -> Episode:

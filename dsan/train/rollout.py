@@ -36,7 +36,7 @@ from dsan.features import (
 from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet
 from dsan.policies.base import Scorer
-from dsan.train.env import Episode
+from dsan.train.env import Bound, Episode, refresh_bound
 
 _LISTS = ("x", "cand", "teacher")
 
@@ -188,9 +188,18 @@ class _Player:
         )
         return True
 
-    def commit(self, a: int, logp: float, value: float, best: npt.NDArray[np.bool_]) -> None:
+    def commit(
+        self,
+        a: int,
+        logp: float,
+        value: float,
+        best: npt.NDArray[np.bool_],
+        bound: Bound | None = None,
+    ) -> None:
+        """Record action ``a``; ``bound``: it was already bound (:meth:`Episode.bind`) and the
+        node's fragmentation refreshed, else it is placed here."""
         ep, ro = self.ep, self.ro
-        parts = ep.place(self.pod, int(self.cand[a]))
+        parts = ep.place(self.pod, int(self.cand[a])) if bound is None else ep.settle(bound)
         r = ep.reward(parts, 0.0) + (ep.weights.sla * self.pending_sla if not ro.reward else 0.0)
         self.pending_sla = 0.0
         if self.keep:
@@ -321,12 +330,16 @@ def collect(
         acts, logps = segment_choice(logits.numpy(), offsets, mode, rng)
         values = v.numpy()
         nothing = np.zeros(0, dtype=bool)
+        chosen = [int(p.cand[a]) for p, a in zip(ps, acts.tolist(), strict=True)]
+        bound = [p.ep.bind(p.pod, n) for p, n in zip(ps, chosen, strict=True)]
+        refresh_bound([p.ep for p in ps], chosen)
         for j, p in enumerate(ps):
             p.commit(
                 int(acts[j]),
                 float(logps[j]),
                 float(values[j]),
                 np.zeros(sizes[j], dtype=bool) if keep else nothing,
+                bound[j],
             )
         live = [i for i, p in zip(live, ps, strict=True) if p.advance(features=False)]
     return [p.ro for p in players]
