@@ -89,6 +89,19 @@ TEACHERS: dict[str, Make] = {
     "teacher: anchored >=32c, fill to 0.8, web nodes may run full": lambda t: Anchored(
         t, cool=1.0, tau=0.8
     ),
+    # session 4: anchored-drivers with more SLA margin, a smaller pool, or no overheating
+    "teacher: anchored-drivers, web nodes cool to 0.75": lambda t: Anchored(
+        t, spread_drivers=True, cool=0.75
+    ),
+    "teacher: anchored-drivers, web nodes cool to 0.7": lambda t: Anchored(
+        t, spread_drivers=True, cool=0.7
+    ),
+    "teacher: anchored-drivers >=64c (50 nodes)": lambda t: Anchored(
+        t, spread_drivers=True, web_min_cpu=64000.0
+    ),
+    "teacher: anchored-drivers, booting a cool node beats a hot web node (w_on 190)": (
+        lambda t: Anchored(t, spread_drivers=True, w_on=190.0)
+    ),
 }
 
 
