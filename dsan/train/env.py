@@ -193,6 +193,32 @@ class Bound:
     pod: PodSpec
 
 
+def bind_many(eps: Sequence[Episode], pods: Sequence[PodSpec], nodes: Sequence[int]) -> list[Bound]:
+    """:meth:`Episode.bind` of one pod in each of several episodes, FGD's GPU choices in one
+    batched call per target workload (:func:`dsan.placement.fgd_select_gpus_many`)."""
+    from dsan.filtering import allocate
+    from dsan.placement import fgd_select_gpus_many
+
+    bound = [
+        Bound(n, ep.snap.cpu_used[n] == 0, float(ep.frag.frag[n]), pod)
+        for ep, pod, n in zip(eps, pods, nodes, strict=True)
+    ]
+    groups: dict[int, list[int]] = {}
+    for i, ep in enumerate(eps):
+        groups.setdefault(id(ep.target), []).append(i)
+    for idx in groups.values():
+        gpus = fgd_select_gpus_many(
+            [pods[i] for i in idx],
+            [eps[i].snap for i in idx],
+            [nodes[i] for i in idx],
+            eps[idx[0]].target,
+            [eps[i].frag.access for i in idx],
+        )
+        for i, g in zip(idx, gpus, strict=True):
+            allocate(eps[i].snap, pods[i], nodes[i], g)
+    return bound
+
+
 def refresh_bound(eps: Sequence[Episode], nodes: Sequence[int]) -> None:
     """``ep.frag.refresh(ep.snap, [node])`` for each pair, in one fragmentation call per
     target workload: a lockstep step binds one pod in each of K episodes, and numpy's

@@ -36,7 +36,7 @@ from dsan.features import (
 from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet
 from dsan.policies.base import Scorer
-from dsan.train.env import Bound, Episode, refresh_bound
+from dsan.train.env import Bound, Episode, bind_many, refresh_bound
 
 _LISTS = ("x", "cand", "teacher")
 
@@ -331,7 +331,7 @@ def collect(
         values = v.numpy()
         nothing = np.zeros(0, dtype=bool)
         chosen = [int(p.cand[a]) for p, a in zip(ps, acts.tolist(), strict=True)]
-        bound = [p.ep.bind(p.pod, n) for p, n in zip(ps, chosen, strict=True)]
+        bound = bind_many([p.ep for p in ps], [p.pod for p in ps], chosen)
         refresh_bound([p.ep for p in ps], chosen)
         for j, p in enumerate(ps):
             p.commit(

@@ -1,11 +1,13 @@
-"""The episode's split placement (bind, batched fragmentation refresh, settle) is place()."""
+"""The episode's split placement (batched bind, batched fragmentation refresh, settle) is
+place(), and the batched FGD GPU choice is fgd_select_gpus's."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from dsan.placement import fgd_select_gpus, fgd_select_gpus_many
 from dsan.policies.frag import FragTracker
-from dsan.train.env import EnvConfig, make_episode, refresh_bound
+from dsan.train.env import EnvConfig, bind_many, make_episode, refresh_bound
 
 ENV = EnvConfig(n_nodes=16, tune=0.8)
 
@@ -27,7 +29,7 @@ def test_bind_refresh_settle_equals_place_and_keeps_fragmentation_current() -> N
         if not live:
             break
         want = [one[i].place(p, n) for i, p, n in zip(live, pods, nodes, strict=True)]
-        bound = [many[i].bind(p, n) for i, p, n in zip(live, pods, nodes, strict=True)]
+        bound = bind_many([many[i] for i in live], pods, nodes)
         refresh_bound([many[i] for i in live], nodes)
         got = [many[i].settle(b) for i, b in zip(live, bound, strict=True)]
         for w, g in zip(want, got, strict=True):
@@ -39,3 +41,23 @@ def test_bind_refresh_settle_equals_place_and_keeps_fragmentation_current() -> N
         fresh = FragTracker(b.snap, b.target)  # every node's fragmentation from scratch
         np.testing.assert_array_equal(b.frag.frag, fresh.frag)
         assert a.alloc_pct == b.alloc_pct > 0 and a.decisions == b.decisions
+
+
+def test_batched_fgd_gpu_choice_is_fgd_select_gpus_on_every_candidate() -> None:
+    sharing = 0
+    for seed in (1, 2):
+        ep = make_episode(EnvConfig(n_nodes=24), seed)
+        while (nxt := ep.next_decision()) is not None:
+            pod, cand, _ = nxt
+            want = [fgd_select_gpus(pod, ep.snap, int(n), ep.target, ep.frag.access) for n in cand]
+            got = fgd_select_gpus_many(
+                [pod] * len(cand),
+                [ep.snap] * len(cand),
+                cand.tolist(),
+                ep.target,
+                [ep.frag.access] * len(cand),
+            )
+            assert got == want
+            sharing += pod.is_sharing and len({g for g in want}) > 1
+            ep.place(pod, int(cand[len(cand) // 2]))
+    assert sharing > 20  # many decisions where the slot depends on the node
