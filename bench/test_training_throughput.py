@@ -15,8 +15,10 @@ best-heuristic parity, measured side by side in one session:
   round (for ``rollouts`` shipping them back to the PS included; for ``gradients`` only counts
   come back), taken from the second iteration (the first parses the traces). Every row also
   records the PPO step's and the whole iteration's wall time (collection + PPO step + shadow
-  validation) and decisions per iteration second. Same episodes as the single-process rows
-  (``default`` workload, 96 nodes).
+  validation) and decisions per iteration second; ``gradients`` rows also the workers'
+  system time and minor page faults in the round (session 4: a worker writes its rollouts'
+  feature rows into memory reused from the previous round, :class:`dsan.train.rollout.RowStore`).
+  Same episodes as the single-process rows (``default`` workload, 96 nodes).
 * every row also records decisions per CPU second of the collecting processes (what a
   busy shared machine inflates much less than wall time);
 * ``parity``: a short single-process training run; wall seconds until the greedy policy's
@@ -112,6 +114,9 @@ def test_collection_rpc_workers(benchmark, tmp_path, workers: int, ship: str) ->
     benchmark.extra_info["decisions_per_iteration_s"] = (
         summary["decisions"][-1] / summary["iteration_s"][-1]
     )
+    if summary.get("worker_sys_s"):  # ship=gradients: kernel time and page faults of the round
+        benchmark.extra_info["worker_sys_s"] = summary["worker_sys_s"][-1]
+        benchmark.extra_info["worker_minflt"] = summary["worker_minflt"][-1]
     benchmark.extra_info["workers"] = workers
     benchmark.extra_info["ship"] = ship
     benchmark.extra_info["load_avg_1min"] = os.getloadavg()[0]
