@@ -169,6 +169,10 @@ class LinearFGDScorer:
     ``weights`` is the head's ``skip`` (every pod) and ``gpu_weights`` its ``gpu_skip`` (added
     for GPU pods only), so CPU-only and GPU pods can break FGD's ties differently;
     ``gpu_only`` puts ``weights`` into ``gpu_skip`` instead (CPU-only pods get FGD alone).
+    ``share_weights`` is added on top for GPU-sharing pods (featurize's ``pod_is_sharing``,
+    0 < gpu_milli < 1000): a tie-break for whole-GPU pods alone is ``gpu_weights`` = u,
+    ``share_weights`` = -u (a weight on a target shape's room means another thing to a pod
+    that shares a GPU; docs/results/dsan_openb.md, session 5).
     GPUs inside the node are FGD's (DSAN's :func:`dsan.features.fgd_select_gpus` gives the
     same slots). Float32 rounding of the model's features aside, the shipped model with these
     skip weights ranks nodes identically; the evaluation reruns the real model anyway.
@@ -185,11 +189,13 @@ class LinearFGDScorer:
         *,
         target: TargetWorkload | None = None,
         scale: float = 1.0,
+        share_weights: npt.ArrayLike | None = None,
     ) -> None:
         self.names = list(names)
         w = np.asarray(weights, dtype=np.float64)
         g = np.zeros(len(self.names)) if gpu_weights is None else np.asarray(gpu_weights, float)
-        for v in (w, g):
+        s = np.zeros(len(self.names)) if share_weights is None else np.asarray(share_weights, float)
+        for v in (w, g, s):
             if v.shape != (len(self.names),):
                 raise ValueError(f"{len(self.names)} features but weights {v.shape}")
         if gpu_only and g.any():
@@ -203,19 +209,24 @@ class LinearFGDScorer:
         self._static: npt.NDArray[np.float32] | None = None
         self._static_of: ClusterSnapshot | None = None
         self._access: npt.NDArray[np.bool_] | None = None
-        # per pod class (CPU-only, GPU) the non-zero weights and their columns
+        # per pod class (GPU pod?, sharing pod?) the non-zero weights and their columns; the
+        # flags are the head's (1 - pod_is_cpu_only) and pod_is_sharing, so all four exist
         cpu_w, gpu_w = (np.zeros_like(w), w) if gpu_only else (w, w + g)
-        self._by_class = [
-            ([n for n, x in zip(self.names, v, strict=True) if x != 0.0], v[v != 0.0])
-            for v in (cpu_w, gpu_w)
-        ]
+        self._by_class = {
+            (gpu, share): (
+                [n for n, x in zip(self.names, v, strict=True) if x != 0.0],
+                v[v != 0.0],
+            )
+            for gpu, base in ((False, cpu_w), (True, gpu_w))
+            for share, v in ((False, base), (True, base + s))
+        }
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
         base = self.scale * self.fgd.score(pod, snap, nodes)
         cpu_only = pod.num_gpu == 0 or pod.gpu_milli <= 0  # featurize's pod_is_cpu_only
-        active, w = self._by_class[0 if cpu_only else 1]
+        active, w = self._by_class[(not cpu_only, pod.is_sharing)]
         if not active:
             return base
         if self._static_of is not snap:  # the static block never changes within a run

@@ -63,9 +63,10 @@ class EpisodeRunner(Protocol):
         workload: str,
         seed: int,
         gpu_w: F64 | None = None,
+        share_w: F64 | None = None,
     ) -> float:
         """Unallocated GPU % at arrived workload 100 % of the linear policy ``w`` (for GPU
-        pods ``gpu_w`` instead, when given)."""
+        pods ``gpu_w`` instead, when given; for GPU-sharing pods ``share_w``)."""
         ...
 
     def fgd(self, workload: str, seed: int) -> float:
@@ -91,15 +92,20 @@ class Episodes:
         workload: str,
         seed: int,
         gpu_w: F64 | None = None,
+        share_w: F64 | None = None,
     ) -> float:
         """Unallocated GPU % at arrived workload 100 % of one episode."""
         cfg = OpenbConfig(paths.openb_csv(_file(workload)), self.nodes_path, "fgd", seed=seed)
-        extra = None if gpu_w is None else np.asarray(gpu_w) - np.asarray(w)
+        gpu = np.asarray(w if gpu_w is None else gpu_w, dtype=np.float64)
+        extra = None if gpu_w is None else gpu - np.asarray(w)
+        share = None if share_w is None else np.asarray(share_w) - gpu
         res = run_openb(
             cfg,
             self.nodes,
             self.pods[workload],
-            make=lambda target: LinearFGDScorer(features, w, False, extra, target=target),
+            make=lambda target: LinearFGDScorer(
+                features, w, False, extra, target=target, share_weights=share
+            ),
         )
         return float(res["unallocated_gpu_pct_at_100"])
 
@@ -245,11 +251,14 @@ def screen(
     :func:`greedy`, for weights of any size and several changes at once.
 
     A candidate is ``{"cpu": {feature: w}, "gpu": {feature: w}}``: the weight CPU-only or GPU
-    pods get for ``feature`` (replacing the base's; unnamed features keep it). Every episode
-    goes to ``out`` (JSON lines) as it finishes, so a long run can be read while it runs.
+    pods get for ``feature`` (replacing the base's; unnamed features keep it). ``"whole"``
+    and ``"share"`` then set it for whole-GPU or GPU-sharing pods alone (the head's
+    ``share_skip``). Every episode goes to ``out`` (JSON lines) as it finishes, so a long run
+    can be read while it runs.
     """
     eps: EpisodeRunner = episodes or Episodes(workloads)
     names0, w0, gpu_only, gw0 = skip_args(base)
+    sw0 = share_args(base)
     if gpu_only:
         raise ValueError("screen() starts from a per-class result, not a gpu_pods_only one")
     gap: dict[str, list[float]] = {label: [] for label in candidates}
@@ -261,14 +270,18 @@ def screen(
                     names = list(names0)
                     cpu = list(w0)
                     gpu = [x + y for x, y in zip(w0, gw0 or [0.0] * len(w0), strict=True)]
-                    for row, key in ((cpu, "cpu"), (gpu, "gpu")):
+                    share = [x + y for x, y in zip(gpu, sw0 or [0.0] * len(w0), strict=True)]
+                    rows = {"cpu": (cpu,), "gpu": (gpu, share), "whole": (gpu,), "share": (share,)}
+                    for key in ("cpu", "gpu", "whole", "share"):
                         for feat, v in c.get(key, {}).items():
                             if feat not in names:
                                 names.append(feat)
-                                cpu.append(0.0)
-                                gpu.append(0.0)
-                            row[names.index(feat)] = float(v)
-                    v = eps.unallocated(tuple(names), np.array(cpu), wl, seed, np.array(gpu))
+                                for r in (cpu, gpu, share):
+                                    r.append(0.0)
+                            for r in rows[key]:
+                                r[names.index(feat)] = float(v)
+                    kw = {} if share == gpu else {"share_w": np.array(share)}
+                    v = eps.unallocated(tuple(names), np.array(cpu), wl, seed, np.array(gpu), **kw)
                     gap[label].append(v - f)
                     log.write(json.dumps(dict(label=label, wl=wl, seed=seed, v=v, fgd=f)) + "\n")
                     log.flush()
@@ -350,6 +363,13 @@ def export_model(
 #: The searched tie-break weights shipped with the package (a ``--greedy`` run's result.json):
 #: the openb stage of the final model, ``apply(net, *load_openb_skip())``.
 OPENB_SKIP = Path(__file__).with_name("openb_skip.json")
+
+
+def share_args(result: dict[str, Any]) -> list[float] | None:
+    """What GPU-sharing pods add on top of the GPU-pod weights (``head.share_skip``), in
+    ``skip_args``' feature order; ``None`` when the result has none."""
+    sw = result.get("share_weights")
+    return None if sw is None else [float(v) for v in sw]
 
 
 def load_openb_skip(path: str | Path = OPENB_SKIP) -> SkipArgs:

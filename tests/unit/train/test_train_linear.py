@@ -121,3 +121,20 @@ def test_linear_from_model_round_trips_and_refuses_a_trained_mlp(tmp_path: Path)
     save(net, tmp_path / "mlp", "v", exports=False)
     with pytest.raises(ValueError, match="zero MLP"):
         linear_from_model(tmp_path / "mlp")
+
+
+def test_share_weights_split_gpu_pods_into_whole_and_sharing() -> None:
+    """gpu_weights u with share_weights -u: whole-GPU pods get u, sharing and CPU-only pods
+    keep the base weights (the head's share_skip, keyed on pod_is_sharing)."""
+    snap, target = _snap(3), TargetWorkload.default()
+    names, base, u = ["gpu_max_free", "node_idle"], [-0.5, 0.0], [0.0, 0.3]
+    split = LinearFGDScorer(names, base, False, u, target=target, share_weights=[-x for x in u])
+    plain = LinearFGDScorer(names, base, target=target)
+    gpu = LinearFGDScorer(names, base, False, u, target=target)
+    for pod in PODS:
+        nodes = feasible_nodes(pod, snap)
+        got = split.score(pod, snap, nodes)
+        want = (gpu if pod.name == "whole" else plain).score(pod, snap, nodes)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="weights"):
+        LinearFGDScorer(names, base, target=target, share_weights=[1.0])

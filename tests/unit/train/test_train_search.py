@@ -232,3 +232,40 @@ def test_screen_overrides_one_class_and_keeps_the_base(tmp_path: Path) -> None:
     assert cpu == {"gpu_max_free": -0.5, "node_idle": 0.05, "shape1_hostable_after": 0.0}
     assert gpu == {"gpu_max_free": -0.5, "node_idle": 0.0, "shape1_hostable_after": -0.3}
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 8
+
+
+class _ShareRecorder(_Recorder):
+    """Also records the sharing pods' row when the screen passes one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.share: list[dict[str, float] | None] = []
+
+    def unallocated(
+        self,
+        features: tuple[str, ...],
+        w: np.ndarray,
+        workload: str,
+        seed: int,
+        gpu_w: np.ndarray | None = None,
+        share_w: np.ndarray | None = None,
+    ) -> float:
+        row = None if share_w is None else dict(zip(features, share_w.tolist(), strict=True))
+        self.share.append(row)
+        return super().unallocated(features, w, workload, seed, gpu_w)
+
+
+def test_screen_whole_and_share_keys_set_one_gpu_pod_class(tmp_path: Path) -> None:
+    base = {"features": ["gpu_max_free"], "weights": [-0.5], "gpu_weights": [0.0]}
+    cands = {
+        "gpu": {"gpu": {"node_idle": 0.1}},
+        "whole": {"whole": {"shape1_hostable_after": 0.0047}},
+        "split": {"gpu": {"node_idle": 0.1}, "share": {"node_idle": -0.2}},
+    }
+    rec = _ShareRecorder()
+    screen(base, cands, ("a",), (1,), tmp_path / "s.jsonl", rec)
+    assert rec.share[0] is None  # same weights for every GPU pod: no separate row
+    assert rec.seen[1][1] == {"gpu_max_free": -0.5, "shape1_hostable_after": 0.0047}
+    assert rec.share[1] == {"gpu_max_free": -0.5, "shape1_hostable_after": 0.0}
+    assert rec.seen[2][1]["node_idle"] == 0.1 and rec.seen[2][0]["node_idle"] == 0.0
+    assert rec.share[2] == {"gpu_max_free": -0.5, "node_idle": -0.2}
