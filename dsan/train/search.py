@@ -404,6 +404,23 @@ def linear_from_model(model_dir: str | Path) -> SkipArgs:
     return names, [float(w[i]) for i in idx], False, gw
 
 
+def share_from_model(model_dir: str | Path) -> list[float] | None:
+    """What GPU-sharing pods add (``head.share_skip``), in :func:`linear_from_model`'s feature
+    order; ``None`` for a model without that row or with it at zero."""
+    from dsan.model.export import load
+
+    net, _ = load(model_dir)
+    share = getattr(net.head, "share_skip", None)
+    if share is None or not share.weight.detach().abs().max() > 0:
+        return None
+    names = linear_from_model(model_dir)[0]
+    u = share.weight.detach().double().numpy()[0]
+    missing = [FEATURE_NAMES[i] for i in np.flatnonzero(u) if FEATURE_NAMES[i] not in names]
+    if missing:
+        raise ValueError(f"{model_dir}: share_skip weights {missing} outside skip and gpu_skip")
+    return [float(u[FEATURE_NAMES.index(n)]) for n in names]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m dsan.train.search [--iterations N ...]``: run ES, print the result."""
     import argparse
