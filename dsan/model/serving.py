@@ -146,6 +146,13 @@ class ServingModel:
                 self.head.clear()
         return self._cache
 
+    def trust_snapshot_versions(self) -> None:
+        """The caller bumps :attr:`ClusterSnapshot.version` on every in-place write to the
+        snapshots it passes (the sidecar's cache does): the head cache then skips its row
+        diff when the snapshot and its version are the ones it last synced with."""
+        if self.head is not None:
+            self.head.trust_snapshot_versions()
+
     def prefetch(self, pod: PodSpec, snap: ClusterSnapshot) -> bool:
         """Off the request path (after the reply, e.g. right after an assumption): update
         ``pod``'s class to ``snap`` so its next request only gathers. Exact either way: the

@@ -44,6 +44,12 @@ class DSANScorer:
         del node  # every row that changed is found by the head cache's tracker
         self.serving.prefetch(pod, snap)
 
+    def trust_snapshot_versions(self) -> None:
+        """The caller (the sidecar's scoring engine) bumps ``ClusterSnapshot.version`` on every
+        in-place write to the snapshots it passes: unchanged ones skip the serving caches'
+        row diff (:meth:`ServingModel.trust_snapshot_versions`)."""
+        self.serving.trust_snapshot_versions()
+
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         return fgd_select_gpus(pod, snap, node, self.workload)
 
