@@ -12,6 +12,9 @@ None for a pod it cannot cache, and a score that reads only the scored node's ow
 and k8s-default). Scorers whose score depends on the candidate set (DSAN's min-max feature
 columns) or on telemetry ages have no ``cache_key`` and are scored in full on every request.
 The result is exactly the uncached scorer's (tests/unit/sidecar/test_scorecache.py).
+
+Those fully scored policies still get their feasibility check from the same log:
+:class:`FeasibleCache` keeps every node's feasibility per class of the pod fields it reads.
 """
 
 from __future__ import annotations
@@ -144,6 +147,56 @@ class ScoreCache:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+@dataclass(slots=True)
+class _Mask:
+    index: Any  # the Published.index the mask is laid out by
+    changes: int  # change-log position it reflects
+    ok: npt.NDArray[np.bool_]
+
+
+class FeasibleCache:
+    """Per feasibility class (every pod field :func:`dsan.filtering.feasible` reads), the
+    feasibility of every node, kept current from the row-change log like a
+    :class:`ScoreCache` entry: for a policy scored in full on every request (DSAN), the
+    request's O(n) feasibility check becomes the check of the rows written since (usually
+    the previous winner) and a gather. Exactly :func:`feasible`'s mask
+    (tests/unit/sidecar/test_scorecache.py)."""
+
+    def __init__(self, cache: GraphCache, max_classes: int = MAX_CLASSES) -> None:
+        self.cache = cache
+        self._max = max_classes
+        self._masks: dict[Hashable, _Mask] = {}
+
+    def mask(self, pod: PodSpec, pub: Published) -> npt.NDArray[np.bool_]:
+        """Feasibility of every node of ``pub`` for ``pod`` (read-only; call with the
+        scoring lock held)."""
+        key = (pod.cpu_milli, pod.mem_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_models,
+               pod.toleration_mask)
+        snap = pub.snap
+        e = self._masks.get(key)
+        if e is not None and e.index is pub.index and len(e.ok) == len(snap):
+            if e.changes != pub.changes:
+                rows = self.cache.changed_rows(e.changes, pub.changes)
+                if rows is None:  # the log was trimmed past this mask: rebuild
+                    e = None
+                else:
+                    if rows:
+                        idx = np.array(sorted(set(rows)), dtype=np.int64)
+                        e.ok[idx] = feasible(pod, snap, idx)
+                    e.changes = pub.changes
+        else:
+            e = None
+        if e is None:
+            self._masks.pop(key, None)
+            if len(self._masks) >= self._max:
+                del self._masks[next(iter(self._masks))]
+            e = self._masks[key] = _Mask(pub.index, pub.changes, feasible(pod, snap))
+        return e.ok
+
+    def clear(self) -> None:
+        self._masks.clear()
 
 
 def _nonfinite(a: npt.NDArray[np.float64]) -> int:

@@ -43,7 +43,7 @@ from dsan.filtering import feasible
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache, Published
-from sidecar.scorecache import ScoreCache
+from sidecar.scorecache import FeasibleCache, ScoreCache
 
 log = logging.getLogger("dsan.sidecar.scoring")
 
@@ -129,6 +129,8 @@ class ScoringEngine:
         #: Requests the class cache could not serve (the scorer raised while updating it).
         self.cache_misses = 0
         self._cached = self.classes.enabled and not self.uses_telemetry
+        #: Feasibility per pod class for the requests scored in full (DSAN).
+        self.feasibility = FeasibleCache(cache)
         #: The deferred assumption (key, pod, node), applied by settle() or the next request.
         self._pending: tuple[str, PodSpec, str] | None = None
         self._after_assume = getattr(scorer, "after_assume", None)
@@ -324,7 +326,7 @@ class ScoringEngine:
                 except Exception:  # the uncached path below degrades and counts it
                     self.cache_misses += 1
         safe = np.where(known, rows, 0) if n_unknown else rows
-        ok = feasible(pod, snap)[safe]
+        ok = self.feasibility.mask(pod, pub)[safe]
         if n_unknown:
             ok &= known
         n_ok = int(np.count_nonzero(ok))

@@ -318,3 +318,74 @@ def test_the_class_fast_path_equals_the_general_path(data: st.DataObject, n: int
         assert got.scores.tolist() == want.scores.tolist()
         assert (got.best, got.unknown, got.infeasible) == (want.best, want.unknown,
                                                            want.infeasible)
+
+
+class FreeCpuUncached:
+    """A policy scored in full on every request, as DSAN is (no cache key; telemetry left
+    out so no node goes to the fallback): the engine's general path, with feasibility from
+    its FeasibleCache."""
+
+    name = "free-cpu"
+    uses_telemetry = False
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot,
+              nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return (snap.cpu_cap - snap.cpu_used)[nodes] + 0.001 * snap.gpu_free[nodes].sum(1)
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        return ()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, min_size=1, max_size=30), n=st.integers(2, 12),
+       defer=st.booleans())
+def test_cached_feasibility_equals_a_fresh_check_after_any_change(
+        ops: list[tuple[str, int, int]], n: int, defer: bool) -> None:
+    cache = GraphCache(SidecarConfig(telemetry_stale_s=1e9))
+    cache.replace_nodes([ko.node(f"n{i}", cpu=str(8 + 4 * (i % 5)), memory="64Gi",
+                                 gpus=(i % 3) * 4, model="A100" if i % 3 else None)
+                         for i in range(n)])
+    scorer = FreeCpuUncached()
+    eng = ScoringEngine(cache, scorer, FGDScorer(), 1e9)
+    assert not eng._cached
+    pods: dict[int, dict[str, Any]] = {}
+    extra = 0
+    for step, (kind, a, b) in enumerate(ops):
+        eng.settle()
+        names = list(cache.snapshot().index)
+        if kind == "score" and names:
+            obj = pod_obj(1000 + step, a)
+            spec = podspec_from_pod(obj, cache.models)
+            cand = names[b % len(names):] + names[:b % len(names)] + names[:1]
+            with cache.scoring_lock:
+                pub = cache.snapshot()
+                rows = np.array([pub.index[c] for c in cand], dtype=np.int64)
+                snap = pub.snap.copy()
+                for col, live in cache._live_columns(len(cache)).items():
+                    np.copyto(getattr(snap, col), live)
+                ok = feasible(spec, snap)[rows]
+            try:
+                res = eng.score(spec, cand, 100, assume=f"uid-{1000 + step}", defer=defer)
+            except LookupError:
+                continue
+            want = np.zeros(len(rows), dtype=np.int64)
+            if ok.any():
+                want[ok] = normalize(scorer.score(spec, snap, rows[ok]), 100)
+            assert res.scores.tolist() == want.tolist(), (step, kind)
+            assert res.infeasible == int((~ok).sum())
+        elif kind == "bind" and names:
+            pods[step] = pod_obj(step, a, names[b % len(names)])
+            cache.upsert_pod(pods[step])
+        elif kind == "delete_pod" and pods:
+            key = sorted(pods)[a % len(pods)]
+            cache.delete_pod(pods.pop(key))
+        elif kind == "telemetry" and names:
+            cache.upsert_telemetry(ko.telemetry(names[a % len(names)], util=[[float(b)]],
+                                                sampled_at=datetime.now(UTC)))
+        elif kind == "add_node":
+            extra += 1
+            cache.upsert_node(ko.node(f"x{extra}", cpu="16", gpus=a % 9, model="A100"))
+        elif kind == "resize_node" and names:
+            cache.upsert_node(ko.node(names[a % len(names)], cpu=str(b), gpus=4, model="A100"))
+        elif kind == "delete_node" and len(names) > 1:
+            cache.delete_node(names[a % len(names)])
