@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]
-    pols = args.policies.split(",")
+    pols = [p for p in args.policies.split(",") if p]  # "" : the extra models alone
     extra: dict[str, str] = {}
     for spec in args.dsan_models:
         label, sep, d = spec.partition("=")
