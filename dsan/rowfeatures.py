@@ -59,7 +59,9 @@ REQUEST_COLUMNS = [
 #: Up to this many rows go through the per-row path; more through the vectorised featurizer.
 SMALL_ROWS = 8
 _NT = len(TASK_TYPES)
-_SLOTS = range(MAX_GPUS)
+_SIX_ZEROS = (0.0,) * 6
+_AGE0 = N_NODE_FEATURES - 2
+assert set(REQUEST_COLUMNS) - set(range(N_NODE_FEATURES, N_FEATURES)) == {_AGE0, _AGE0 + 1}
 
 
 def featurize_rows(
@@ -75,32 +77,42 @@ def featurize_rows(
         x[:, REQUEST_COLUMNS] = 0.0
         return x, quantities(pod, snap, rows, cache)
     pl = cache.get(pod, snap, rows)
-    pv = [float(v) for v in pod_values(pod)]
+    pv = _pod_floats(pod)
     head = [*pv[:_NT + 13], 0.0, 0.0, 0.0, 0.0, 0.0, *pv[_NT + 13:_NT + 15]]
     rc, rm, rg, k, gm_used, gm_min, sharing = pv[_NT + 15 :]
-    req = (rc, rm, rg)
     rq0, rq1, rq2 = rc / CPU_SCALE, rm / MEM_SCALE, rg / GPU_SCALE
     images, pods, price = snap.images, snap.pod_count, snap.hourly_cost
     allowed = set(pod.gpu_models)
+    w = cache.workload
+    n_shapes = min(TOP_SHAPES, len(w.freq))
+    divs = _shape_divisors(w, n_shapes)
+    access = cache.access(snap)[:n_shapes, rows].T.tolist() if n_shapes else [[]] * m
+    pad = [0.0] * (TOP_SHAPES - n_shapes)
     out: list[list[float]] = []
-    q = np.empty((m, 7))
-    cpu_after = np.empty(m)
+    qs: list[tuple[float, ...]] = []
+    # Per row: Python floats and ints only (lists of at most 8 GPU slots); the three
+    # resources unrolled, counts as list.count / filtered lengths (the same integers).
     for r, j in enumerate(rows.tolist()):
         cnt = int(snap.gpu_count.item(j))
-        caps = (snap.cpu_cap.item(j), snap.mem_cap.item(j), cnt * 1000.0)
+        c0, c1, c2 = snap.cpu_cap.item(j), snap.mem_cap.item(j), cnt * 1000.0
         cpu_used = snap.cpu_used.item(j)
         free = snap.gpu_free[j].tolist()
         gfree = float(sum(free))
-        now = (caps[0] - cpu_used, caps[1] - snap.mem_used.item(j), gfree)
-        after = (now[0] - rc, now[1] - rm, now[2] - rg)
-        cpu_after[r] = after[0]
-        of = [req[d] / caps[d] if caps[d] > 0 else 0.0 for d in range(3)]
-        fn = [now[d] / caps[d] if caps[d] > 0 else 0.0 for d in range(3)]
-        fa = [after[d] / caps[d] if caps[d] > 0 else 0.0 for d in range(3)]
-        cu, mu = 1 - fa[0], 1 - fa[1]
-        least = 0.5 * (fa[0] + fa[1])
-        dot = rq0 * cu + rq1 * mu + rq2 * (1 - fa[2])
-        cl, gl = after[0] / CPU_SCALE, after[2] / GPU_SCALE
+        n0, n1, n2 = c0 - cpu_used, c1 - snap.mem_used.item(j), gfree
+        a0, a1, a2 = n0 - rc, n1 - rm, n2 - rg
+        of0 = rc / c0 if c0 > 0 else 0.0
+        of1 = rm / c1 if c1 > 0 else 0.0
+        of2 = rg / c2 if c2 > 0 else 0.0
+        fn0 = n0 / c0 if c0 > 0 else 0.0
+        fn1 = n1 / c1 if c1 > 0 else 0.0
+        fn2 = n2 / c2 if c2 > 0 else 0.0
+        fa0 = a0 / c0 if c0 > 0 else 0.0
+        fa1 = a1 / c1 if c1 > 0 else 0.0
+        fa2 = a2 / c2 if c2 > 0 else 0.0
+        cu, mu = 1 - fa0, 1 - fa1
+        least = 0.5 * (fa0 + fa1)
+        dot = rq0 * cu + rq1 * mu + rq2 * (1 - fa2)
+        cl, gl = a0 / CPU_SCALE, a2 / GPU_SCALE
         bestfit = 1 - (0.5 * cl + 0.5 * gl)
         before, frag_after = pl.frag_before.item(r), pl.frag_after.item(r)
         delta = frag_after - before
@@ -108,75 +120,100 @@ def featurize_rows(
         # is exact, so Python's min/max (NaN stays NaN) replace np.clip's ~3 us per scalar.
         fgd = float(1 / (1 + np.exp(min(max(delta / 1000, -50.0), 50.0))))
         fgd_int = math.floor(fgd * 100) / 100
-        live = [free[s] for s in _SLOTS if s < cnt]  # present GPU slots
+        live = free[:cnt]  # present GPU slots
         fafter = pl.free_after[r].tolist()
         slot = pl.slot.item(r)
         shared = float(free[max(slot, 0)]) if slot >= 0 else 0.0
         chosen = shared if sharing > 0 else (1000.0 if k > 0 else 0.0)
-        fitting = float(sum(f >= gm_min for f in live))
-        cost = (1.0 if price is None else price.item(j)) * max(of[0], of[2])
+        fitting = float(len([f for f in live if f >= gm_min]))
+        cost = (1.0 if price is None else price.item(j)) * max(of0, of2)
         row = head.copy()
         row[_NT + 13] = 0.0 if images is None or pod.image < 0 else float(pod.image in images[j])
         row[_NT + 14] = 0.0 if pods is None else pods.item(j) / 64
-        row[_NT + 15 : _NT + 18] = of
-        row += [fn[0], fa[0], fn[1], fa[1], fn[2], fa[2], least, 1 - abs(cu - mu) / 2]
-        row += [rq0 * now[0] / CPU_SCALE + rq1 * now[1] / MEM_SCALE + rq2 * gfree / GPU_SCALE]
-        row += [dot, cl, gl, bestfit, before / GPU_SCALE, frag_after / GPU_SCALE, delta / 1000]
-        row += [fgd, fgd_int, sum(f == 1000 for f in live) / 8]
-        row += [sum(fafter[s] == 1000 for s in _SLOTS if s < cnt) / 8]
-        row += [sum(0 < f < 1000 for f in live) / 8, chosen / 1000]
-        row += [max(chosen - gm_used, 0.0) / 1000, max(free) / 1000]
-        row += [min(live + [1000] * (MAX_GPUS - len(live))) * (cnt > 0) / 1000]
-        row += [fitting / 8, (fitting - k) / 8, sharing > 0 and 0 < chosen < 1000]
-        row += [cpu_used == 0 and gfree == caps[2], 0 < gfree < caps[2]]
-        row += [1.0 if not allowed else float(snap.gpu_model.item(j) in allowed)]
-        row += [0.0] * 6 + [before / gfree if gfree > 0 else 0.0, cost / 4, 0.0]
-        row += [0.0] * TOP_SHAPES
+        row[_NT + 15 : _NT + 18] = of0, of1, of2
+        row += (fn0, fa0, fn1, fa1, fn2, fa2, least, 1 - abs(cu - mu) / 2,
+                rq0 * n0 / CPU_SCALE + rq1 * n1 / MEM_SCALE + rq2 * gfree / GPU_SCALE,
+                dot, cl, gl, bestfit, before / GPU_SCALE, frag_after / GPU_SCALE, delta / 1000,
+                fgd, fgd_int, live.count(1000) / 8, fafter[:cnt].count(1000) / 8,
+                len([f for f in live if 0 < f < 1000]) / 8, chosen / 1000,
+                max(chosen - gm_used, 0.0) / 1000, max(free) / 1000,
+                min(live + [1000] * (MAX_GPUS - len(live))) * (cnt > 0) / 1000,
+                fitting / 8, (fitting - k) / 8, float(sharing > 0 and 0 < chosen < 1000),
+                float(cpu_used == 0 and gfree == c2), float(0 < gfree < c2),
+                1.0 if not allowed else float(snap.gpu_model.item(j) in allowed),
+                *_SIX_ZEROS, before / gfree if gfree > 0 else 0.0, cost / 4, 0.0)
+        row += _hostable(a0, fafter, access[r], divs)
+        row += pad
         out.append(row)
-        q[r] = (delta, bestfit, least, dot, cost, fgd_int, bestfit)
-    r64 = np.array(out, dtype=np.float64)
-    _shapes(r64[:, -TOP_SHAPES:], cache, snap, rows, cpu_after, pl.free_after)
+        qs.append((delta, bestfit, least, dot, cost, fgd_int, bestfit))
+    q = np.array(qs, dtype=np.float64).reshape(m, 7)
     x = np.empty((m, N_FEATURES), dtype=np.float32)
     x[:, :N_NODE_FEATURES] = node_cols
-    x[:, N_NODE_FEATURES:] = r64
-    x[:, REQUEST_COLUMNS] = 0.0
+    x[:, N_NODE_FEATURES:] = out  # float64 values, rounded to float32 as featurize does
+    # The rows hold zeros in the relative columns; the node block's age columns (the last
+    # two of it, as the assertion below pins) are zeroed with a slice, not a fancy index.
+    x[:, _AGE0:N_NODE_FEATURES] = 0.0
     return x, q
 
 
-def _shapes(
-    out: F64, cache: PlacementCache, snap: ClusterSnapshot, rows: I64, cpu_after: F64,
-    free_after: npt.NDArray[np.int64],
-) -> None:
-    """The ``shape{k}_hostable_after`` columns into ``out`` (m, TOP_SHAPES): the batch
-    featurizer's expression over these rows (integer-valued: exact in any order)."""
-    w = cache.workload
-    s = min(TOP_SHAPES, len(w.freq))
-    if not s:
-        return
-    acc = cache.access(snap)[:s, rows]
-    cpu_div, gpu_div, ng_div, cpu_only = _shape_divisors(w, s)
-    by_cpu = np.floor(np.maximum(cpu_after, 0)[None, :] / cpu_div)
-    per_gpu = np.floor(np.maximum(free_after, 0)[None] / gpu_div).sum(2)
-    hostable = np.minimum(by_cpu, per_gpu // ng_div) * acc
-    copies = np.where(cpu_only, by_cpu, hostable)
-    out[:, :s] = np.minimum(copies / 8, 1.0).T
+#: pod_values as floats per pod shape (every field pod_values reads), bounded.
+_POD_FLOATS: dict[tuple[object, ...], list[float]] = {}
 
 
-#: The last workload's shape divisors: (workload, s, divisors); the workload object is held,
-#: so a new one can never be mistaken for it.
-_Divisors = tuple[F64, npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.bool_]]
+def _pod_floats(pod: PodSpec) -> list[float]:
+    """``pod_values(pod)`` as Python floats, memoised on the fields it reads (a settle's pod
+    is usually of a shape seen before; ~4 us of numpy scalars per call otherwise)."""
+    key = (pod.task_type, pod.priority, pod.gang_size, pod.cpu_milli, pod.mem_mib,
+           pod.num_gpu, pod.gpu_milli, pod.gpu_models)
+    got = _POD_FLOATS.get(key)
+    if got is None:
+        if len(_POD_FLOATS) >= 256:
+            _POD_FLOATS.clear()
+        got = _POD_FLOATS[key] = [float(v) for v in pod_values(pod)]
+    return got
+
+
+def _hostable(cpu_after: float, free_after: list[int], access: list[bool],
+              divs: _Divisors) -> list[float]:
+    """One row's ``shape{k}_hostable_after`` columns (the workload's first ``len(access)``
+    shapes): the batch featurizer's expression ``min(copies / 8, 1)`` with ``copies`` the
+    shape's copies by CPU, or for a GPU shape the fewer of those and of its whole GPU sets
+    (summed ``floor(free / gpu_milli)`` per slot over ``num_gpu``) where its model is
+    allowed. Every operand is an integer-valued float or an int, so Python's ``//`` on ints
+    and ``x // 1.0`` (floor) give exactly numpy's values, in any order."""
+    cpu_div, gpu_div, ng_div, cpu_only = divs
+    ca = max(cpu_after, 0.0)  # np.maximum(x, 0): NaN stays NaN
+    free = [f if f > 0 else 0 for f in free_after]
+    out = []
+    for i, acc in enumerate(access):
+        by_cpu = (ca / cpu_div[i]) // 1.0
+        if cpu_only[i]:
+            copies = by_cpu
+        else:
+            g = gpu_div[i]
+            copies = min(by_cpu, sum([f // g for f in free]) // ng_div[i]) * acc
+        out.append(min(copies / 8, 1.0))
+    return out
+
+
+#: A workload's shape divisors as Python numbers: CPU (float), GPU share and GPU count
+#: (ints), and which shapes are CPU-only, for its first s shapes.
+_Divisors = tuple[list[float], list[int], list[int], list[bool]]
+#: The last workload's divisors: (workload, s, divisors); the workload object is held, so a
+#: new one can never be mistaken for it.
 _DIVISORS: list[tuple[TargetWorkload, int, _Divisors]] = []
 
 
 def _shape_divisors(w: TargetWorkload, s: int) -> _Divisors:
-    """The workload-only operands of :func:`_shapes` (the batch featurizer's expressions),
-    computed once per workload instead of once per call: a settle featurizes 1-2 rows."""
+    """The workload-only operands of :func:`_hostable` (the batch featurizer's
+    ``maximum(.., 1)`` expressions), computed once per workload instead of once per call: a
+    settle featurizes 1-2 rows."""
     if _DIVISORS and _DIVISORS[0][0] is w and _DIVISORS[0][1] == s:
         return _DIVISORS[0][2]
     ng = w.num_gpu[:s]
-    got = (np.maximum(w.cpu_milli[:s], 1.0)[:, None],
-           np.maximum(w.gpu_milli[:s], 1)[:, None, None],
-           np.maximum(ng, 1)[:, None], (ng == 0)[:, None])
+    got = (np.maximum(w.cpu_milli[:s], 1.0).astype(np.float64).tolist(),
+           np.maximum(w.gpu_milli[:s], 1).astype(np.int64).tolist(),
+           np.maximum(ng, 1).astype(np.int64).tolist(), (ng == 0).tolist())
     _DIVISORS[:] = [(w, s, got)]
     return got
 

@@ -154,20 +154,23 @@ class ClassRows:
         if layer.uses_z:
             qv = pre[:, :h] + layer.b_query
             self.att[rows] = np.einsum("mh,mh->m", qv, layer.key_diff[rows])
-        self.pre[rows] = pre[:, h:] + layer.bias
+        p2 = pre[:, h:]
+        p2 += layer.bias
+        self.pre[rows] = p2
         # Largest pre-activation any request can give (relative and age columns lie in
         # [0, 1]; tel_present, a gate in trained models, as now); a small margin keeps float
         # rounding on the exact side.
         h2 = 2 * h
+        top = p2[:, :h2] + self.req_top
         # age_columns' tel_present without its tel_age (a log per row): absent telemetry or
-        # an unknown age reads 0, as there.
+        # an unknown age reads 0, as there (and adds nothing to the bound).
         ages = snap.telemetry_age_s
         if snap.telemetry is None or ages is None:
             self.present[rows] = 0.0
         else:
-            self.present[rows] = np.isfinite(ages[rows])
-        top = self.pre[rows, :h2] + self.req_top
-        top += self.present[rows, None] * self.req_w[-1, :h2]
+            present = np.isfinite(ages[rows])
+            self.present[rows] = present
+            top += present[:, None] * self.req_w[-1, :h2]
         self.dead[rows] = top.max(axis=1) <= -1e-5
         self.quant[:, rows] = q.T
         self.at[rows] = tick
