@@ -9,14 +9,24 @@ and the boot-aware ``Anchored`` at several anchor sets and fill targets) on the 
 one process and prints one markdown row per policy: means over seeds of util / P99 / SLA /
 cost, the P99 per seed, and the tail pods (at or above each seed's P99) by cause.
 
+The last two columns are the P99 budget (session 5): per seed, the pods with a latency of
+99.5 s or more against the number allowed for a P99 under 99.5 s (n - ceil(0.99 n)), and the
+boot events (a pod bound to a powered-off node). Every boot puts at least that pod at 99.5 s
+(90 s boot + 7.5 s Spark pull + 2 s start), and so does every pod bound to the node in the
+same scheduling pass (a wave of executors).
+
 Usage::
 
     .venv/bin/python bench/scenario_boot_frontier.py --seeds 1-3 > out/boot-frontier.md
+    # session 5: the shipped DSAN's budget too, and only some teacher rows
+    .venv/bin/python bench/scenario_boot_frontier.py --baselines k8s-default,tetris,fgd,dsan \
+        --rows "session 5" > out/boot-frontier-s5.md
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -59,16 +69,122 @@ class PreWarm(Composite):
         last = snap.telemetry[:, -1]
         booting = (snap.pod_count > 0) & (last[:, 0] <= 0) & (last[:, 1] > 0)
         s = s - 60.0 * booting[nodes]
-        cpu_free = np.maximum(0.0, snap.cpu_cap - snap.cpu_used)
-        small = snap.cpu_cap <= 16000
-        cpu_free = np.where(small, np.maximum(0.0, 0.8 * snap.cpu_cap - snap.cpu_used), cpu_free)
-        slots = np.minimum(
-            cpu_free // 8000, np.maximum(0.0, snap.mem_cap - snap.mem_used) // (8 * 3815)
-        )
-        if float(slots[on & (snap.gpu_count == 0)].sum()) * 8000 >= self.h_min:
+        if _slot_headroom(snap, on) >= self.h_min:
             return s
         off = ~on[nodes] & (snap.cpu_cap[nodes] >= 64000) & (snap.gpu_count[nodes] == 0)
         return s + 5000.0 * off
+
+
+def _slot_headroom(snap: ClusterSnapshot, on: np.ndarray) -> float:
+    """Millicores of free 8-core executor slots (memory-bound too) on the powered CPU nodes
+    ``on``; the 16-core nodes only up to the 0.8 contention threshold (they host web)."""
+    cpu_free = np.maximum(0.0, snap.cpu_cap - snap.cpu_used)
+    small = snap.cpu_cap <= 16000
+    cpu_free = np.where(small, np.maximum(0.0, 0.8 * snap.cpu_cap - snap.cpu_used), cpu_free)
+    slots = np.minimum(
+        cpu_free // 8000, np.maximum(0.0, snap.mem_cap - snap.mem_used) // (8 * 3815)
+    )
+    return float(slots[on & (snap.gpu_count == 0)].sum()) * 8000
+
+
+def _powered(snap: ClusterSnapshot) -> np.ndarray:
+    """Powered-on as DSAN can see it: pods bound or a warm image cache (booting included)."""
+    assert snap.pod_count is not None and snap.images is not None
+    warm = np.fromiter((len(x) > 0 for x in snap.images), dtype=bool, count=len(snap))
+    return np.asarray((snap.pod_count > 0) | warm)
+
+
+def _prewarm(
+    s: np.ndarray, snap: ClusterSnapshot, nodes: np.ndarray, on: np.ndarray, min_cap: float
+) -> np.ndarray:
+    """Send this pod to the largest powered-off CPU node of at least ``min_cap``: one boot
+    per decision, since the booted node's slots count in the headroom at once."""
+    cap = snap.cpu_cap[nodes]
+    off = ~on[nodes] & (snap.gpu_count[nodes] == 0) & (cap >= min_cap)
+    if not off.any():
+        return s
+    return s + 5000.0 * (off & (cap == cap[off].max()))
+
+
+class Keep(Composite):
+    """Session 5: the packing teacher with smarter boots, for CPU pods other than web (an
+    experiment: ``h_min`` > 0 reads a cluster-wide sum that no DSAN feature holds).
+
+    * a powered-off node is taken largest first (a 64-core boot brings four times the cores
+      of a 16-core one), not fullest-after-placement first as in ``Composite``;
+    * ``rescue``: a powered node that is empty in its 10-minute grace period comes first among
+      the powered ones (otherwise it powers off and is booted back by the next wave);
+    * ``spread``: the emptiest powered node first instead of the fullest;
+    * ``h_min``: while the powered CPU nodes hold fewer than ``h_min`` millicores of free
+      executor slots, the pod boots the largest powered-off node ahead of the next wave.
+    """
+
+    def __init__(
+        self, target: TargetWorkload, rescue: float = 0.0, spread: bool = False, h_min: float = 0.0
+    ) -> None:
+        super().__init__(target)
+        self.rescue, self.spread, self.h_min = rescue, spread, h_min
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray) -> np.ndarray:
+        s = super().score(pod, snap, nodes)
+        if pod.num_gpu > 0 or pod.task_type == WEB_TYPE:
+            return s
+        assert snap.pod_count is not None
+        on_all = _powered(snap)
+        on, count = on_all[nodes], snap.pod_count[nodes]
+        cap = snap.cpu_cap[nodes]
+        after = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / cap, 1.0)
+        # Composite's fill term (10 x after) ranks off nodes smallest first: replace it there.
+        s = s + np.where(on, 0.0, -10.0 * after + 20.0 * cap / 64000.0)
+        s = s + self.rescue * ((count == 0) & on)
+        if self.spread:
+            s = s - 20.0 * after * on
+        if self.h_min > 0 and _slot_headroom(snap, on_all) < self.h_min:
+            s = _prewarm(s, snap, nodes, on_all, 0.0)
+        return s
+
+
+class Swing(Composite):
+    """Session 5: a smaller always-on pool than ``Anchored``'s, with the 64-core nodes as the
+    swing capacity (an experiment, reads the cluster-wide headroom). Web replicas spread one
+    per node over the 32-core nodes (70; with ``big_zones`` 1 also the 64-core nodes of zone
+    0), which keeps those nodes on all day; CPU pods keep the web hosts (pool and 16-core
+    nodes) under 0.8 of their cores (first), prefer powered nodes, pack, take an emptied
+    powered node first, boot the largest off node, and while the executor-slot headroom is
+    under ``h_min`` boot a 64-core node ahead of the next wave."""
+
+    def __init__(self, target: TargetWorkload, h_min: float, big_zones: int = 0) -> None:
+        super().__init__(target)
+        self.h_min, self.big_zones = h_min, big_zones
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray) -> np.ndarray:
+        if pod.num_gpu > 0:
+            return super().score(pod, snap, nodes)
+        assert snap.pod_count is not None and snap.zone is not None
+        cap = snap.cpu_cap[nodes]
+        gpu_node = (snap.gpu_count[nodes] > 0).astype(np.float64)
+        pool = (cap == 32000) | ((cap > 32000) & (snap.zone[nodes] < self.big_zones))
+        count = snap.pod_count[nodes]
+        after = (snap.cpu_used[nodes] + pod.cpu_milli) / np.maximum(cap, 1.0)
+        cool = (after <= self.cool).astype(np.float64)
+        if pod.task_type == WEB_TYPE:
+            return (
+                1000.0 * (1 - gpu_node) + 500.0 * pool + 200.0 * cool - 10.0 * np.minimum(count, 10)
+            )
+        on_all = _powered(snap)
+        on = on_all[nodes].astype(np.float64)
+        cool = np.where(pool | (cap <= 16000), cool, 1.0)
+        s = (
+            1000.0 * (1 - gpu_node)
+            + 400.0 * cool
+            + 300.0 * on
+            + 10.0 * np.minimum(after, 1.0)
+            + 50.0 * ((count == 0) & (on > 0))
+            + 20.0 * (1 - on) * cap / 64000.0
+        )
+        if _slot_headroom(snap, on_all) < self.h_min:
+            s = _prewarm(s, snap, nodes, on_all, 64000.0)
+        return s
 
 
 #: label -> teacher constructor; the anchored rows vary the always-on pool (web replicas one
@@ -102,31 +218,91 @@ TEACHERS: dict[str, Make] = {
     "teacher: anchored-drivers, booting a cool node beats a hot web node (w_on 190)": (
         lambda t: Anchored(t, spread_drivers=True, w_on=190.0)
     ),
+    # session 5: the packing teacher with smarter boots, and a smaller pool with 64c swing
+    "session 5: packing, off nodes largest first": lambda t: Keep(t),
+    "session 5: packing, largest first, emptied powered nodes first": lambda t: Keep(t, 50.0),
+    "session 5: same + pre-warm the largest node below 600 cores of slots": lambda t: Keep(
+        t, 50.0, h_min=600e3
+    ),
+    "session 5: same, spread over powered nodes, no pre-warm": lambda t: Keep(t, 50.0, True),
+    "session 5: web pool on the 32c nodes, 64c swing, pre-warm 64c below 1,200 cores": (
+        lambda t: Swing(t, 1200e3)
+    ),
+    "session 5: same, pool + the 64c nodes of zone 0": lambda t: Swing(t, 1200e3, 1),
 }
+
+
+class _Counted:
+    """A policy with its boot events counted: ``on_bind`` runs before the engine powers the
+    node on, so a bind to a node the engine has off is a boot (once per node and instant: a
+    gang's pods all pass ``on_bind`` before the engine binds them). Forwards the policy's own
+    bind/release hooks (stateful scorers use them)."""
+
+    def __init__(self, inner: Scorer, engine: Engine) -> None:
+        self.inner, self.engine = inner, engine
+        self.name = inner.name
+        self._booted: set[tuple[int, float]] = set()
+
+    @property
+    def boots(self) -> int:
+        return len(self._booted)
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray) -> np.ndarray:
+        return np.asarray(self.inner.score(pod, snap, nodes))
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        return self.inner.select_gpus(pod, snap, node)
+
+    def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: Any) -> None:
+        if not self.engine.on[node]:
+            self._booted.add((node, self.engine.now))
+        hook = getattr(self.inner, "on_bind", None)
+        if hook is not None:
+            hook(pod, snap, node, gpus)
+
+    def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: Any) -> None:
+        hook = getattr(self.inner, "on_release", None)
+        if hook is not None:
+            hook(pod, snap, node, gpus)
+
+    def budget(self) -> str:
+        """Pods at 99.5 s or more / pods allowed there for a P99 under 99.5 s."""
+        e = self.engine
+        sub = ~np.isnan(e.pod_submit)
+        lat = (np.where(np.isnan(e.pod_start), e.horizon, e.pod_start) - e.pod_submit)[sub]
+        allowed = lat.size - math.ceil(0.99 * lat.size)
+        return f"{int((lat >= 99.5 - 1e-9).sum())}/{allowed}"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1-3")
     ap.add_argument("--baselines", default="k8s-default,tetris,fgd")
+    ap.add_argument("--rows", default="", help="only teacher rows whose label contains this")
     a = ap.parse_args(argv)
     lo, _, hi = a.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
     cfg = load("seed-table1")
+    counted: dict[tuple[str, int], _Counted] = {}
 
     def factory(name: str, seed: int, wl: Workload, engine: Engine) -> Scorer:
         if name in TEACHERS:
-            return TEACHERS[name](TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models))
-        return default_factory(name, seed, wl, engine)
+            inner = TEACHERS[name](TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models))
+        else:
+            inner = default_factory(name, seed, wl, engine)
+        counted[name, seed] = _Counted(inner, engine)
+        return counted[name, seed]
 
     started = time.strftime("%H:%M:%S", time.gmtime())
     print(f"seed-table1, seeds {a.seeds}, one process, {started} UTC; load {_load()}\n")
     print(
         "| policy | util % | P99 s (mean) | P99 s per seed | SLA % | cost "
-        "| tail pods per seed: queued / boot / pull / start |"
+        "| tail pods per seed: queued / boot / pull / start "
+        "| pods >= 99.5 s / allowed, per seed | boot events per seed |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for pol in [*a.baselines.split(","), *TEACHERS]:
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = [t for t in TEACHERS if a.rows in t]
+    for pol in [*a.baselines.split(","), *rows]:
         runs: list[dict[str, Any]] = [run_policy(cfg, pol, s, factory=factory) for s in seeds]
         mean = {
             k: float(np.mean([r[k] for r in runs]))
@@ -137,9 +313,12 @@ def main(argv: list[str] | None = None) -> int:
             "/".join(str(r["p99_tail_causes"][c]) for c in ("queued", "boot", "pull", "start"))
             for r in runs
         )
+        budget = " ; ".join(counted[pol, s].budget() for s in seeds)
+        boots = " / ".join(str(counted[pol, s].boots) for s in seeds)
         print(
             f"| {pol} | {mean['utilization_pct']:.1f} | {mean['p99_task_latency_s']:.1f} "
-            f"| {per_seed} | {mean['sla_violation_pct']:.2f} | {mean['cost']:.0f} | {tails} |",
+            f"| {per_seed} | {mean['sla_violation_pct']:.2f} | {mean['cost']:.0f} | {tails} "
+            f"| {budget} | {boots} |",
             flush=True,
         )
     print(f"\nfinished {time.strftime('%H:%M:%S', time.gmtime())} UTC; load {_load()}")
