@@ -36,7 +36,7 @@ import numpy as np
 
 from dsan.policies.base import Scorer
 from dsan.policies.target import TargetWorkload
-from dsan.sim.scenario.config import load
+from dsan.sim.scenario.config import ScenarioConfig, load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
@@ -232,6 +232,70 @@ TEACHERS: dict[str, Make] = {
 }
 
 
+class _Demand(Composite):
+    """The packing teacher, recording the CPU requested on the CPU nodes after every bind and
+    release (the first pass of the oracle rows)."""
+
+    def __init__(self, target: TargetWorkload, engine: Engine) -> None:
+        super().__init__(target)
+        self.engine = engine
+        self.t: list[float] = [0.0]
+        self.req: list[float] = [0.0]
+
+    def _record(self, snap: ClusterSnapshot) -> None:
+        self.t.append(self.engine.now)
+        self.req.append(float(snap.cpu_used[snap.gpu_count == 0].sum()))
+
+    def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: Any) -> None:
+        self._record(snap)
+
+    def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: Any) -> None:
+        self._record(snap)
+
+    def per_minute(self, minutes: int) -> np.ndarray:
+        """Requested millicores at each minute boundary (the last change before it)."""
+        idx = np.searchsorted(np.asarray(self.t), 60.0 * np.arange(minutes), side="right") - 1
+        return np.asarray(self.req)[idx]
+
+
+class Oracle(Composite):
+    """Session 5's upper-bound experiment, not a teacher: it knows the future. A first pass
+    records the packing teacher's requested CPU per minute; this policy keeps the powered CPU
+    capacity at ``k`` x the most that pass requests in the next ``window`` minutes: while
+    under that target a CPU pod (not web) boots the largest powered-off node (one pod per
+    boot, no wave), and pods spread over the powered nodes so that none empties and lapses;
+    otherwise it packs like ``Composite`` (off nodes largest first, emptied nodes first)."""
+
+    def __init__(self, target: TargetWorkload, engine: Engine, capacity: np.ndarray) -> None:
+        super().__init__(target)
+        self.engine, self.capacity = engine, capacity
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray) -> np.ndarray:
+        s = super().score(pod, snap, nodes)
+        if pod.num_gpu > 0 or pod.task_type == WEB_TYPE:
+            return s
+        assert snap.pod_count is not None
+        on_all = _powered(snap)
+        powered = float(snap.cpu_cap[on_all & (snap.gpu_count == 0)].sum())
+        goal = self.capacity[min(int(self.engine.now // 60), self.capacity.size - 1)]
+        on, count, cap = on_all[nodes], snap.pod_count[nodes], snap.cpu_cap[nodes]
+        after = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / cap, 1.0)
+        s = s + np.where(on, 0.0, -10.0 * after + 20.0 * cap / 64000.0)
+        s = s + 50.0 * ((count == 0) & on)
+        if powered < goal:
+            s = s - 20.0 * after * on
+            s = _prewarm(s, snap, nodes, on_all, 0.0)
+        return s
+
+
+#: label -> (k, window in minutes) of the oracle rows.
+ORACLES: dict[str, tuple[float, int]] = {
+    "session 5 oracle: powered >= 1.1 x the next hour's packing demand": (1.1, 60),
+    "session 5 oracle: powered >= the next 4 hours' packing demand": (1.0, 240),
+    "session 5 oracle: powered >= the next 10 hours' packing demand": (1.0, 600),
+}
+
+
 class _Counted:
     """A policy with its boot events counted: ``on_bind`` runs before the engine powers the
     node on, so a bind to a node the engine has off is a boot (once per node and instant: a
@@ -274,6 +338,18 @@ class _Counted:
         return f"{int((lat >= 99.5 - 1e-9).sum())}/{allowed}"
 
 
+def run_demand(cfg: ScenarioConfig, seed: int) -> _Demand:
+    """The oracle rows' first pass: the packing teacher's run, its requested CPU recorded."""
+    made: list[_Demand] = []
+
+    def factory(name: str, seed: int, wl: Workload, engine: Engine) -> Scorer:
+        made.append(_Demand(TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models), engine))
+        return made[0]
+
+    run_policy(cfg, "packing", seed, factory=factory)
+    return made[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1-3")
@@ -286,8 +362,16 @@ def main(argv: list[str] | None = None) -> int:
     counted: dict[tuple[str, int], _Counted] = {}
 
     def factory(name: str, seed: int, wl: Workload, engine: Engine) -> Scorer:
+        target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
+        inner: Scorer
         if name in TEACHERS:
-            inner = TEACHERS[name](TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models))
+            inner = TEACHERS[name](target)
+        elif name in ORACLES:
+            k, window = ORACLES[name]
+            minutes = int(engine.horizon // 60) + 1
+            demand = run_demand(cfg, seed).per_minute(minutes + window)
+            ahead = np.lib.stride_tricks.sliding_window_view(demand, window + 1).max(axis=1)
+            inner = Oracle(target, engine, k * ahead[:minutes])
         else:
             inner = default_factory(name, seed, wl, engine)
         counted[name, seed] = _Counted(inner, engine)
@@ -301,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         "| pods >= 99.5 s / allowed, per seed | boot events per seed |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    rows = [t for t in TEACHERS if a.rows in t]
+    rows = [t for t in [*TEACHERS, *ORACLES] if a.rows in t]
     for pol in [*a.baselines.split(","), *rows]:
         runs: list[dict[str, Any]] = [run_policy(cfg, pol, s, factory=factory) for s in seeds]
         mean = {
