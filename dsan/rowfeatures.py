@@ -180,25 +180,25 @@ def _hostable(cpu_after: float, free_after: list[int], access: list[bool],
     shape's copies by CPU, or for a GPU shape the fewer of those and of its whole GPU sets
     (summed ``floor(free / gpu_milli)`` per slot over ``num_gpu``) where its model is
     allowed. Every operand is an integer-valued float or an int, so Python's ``//`` on ints
-    and ``x // 1.0`` (floor) give exactly numpy's values, in any order."""
-    cpu_div, gpu_div, ng_div, cpu_only = divs
+    and ``x // 1.0`` (floor) give exactly numpy's values, in any order. The per-slot sums
+    are taken once per distinct GPU share (the default workload's 7 GPU shapes have 3)."""
+    cpu_div, shares, share_of, ng_div, cpu_only = divs
     ca = max(cpu_after, 0.0)  # np.maximum(x, 0): NaN stays NaN
-    free = [f if f > 0 else 0 for f in free_after]
+    free = [f for f in free_after if f > 0]  # np.maximum(free, 0): the rest add 0
+    per_share = [sum([f // g for f in free]) for g in shares] if free else [0] * len(shares)
     out = []
     for i, acc in enumerate(access):
         by_cpu = (ca / cpu_div[i]) // 1.0
-        if cpu_only[i]:
-            copies = by_cpu
-        else:
-            g = gpu_div[i]
-            copies = min(by_cpu, sum([f // g for f in free]) // ng_div[i]) * acc
+        gpus = per_share[share_of[i]] // ng_div[i]
+        copies = by_cpu if cpu_only[i] else min(by_cpu, gpus) * acc
         out.append(min(copies / 8, 1.0))
     return out
 
 
-#: A workload's shape divisors as Python numbers: CPU (float), GPU share and GPU count
-#: (ints), and which shapes are CPU-only, for its first s shapes.
-_Divisors = tuple[list[float], list[int], list[int], list[bool]]
+#: A workload's shape divisors as Python numbers for its first s shapes: CPU (float), the
+#: distinct GPU shares (ints) and each shape's index into them, GPU count (int), and which
+#: shapes are CPU-only.
+_Divisors = tuple[list[float], list[int], list[int], list[int], list[bool]]
 #: The last workload's divisors: (workload, s, divisors); the workload object is held, so a
 #: new one can never be mistaken for it.
 _DIVISORS: list[tuple[TargetWorkload, int, _Divisors]] = []
@@ -211,9 +211,11 @@ def _shape_divisors(w: TargetWorkload, s: int) -> _Divisors:
     if _DIVISORS and _DIVISORS[0][0] is w and _DIVISORS[0][1] == s:
         return _DIVISORS[0][2]
     ng = w.num_gpu[:s]
-    got = (np.maximum(w.cpu_milli[:s], 1.0).astype(np.float64).tolist(),
-           np.maximum(w.gpu_milli[:s], 1).astype(np.int64).tolist(),
-           np.maximum(ng, 1).astype(np.int64).tolist(), (ng == 0).tolist())
+    gpu_div: list[int] = np.maximum(w.gpu_milli[:s], 1).astype(np.int64).tolist()
+    shares = sorted(set(gpu_div))
+    got = (np.maximum(w.cpu_milli[:s], 1.0).astype(np.float64).tolist(), shares,
+           [shares.index(g) for g in gpu_div], np.maximum(ng, 1).astype(np.int64).tolist(),
+           (ng == 0).tolist())
     _DIVISORS[:] = [(w, s, got)]
     return got
 
