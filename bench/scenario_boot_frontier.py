@@ -13,7 +13,10 @@ The last two columns are the P99 budget (session 5): per seed, the pods with a l
 99.5 s or more against the number allowed for a P99 under 99.5 s (n - ceil(0.99 n)), and the
 boot events (a pod bound to a powered-off node). Every boot puts at least that pod at 99.5 s
 (90 s boot + 7.5 s Spark pull + 2 s start), and so does every pod bound to the node in the
-same scheduling pass (a wave of executors).
+same scheduling pass (a wave of executors). Session 5's rows: ``Keep`` (the packing teacher
+with off nodes largest first, emptied powered nodes kept, spreading, one-pod pre-warm boots),
+``Swing`` (a web pool on the 32-core nodes, 64-core nodes as swing capacity) and ``Oracle`` (an
+upper bound, not a teacher: it knows the packing teacher's demand hours ahead).
 
 Usage::
 
@@ -21,6 +24,8 @@ Usage::
     # session 5: the shipped DSAN's budget too, and only some teacher rows
     .venv/bin/python bench/scenario_boot_frontier.py --baselines k8s-default,tetris,fgd,dsan \
         --rows "session 5" > out/boot-frontier-s5.md
+    .venv/bin/python bench/scenario_boot_frontier.py --seeds 10001-10003 \
+        --baselines k8s-default,tetris,fgd,dsan --rows anchored-drivers  # held-out seeds
 """
 
 from __future__ import annotations
