@@ -140,6 +140,11 @@ class ScoringEngine:
         trust = getattr(scorer, "trust_snapshot_versions", None)
         if trust is not None:
             trust()
+        # Such a scorer may also take the rows written between two versions from the
+        # change log (DSAN: its row diff then reads those rows, not all n).
+        self._note_changes = getattr(scorer, "note_changes", None) if trust else None
+        #: (snapshot, version, change-log position) last handed to the served scorer.
+        self._fed: tuple[object, int, int] | None = None
         #: settle() calls whose class refresh or scorer hook raised (the assumption stands).
         self.settle_errors = 0
         #: Deferred assumptions the next request applied first (its settle() came late).
@@ -210,6 +215,7 @@ class ScoringEngine:
                 pub = self.cache.snapshot()
                 row = pub.index.get(node, -1)
                 if row >= 0:
+                    self._feed(pub)
                     self._after_assume(pod, pub.snap, row)
         except Exception:  # only warm-up work failed: the next request recomputes it
             self.settle_errors += 1
@@ -349,6 +355,7 @@ class ScoringEngine:
         if n_ok > n_stale:
             cand = rows if everyone else rows[fresh]
             try:
+                self._feed(pub)
                 raw_fresh = self.scorer.score(pod, snap, cand)
             except Exception:  # a broken model must not stop scheduling: degrade to fallback
                 self.policy_errors += 1
@@ -377,6 +384,19 @@ class ScoringEngine:
             fallback=n_stale + fell_back, version=pub.version, table_epoch=pub.table_epoch,
             featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
         )
+
+    def _feed(self, pub: Published) -> None:
+        """Before the served scorer reads ``pub.snap``: if it is the snapshot object the
+        scorer read last, at another version, tell the scorer (``note_changes``) which rows
+        were written in between, from the cache's change log (every column write logs its
+        row; None when the log no longer reaches back: the scorer then diffs everything)."""
+        if self._note_changes is None:
+            return
+        last, self._fed = self._fed, (pub.snap, pub.version, pub.changes)
+        if last is not None and last[0] is pub.snap and last[1] != pub.version:
+            rows = self.cache.changed_rows(last[2], pub.changes)
+            if rows is not None:
+                self._note_changes(last[1], pub.version, rows)
 
     def _oldest_gpu_telemetry(self, pub: Published) -> float:
         """The oldest telemetry time of any GPU node in ``pub`` (-inf: one never reported,

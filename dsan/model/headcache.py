@@ -24,7 +24,7 @@ path.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +35,7 @@ from torch import nn
 from dsan.features import _LOG1P_HOUR, PlacementCache, _minmax_rows, age_columns
 from dsan.features import _RANK_HIGHER_IS_BETTER as _HIB
 from dsan.model.net import DSANNet
-from dsan.model.rowcache import ClassRows, FirstLayer, RowTracker, class_key
+from dsan.model.rowcache import ClassRows, FirstLayer, Hint, RowTracker, class_key
 from dsan.rowfeatures import REQUEST_COLUMNS
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
@@ -80,6 +80,9 @@ class HeadCache:
         #: Snapshots passed in bump their version on every in-place write
         #: (:class:`~dsan.model.rowcache.RowTracker`); set by ``trust_snapshot_versions``.
         self.trust_versions = False
+        #: The caller's record of the rows written to a snapshot between two versions
+        #: (:meth:`note_changes`), read by the next row sync.
+        self._hint: Hint | None = None
         #: Rows featurized into the cache, and rows sent through the head (observability
         #: and tests).
         self.rows_computed = 0
@@ -154,6 +157,13 @@ class HeadCache:
         if self._tracker is not None:
             self._tracker.trust_version = True
 
+    def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
+        """The caller's record (with :meth:`trust_snapshot_versions`) that the snapshot the
+        next call passes went from version ``since`` to ``version`` by writes to ``rows``
+        alone: the row sync then compares only those rows. A record that does not span
+        exactly from the last sync to that snapshot's version is ignored."""
+        self._hint = (since, version, rows)
+
     def clear(self) -> None:
         self._classes.clear()
         self._tracker = None
@@ -174,7 +184,8 @@ class HeadCache:
             t = self._tracker = RowTracker(snap, self.trust_versions)
             self._classes.clear()
         else:
-            t.sync(snap)
+            t.sync(snap, self._hint)
+        self._hint = None
         key = class_key(pod)
         c = self._classes.get(key)
         if c is None:
@@ -183,7 +194,9 @@ class HeadCache:
             c = self._classes[key] = ClassRows.empty(n, self.h)
         stale = nodes[c.at[nodes] < t.epoch[nodes]]
         if stale.size:
-            rows = np.unique(stale)
+            # np.unique's sort machinery costs ~5 us; a settle's one or two rows need none
+            rows = (np.array(sorted(set(stale.tolist())), dtype=np.int64)
+                    if stale.size <= FEW_ROWS else np.unique(stale))
             c.update(self._layer, pod, snap, rows, node_cols, placements, t.tick)
             self.rows_computed += len(rows)
         c.last = nodes
@@ -195,7 +208,10 @@ class HeadCache:
         again (rows the assumption changed, their logits under the last extremes): work the
         next request of the class then finds done. False if the class has no last request."""
         c = self._classes.get(class_key(pod))
-        if c is None or c.last is None or (len(c.last) and c.last.max() >= len(snap)):
+        t = self._tracker
+        # Classes live only while the node count does (logits() starts over when it
+        # changes), so an unchanged count means every row of c.last is in range.
+        if c is None or c.last is None or t is None or len(t.epoch) != len(snap):
             return False
         self.logits(pod, snap, c.last, node_cols, placements)
         return True

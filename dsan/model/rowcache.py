@@ -15,7 +15,7 @@ through the few-row featurizer :func:`dsan.rowfeatures.featurize_rows`.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,9 +59,22 @@ class RowTracker:
         # The snapshot object itself is held, so a new one can never pass for it.
         self._seen: tuple[ClusterSnapshot, int] = (snap, snap.version)
 
-    def sync(self, snap: ClusterSnapshot) -> None:
-        if self.trust_version and self._seen[0] is snap and self._seen[1] == snap.version:
-            return
+    def sync(self, snap: ClusterSnapshot, hint: Hint | None = None) -> None:
+        """Record ``snap``'s allocation state; bump the epoch of every row that changed.
+
+        ``hint`` (used only with ``trust_version``): ``(since, version, rows)``, the
+        caller's record that ``snap`` went from version ``since`` to ``version`` by writes
+        to ``rows`` alone (the sidecar's row-change log). When it spans exactly from the
+        last sync to now, only those rows are compared instead of every node."""
+        seen, seen_version = self._seen
+        if self.trust_version and seen is snap:
+            if seen_version == snap.version:
+                return
+            if (hint is not None and hint[0] == seen_version and hint[1] == snap.version
+                    and (self.pod_count is None) == (snap.pod_count is None)):
+                self._seen = (snap, snap.version)
+                self._record(snap, self._differing(snap, sorted(set(hint[2]))))
+                return
         self._seen = (snap, snap.version)
         diff = (snap.cpu_used != self.cpu_used) | (snap.mem_used != self.mem_used)
         diff |= _rows_differ(snap.gpu_free, self.gpu_free)
@@ -70,7 +83,20 @@ class RowTracker:
         elif (self.pod_count is None) != (snap.pod_count is None):
             diff[:] = True  # pod counts appeared or vanished: every row's column moved
             self.pod_count = None if snap.pod_count is None else snap.pod_count.copy()
-        changed = np.flatnonzero(diff)
+        self._record(snap, np.flatnonzero(diff))
+
+    def _differing(self, snap: ClusterSnapshot, rows: list[int]) -> I64:
+        """The rows of ``rows`` whose state differs from the recorded one: the same
+        comparisons as the full diff, on Python scalars (a hint names one or two rows)."""
+        now, was = snap.pod_count, self.pod_count
+        out = [r for r in rows
+               if snap.cpu_used.item(r) != self.cpu_used.item(r)
+               or snap.mem_used.item(r) != self.mem_used.item(r)
+               or snap.gpu_free[r].tolist() != self.gpu_free[r].tolist()
+               or (now is not None and was is not None and now.item(r) != was.item(r))]
+        return np.array(out, dtype=np.int64)
+
+    def _record(self, snap: ClusterSnapshot, changed: I64) -> None:
         if changed.size:
             self.tick += 1
             self.epoch[changed] = self.tick
@@ -79,6 +105,10 @@ class RowTracker:
             self.gpu_free[changed] = snap.gpu_free[changed]
             if self.pod_count is not None and snap.pod_count is not None:
                 self.pod_count[changed] = snap.pod_count[changed]
+
+
+#: (version since, version now, rows written in between) of one snapshot object.
+Hint = tuple[int, int, Sequence[int]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ embeddings, run the torch head). No per-node Python loop over candidates, no log
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import attrgetter, is_
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,13 @@ class ServingModel:
         diff when the snapshot and its version are the ones it last synced with."""
         if self.head is not None:
             self.head.trust_snapshot_versions()
+
+    def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
+        """With :meth:`trust_snapshot_versions`: the snapshot of the next call went from
+        version ``since`` to ``version`` by writes to ``rows`` only (the sidecar's row-change
+        log), so the head cache's row sync compares just those."""
+        if self.head is not None:
+            self.head.note_changes(since, version, rows)
 
     def prefetch(self, pod: PodSpec, snap: ClusterSnapshot) -> bool:
         """Off the request path (after the reply, e.g. right after an assumption): update

@@ -10,6 +10,7 @@ the node after exactly that choice.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,11 @@ class DSANScorer:
         in-place write to the snapshots it passes: unchanged ones skip the serving caches'
         row diff (:meth:`ServingModel.trust_snapshot_versions`)."""
         self.serving.trust_snapshot_versions()
+
+    def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
+        """The caller's row-change log: the next snapshot passed went from version ``since``
+        to ``version`` by writes to ``rows`` alone (:meth:`ServingModel.note_changes`)."""
+        self.serving.note_changes(since, version, rows)
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         return fgd_select_gpus(pod, snap, node, self.workload)

@@ -433,3 +433,32 @@ def test_trusted_serving_through_allocate_and_release_stays_exact() -> None:
         if step % 3 == 2:
             node, g = placed.pop(0)
             release(snap, pod, node, g)
+
+
+def test_a_row_hint_is_read_only_when_it_spans_the_last_sync_to_now() -> None:
+    """RowTracker.sync(snap, hint): with trust, a hint (since, version, rows) from the last
+    synced version to the snapshot's version limits the compare to those rows; any other
+    hint is ignored and every row is compared."""
+    from dsan.model.rowcache import RowTracker
+
+    snap = _snap(20, seed=25)
+    t = RowTracker(snap, trust_version=True)
+    v0 = snap.version
+    snap.cpu_used[3] += 1000.0
+    snap.gpu_free[8, 0] += 7  # (any write: the tracker only compares)
+    snap.version += 1
+    t.sync(snap, (v0, snap.version, [3, 8, 8]))  # spans v0 -> now: read
+    assert t.epoch[3] == t.epoch[8] == t.tick == 2
+    v1 = snap.version
+    snap.mem_used[5] += 1.0
+    snap.version += 1
+    t.sync(snap, (v1, snap.version, [6]))  # a hint that misses row 5 is believed...
+    assert t.epoch[5] == 0 and t.epoch[6] == 0
+    snap.pod_count[11] += 1  # type: ignore[index]
+    snap.version += 1
+    t.sync(snap, (v0, snap.version, []))  # ...one from another version is not
+    assert t.epoch[5] == t.epoch[11] == t.tick == 3
+    plain = RowTracker(snap)
+    snap.cpu_used[2] += 1.0
+    plain.sync(snap, (snap.version, snap.version, []))  # no trust: hints never read
+    assert plain.epoch[2] == plain.tick == 2
