@@ -26,7 +26,7 @@ from dsan.features import (
     default_workload,
     node_block,
 )
-from dsan.placement import free_after
+from dsan.placement import Placement, PlacementCache, free_after, placement
 from dsan.policies.fgd import FGDScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
@@ -45,13 +45,16 @@ class _Ctx:
         access: npt.NDArray[np.bool_] | None,
         shapes: Sequence[int] = (),
         shares: Sequence[int] = (),
+        cache: PlacementCache | None = None,
     ):
         self.pod, self.snap, self.nodes, self.target = pod, snap, nodes, target
+        self._cache = cache
         self._access = access
         # GPU shares whose per-slot counts after placement the columns read
         top = [k for k in shapes if k < min(TOP_SHAPES, len(target.freq))]
         self.shares = [*(int(target.gpu_milli[k]) for k in top), *shares]
         self._free_after: npt.NDArray[np.int64] | None = None
+        self._placement: Placement | None = None
         self.free = snap.gpu_free[nodes].astype(np.int64)
         self.present = snap.gpu_present[nodes]
         self.cnt = snap.gpu_count[nodes].astype(np.float64)
@@ -76,6 +79,17 @@ class _Ctx:
                 self.pod, self.snap, self.nodes, self.target, self.access, self.shares
             )
         return self._free_after
+
+    def placement(self) -> Placement:
+        """featurize's placement (fragmentation before and after, its GPU choice)."""
+        if self._placement is None:
+            if self._cache is not None:  # same results, recomputed only on changed nodes
+                self._placement = self._cache.get(self.pod, self.snap, self.nodes)
+            else:
+                self._placement = placement(
+                    self.pod, self.snap, self.nodes, self.target, self.access
+                )
+        return self._placement
 
 
 def _hostable(c: _Ctx, k: int) -> F64:
@@ -117,6 +131,10 @@ COLUMNS: dict[str, Callable[[_Ctx], F64]] = {
     "gpu_min_free": lambda c: np.where(c.present, c.free, 1000).min(1) * (c.cnt > 0) / 1000.0,
     "gpus_fitting": lambda c: _fitting(c) / 8.0,
     "gpus_fitting_spare": lambda c: (_fitting(c) - c.k) / 8.0,
+    # the workload-aware fragmentation FGD's integer score truncates (a finer FGD order)
+    "frag_before": lambda c: c.placement().frag_before / GPU_SCALE,
+    "frag_after": lambda c: c.placement().frag_after / GPU_SCALE,
+    "frag_delta": lambda c: (c.placement().frag_after - c.placement().frag_before) / 1000.0,
     "node_idle": lambda c: ((c.snap.cpu_used[c.nodes] == 0) & (c.gfree == c.gpu_cap)).astype(
         np.float64
     ),
@@ -138,11 +156,13 @@ def columns(
     static: npt.NDArray[np.float32] | None = None,
     target: TargetWorkload | None = None,
     access: npt.NDArray[np.bool_] | None = None,
+    cache: PlacementCache | None = None,
 ) -> F64:
     """(m, len(names)) feature columns, equal to the same columns of ``featurize`` with
     workload ``target`` (default: the embedded one). ``static`` may pass
     :func:`dsan.features.node_block` of all nodes, precomputed, ``access`` the target's
-    ``access(snap)``."""
+    ``access(snap)``, ``cache`` a :class:`~dsan.placement.PlacementCache` of ``target`` kept
+    across calls (for the fragmentation columns)."""
     nodes = np.asarray(nodes, dtype=np.int64)
     out = np.empty((len(nodes), len(names)))
     ctx: _Ctx | None = None
@@ -155,7 +175,7 @@ def columns(
             out[:, j] = blk[:, i]
         elif name in COLUMNS:
             ctx = ctx or _Ctx(
-                pod, snap, nodes, target or default_workload(), access, shapes, shares
+                pod, snap, nodes, target or default_workload(), access, shapes, shares, cache
             )
             out[:, j] = COLUMNS[name](ctx)
         else:
@@ -209,6 +229,7 @@ class LinearFGDScorer:
         self._static: npt.NDArray[np.float32] | None = None
         self._static_of: ClusterSnapshot | None = None
         self._access: npt.NDArray[np.bool_] | None = None
+        self._cache = PlacementCache(self.fgd.target)
         # per pod class (GPU pod?, sharing pod?) the non-zero weights and their columns; the
         # flags are the head's (1 - pod_is_cpu_only) and pod_is_sharing, so all four exist
         cpu_w, gpu_w = (np.zeros_like(w), w) if gpu_only else (w, w + g)
@@ -233,7 +254,9 @@ class LinearFGDScorer:
             self._static = node_block(snap, np.arange(len(snap), dtype=np.int64))
             self._access = self.fgd.target.access(snap)
             self._static_of = snap
-        cols = columns(active, pod, snap, nodes, self._static, self.fgd.target, self._access)
+        cols = columns(
+            active, pod, snap, nodes, self._static, self.fgd.target, self._access, self._cache
+        )
         return base + cols @ w
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:

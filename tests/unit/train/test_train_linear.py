@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from dsan.features import FEATURE_NAMES, featurize
-from dsan.filtering import feasible_nodes
+from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus
+from dsan.filtering import allocate, feasible_nodes
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
+from dsan.placement import PlacementCache
 from dsan.policies.fgd import FGDScorer
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
@@ -138,3 +139,20 @@ def test_share_weights_split_gpu_pods_into_whole_and_sharing() -> None:
         np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="weights"):
         LinearFGDScorer(names, base, target=target, share_weights=[1.0])
+
+
+def test_fragmentation_columns_through_the_placement_cache_stay_exact() -> None:
+    """The scorer's PlacementCache (kept across pods) gives featurize's frag columns after
+    every allocation, not only on a fresh snapshot."""
+    snap, target = _snap(5), TargetWorkload.default()
+    names = ["frag_before", "frag_after", "frag_delta"]
+    cache = PlacementCache(target)
+    for step in range(6):
+        pod = PODS[step % len(PODS)]
+        nodes = feasible_nodes(pod, snap)
+        x, _ = featurize(pod, snap, nodes, target)
+        got = columns(names, pod, snap, nodes, target=target, cache=cache)
+        want = x[:, [FEATURE_NAMES.index(n) for n in names]]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        best = int(nodes[int(np.argmin(got[:, 2]))])
+        allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, target))
