@@ -590,6 +590,14 @@ and so does FGD**; DSAN's p50 is 1.2-1.8x FGD's, and the in-process 2x budget is
 (p50 3.1-3.4x the floor). Back to back, the busy time per request (reply + settle, ~0.8 ms
 mean over gRPC at load 2) is what the next call waits for.
 
+Session 5 (engineer G5; details and side-by-side numbers in `docs/sidecar.md`, "Session 5"):
+the settle's one or two rows go through a few-row head and a leaner few-row featurizer, the
+row tracker skips its O(n) diff when the snapshot version is unchanged and reads only the
+rows the cache's change log names otherwise, and feasibility comes from a per-class mask
+kept from the same log. In a Go-client gRPC A/B against the session's start (load 1.3-2.5)
+DSAN's p50 at 1,000 nodes went 1,353 -> 1,142 us and its settle 564 -> 430 us; the budgets
+are still missed.
+
 What this does not remove (honest limits):
 
 * **The settle is real work**: 0.28-0.45 ms per request (p50) at 100-5,000 nodes (the
