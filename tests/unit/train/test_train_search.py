@@ -173,12 +173,16 @@ def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
     assert names and len(names) == len(weights) and not gpu_only
     assert set(names) <= set(SUPPORTED)
     # The largest value each feature takes on the openb GPU nodes: the static node block is
-    # read off the inventory; the allocation-dependent columns lie in [0, 1].
+    # read off the inventory; the allocation-dependent columns lie in [0, 1], except
+    # frag_delta, a fragmentation change in GPUs: at most a node's 8 GPUs either way.
     nodes = load_nodes(paths.openb_csv(paths.DEFAULT_NODES))
     snap = nodes.snapshot()
     static = node_block(snap, np.arange(len(snap), dtype=np.int64))
+    bound = {"frag_delta": 8.0}
     top = [
-        float(np.abs(static[:, FEATURE_NAMES.index(n)]).max()) if n not in COLUMNS else 1.0
+        float(np.abs(static[:, FEATURE_NAMES.index(n)]).max())
+        if n not in COLUMNS
+        else bound.get(n, 1.0)
         for n in names
     ]
     per_class = [weights]  # CPU-only pods: head.skip
