@@ -32,6 +32,9 @@ const Name = "DSANScore"
 
 const stateKey fwk.StateKey = Name
 
+// warmTimeout bounds the start-up wait for the sidecar (it may start after the scheduler).
+const warmTimeout = 60 * time.Second
+
 // Args are the plugin's pluginConfig args (JSON/YAML keys as tagged).
 type Args struct {
 	// Address of the sidecar's gRPC server, e.g. "127.0.0.1:50051".
@@ -85,8 +88,19 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 	if err != nil {
 		return nil, fmt.Errorf("%s: dial %s: %w", Name, args.Address, err)
 	}
-	return &Plugin{args: args, conn: conn,
-		client: scoreclient.New(scorerv1.NewScorerClient(conn), args.Timeout.Duration)}, nil
+	pl := &Plugin{args: args, conn: conn,
+		client: scoreclient.New(scorerv1.NewScorerClient(conn), args.Timeout.Duration)}
+	// Connect and fetch the node table now, off the scheduling path, so that the first pod
+	// is not scored without the sidecar because its call also had to set up the connection.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), warmTimeout)
+		defer cancel()
+		if err := pl.client.Warm(ctx); err != nil {
+			klog.Background().Info("DSAN sidecar not reachable yet; scoring calls will retry",
+				"address", args.Address, "err", err)
+		}
+	}()
+	return pl, nil
 }
 
 // Name returns the plugin name.

@@ -249,3 +249,38 @@ func TestFailuresAreCountedAcrossCalls(t *testing.T) {
 		t.Fatal("scores arrive normalised; no ScoreExtensions expected")
 	}
 }
+
+// tableScorer also serves a node table and counts the fetches.
+type tableScorer struct {
+	fakeScorer
+	tables chan struct{}
+}
+
+func (f *tableScorer) NodeTable(context.Context, *scorerv1.NodeTableRequest) (*scorerv1.NodeTableResponse, error) {
+	f.tables <- struct{}{}
+	return &scorerv1.NodeTableResponse{Epoch: 1, NodeNames: []string{"n0", "n1"}}, nil
+}
+
+func TestNewConnectsAndFetchesTheNodeTableBeforeTheFirstPod(t *testing.T) {
+	f := &tableScorer{tables: make(chan struct{}, 4)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	scorerv1.RegisterScorerServer(s, f)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	p := newPlugin(t, lis.Addr().String(), "100ms")
+	select {
+	case <-f.tables:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no NodeTable call within 10 s of New")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.seen) != 0 {
+		t.Fatalf("%d Score calls before any pod", len(f.seen))
+	}
+	_ = p
+}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -67,6 +68,18 @@ func New(scorer scorerv1.ScorerClient, timeout time.Duration) *Client {
 // Refresh fetches the node table now.
 func (c *Client) Refresh(ctx context.Context) error {
 	resp, err := c.scorer.NodeTable(ctx, &scorerv1.NodeTableRequest{})
+	if err != nil {
+		return err
+	}
+	c.table.Store(NewTable(resp))
+	return nil
+}
+
+// Warm waits (up to ctx's deadline) for the sidecar to accept connections and fetches the
+// table. A fresh client dials lazily, so without this the first Score call pays for the TCP
+// and HTTP/2 handshake inside its own short timeout and, on a loaded node, misses it.
+func (c *Client) Warm(ctx context.Context) error {
+	resp, err := c.scorer.NodeTable(ctx, &scorerv1.NodeTableRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		return err
 	}

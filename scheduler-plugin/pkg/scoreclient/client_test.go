@@ -146,3 +146,68 @@ func TestAStaleTableCostsOneCallWithNamesAndIsFetchedAgain(t *testing.T) {
 		t.Fatalf("by rows of the new table: %v (rows %d)", got, f.byRows)
 	}
 }
+
+func TestWarmWaitsForASidecarThatStartsLaterAndTheFirstCallSendsRows(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close() // nothing listens yet: the scheduler came up first
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := New(scorerv1.NewScorerClient(conn), time.Second)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done <- c.Warm(ctx)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Warm returned %v before any sidecar listened", err)
+	default:
+	}
+	lis, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("port %s was taken in between: %v", addr, err)
+	}
+	f := &fakeSidecar{epoch: 3, names: []string{"a", "b"}}
+	s := grpc.NewServer()
+	scorerv1.RegisterScorerServer(s, f)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	if err := <-done; err != nil {
+		t.Fatalf("Warm: %v", err)
+	}
+	if got := score(t, c, "b", "a"); !equal(got, []int32{1, 0}) {
+		t.Fatalf("scores %v", got)
+	}
+	if c.ByName.Load() != 0 || f.byRows != 1 {
+		t.Fatalf("first call after Warm: %d by name, %d by rows; want rows only", c.ByName.Load(), f.byRows)
+	}
+}
+
+func TestWarmGivesUpAtItsDeadline(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := New(scorerv1.NewScorerClient(conn), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := c.Warm(ctx); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Warm with nothing listening: %v, want DeadlineExceeded", err)
+	}
+}
