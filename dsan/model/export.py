@@ -103,7 +103,7 @@ def read_manifest(model_dir: str | Path) -> dict[str, Any]:
     if got != want:
         raise SchemaMismatch(
             f"model at {model_dir} was trained on feature schema {got!r}, but this featurizer "
-            f"has {want!r} (dsan/features.py changed): retrain with `dsan train` or use a "
+            f"has {want!r} (dsan/featureschema.py changed): retrain with `dsan train` or use a "
             "matching release"
         )
     return manifest

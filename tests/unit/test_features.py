@@ -7,16 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dsan.features import (
-    FEATURE_NAMES,
-    FEATURES,
-    N_FEATURES,
-    NODE_FEATURES,
-    featurize,
-    fgd_select_gpus,
-    fragmentation,
-    schema_hash,
-)
+from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus, fragmentation
 from dsan.policies.fgd import FGDScorer
 from dsan.policies.frag import FragTracker
 from dsan.policies.target import TargetWorkload
@@ -36,15 +27,6 @@ def _two_nodes() -> ClusterSnapshot:
 
 def _target() -> TargetWorkload:
     return TargetWorkload.from_shapes([(4000, 500, 1, ())], [1])
-
-
-def test_schema_has_128_unique_named_features_in_four_tiers() -> None:
-    assert len(FEATURES) == N_FEATURES == 128
-    assert len(set(FEATURE_NAMES)) == 128
-    assert {f.tier for f in FEATURES} == {"base", "monitoring", "business", "derived"}
-    assert all(f.unit and f.norm for f in FEATURES)
-    assert tuple(range(len(NODE_FEATURES))) == NODE_FEATURES  # node block comes first
-    assert len(schema_hash()) == 16
 
 
 def test_hand_computed_values() -> None:
@@ -139,15 +121,6 @@ def test_bad_node_block_is_refused_with_a_clear_error() -> None:
         featurize(
             PodSpec("p", 1, 1), snap, np.array([0, 1]), node_cols=np.zeros((1, 3), np.float32)
         )
-
-
-def test_docs_features_md_is_generated_from_the_schema() -> None:
-    from pathlib import Path
-
-    from dsan.features import markdown
-
-    doc = Path(__file__).resolve().parents[2] / "docs" / "features.md"
-    assert doc.read_text() == markdown(), "regenerate: python -m dsan.features > docs/features.md"
 
 
 def test_sharing_whatif_equals_node_frag_on_every_explicit_variant() -> None:
