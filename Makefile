@@ -30,7 +30,7 @@ deps:
 	@bash hack/deps.sh
 
 demo: venv
-	$(BIN)/dsan sim openb --policy all --seeds 42-44 --out out/demo
+	$(BIN)/dsan sim openb --policy all,dsan --seeds 42-44 --out out/demo
 
 control-plane: deps
 	@bash hack/control-plane-build.sh

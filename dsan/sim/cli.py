@@ -33,8 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     op.add_argument(
         "--policy",
         default="fgd",
-        help=f"one of {', '.join(POLICY_NAMES)}, a comma "
-        "list, 'all' (every baseline) or 'published' (the six with published results)",
+        help=f"a comma list of {', '.join(POLICY_NAMES)}, 'all' (every baseline) and "
+        "'published' (the six with published results); 'all,dsan' is every policy",
     )
     op.add_argument("--seed", type=int, default=42)
     op.add_argument("--seeds", default=None, help="seed range or list, e.g. 42-51 or 42,43")
@@ -79,19 +79,25 @@ def _seeds(text: str) -> list[int]:
 
 
 def _policies(text: str) -> list[str]:
+    """A comma list of policy names, where ``all`` (every baseline) and ``published`` (the six
+    with published results) stand for their members: ``all,dsan`` is every policy."""
     from dsan.policies.registry import PUBLISHED_POLICIES
 
-    if text == "all":
-        return [p for p in POLICY_NAMES if p != "dsan"]
-    if text == "published":
-        return list(PUBLISHED_POLICIES)
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    bad = [p for p in names if p not in POLICY_NAMES]
-    if bad or not names:
-        raise ValueError(
-            f"unknown policy {bad[0] if bad else text!r}; "
-            f"known: {', '.join(POLICY_NAMES)}, all, published"
-        )
+    groups = {
+        "all": [p for p in POLICY_NAMES if p != "dsan"],
+        "published": list(PUBLISHED_POLICIES),
+    }
+    names: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        for name in groups.get(part, [part] if part else []):
+            if name not in POLICY_NAMES:
+                raise ValueError(
+                    f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}, all, published"
+                )
+            if name not in names:
+                names.append(name)
+    if not names:
+        raise ValueError(f"no policy in {text!r}; known: {', '.join(POLICY_NAMES)}, all, published")
     return names
 
 

@@ -55,6 +55,10 @@ def test_seed_and_policy_parsing() -> None:
     assert _policies("published")[-1] == "fgd"
     with pytest.raises(ValueError, match="unknown policy"):
         _policies("fgd,nope")
+    assert _policies("all,dsan") == [*_policies("all"), "dsan"]
+    assert _policies("fgd,published") == ["fgd", *(p for p in _policies("published") if p != "fgd")]
+    with pytest.raises(ValueError, match="no policy"):
+        _policies(" , ")
 
 
 def test_unbind_releases_and_tells_stateful_scorer() -> None:
