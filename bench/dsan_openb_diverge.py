@@ -6,10 +6,12 @@ weighted features of the two nodes.
 Usage (a model whose head is FGD + skip rows, e.g. ``export_model`` on a zero-residual base)::
 
     .venv/bin/python bench/dsan_openb_diverge.py out/O5/model-shipped --pods cpu250 --seed 7
-    .venv/bin/python bench/dsan_openb_diverge.py out/O5/model-shipped --round 4  # logits to 1e-4
+    .venv/bin/python bench/dsan_openb_diverge.py out/O5/model-shipped --raw  # session 5's logits
 
 Session 5 (docs/results/dsan_openb.md): float32 noise of one ulp between rows with identical
-weighted features breaks the exact ties that FGD's node order should break.
+weighted features broke the exact ties that FGD's node order should break. Since session 6
+both scorers choose at :func:`dsan.policies.dsan.quantize_logits`'s resolution; ``--raw``
+compares the model's own logits with the fast scorer's float64 sum instead.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.features import FEATURE_NAMES, TargetWorkload, featurize
+from dsan.policies.dsan import DSANScorer
 from dsan.policies.registry import make_scorer
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
@@ -36,11 +39,13 @@ class Lockstep:
 
     name = "lockstep"
 
-    def __init__(self, target: TargetWorkload, spec: SkipArgs, show: int, digits: int) -> None:
-        self.real = make_scorer("dsan", target_workload=target)
-        self.fast = LinearFGDScorer(*spec, target=target)
+    def __init__(self, target: TargetWorkload, spec: SkipArgs, show: int, raw: bool) -> None:
+        real = make_scorer("dsan", target_workload=target)
+        assert isinstance(real, DSANScorer)
+        self.real = real
+        self.fast = LinearFGDScorer(*spec, target=target, quantize=not raw)
         self.cols = [FEATURE_NAMES.index(c) for c in [*spec[0], "fgd_score_int"]]
-        self.decisions, self.parted, self.show, self.digits = 0, 0, show, digits
+        self.decisions, self.parted, self.show, self.raw = 0, 0, show, raw
 
     def __getattr__(self, key: str) -> Any:  # select_gpus and the bind hooks: the real model's
         return getattr(self.real, key)
@@ -48,9 +53,10 @@ class Lockstep:
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
-        r = np.asarray(self.real.score(pod, snap, nodes), dtype=np.float64)
-        if self.digits >= 0:
-            r = np.round(r, self.digits)
+        if self.raw:  # the model's own logits (and the fast scorer's float64 sum as it is)
+            r = np.asarray(self.real.serving.logits(pod, snap, nodes), dtype=np.float64)
+        else:
+            r = self.real.score(pod, snap, nodes)
         f = self.fast.score(pod, snap, nodes)
         self.decisions += 1
         # the simulator's pick: the best score, ties to the lowest index (the seed's node order)
@@ -78,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pods", default="cpu250")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--show", type=int, default=3)
-    ap.add_argument("--round", type=int, default=-1, help="round the real logits (digits)")
+    ap.add_argument("--raw", action="store_true", help="unquantised logits in both scorers")
     a = ap.parse_args(argv)
     os.environ["DSAN_MODEL_DIR"] = a.model  # the dsan scorer reads its model from here
     spec = linear_from_model(a.model)
@@ -89,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     made: list[Lockstep] = []
 
     def make(target: TargetWorkload) -> Lockstep:
-        made.append(Lockstep(target, spec, a.show, a.round))
+        made.append(Lockstep(target, spec, a.show, a.raw))
         return made[-1]
 
     cfg = OpenbConfig(paths.openb_csv(name), nodes_path, "fgd", seed=a.seed)

@@ -6,7 +6,8 @@ is ``scale * FGD's integer score + w_S . f_S``. :class:`LinearFGDScorer` compute
 from FGD's cached scorer plus the few columns of ``S`` (same formulas as
 :func:`dsan.features.featurize`, pinned to it by a test), about 3x faster per openb episode
 than the full featurizer: what makes black-box policy search over ``w_S`` affordable
-(:mod:`dsan.train.search`).
+(:mod:`dsan.train.search`). It ties logits at the DSAN policy's resolution
+(:func:`dsan.policies.dsan.quantize_logits`), so near-ties fall to FGD's node order in both.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dsan.features import (
     node_block,
 )
 from dsan.placement import Placement, PlacementCache, free_after, placement
+from dsan.policies.dsan import quantize_logits
 from dsan.policies.fgd import FGDScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
@@ -193,6 +195,7 @@ class LinearFGDScorer:
     0 < gpu_milli < 1000): a tie-break for whole-GPU pods alone is ``gpu_weights`` = u,
     ``share_weights`` = -u (a weight on a target shape's room means another thing to a pod
     that shares a GPU; docs/results/dsan_openb.md, session 5).
+    ``quantize=False`` returns the float64 sum as it is (diagnostics).
     GPUs inside the node are FGD's (DSAN's :func:`dsan.features.fgd_select_gpus` gives the
     same slots). Float32 rounding of the model's features aside, the shipped model with these
     skip weights ranks nodes identically; the evaluation reruns the real model anyway.
@@ -210,8 +213,10 @@ class LinearFGDScorer:
         target: TargetWorkload | None = None,
         scale: float = 1.0,
         share_weights: npt.ArrayLike | None = None,
+        quantize: bool = True,
     ) -> None:
         self.names = list(names)
+        self.quantize = quantize
         w = np.asarray(weights, dtype=np.float64)
         g = np.zeros(len(self.names)) if gpu_weights is None else np.asarray(gpu_weights, float)
         s = np.zeros(len(self.names)) if share_weights is None else np.asarray(share_weights, float)
@@ -257,7 +262,10 @@ class LinearFGDScorer:
         cols = columns(
             active, pod, snap, nodes, self._static, self.fgd.target, self._access, self._cache
         )
-        return base + cols @ w
+        # the product's resolution: exact float64 ties are ties anyway, but a difference of
+        # under half a LOGIT_STEP must tie here too, as it does in the real model
+        out = base + cols @ w
+        return quantize_logits(out) if self.quantize else out
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         return self.fgd.select_gpus(pod, snap, node)

@@ -156,3 +156,19 @@ def test_fragmentation_columns_through_the_placement_cache_stay_exact() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
         best = int(nodes[int(np.argmin(got[:, 2]))])
         allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, target))
+
+
+def test_logits_tie_at_the_dsan_policy_resolution() -> None:
+    """The fast scorer chooses at the DSAN policy's resolution (dsan.policies.dsan): its
+    float64 sum with the near-best ties set to the best."""
+    from dsan.policies.dsan import quantize_logits
+
+    snap, target = _snap(3), TargetWorkload.default()
+    names, weights = ["gpu_max_free", "node_cpu_per_gpu"], [-0.5, 0.5]
+    on = LinearFGDScorer(names, weights, target=target)
+    off = LinearFGDScorer(names, weights, target=target, quantize=False)
+    for pod in PODS:
+        nodes = feasible_nodes(pod, snap)
+        raw = off.score(pod, snap, nodes)
+        np.testing.assert_array_equal(on.score(pod, snap, nodes), quantize_logits(raw))
+        assert np.ptp(raw - np.round(raw)) > 0  # the skip weights really moved the logits
