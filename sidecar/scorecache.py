@@ -30,7 +30,8 @@ import numpy.typing as npt
 from dsan.filtering import feasible
 from dsan.policies.base import Scorer
 from dsan.snapshot import PodSpec
-from sidecar.cache import GraphCache, Published
+from sidecar.cache import GraphCache
+from sidecar.published import Published
 
 #: Classes kept at once; the least recently created is dropped beyond it (a few MB at most).
 MAX_CLASSES = 64

@@ -42,7 +42,8 @@ import numpy.typing as npt
 from dsan.filtering import feasible
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
-from sidecar.cache import GraphCache, Published
+from sidecar.cache import GraphCache
+from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
 
 log = logging.getLogger("dsan.sidecar.scoring")

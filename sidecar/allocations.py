@@ -1,0 +1,167 @@
+"""What pods hold on their nodes: bound pods and *assumed* ones, charged to the node table.
+
+A node's allocated resources are the bound pods' requests plus assumed pods: pods we scored
+best and have not yet seen bound. An assumption expires after ``assume_ttl_s``
+(:mod:`sidecar.assumed`) and is replaced by the real charge when the pod shows up bound,
+wherever it landed. A charge takes GPU slots by best fit, as the FGD simulator does; every
+write goes to the node table's allocation columns and the change log.
+
+A pod may name a node the table does not hold (yet): it is remembered under the node's name
+and charged when the node appears (:meth:`Allocations.recharge`). Nothing here locks: the
+cache serialises calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from dsan.snapshot import PodSpec
+from sidecar.assumed import AssumedPods
+from sidecar.changelog import ChangeLog
+from sidecar.nodetable import NodeTable
+
+
+@dataclass(slots=True)
+class Charge:
+    """One pod's requests on one node, and the GPU slots they took."""
+
+    node: str
+    spec: PodSpec
+    gpus: tuple[int, ...] = ()
+
+
+class Counters(Protocol):
+    """The cache's counters this module bumps."""
+
+    overcommits: int
+    assumed_expired: int
+
+
+class Allocations:
+    """Bound pods (by key) and assumed pods, each charged to its node's row while it is in
+    the table."""
+
+    def __init__(self, table: NodeTable, log: ChangeLog, ttl: float, maxsize: int,
+                 clock: Callable[[], float], counters: Counters) -> None:
+        self._table = table
+        self._log = log
+        self._counters = counters
+        #: Bound pods by key (namespace/name).
+        self.bound: dict[str, Charge] = {}
+        self._assumed: AssumedPods[Charge] = AssumedPods(ttl, maxsize, clock)
+        #: Node name -> keys of the pods (bound or assumed) charged to it.
+        self._node_pods: dict[str, set[str]] = {}
+
+    @property
+    def assumed_count(self) -> int:
+        return len(self._assumed)
+
+    # --- charges on rows -------------------------------------------------------------------
+    def _charge(self, i: int, c: Charge) -> None:
+        t = self._table
+        spec = c.spec
+        self._log.rows.append(i)
+        t.cpu_used[i] += spec.cpu_milli
+        t.mem_used[i] += spec.mem_mib
+        t.pod_count[i] += 1
+        if spec.num_gpu == 0 or spec.gpu_milli == 0:
+            c.gpus = ()
+            return
+        # Best fit, as dsan.policies.base.best_fit_gpus, on the live row (no snapshot copy).
+        # At most 8 GPUs: Python on a list beats a dozen numpy calls on the request path.
+        count = int(t.gpu_count[i])
+        free: list[int] = t.gpu_free[i, :count].tolist()
+        milli = spec.gpu_milli
+        fits = sorted((f, g) for g, f in enumerate(free) if f >= milli)  # (free, slot): stable
+        if len(fits) < spec.num_gpu:
+            # The cluster bound more than our view allows (a stale view or a device plugin
+            # that over-shares): charge the freest GPUs and count it, never go negative.
+            self._counters.overcommits += 1
+            fits = sorted((-f, g) for g, f in enumerate(free))
+        c.gpus = tuple(sorted(g for _, g in fits[: spec.num_gpu]))
+        for g in c.gpus:
+            free[g] = max(0, free[g] - milli)
+        t.gpu_free[i, :count] = free
+
+    def _uncharge(self, c: Charge) -> None:
+        t = self._table
+        i = t.index.get(c.node)
+        if i is None:
+            return
+        spec = c.spec
+        self._log.rows.append(i)
+        t.cpu_used[i] = max(0.0, t.cpu_used[i] - spec.cpu_milli)
+        t.mem_used[i] = max(0.0, t.mem_used[i] - spec.mem_mib)
+        t.pod_count[i] = max(0, t.pod_count[i] - 1)
+        for g in c.gpus:
+            if g < t.gpu_count[i]:
+                t.gpu_free[i, g] = min(1000, t.gpu_free[i, g] + spec.gpu_milli)
+
+    def _attach(self, key: str, c: Charge) -> None:
+        self._node_pods.setdefault(c.node, set()).add(key)
+        i = self._table.index.get(c.node)
+        if i is not None:
+            self._charge(i, c)
+
+    def _detach(self, key: str, c: Charge) -> None:
+        self._uncharge(c)
+        pods = self._node_pods.get(c.node)
+        if pods is not None:
+            pods.discard(key)
+            if not pods:
+                del self._node_pods[c.node]
+
+    def recharge(self, i: int, name: str) -> None:
+        """Charge every pod held for node ``name`` to row ``i`` (just reset by the table)."""
+        for key in self._node_pods.get(name, ()):
+            charge = self.bound.get(key) or self._assumed.get(key)
+            if charge is not None:
+                self._charge(i, charge)
+
+    # --- bound pods ------------------------------------------------------------------------
+    def bind(self, key: str, node: str, spec: PodSpec) -> None:
+        """Pod ``key`` is bound to ``node``: its assumption (if any) gives way to the real
+        charge, wherever it landed."""
+        self.drop_assumed(key)
+        # A gRPC client that sent no UID was assumed under namespace/name.
+        self.drop_assumed(spec.name)
+        old = self.bound.get(key)
+        if old is not None:
+            self._detach(key, old)
+        charge = Charge(node=node, spec=spec)
+        self.bound[key] = charge
+        self._attach(key, charge)
+
+    def unbind(self, key: str) -> bool:
+        """Pod ``key`` finished or is gone; False if it was not bound."""
+        old = self.bound.pop(key, None)
+        if old is None:
+            return False
+        self._detach(key, old)
+        return True
+
+    # --- assumed pods ----------------------------------------------------------------------
+    def assume(self, key: str, spec: PodSpec, node: str) -> None:
+        """Charge ``spec`` to ``node`` as pod ``key``, replacing its previous assumption and
+        uncharging the oldest past the size limit."""
+        self.drop_assumed(key)
+        self.expire()
+        charge = Charge(node=node, spec=spec)
+        for old, evicted in self._assumed.add(key, charge):
+            self._detach(old, evicted)
+        self._attach(key, charge)
+
+    def drop_assumed(self, key: str) -> None:
+        old = self._assumed.pop(key)
+        if old is not None:
+            self._detach(key, old)
+
+    def expire(self) -> int:
+        """Uncharge the assumptions whose TTL ran out; how many."""
+        expired = self._assumed.expire()
+        for key, charge in expired:
+            self._detach(key, charge)
+        self._counters.assumed_expired += len(expired)
+        return len(expired)

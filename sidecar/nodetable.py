@@ -1,0 +1,247 @@
+"""The node table: one row per node, every column a numpy array, updated in place.
+
+Static columns (capacity, GPU count and model, topology ids, price) come from the Node object;
+the allocation columns (used CPU and memory, free GPU shares, pod count) are written by
+:mod:`sidecar.allocations`; each node's telemetry ring (the last ``T`` windows) by
+:meth:`NodeTable.append_telemetry`. Arrays are allocated with spare capacity (rows
+``0..len-1`` are live) and a deleted node's row is swap-removed, so the columns stay dense and
+the snapshot copies slices. Every write appends its row to the :class:`ChangeLog`.
+
+Zone, rack and NVLink domain labels become cluster-wide integer ids here; GPU model names
+become indices into :attr:`NodeTable.models`. Nothing here locks: the cache serialises calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.api import telemetry as tele_api
+from dsan.api.types import (
+    LABEL_GPU_MODEL,
+    LABEL_HOURLY_COST,
+    RESOURCE_GPU,
+    Topology,
+    parse_float_label,
+)
+from dsan.snapshot import MAX_GPUS
+from sidecar.changelog import ChangeLog
+from sidecar.podspec import parse_quantity
+from sidecar.telemetry import CHANNELS, new_windows
+
+#: What the table reads of a Node: (name, cpu milli, memory MiB, GPUs, GPU model, topology,
+#: hourly cost). Equal tuples mean an update changed nothing the sidecar reads.
+NodeRow = tuple[str, float, float, int, str | None, Topology, float]
+
+
+def parse_node(obj: Mapping[str, Any]) -> NodeRow:
+    """A Node object's row; raises (KeyError, ValueError, ...) on a malformed one."""
+    meta = obj["metadata"]
+    name = str(meta["name"])
+    labels = meta.get("labels") or {}
+    status = obj.get("status") or {}
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    cpu = float(parse_quantity(alloc.get("cpu", 0), f"Node {name} allocatable.cpu")) * 1000
+    mem = float(parse_quantity(alloc.get("memory", 0), f"Node {name} allocatable.memory"))
+    gpus = int(parse_quantity(alloc.get(RESOURCE_GPU, 0), f"Node {name} allocatable gpu"))
+    topo = Topology.from_labels(labels)
+    cost = parse_float_label(labels.get(LABEL_HOURLY_COST))
+    return (name, cpu, mem / 2**20, min(gpus, MAX_GPUS), labels.get(LABEL_GPU_MODEL), topo,
+            1.0 if cost is None else cost)
+
+
+class NodeTable:
+    """Nodes in columnar form, with the versions a publisher needs to know what to copy."""
+
+    cpu_cap: npt.NDArray[np.float64]
+    cpu_used: npt.NDArray[np.float64]
+    mem_cap: npt.NDArray[np.float64]
+    mem_used: npt.NDArray[np.float64]
+    gpu_count: npt.NDArray[np.int32]
+    gpu_model: npt.NDArray[np.int32]
+    gpu_free: npt.NDArray[np.int32]
+    zone: npt.NDArray[np.int32]
+    rack: npt.NDArray[np.int32]
+    nvlink: npt.NDArray[np.int32]
+    cost: npt.NDArray[np.float64]
+    pod_count: npt.NDArray[np.int32]
+    tele: npt.NDArray[np.float32]
+    tele_pos: npt.NDArray[np.int64]
+    tele_time: npt.NDArray[np.float64]
+
+    def __init__(self, window: int, log: ChangeLog) -> None:
+        #: Telemetry windows per node (the ring's length).
+        self.window = window
+        self._log = log
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        #: Last parsed row per node, to skip updates that change nothing we read.
+        self._rows: dict[str, NodeRow] = {}
+        self.models: list[str] = []
+        self._model_idx: dict[str, int] = {}
+        #: ``_model_idx`` as handed out: replaced, never mutated, when a model appears.
+        self.models_pub: dict[str, int] = {}
+        self._topo_ids: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
+        #: Bumped when rows are added, removed or moved, or a live row's capacity changes.
+        self.nodeset_version = 0
+        #: Bumped when a node's static columns (capacity, model, topology, price) change.
+        self.static_version = 0
+        #: Bumped when any node's telemetry (or the rows it is laid out by) changes.
+        self.tele_version = 0
+        self._cap = 0
+        self._alloc(16)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    # --- storage ---------------------------------------------------------------------------
+    def _alloc(self, cap: int) -> None:
+        old = self._cap
+        n = len(self.names)
+
+        def grow(name: str, shape: tuple[int, ...], dtype: Any, fill: Any) -> None:
+            arr = np.full((cap, *shape), fill, dtype=dtype)
+            if old:
+                arr[:n] = getattr(self, name)[:n]
+            setattr(self, name, arr)
+
+        grow("cpu_cap", (), np.float64, 0.0)
+        grow("cpu_used", (), np.float64, 0.0)
+        grow("mem_cap", (), np.float64, 0.0)
+        grow("mem_used", (), np.float64, 0.0)
+        grow("gpu_count", (), np.int32, 0)
+        grow("gpu_model", (), np.int32, -1)
+        grow("gpu_free", (MAX_GPUS,), np.int32, 0)
+        grow("zone", (), np.int32, -1)
+        grow("rack", (), np.int32, -1)
+        grow("nvlink", (), np.int32, -1)
+        grow("cost", (), np.float64, 1.0)
+        grow("pod_count", (), np.int32, 0)
+        grow("tele", (self.window, CHANNELS), np.float32, 0.0)
+        grow("tele_pos", (), np.int64, 0)
+        grow("tele_time", (), np.float64, -math.inf)
+        self._cap = cap
+
+    def _columns(self) -> Iterable[npt.NDArray[Any]]:
+        return (self.cpu_cap, self.cpu_used, self.mem_cap, self.mem_used, self.gpu_count,
+                self.gpu_model, self.gpu_free, self.zone, self.rack, self.nvlink,
+                self.cost, self.pod_count, self.tele, self.tele_pos, self.tele_time)
+
+    def live_columns(self, n: int) -> dict[str, npt.NDArray[Any]]:
+        """The first ``n`` rows of the columns a ClusterSnapshot has, by its field names."""
+        return {"cpu_cap": self.cpu_cap[:n], "cpu_used": self.cpu_used[:n],
+                "mem_cap": self.mem_cap[:n], "mem_used": self.mem_used[:n],
+                "gpu_count": self.gpu_count[:n], "gpu_model": self.gpu_model[:n],
+                "gpu_free": self.gpu_free[:n], "zone": self.zone[:n], "rack": self.rack[:n],
+                "nvlink": self.nvlink[:n], "hourly_cost": self.cost[:n],
+                "pod_count": self.pod_count[:n]}
+
+    def _topo_id(self, level: int, value: str | None) -> int:
+        if value is None:
+            return -1
+        ids = self._topo_ids[level]
+        return ids.setdefault(value, len(ids))
+
+    def _model_id(self, model: str | None) -> int:
+        if not model:
+            return -1
+        if model not in self._model_idx:
+            self._model_idx[model] = len(self.models)
+            self.models.append(model)
+            self.models_pub = dict(self._model_idx)
+        return self._model_idx[model]
+
+    # --- rows ------------------------------------------------------------------------------
+    def upsert(self, row: NodeRow) -> int | None:
+        """Write a node's static columns (adding its row if new) and reset its allocation
+        columns to empty, for the caller to re-charge the node's pods; None (nothing written)
+        when the row is what the table already holds."""
+        name = row[0]
+        i = self.index.get(name)
+        old = self._rows.get(name)
+        if i is not None and old == row:
+            return None  # a heartbeat or status-only update: nothing we read changed
+        self._rows[name] = row
+        self.static_version += 1
+        if i is not None and old is not None and old[1:4] != row[1:4]:
+            # Capacity changed under a live row. Scorers that cache per snapshot object
+            # (FGD) only diff the used columns, so give them a new snapshot object.
+            self.nodeset_version += 1
+        if i is None:
+            if len(self.names) == self._cap:
+                self._alloc(self._cap * 2)
+            i = len(self.names)
+            self.names.append(name)
+            self.index[name] = i
+            self.nodeset_version += 1
+            self.tele_pos[i] = 0
+            self.tele_time[i] = -math.inf
+            self.tele[i] = 0.0
+        _, cpu, mem, gpus, model, topo, cost = row
+        self._log.rows.append(i)
+        self.cpu_cap[i], self.mem_cap[i], self.gpu_count[i] = cpu, mem, gpus
+        self.gpu_model[i] = self._model_id(model) if gpus > 0 else -1
+        self.zone[i] = self._topo_id(0, topo.zone)
+        self.rack[i] = self._topo_id(1, topo.rack)
+        self.nvlink[i] = self._topo_id(2, topo.nvlink_domain)
+        self.cost[i] = cost
+        # Empty: the GPU count may have changed under the node's pods, which the caller
+        # charges again from scratch.
+        self.cpu_used[i] = self.mem_used[i] = 0.0
+        self.pod_count[i] = 0
+        self.gpu_free[i] = np.where(np.arange(MAX_GPUS) < gpus, 1000, 0)
+        return i
+
+    def remove(self, name: str) -> bool:
+        """Drop a node's row (the last row moves into it); False if there was none."""
+        i = self.index.pop(name, None)
+        if i is None:
+            return False
+        last = len(self.names) - 1
+        if i != last:  # swap-remove keeps the columns dense
+            moved = self.names[last]
+            for arr in self._columns():
+                arr[i] = arr[last]
+            self.names[i] = moved
+            self.index[moved] = i
+        self.names.pop()
+        self._rows.pop(name, None)
+        self._log.rows.append(i)  # rows moved: the node-set version below resets caches
+        self.nodeset_version += 1
+        self.tele_version += 1
+        return True
+
+    # --- telemetry -------------------------------------------------------------------------
+    def append_telemetry(self, i: int, tel: tele_api.GPUTelemetry, power_ref_w: float) -> bool:
+        """Append the windows newer than what row ``i``'s ring holds; False if none.
+        Raises :class:`sidecar.telemetry.BadTelemetry` for series that cannot be combined."""
+        cpu_frac = self.cpu_used[i] / self.cpu_cap[i] if self.cpu_cap[i] > 0 else 0.0
+        mem_frac = self.mem_used[i] / self.mem_cap[i] if self.mem_cap[i] > 0 else 0.0
+        got = new_windows(tel, float(self.tele_time[i]), self.window, cpu_frac, mem_frac,
+                          power_ref_w)
+        if got is None:
+            return False
+        windows, end = got
+        slots = (self.tele_pos[i] + np.arange(len(windows))) % self.window
+        self.tele[i, slots] = windows
+        self.tele_pos[i] = (self.tele_pos[i] + len(windows)) % self.window
+        self.tele_time[i] = end
+        self.tele_version += 1
+        self._log.rows.append(i)
+        return True
+
+    def forget_telemetry(self, i: int) -> None:
+        """Row ``i``'s telemetry is gone: history kept, but stale from now on."""
+        self.tele_time[i] = -math.inf
+        self._log.rows.append(i)
+        self.tele_version += 1
+
+    def ordered_telemetry(self, n: int) -> npt.NDArray[np.float32]:
+        """The first ``n`` rings unrolled oldest window first: shape (n, T, channels)."""
+        T = self.window
+        order = (self.tele_pos[:n, None] + np.arange(T)[None, :]) % T
+        return np.take_along_axis(self.tele[:n], order[:, :, None], axis=1)

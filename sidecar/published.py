@@ -1,0 +1,151 @@
+"""Publishing the node table as one consistent view a request scores on without the lock.
+
+:meth:`Publisher.publish` copies the table's live columns into a
+:class:`~dsan.snapshot.ClusterSnapshot` wrapped in a :class:`Published` (with the name index
+and telemetry times requests read). While the node set is unchanged the snapshot is one object
+refreshed in place (a few ``np.copyto``), so scorers that cache per snapshot object (FGD diffs
+the snapshot it saw last) stay incremental; a reader therefore holds the cache's
+``scoring_lock`` until done. :meth:`Publisher.patch` writes a few changed rows' allocation
+columns into the current snapshot (an assumption made under that lock) so it stays current
+and the next request skips the O(n) republish.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.snapshot import ClusterSnapshot
+from sidecar.nodetable import NodeTable
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """One consistent view: the snapshot plus what requests need to read it fast."""
+
+    snap: ClusterSnapshot
+    #: node name -> row of ``snap``; shared between publishes while the node set is unchanged.
+    index: Mapping[str, int]
+    #: GPU model name -> index into ``snap.gpu_models``.
+    models: Mapping[str, int]
+    #: Wall time (epoch s) of each node's newest telemetry window; -inf = never.
+    telemetry_time: npt.NDArray[np.float64]
+    #: Monotonic time of publication.
+    at: float
+    version: int
+    #: Position in the cache's row-change log this snapshot reflects
+    #: (:meth:`sidecar.cache.GraphCache.changed_rows`).
+    changes: int = 0
+    #: Names ``index`` (row i is ``snap.names[i]``): gRPC clients send rows of this table
+    #: instead of names. Changes with the node set; random per process, so a client's table
+    #: from before a restart never matches.
+    table_epoch: int = 0
+
+
+class Publisher:
+    """Makes :class:`Published` views of one :class:`NodeTable`; keeps the latest."""
+
+    def __init__(self, table: NodeTable, age_step_s: float, wall: Callable[[], float]) -> None:
+        self._table = table
+        self._age_step = age_step_s
+        self._wall = wall
+        #: The latest view, or None before the first publish.
+        self.current: Published | None = None
+        self._index_pub: dict[str, int] = {}
+        self._index_pub_version = -1
+        self._epoch_base = secrets.randbits(30) << 32
+        #: (table's telemetry version, its rings unrolled), reused while telemetry is unchanged.
+        self._tele_pub: tuple[int, npt.NDArray[np.float32]] | None = None
+        self._tele_in_snap = -1  # telemetry version held by the published snapshot
+
+    def is_current(self, version: int) -> bool:
+        """The latest view shows cache version ``version`` and the table's node set."""
+        pub = self.current
+        return (pub is not None and pub.version == version and pub.index is self._index_pub
+                and self._index_pub_version == self._table.nodeset_version)
+
+    def publish(self, now: float, version: int, changes: int) -> Published:
+        """A new view of the table as of cache version ``version`` and change-log position
+        ``changes``, published at monotonic time ``now``."""
+        t = self._table
+        pub = self.current
+        n = len(t)
+        if self._index_pub_version != t.nodeset_version:
+            self._index_pub = dict(t.index)
+            self._index_pub_version = t.nodeset_version
+        if self._tele_pub is None or self._tele_pub[0] != t.tele_version \
+                or self._tele_pub[1].shape[0] != n:
+            self._tele_pub = (t.tele_version, t.ordered_telemetry(n))
+        tele_time = t.tele_time[:n].copy()
+        live = t.live_columns(n)
+        snap = pub.snap if pub is not None and pub.index is self._index_pub else None
+        if snap is None:
+            cols: dict[str, Any] = {k: v.copy() for k, v in live.items()}
+            snap = ClusterSnapshot(
+                names=list(t.names), gpu_models=list(t.models),
+                telemetry=self._tele_pub[1].copy(), telemetry_age_s=self._ages(tele_time),
+                version=version, **cols)
+            # Ages alone do not count: stale telemetry is the fallback's business.
+            snap.telemetry_version = t.tele_version + t.static_version
+        else:
+            for k, v in live.items():
+                np.copyto(getattr(snap, k), v)
+            if len(snap.gpu_models) != len(t.models):
+                snap.gpu_models[:] = t.models
+            assert snap.telemetry is not None and snap.telemetry_age_s is not None
+            if self._tele_in_snap != self._tele_pub[0]:
+                np.copyto(snap.telemetry, self._tele_pub[1])
+            self._ages(tele_time, out=snap.telemetry_age_s)
+            snap.version = version
+            snap.telemetry_version = t.tele_version + t.static_version
+        self._tele_in_snap = self._tele_pub[0]
+        pub = Published(snap=snap, index=self._index_pub, models=t.models_pub,
+                        telemetry_time=tele_time, at=now, version=version, changes=changes,
+                        table_epoch=self._epoch_base + self._index_pub_version)
+        self.current = pub
+        return pub
+
+    def patch(self, rows: list[int], version: int, changes: int) -> None:
+        """Copy the allocation columns of ``rows`` into the current view's snapshot and
+        re-publish it as version ``version`` (the caller checked :meth:`is_current` before the
+        writes and holds the scoring lock)."""
+        pub = self.current
+        assert pub is not None
+        t = self._table
+        snap = pub.snap
+        if len(rows) <= 4:  # an assumption (and the pod's previous one): scalar writes
+            for r in rows:
+                snap.cpu_used[r] = t.cpu_used[r]
+                snap.mem_used[r] = t.mem_used[r]
+                snap.gpu_free[r] = t.gpu_free[r]
+                if snap.pod_count is not None:
+                    snap.pod_count[r] = t.pod_count[r]
+        else:
+            idx = np.asarray(rows, dtype=np.int64)
+            snap.cpu_used[idx] = t.cpu_used[idx]
+            snap.mem_used[idx] = t.mem_used[idx]
+            snap.gpu_free[idx] = t.gpu_free[idx]
+            if snap.pod_count is not None:
+                snap.pod_count[idx] = t.pod_count[idx]
+        snap.version = version
+        self.current = Published(
+            snap=snap, index=pub.index, models=pub.models, telemetry_time=pub.telemetry_time,
+            at=pub.at, version=version, changes=changes, table_epoch=pub.table_epoch)
+
+    def _ages(self, tele_time: npt.NDArray[np.float64],
+              out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+        """Telemetry ages on a coarse clock: wall time rounded down to a multiple of
+        ``snapshot_max_age_s``, so republishes between two grid points (informer events)
+        leave every age as it was, and per-node caches that read ages (DSAN's logits) stay
+        valid. Ages read at most one step young, the bound the republish interval already
+        set; telemetry sampled after the grid point reads 0, never negative."""
+        step = self._age_step
+        grid = math.floor(self._wall() / step) * step
+        ages = np.subtract(grid, tele_time, out=out)
+        return np.maximum(ages, 0.0, out=ages)
