@@ -227,6 +227,24 @@ class PlacementCache:
         self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
         self._memo_before: dict[tuple[Any, ...], float] = {}
         self._memo_after: dict[tuple[Any, ...], tuple[float, int, npt.NDArray[np.int64]]] = {}
+        #: See :meth:`trust_snapshot_versions`: the snapshot object and version last synced.
+        self._trust = False
+        self._seen: tuple[ClusterSnapshot | None, int] = (None, -1)
+        self._hint: tuple[int, int, Sequence[int]] | None = None
+
+    def trust_snapshot_versions(self) -> None:
+        """The caller bumps :attr:`~dsan.snapshot.ClusterSnapshot.version` on every in-place
+        write to the snapshots it passes and publishes a new snapshot object for a new node
+        set (the sidecar's cache does): the same object at the version last synced is then
+        not diffed again, and a :meth:`note_changes` record spares the O(n) diff."""
+        self._trust = True
+
+    def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
+        """With :meth:`trust_snapshot_versions`: the snapshot the next :meth:`get` passes
+        went from version ``since`` to ``version`` by writes to ``rows`` alone (the sidecar's
+        row-change log), so the sync compares only those rows. Read once, by the next sync;
+        ignored unless it spans exactly from the version last synced to that snapshot's."""
+        self._hint = (since, version, rows)
 
     def access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
         """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change:
@@ -242,13 +260,10 @@ class PlacementCache:
         self._memo_after.clear()
 
     def _state_keys(self, snap: ClusterSnapshot, rows: npt.NDArray[np.int64]) -> list[Any]:
-        """Everything a node's fragmentation reads, per row of ``rows`` (a few)."""
+        """:func:`_state_key` of each of ``rows`` (a few)."""
         if len(self._memo_before) + len(self._memo_after) > _MEMO_SIZE:
             self._forget()  # bounded; states repeat, so it fills again quickly
-        free = snap.gpu_free[rows]
-        return list(zip((snap.cpu_cap[rows] - snap.cpu_used[rows]).tolist(),
-                        snap.gpu_count[rows].tolist(), snap.gpu_model[rows].tolist(),
-                        [free[i].tobytes() for i in range(len(rows))], strict=True))
+        return [_state_key(snap, r) for r in rows.tolist()]
 
     def adopt_fragmentation(self, frag: F64) -> None:
         """Take ``frag`` as every node's fragmentation at the next :meth:`get`: it must be
@@ -258,6 +273,17 @@ class PlacementCache:
         self._adopted = frag
 
     def _sync(self, snap: ClusterSnapshot) -> None:
+        hint, self._hint = self._hint, None
+        seen, seen_version = self._seen
+        if self._trust and seen is snap and len(snap) == len(self._names):
+            # The same object (its node set cannot have changed: see trust_snapshot_versions)
+            if seen_version == snap.version:
+                return  # nothing written since the last sync
+            if hint is not None and hint[0] == seen_version and hint[1] == snap.version:
+                self._seen = (snap, snap.version)
+                self._track.sync_rows(snap, hint[2])
+                return
+        self._seen = (snap, snap.version)
         if len(snap) != len(self._names) or snap.names != self._names:
             self._names = list(snap.names)
             self._track.reset(snap)
@@ -271,11 +297,50 @@ class PlacementCache:
     def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> Placement:
         return cached_placements([self], [pod], [snap], [nodes])[0]
 
+    def few(self, pod: PodSpec, snap: ClusterSnapshot,
+            rows: list[int]) -> list[tuple[float, float, int, list[int]]]:
+        """:meth:`get` of a few ``rows`` as Python values, per row (frag_before, frag_after,
+        slot, free_after): the same entries, memo and so numbers as :meth:`get`. Rows that
+        are current or whose states are in the memo cost a few scalar reads and writes
+        instead of ~20 numpy calls on one- or two-row arrays (a settle's rows); any other
+        row sends the call through :meth:`get`."""
+        self._sync(snap)
+        shape = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
+        entry = self._entries.get(shape)
+        if entry is not None and self._adopted is None and len(rows) <= _MEMO_ROWS:
+            e_before, e_after, e_slot, e_free, e_at = entry
+            epoch, tick, before, before_at = (self._track.epoch, self._track.tick,
+                                              self._before, self._before_at)
+            if len(self._memo_before) + len(self._memo_after) > _MEMO_SIZE:
+                self._forget()
+            for r in rows:
+                if e_at.item(r) >= epoch.item(r):
+                    continue  # current
+                key = _state_key(snap, r)
+                if before_at.item(r) < epoch.item(r):
+                    b = self._memo_before.get(key)
+                    if b is None:
+                        break
+                    before[r], before_at[r] = b, tick
+                got = self._memo_after.get((shape, key))
+                if got is None:
+                    break
+                e_before[r] = before[r]
+                e_after[r], e_slot[r], e_free[r] = got
+                e_at[r] = tick
+            else:
+                return [(e_before.item(r), e_after.item(r), e_slot.item(r), e_free[r].tolist())
+                        for r in rows]
+        pl = self.get(pod, snap, np.array(rows, dtype=np.int64))
+        return [(pl.frag_before.item(i), pl.frag_after.item(i), pl.slot.item(i),
+                 pl.free_after[i].tolist()) for i in range(len(rows))]
+
     def _prepare(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> tuple[_Entry, npt.NDArray[np.int64]]:
+    ) -> tuple[_Entry, npt.NDArray[np.int64], list[Any] | None]:
         """Sync with ``snap``; the pod shape's entry and which of ``nodes`` it lacks, with
-        their current fragmentation ("before") brought up to date."""
+        their current fragmentation ("before") brought up to date, and those rows' memo state
+        keys when they are few enough for the memo (None otherwise)."""
         self._sync(snap)
         if self._adopted is not None:
             self._before[:] = self._adopted
@@ -293,10 +358,13 @@ class PlacementCache:
             )
         entry = self._entries[key]
         stale = self._track.stale(entry[4], nodes)
+        stale_keys = self._state_keys(snap, stale) if 0 < stale.size <= _MEMO_ROWS else None
         if stale.size:
-            old = self._track.stale(self._before_at, stale)
+            behind = np.flatnonzero(self._before_at[stale] < self._track.epoch[stale])
+            old = stale[behind]
             if old.size:
-                keys = self._state_keys(snap, old) if old.size <= _MEMO_ROWS else None
+                keys = (None if stale_keys is None
+                        else [stale_keys[i] for i in behind.tolist()])
                 got = [] if keys is None else [self._memo_before.get(k) for k in keys]
                 if keys is not None and None not in got:
                     self._before[old] = got
@@ -311,14 +379,15 @@ class PlacementCache:
                         self._memo_before.update(zip(keys, self._before[old].tolist(),
                                                      strict=True))
                 self._before_at[old] = self._track.tick
-        return entry, stale
+        return entry, stale, stale_keys
 
-    def _recall(self, pod: PodSpec, snap: ClusterSnapshot, entry: _Entry,
-                stale: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], list[Any]]:
-        """Fill ``entry`` for the memoised rows of ``stale`` (a few); the rest, and their
-        memo keys, are left for the caller to compute and :meth:`_remember`."""
+    def _recall(self, pod: PodSpec, entry: _Entry, stale: npt.NDArray[np.int64],
+                state_keys: list[Any]) -> tuple[npt.NDArray[np.int64], list[Any]]:
+        """Fill ``entry`` for the memoised rows of ``stale`` (a few; ``state_keys`` are their
+        :meth:`_state_keys`); the rest, and their memo keys, are left for the caller to
+        compute and :meth:`_remember`."""
         shape = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
-        keys = [(shape, k) for k in self._state_keys(snap, stale)]
+        keys = [(shape, k) for k in state_keys]
         got = [self._memo_after.get(k) for k in keys]
         miss = [i for i, v in enumerate(got) if v is None]
         for x, v in zip(stale.tolist(), got, strict=True):
@@ -335,6 +404,13 @@ class PlacementCache:
 _Entry = tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
+def _state_key(snap: ClusterSnapshot, r: int) -> tuple[float, int, int, bytes]:
+    """Everything node ``r``'s fragmentation reads: free CPU (the same float64 subtraction
+    as the vectorised one), GPU count, GPU model, the free share of every slot."""
+    return (snap.cpu_cap.item(r) - snap.cpu_used.item(r), snap.gpu_count.item(r),
+            snap.gpu_model.item(r), snap.gpu_free[r].tobytes())
+
+
 def cached_placements(
     caches: Sequence[PlacementCache],
     pods: Sequence[PodSpec],
@@ -345,11 +421,13 @@ def cached_placements(
     what-ifs every cache lacks are computed in one call per kind of pod (sharing or not) and
     workload, rows of all decisions together, so numpy's per-call overhead is paid once per
     batch instead of once per decision. Each row's value does not depend on the batch."""
-    prep = [c._prepare(p, s, n) for c, p, s, n in zip(caches, pods, snaps, nodes, strict=True)]
+    prepared = [c._prepare(p, s, n)
+                for c, p, s, n in zip(caches, pods, snaps, nodes, strict=True)]
+    prep = [(entry, stale) for entry, stale, _ in prepared]
     memo: dict[int, list[Any]] = {}
-    for i, (entry, stale) in enumerate(prep):
-        if 0 < stale.size <= _MEMO_ROWS:
-            left, memo[i] = caches[i]._recall(pods[i], snaps[i], entry, stale)
+    for i, (entry, stale, state_keys) in enumerate(prepared):
+        if state_keys is not None:  # 0 < stale.size <= _MEMO_ROWS
+            left, memo[i] = caches[i]._recall(pods[i], entry, stale, state_keys)
             prep[i] = (entry, left)
     groups: dict[tuple[bool, int], list[int]] = {}
     for i, (_, stale) in enumerate(prep):

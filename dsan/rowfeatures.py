@@ -76,7 +76,8 @@ def featurize_rows(
         x, _ = featurize(pod, snap, rows, cache.workload, node_cols=node_cols, cache=cache)
         x[:, REQUEST_COLUMNS] = 0.0
         return x, quantities(pod, snap, rows, cache)
-    pl = cache.get(pod, snap, rows)
+    rows_l: list[int] = rows.tolist()
+    pls = cache.few(pod, snap, rows_l)
     pv = _pod_floats(pod)
     head = [*pv[:_NT + 13], 0.0, 0.0, 0.0, 0.0, 0.0, *pv[_NT + 13:_NT + 15]]
     rc, rm, rg, k, gm_used, gm_min, sharing = pv[_NT + 15 :]
@@ -92,7 +93,7 @@ def featurize_rows(
     qs: list[tuple[float, ...]] = []
     # Per row: Python floats and ints only (lists of at most 8 GPU slots); the three
     # resources unrolled, counts as list.count / filtered lengths (the same integers).
-    for r, j in enumerate(rows.tolist()):
+    for r, j in enumerate(rows_l):
         cnt = int(snap.gpu_count.item(j))
         c0, c1, c2 = snap.cpu_cap.item(j), snap.mem_cap.item(j), cnt * 1000.0
         cpu_used = snap.cpu_used.item(j)
@@ -114,15 +115,13 @@ def featurize_rows(
         dot = rq0 * cu + rq1 * mu + rq2 * (1 - fa2)
         cl, gl = a0 / CPU_SCALE, a2 / GPU_SCALE
         bestfit = 1 - (0.5 * cl + 0.5 * gl)
-        before, frag_after = pl.frag_before.item(r), pl.frag_after.item(r)
+        before, frag_after, slot, fafter = pls[r]
         delta = frag_after - before
         # numpy's exp, as featurize calls it: libm's may differ in the last bit. The clip
         # is exact, so Python's min/max (NaN stays NaN) replace np.clip's ~3 us per scalar.
         fgd = float(1 / (1 + np.exp(min(max(delta / 1000, -50.0), 50.0))))
         fgd_int = math.floor(fgd * 100) / 100
         live = free[:cnt]  # present GPU slots
-        fafter = pl.free_after[r].tolist()
-        slot = pl.slot.item(r)
         shared = float(free[max(slot, 0)]) if slot >= 0 else 0.0
         chosen = shared if sharing > 0 else (1000.0 if k > 0 else 0.0)
         fitting = float(len([f for f in live if f >= gm_min]))

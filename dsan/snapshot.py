@@ -11,6 +11,7 @@ Units: CPU in millicores, memory in MiB, GPU share in thousandths of one GPU (op
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -204,6 +205,20 @@ class AllocationTracker:
             self.cpu_used[changed] = snap.cpu_used[changed]
             self.gpu_free[changed] = snap.gpu_free[changed]
         return changed
+
+    def sync_rows(self, snap: ClusterSnapshot, rows: Sequence[int]) -> None:
+        """:meth:`sync` when the caller knows every node outside ``rows`` is unchanged since
+        the last sync (a row-change log): the same comparisons on those rows only, as
+        Python scalars (a few rows; numpy's per-call cost would dominate)."""
+        changed = [r for r in sorted(set(rows))
+                   if snap.cpu_used.item(r) != self.cpu_used.item(r)
+                   or snap.gpu_free[r].tolist() != self.gpu_free[r].tolist()]
+        if changed:
+            self.tick += 1
+            for r in changed:
+                self.epoch[r] = self.tick
+                self.cpu_used[r] = snap.cpu_used[r]
+                self.gpu_free[r] = snap.gpu_free[r]
 
     def stale(self, computed_at: I64, nodes: I64) -> I64:
         """The entries of ``nodes`` whose cached value predates their node's last change."""

@@ -95,6 +95,8 @@ class ServingModel:
         #: How many times the embeddings were recomputed (observability and tests).
         self.embed_count = 0
         self._cache: PlacementCache | None = None
+        #: trust_snapshot_versions() was called (applies to every PlacementCache made).
+        self._trust = False
         # PlacementCache keeps fragmentation per node across pods, computed against shapes
         # resolved by GPU model *name*: renamed models start it over.
         self._models: list[str] = []
@@ -143,6 +145,8 @@ class ServingModel:
         w = self.workload or default_workload()
         if self._cache is None or self._cache.workload is not w or self._models != snap.gpu_models:
             self._cache, self._models = PlacementCache(w), list(snap.gpu_models)
+            if self._trust:
+                self._cache.trust_snapshot_versions()
             if self.head is not None:
                 self.head.clear()
         return self._cache
@@ -150,16 +154,22 @@ class ServingModel:
     def trust_snapshot_versions(self) -> None:
         """The caller bumps :attr:`ClusterSnapshot.version` on every in-place write to the
         snapshots it passes (the sidecar's cache does): the head cache then skips its row
-        diff when the snapshot and its version are the ones it last synced with."""
+        diff when the snapshot and its version are the ones it last synced with, and so does
+        the placement cache."""
+        self._trust = True
+        if self._cache is not None:
+            self._cache.trust_snapshot_versions()
         if self.head is not None:
             self.head.trust_snapshot_versions()
 
     def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
         """With :meth:`trust_snapshot_versions`: the snapshot of the next call went from
         version ``since`` to ``version`` by writes to ``rows`` only (the sidecar's row-change
-        log), so the head cache's row sync compares just those."""
+        log), so the head cache's and the placement cache's row syncs compare just those."""
         if self.head is not None:
             self.head.note_changes(since, version, rows)
+        if self._cache is not None:
+            self._cache.note_changes(since, version, rows)
 
     def prefetch(self, pod: PodSpec, snap: ClusterSnapshot) -> bool:
         """Off the request path (after the reply, e.g. right after an assumption): update
