@@ -73,7 +73,7 @@ class RowTracker:
             if (hint is not None and hint[0] == seen_version and hint[1] == snap.version
                     and (self.pod_count is None) == (snap.pod_count is None)):
                 self._seen = (snap, snap.version)
-                self._record(snap, self._differing(snap, sorted(set(hint[2]))))
+                self._record_few(snap, self._differing(snap, sorted(set(hint[2]))))
                 return
         self._seen = (snap, snap.version)
         diff = (snap.cpu_used != self.cpu_used) | (snap.mem_used != self.mem_used)
@@ -85,16 +85,28 @@ class RowTracker:
             self.pod_count = None if snap.pod_count is None else snap.pod_count.copy()
         self._record(snap, np.flatnonzero(diff))
 
-    def _differing(self, snap: ClusterSnapshot, rows: list[int]) -> I64:
+    def _differing(self, snap: ClusterSnapshot, rows: list[int]) -> list[int]:
         """The rows of ``rows`` whose state differs from the recorded one: the same
         comparisons as the full diff, on Python scalars (a hint names one or two rows)."""
         now, was = snap.pod_count, self.pod_count
-        out = [r for r in rows
-               if snap.cpu_used.item(r) != self.cpu_used.item(r)
-               or snap.mem_used.item(r) != self.mem_used.item(r)
-               or snap.gpu_free[r].tolist() != self.gpu_free[r].tolist()
-               or (now is not None and was is not None and now.item(r) != was.item(r))]
-        return np.array(out, dtype=np.int64)
+        return [r for r in rows
+                if snap.cpu_used.item(r) != self.cpu_used.item(r)
+                or snap.mem_used.item(r) != self.mem_used.item(r)
+                or snap.gpu_free[r].tolist() != self.gpu_free[r].tolist()
+                or (now is not None and was is not None and now.item(r) != was.item(r))]
+
+    def _record_few(self, snap: ClusterSnapshot, changed: list[int]) -> None:
+        """:meth:`_record` of a few rows, row by row (no index arrays to build)."""
+        if changed:
+            self.tick += 1
+            was, now = self.pod_count, snap.pod_count
+            for r in changed:
+                self.epoch[r] = self.tick
+                self.cpu_used[r] = snap.cpu_used[r]
+                self.mem_used[r] = snap.mem_used[r]
+                self.gpu_free[r] = snap.gpu_free[r]
+                if was is not None and now is not None:
+                    was[r] = now[r]
 
     def _record(self, snap: ClusterSnapshot, changed: I64) -> None:
         if changed.size:
