@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from concurrent import futures
-from dataclasses import replace
+from dataclasses import fields
 from typing import Any
 
 import grpc
@@ -29,6 +29,8 @@ SERVICE_NAME = "dsan.scorer.v1.Scorer"
 #: Distinct pod shapes whose parsed PodSpec is kept (all dropped when full).
 _SPECS_MAX = 4096
 _CODES = {c.name: c for c in grpc.StatusCode}
+_SPEC_FIELDS = tuple(f.name for f in fields(PodSpec))
+assert _SPEC_FIELDS[0] == "name"
 
 
 class ScoreHandler:
@@ -36,7 +38,8 @@ class ScoreHandler:
         self.service = service
         self.metrics = service.metrics
         self._scored = self.metrics.requests.labels("grpc", "score")
-        self._specs: dict[tuple[object, ...], PodSpec] = {}
+        #: (requests, annotations, priority) -> every PodSpec field after the name.
+        self._specs: dict[tuple[object, ...], tuple[Any, ...]] = {}
         self._specs_models: object = None
 
     def _podspec(self, pod: scorer_pb2.Pod) -> PodSpec:
@@ -51,16 +54,18 @@ class ScoreHandler:
             self._specs.clear()
             self._specs_models = models
         name = f"{pod.namespace or 'default'}/{pod.name}"
-        spec = self._specs.get(key)
-        if spec is None:
+        rest = self._specs.get(key)
+        if rest is None:
             spec = podspec_from_parts(name=name, requests=dict(requests),
                                       annotations=dict(annotations), priority=pod.priority,
                                       gpu_models=models)
             if len(self._specs) >= _SPECS_MAX:
                 self._specs.clear()
-            self._specs[key] = spec
+            self._specs[key] = tuple(getattr(spec, f) for f in _SPEC_FIELDS[1:])
             return spec
-        return replace(spec, name=name)
+        # The constructor with every field but the name: dataclasses.replace does the same
+        # field by field in Python (2.9 vs 1.2 us here).
+        return PodSpec(name, *rest)
 
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         try:
