@@ -76,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--teacher", default="anchored-drivers", choices=sorted(SCENARIO_TEACHERS))
     ap.add_argument("--policy", default="dsan", help="dsan (DSAN_MODEL_DIR) or teacher")
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=-1.0,
+        help="the teacher's top class in points (< 0: its own, 2); session 6 trains with 0.1",
+    )
     a = ap.parse_args(argv)
     cfg = load("seed-table1")
     box: dict[str, Any] = {}
@@ -92,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         box["engine"] = engine
         target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
         teacher = SCENARIO_TEACHERS[a.teacher](target)
+        if a.tolerance >= 0:
+            teacher.tolerance = a.tolerance
         if name == "teacher":
             return teacher
         box["cmp"] = Compare(

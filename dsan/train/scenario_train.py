@@ -91,6 +91,11 @@ class ScenarioArgs:
     #: Imitation classes are (task type, priority), not task type alone: batch drivers (~5 %
     #: of batch placements) then weigh as much as executors (docs/model.md).
     class_by_priority: bool = False
+    #: Imitation targets are the teacher's nodes within this many points of its best; < 0 =
+    #: the teacher's own ``tolerance`` (2 points). With ``anchored-drivers`` 2 points is a
+    #: fill band of 0.2, and picking the fullest node inside it puts web nodes over the
+    #: contention cliff at the 14:00 web peak (docs/results/table1.md, session 6).
+    imitation_tolerance: float = -1.0
     anchor_episodes: int = 2
     anchor_coef: float = 0.0  # the gate keeps openb; the anchor then only checks
     resume: bool = False
@@ -207,6 +212,8 @@ def play(
     ep0 = ScenarioEpisode(WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg)
     target = TargetWorkload.from_pods(wl.pods, ep0.env.engine.snap.gpu_models)  # type: ignore[union-attr]
     teacher = SCENARIO_TEACHERS[a.scenario_teacher](target)
+    if a.imitation_tolerance >= 0:
+        teacher.tolerance = a.imitation_tolerance
     ep = ScenarioEpisode(
         WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg, teacher.select_gpus
     )

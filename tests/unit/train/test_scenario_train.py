@@ -279,3 +279,24 @@ def test_type_weights_by_priority_gives_drivers_their_own_share() -> None:
     by_prio = _type_weights(ro, steps, by_priority=True).numpy()
     np.testing.assert_allclose(by_prio, [1 / 3, 1 / 9, 1 / 9, 1 / 9, 1 / 3], rtol=1e-6)
     assert by_prio.sum() == pytest.approx(1.0)
+
+
+def test_imitation_tolerance_narrows_the_teacher_labels() -> None:
+    from dsan.train.scenario_train import play
+
+    model, _ = load(DEFAULT_DIR)  # rows are kept only with a model (features, embeddings)
+    labels = {}
+    for tol in (-1.0, 0.0):
+        a = ScenarioArgs(
+            scenario_teacher="anchored-drivers",
+            window_h=0.02,
+            record_every=1,
+            imitation_tolerance=tol,
+        )
+        ro = play(a, 3, 0.0, model, "teacher", np.random.default_rng(0))
+        labels[tol] = ro.teacher
+    assert len(labels[-1.0]) == len(labels[0.0]) > 5  # the web replicas' placements at 0 h
+    for wide, exact in zip(labels[-1.0], labels[0.0], strict=True):
+        assert exact.any() and not (exact & ~wide).any()  # a subset of the teacher's class
+    # 2 points (the teacher's own tolerance) also admit the 32-core nodes for a web replica
+    assert sum(int(w.sum()) for w in labels[-1.0]) > sum(int(e.sum()) for e in labels[0.0])
