@@ -178,6 +178,13 @@ class HeadCache:
     ) -> F64:
         """The model's logits of ``pod`` on feasible ``nodes``; ``node_cols`` is the current
         :func:`dsan.features.node_block` of all nodes, ``placements`` the what-if cache."""
+        c, _ = self._update(pod, snap, nodes, node_cols, placements)
+        return self._set_logits(c, snap, nodes)
+
+    def _update(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64, node_cols: F32,
+                placements: PlacementCache) -> tuple[ClassRows, I64 | None]:
+        """Sync the row tracker; ``pod``'s class with the rows of ``nodes`` whose node
+        changed recomputed (returned, None if none)."""
         n = len(snap)
         t = self._tracker
         if t is None or len(t.epoch) != n:
@@ -193,6 +200,7 @@ class HeadCache:
                 del self._classes[next(iter(self._classes))]
             c = self._classes[key] = ClassRows.empty(n, self.h)
         stale = nodes[c.at[nodes] < t.epoch[nodes]]
+        rows = None
         if stale.size:
             # np.unique's sort machinery costs ~5 us; a settle's one or two rows need none
             rows = (np.array(sorted(set(stale.tolist())), dtype=np.int64)
@@ -200,7 +208,7 @@ class HeadCache:
             c.update(self._layer, pod, snap, rows, node_cols, placements, t.tick)
             self.rows_computed += len(rows)
         c.last = nodes
-        return self._set_logits(c, snap, nodes)
+        return c, rows
 
     def prefetch(self, pod: PodSpec, snap: ClusterSnapshot, node_cols: F32,
                  placements: PlacementCache) -> bool:
@@ -213,8 +221,33 @@ class HeadCache:
         # changes), so an unchanged count means every row of c.last is in range.
         if c is None or c.last is None or t is None or len(t.epoch) != len(snap):
             return False
-        self.logits(pod, snap, c.last, node_cols, placements)
+        nodes = c.last
+        c, rows = self._update(pod, snap, nodes, node_cols, placements)
+        if rows is not None:  # else no row changed: the class is as its last request left it
+            self._set_rows(c, snap, nodes, rows)
         return True
+
+    def _set_rows(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, rows: I64) -> None:
+        """:meth:`_set_logits` for a prefetch that just recomputed ``rows`` (of ``nodes``):
+        when the candidates' extremes are ones the class holds logits for (usually: the
+        assumption moved no extreme), only ``rows`` go through the head, and nothing else
+        is gathered over the candidates (the next request checks every node anyway, and a
+        logit is exact under its extremes whoever asks); new extremes take the full pass."""
+        q = c.quant.take(nodes, axis=1)
+        lo = q[:5].min(axis=1, keepdims=True)
+        hi = q.max(axis=1, keepdims=True)
+        e = c.sets.get((lo.tobytes(), hi.tobytes(), snap.telemetry is None))
+        if not isinstance(e, SetLogits):
+            self._set_logits(c, snap, nodes)
+            return
+        ages = snap.telemetry_age_s
+        age = np.full(len(rows), np.inf) if ages is None else ages[rows]
+        at = c.at[rows]
+        todo = np.flatnonzero((e.at[rows] != at) | (e.age[rows] != age))
+        if todo.size:
+            sub, sub_age = rows[todo], age[todo]
+            e.logit[sub] = self._head(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
+            e.at[sub], e.age[sub] = at[todo], sub_age
 
     def _set_logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64) -> F64:
         """Logits from the class's :class:`SetLogits` of the candidates' extremes; only the

@@ -337,6 +337,34 @@ def test_prefetch_after_an_assumption_leaves_the_next_request_only_gathering() -
             assert sm.head.rows_scored == scored
 
 
+def test_prefetch_under_held_extremes_scores_only_the_changed_rows() -> None:
+    """A prefetch whose candidates' extremes the class already holds logits for sends just
+    the rows it recomputed through the head (no pass over the candidates); new extremes
+    take the full pass. Either way the next request is exact."""
+    model = _random_residual(8)
+    snap = _snap(60, seed=16)
+    sm = ServingModel(model, default_workload())
+    assert sm.head is not None
+    pod = PODS[0]
+    held = full = 0
+    for step in range(12):
+        nodes = feasible_nodes(pod, snap)
+        _check(sm, model, pod, snap, np.roll(nodes, step))
+        # a node in the middle of the set: its change rarely moves an extreme
+        node = int(nodes[len(nodes) // 2])
+        allocate(snap, pod, node, fgd_select_gpus(pod, snap, node, default_workload()))
+        computed, scored = sm.head.rows_computed, sm.head.rows_scored
+        assert sm.prefetch(pod, snap)
+        changed = sm.head.rows_computed - computed
+        if sm.head.rows_scored - scored == changed:
+            held += 1
+        else:
+            assert sm.head.rows_scored - scored >= len(feasible_nodes(pod, snap)) - 1
+            full += 1
+    assert held  # the prefetch's short path ran
+    _check(sm, model, pod, snap, feasible_nodes(pod, snap))
+
+
 @pytest.mark.parametrize("which", ["residual", "mlp", "shipped", "gated"])
 def test_few_row_head_matches_the_many_row_head(which: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
