@@ -121,7 +121,13 @@ def main(argv: list[str] | None = None) -> int:
         train_files = [w if w.endswith(".csv") else f"openb_pod_list_{w}.csv" for w in wls]
     else:
         d = extra.get(judged) or os.environ.get("DSAN_MODEL_DIR") or DEFAULT_DIR
-        train_files = read_manifest(d)["training"].get("workloads", [])
+        training = read_manifest(d)["training"]
+        train_files = training.get("workloads", [])
+        skip = training.get("openb_skip")
+        if not train_files and skip and Path(skip).is_file():
+            # a two-stage model: its openb tie-breaks were searched on the skip file's workloads
+            wls = json.loads(Path(skip).read_text()).get("config", {}).get("workloads", [])
+            train_files = [w if w.endswith(".csv") else f"openb_pod_list_{w}.csv" for w in wls]
     if args.out and not args.out.exists():
         header = " | ".join(f"{p} unalloc % @100 (mean ± sd)" for p in pols)
         args.out.write_text(
