@@ -598,6 +598,14 @@ kept from the same log. In a Go-client gRPC A/B against the session's start (loa
 DSAN's p50 at 1,000 nodes went 1,353 -> 1,142 us and its settle 564 -> 430 us; the budgets
 are still missed.
 
+Session 6 (engineer G6; `docs/sidecar.md`, "Session 6"): the placement cache reads the
+settle's rows as Python values and syncs only the rows of the change log's hint, and the
+settle's prefetch sends only the rows it recomputed through the head when the candidates'
+extremes are ones the class holds logits for. In process at 1,000 nodes (alternated A/B
+against the session's start, load 2.6-2.9) the settle's p50 went 243 -> 190 us and reply +
+settle 365 -> 309 us; with the Go client the server's mean settle went ~374 -> ~322 us and
+the p50 moved within the machine's run-to-run noise; the budgets are still missed.
+
 What this does not remove (honest limits):
 
 * **The settle is real work**: 0.28-0.45 ms per request (p50) at 100-5,000 nodes (the
