@@ -174,7 +174,8 @@ def empty_snapshot(
 
 
 class AllocationTracker:
-    """Which nodes' CPU or GPU allocation changed since the last :meth:`sync`.
+    """Which nodes changed since the last :meth:`sync`: their CPU or GPU allocation, or a
+    static column a cached value reads (CPU capacity, GPU count, GPU model).
 
     The shared bookkeeping of the incremental caches (FGD's scores, DSAN's placement what-ifs):
     a cached per-node value remembers the tick at which it was computed and is stale once its
@@ -184,6 +185,12 @@ class AllocationTracker:
     def __init__(self) -> None:
         self.cpu_used = np.zeros(0)
         self.gpu_free = np.zeros((0, MAX_GPUS), dtype=np.int32)
+        # The static columns a node's cached value also reads: a relabelled GPU model or a
+        # resized node (the sidecar rewrites the row and re-charges its pods, so the used
+        # columns may come back equal) must count as a change too.
+        self.cpu_cap = np.zeros(0)
+        self.gpu_count = np.zeros(0, dtype=np.int32)
+        self.gpu_model = np.zeros(0, dtype=np.int32)
         self.epoch = np.zeros(0, dtype=np.int64)
         self.tick = 0
 
@@ -191,19 +198,26 @@ class AllocationTracker:
         """Start over on ``snap``: every node counts as computed at tick 1's predecessor."""
         self.cpu_used = snap.cpu_used.copy()
         self.gpu_free = snap.gpu_free.copy()
+        self.cpu_cap = snap.cpu_cap.copy()
+        self.gpu_count = snap.gpu_count.copy()
+        self.gpu_model = snap.gpu_model.copy()
         self.epoch = np.zeros(len(snap), dtype=np.int64)
         self.tick = 1
 
     def sync(self, snap: ClusterSnapshot) -> I64:
         """Record ``snap``'s allocations; returns the nodes that changed (their epoch bumped)."""
         changed = np.flatnonzero(
-            (snap.cpu_used != self.cpu_used) | _rows_differ(snap.gpu_free, self.gpu_free)
+            (snap.cpu_used != self.cpu_used)
+            | _rows_differ(snap.gpu_free, self.gpu_free)
+            | (snap.cpu_cap != self.cpu_cap)
+            | (snap.gpu_model != self.gpu_model)
+            | (snap.gpu_count != self.gpu_count)
         ).astype(np.int64)
         if changed.size:
             self.tick += 1
             self.epoch[changed] = self.tick
-            self.cpu_used[changed] = snap.cpu_used[changed]
-            self.gpu_free[changed] = snap.gpu_free[changed]
+            for name in ("cpu_used", "gpu_free", "cpu_cap", "gpu_count", "gpu_model"):
+                getattr(self, name)[changed] = getattr(snap, name)[changed]
         return changed
 
     def sync_rows(self, snap: ClusterSnapshot, rows: Sequence[int]) -> None:
@@ -212,13 +226,19 @@ class AllocationTracker:
         Python scalars (a few rows; numpy's per-call cost would dominate)."""
         changed = [r for r in sorted(set(rows))
                    if snap.cpu_used.item(r) != self.cpu_used.item(r)
-                   or snap.gpu_free[r].tolist() != self.gpu_free[r].tolist()]
+                   or snap.gpu_free[r].tolist() != self.gpu_free[r].tolist()
+                   or snap.cpu_cap.item(r) != self.cpu_cap.item(r)
+                   or snap.gpu_model.item(r) != self.gpu_model.item(r)
+                   or snap.gpu_count.item(r) != self.gpu_count.item(r)]
         if changed:
             self.tick += 1
-            for r in changed:
+            for r in changed:  # row by row: one or two rows, numpy index arrays cost more
                 self.epoch[r] = self.tick
                 self.cpu_used[r] = snap.cpu_used[r]
                 self.gpu_free[r] = snap.gpu_free[r]
+                self.cpu_cap[r] = snap.cpu_cap[r]
+                self.gpu_count[r] = snap.gpu_count[r]
+                self.gpu_model[r] = snap.gpu_model[r]
 
     def stale(self, computed_at: I64, nodes: I64) -> I64:
         """The entries of ``nodes`` whose cached value predates their node's last change."""

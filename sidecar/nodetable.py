@@ -167,9 +167,10 @@ class NodeTable:
             return None  # a heartbeat or status-only update: nothing we read changed
         self._rows[name] = row
         self.static_version += 1
-        if i is not None and old is not None and old[1:4] != row[1:4]:
-            # Capacity changed under a live row. Scorers that cache per snapshot object
-            # (FGD) only diff the used columns, so give them a new snapshot object.
+        if i is not None and old is not None and old[1:5] != row[1:5]:
+            # Capacity or GPU model changed under a live row. The per-node caches (FGD's
+            # scores, DSAN's placement what-ifs: dsan.snapshot.AllocationTracker) only diff
+            # the used columns, so give them a new snapshot object, which resets them.
             self.nodeset_version += 1
         if i is None:
             if len(self.names) == self._cap:

@@ -141,3 +141,23 @@ def test_sync_rows_is_sync_on_those_rows() -> None:
         np.testing.assert_array_equal(full.epoch, rows.epoch)
         np.testing.assert_array_equal(full.cpu_used, rows.cpu_used)
         np.testing.assert_array_equal(full.gpu_free, rows.gpu_free)
+
+
+def test_a_relabelled_or_resized_node_is_recomputed_with_or_without_a_hint() -> None:
+    for hinted in (False, True):
+        snap = _cluster(3)
+        snap.gpu_models = ["A100", "H100"]
+        cache = PlacementCache(default_workload())
+        if hinted:
+            cache.trust_snapshot_versions()
+        rows = np.arange(len(snap), dtype=np.int64)
+        for pod in PROBES:
+            cache.get(pod, snap, rows)
+        v = snap.version
+        snap.gpu_model[5] = 1  # relabelled: used columns unchanged
+        snap.cpu_cap[7] = 32000.0  # resized: used columns unchanged
+        snap.version += 1
+        if hinted:
+            cache.note_changes(v, snap.version, [5, 7])
+        for pod in PROBES:
+            _assert_placement(cache.get(pod, snap, rows), pod, snap, rows)

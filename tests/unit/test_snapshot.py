@@ -60,3 +60,29 @@ def test_allocation_tracker_reports_exactly_the_changed_nodes() -> None:
     allocate(snap, PodSpec("q", 500, 10), 2, ())
     assert track.sync(snap).tolist() == [2]
     assert track.stale(computed_at, np.array([0, 2], dtype=np.int64)).tolist() == [2]
+
+
+@pytest.mark.parametrize("rows", [False, True])
+def test_allocation_tracker_sees_a_resized_or_relabelled_node(rows: bool) -> None:
+    # The sidecar rewrites a relabelled or resized node's row and re-charges its pods, so its
+    # used columns can come back equal: the static columns a cached value reads count too.
+    snap = empty_snapshot(["a", "b", "c"], [8000] * 3, [1024] * 3, [2, 2, 2], [0, 0, 0],
+                          ["T4", "A100"])
+    track = AllocationTracker()
+    track.reset(snap)
+
+    def sync(changed: list[int]) -> list[int]:
+        before = track.epoch.copy()
+        if rows:
+            track.sync_rows(snap, changed)
+        else:
+            track.sync(snap)
+        return np.flatnonzero(track.epoch != before).tolist()
+
+    snap.gpu_model[1] = 1
+    assert sync([1]) == [1]
+    snap.cpu_cap[2] = 16000
+    assert sync([2]) == [2]
+    snap.gpu_count[0], snap.gpu_free[0] = 1, [1000] + [0] * 7
+    assert sync([0]) == [0]
+    assert sync([0, 1, 2]) == []  # recorded: nothing changed since

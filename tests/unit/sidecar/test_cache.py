@@ -234,6 +234,12 @@ def test_unchanged_node_updates_are_free_and_capacity_changes_renew_the_snapshot
     cache.upsert_node(ko.node("n0", cpu="16", memory="16Gi", gpus=4, model="A100"))
     b = cache.snapshot()
     assert b.snap is not a.snap and b.snap.cpu_cap[b.index["n0"]] == 16000
+    # A relabelled GPU model changes which pods fit, which the per-node caches cannot see
+    # in the used columns: it renews the snapshot object as a capacity change does.
+    cache.upsert_node(ko.node("n0", cpu="16", memory="16Gi", gpus=4, model="H100"))
+    c = cache.snapshot()
+    assert c.snap is not b.snap
+    assert c.snap.gpu_models[c.snap.gpu_model[c.index["n0"]]] == "H100"
 
 
 def test_assumption_under_namespace_name_is_dropped_when_the_pod_binds() -> None:
