@@ -16,7 +16,10 @@ boot events (a pod bound to a powered-off node). Every boot puts at least that p
 same scheduling pass (a wave of executors). Session 5's rows: ``Keep`` (the packing teacher
 with off nodes largest first, emptied powered nodes kept, spreading, one-pod pre-warm boots),
 ``Swing`` (a web pool on the 32-core nodes, 64-core nodes as swing capacity) and ``Oracle`` (an
-upper bound, not a teacher: it knows the packing teacher's demand hours ahead).
+upper bound, not a teacher: it knows the packing teacher's demand hours ahead). Session 6's
+rows (``FullestInClass``): ``anchored-drivers`` taking, for CPU pods, the fullest node within
+2 / 0.5 / 0.1 points of its best, i.e. the worst a student imitating that class may do
+(``dsan train --imitation-tolerance``).
 
 Usage::
 
@@ -192,6 +195,24 @@ class Swing(Composite):
         return s
 
 
+class FullestInClass:
+    """Session 6: what a student that imitates ``inner``'s top class (the nodes within ``tol``
+    points of its best) does at worst for the SLA: for CPU pods it takes the fullest node of
+    that class, by requests after the pod (an experiment, not a teacher)."""
+
+    def __init__(self, inner: Composite, tol: float) -> None:
+        self.inner, self.tol = inner, tol
+        self.name = inner.name
+        self.select_gpus = inner.select_gpus
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray) -> np.ndarray:
+        s = np.asarray(self.inner.score(pod, snap, nodes), dtype=np.float64)
+        if pod.num_gpu > 0:
+            return s
+        after = (snap.cpu_used[nodes] + pod.cpu_milli) / np.maximum(snap.cpu_cap[nodes], 1.0)
+        return np.where(s >= s.max() - self.tol, 1e4 + after, s)
+
+
 #: label -> teacher constructor; the anchored rows vary the always-on pool (web replicas one
 #: per node of at least that many cores) and the fill target.
 TEACHERS: dict[str, Make] = {
@@ -234,6 +255,16 @@ TEACHERS: dict[str, Make] = {
         lambda t: Swing(t, 1200e3)
     ),
     "session 5: same, pool + the 64c nodes of zone 0": lambda t: Swing(t, 1200e3, 1),
+    # session 6: the imitation class's width (dsan train --imitation-tolerance), at its worst
+    "session 6: anchored-drivers, fullest node within 2 points (its own class)": (
+        lambda t: FullestInClass(Anchored(t, spread_drivers=True), 2.0)
+    ),
+    "session 6: anchored-drivers, fullest node within 0.5 points": (
+        lambda t: FullestInClass(Anchored(t, spread_drivers=True), 0.5)
+    ),
+    "session 6: anchored-drivers, fullest node within 0.1 points": (
+        lambda t: FullestInClass(Anchored(t, spread_drivers=True), 0.1)
+    ),
 }
 
 
