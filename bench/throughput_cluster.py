@@ -17,6 +17,7 @@ counted: a pod that fell back to default scoring must not pass as a fast DSAN de
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -53,6 +54,7 @@ class Run:
     pods_per_s: float
     start_to_all_s: float
     extender_failures: int
+    load_1min: float  # at the end of the measurement
 
 
 def workload(n: int, scheduler: str) -> list[dict[str, Any]]:
@@ -94,6 +96,13 @@ def measure(cp: ControlPlane, core: Any, sidecar: Sidecar, profile: str, rnd: in
     )
     try:
         bound = watch.wait([f"p{i:05d}" for i in range(n)], timeout=600)
+        # klog flushes its buffer every few seconds: the watch can see the last bindings
+        # before their log lines reach the file, and a stopped scheduler may never write them.
+        deadline = time.monotonic() + 30
+        while len(bind_times(proc.log.read_text(errors="replace"))) < n:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     finally:
         watch.stop()
         cp.stop_scheduler(f"{profile}-{rnd}")
@@ -111,6 +120,7 @@ def measure(cp: ControlPlane, core: Any, sidecar: Sidecar, profile: str, rnd: in
         (n - 1) / span,
         last_seen - started,
         log.count(EXTENDER_ERROR) + log.count(GRPC_ERROR),
+        os.getloadavg()[0],
     )
 
 
@@ -134,8 +144,11 @@ def report(runs: list[Run], args: argparse.Namespace, policy: str, latency: str)
         f"--rounds {args.rounds} --profiles {','.join(profiles)}` on "
         f"{time.strftime('%Y-%m-%d %H:%M')}: one run, every profile on the same kube-scheduler "
         "build (k8s.io/kubernetes v1.36.3 + the DSANScore plugin), the same apiserver, etcd and "
-        f"{args.nodes} kwok nodes (8 GPUs each), everything on this 2-core machine shared with "
-        f"five other engineers' jobs (load average 8-12). Workload per measurement: {args.pods} "
+        f"{args.nodes} kwok nodes (8 GPUs each), everything on this machine "
+        f"({os.cpu_count()} cores; 1-minute load average at the end of each measurement "
+        f"{min(r.load_1min for r in runs):.1f}-{max(r.load_1min for r in runs):.1f}, counting "
+        "the control plane, the sidecar and this benchmark). Workload per measurement: "
+        f"{args.pods} "
         f"pods, 1 in 4 requesting one nvidia.com/gpu. Sidecar policy: `{policy}`.",
         "",
         "- `default`: scheduler-config/default-scheduler.yaml (stock profile)",
@@ -143,13 +156,13 @@ def report(runs: list[Run], args: argparse.Namespace, policy: str, latency: str)
         "- `dsan-grpc`: scheduler-config/dsan-scheduler-grpc.yaml (DSANScore plugin -> gRPC)",
         "",
         "| round | profile | pods | first->last bind (s) | pods/s "
-        "| scheduler start->watch saw all (s) | sidecar failures |",
-        "|---|---|---|---|---|---|---|",
+        "| scheduler start->watch saw all (s) | sidecar failures | load |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         lines.append(
             f"| {r.round} | {r.profile} | {r.pods} | {r.seconds:.2f} | {r.pods_per_s:.0f} "
-            f"| {r.start_to_all_s:.2f} | {r.extender_failures} |"
+            f"| {r.start_to_all_s:.2f} | {r.extender_failures} | {r.load_1min:.1f} |"
         )
     lines += [
         "",
