@@ -47,7 +47,7 @@ func (f *fakeScorer) Score(ctx context.Context, req *scorerv1.ScoreRequest) (*sc
 }
 
 // serve starts f on 127.0.0.1:0 and returns its address; stopped when the test ends.
-func serve(t *testing.T, f *fakeScorer) string {
+func serve(t *testing.T, f scorerv1.ScorerServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -263,15 +263,7 @@ func (f *tableScorer) NodeTable(context.Context, *scorerv1.NodeTableRequest) (*s
 
 func TestNewConnectsAndFetchesTheNodeTableBeforeTheFirstPod(t *testing.T) {
 	f := &tableScorer{tables: make(chan struct{}, 4)}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	scorerv1.RegisterScorerServer(s, f)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	p := newPlugin(t, lis.Addr().String(), "100ms")
+	newPlugin(t, serve(t, f), "100ms")
 	select {
 	case <-f.tables:
 	case <-time.After(10 * time.Second):
@@ -282,5 +274,4 @@ func TestNewConnectsAndFetchesTheNodeTableBeforeTheFirstPod(t *testing.T) {
 	if len(f.seen) != 0 {
 		t.Fatalf("%d Score calls before any pod", len(f.seen))
 	}
-	_ = p
 }
