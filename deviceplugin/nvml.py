@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -32,6 +32,13 @@ def _norm_bus(bus_id: str) -> str:
     return bus[-12:] if len(bus) > 12 else bus
 
 
+#: Cumulative counters read through nvmlDeviceGetFieldValues (names resolved on the module,
+#: so an older pynvml without them degrades to the fallback instead of failing at import).
+_PCIE_BYTES: Final = ["NVML_FI_DEV_PCIE_COUNT_TX_BYTES", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES"]
+_NVLINK_KIB: Final = ["NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX",
+                      "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX"]
+
+
 class NvmlBackend:
     name = "nvml"
 
@@ -41,7 +48,8 @@ class NvmlBackend:
         self._infos: list[GPUInfo] = []
         self._event_set: Any = None
         self._lock = threading.Lock()
-        self._nvlink_prev: dict[int, tuple[float, float]] = {}
+        #: (kind, gpu) -> (when, counter values) of the last sample, for rates.
+        self._counter_prev: dict[tuple[str, int], tuple[float, list[float]]] = {}
         self._pcie_groups: list[int | None] | None = None
 
     def init(self) -> None:
@@ -164,10 +172,7 @@ class NvmlBackend:
                 lambda h=h: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))
             row[COL["smClockMHz"]] = self._read(
                 lambda h=h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))
-            row[COL["pcieTxKBps"]] = self._read(
-                lambda h=h: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_TX_BYTES))
-            row[COL["pcieRxKBps"]] = self._read(
-                lambda h=h: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_RX_BYTES))
+            row[COL["pcieTxKBps"]], row[COL["pcieRxKBps"]] = self._pcie_rates(i, h, now)
             row[COL["nvlinkKBps"]] = self._nvlink_rate(i, h, now)
             row[COL["eccDbeVolatile"]] = self._read(lambda h=h: n.nvmlDeviceGetTotalEccErrors(
                 h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC))
@@ -179,23 +184,42 @@ class NvmlBackend:
             return None if raw else np.nan
         return v if raw else float(v)
 
-    def _nvlink_rate(self, i: int, h: Any, now: float) -> float:
-        # NVLink throughput is a cumulative KiB counter: report the rate between samples.
+    def _counter_rates(self, kind: str, i: int, h: Any, fields: list[str],
+                       now: float) -> list[float] | None:
+        """Per-second rates of the cumulative NVML counters ``fields`` of GPU ``i`` since its
+        last sample (NaN on the first); None where the driver or pynvml lacks one of them."""
         n = self._nvml
+        try:
+            values = n.nvmlDeviceGetFieldValues(h, [getattr(n, f) for f in fields])
+        except (n.NVMLError, AttributeError):
+            return None
+        if any(v.nvmlReturn != 0 for v in values):
+            return None
+        total = [float(v.value.ullVal) for v in values]
+        prev = self._counter_prev.get((kind, i))
+        self._counter_prev[(kind, i)] = (now, total)
+        if prev is None or now <= prev[0]:
+            return [np.nan] * len(fields)
+        dt = now - prev[0]
+        return [max(0.0, (t - p) / dt) for t, p in zip(total, prev[1], strict=True)]
+
+    def _pcie_rates(self, i: int, h: Any, now: float) -> tuple[float, float]:
+        # Byte counters first: nvmlDeviceGetPcieThroughput measures over a 20 ms window per
+        # call, so TX + RX block the sampler 40 ms per GPU (42 ms per sample measured on an
+        # H200, docs/results/gpu.md). GPUs or drivers without the counters still get it.
+        rates = self._counter_rates("pcie", i, h, _PCIE_BYTES, now)
+        if rates is not None:
+            return rates[0] / 1024, rates[1] / 1024
+        n = self._nvml
+        return (self._read(lambda: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_TX_BYTES)),
+                self._read(lambda: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_RX_BYTES)))
+
+    def _nvlink_rate(self, i: int, h: Any, now: float) -> float:
+        # NVLink throughput is a cumulative KiB counter per direction: the rate of both.
         if not self._infos[i].nvlink_peers:
             return np.nan
-        try:
-            fields = [n.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
-                      n.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX]
-            tx_rx = n.nvmlDeviceGetFieldValues(h, fields)
-            total = float(sum(int(v.value.ullVal) for v in tx_rx if v.nvmlReturn == 0))
-        except (n.NVMLError, AttributeError):
-            return np.nan
-        prev = self._nvlink_prev.get(i)
-        self._nvlink_prev[i] = (now, total)
-        if prev is None or now <= prev[0]:
-            return np.nan
-        return max(0.0, (total - prev[1]) / (now - prev[0]))
+        rates = self._counter_rates("nvlink", i, h, _NVLINK_KIB, now)
+        return np.nan if rates is None else sum(rates)
 
     # --- health ---------------------------------------------------------------------------
     def watch_events(self) -> bool:

@@ -17,7 +17,10 @@ def _bus(h: int) -> str:
     return f"00000000:1{h}:00.0"
 
 
-def make_pynvml(n: int = 4, init_error: bool = False) -> Any:
+def make_pynvml(n: int = 4, init_error: bool = False, counters: bool = False) -> Any:
+    """``counters``: the driver keeps cumulative PCIe byte and NVLink KiB counters (Hopper and
+    newer); each GPU h moves ``m.pcie_bps[h]`` bytes/s TX, twice that RX, on the stub's clock
+    ``m.now``, and the 20 ms ``nvmlDeviceGetPcieThroughput`` then fails the test if called."""
     m: Any = types.ModuleType("pynvml")
 
     class NVMLError(Exception):
@@ -41,6 +44,9 @@ def make_pynvml(n: int = 4, init_error: bool = False) -> Any:
     m.NVML_TEMPERATURE_GPU, m.NVML_CLOCK_SM = 0, 1
     m.NVML_PCIE_UTIL_TX_BYTES, m.NVML_PCIE_UTIL_RX_BYTES = 0, 1
     m.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, m.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 138, 139
+    m.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, m.NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 197, 198
+    m.now = 0.0
+    m.pcie_bps = [1024.0 * (h + 1) for h in range(n)]
     m.nvmlEventTypeXidCriticalError, m.nvmlEventTypeDoubleBitEccError = 8, 2
     m.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, m.NVML_VOLATILE_ECC = 1, 0
     m.NVML_TOPOLOGY_SINGLE, m.NVML_TOPOLOGY_MULTIPLE, m.NVML_TOPOLOGY_SYSTEM = 10, 20, 50
@@ -92,8 +98,22 @@ def make_pynvml(n: int = 4, init_error: bool = False) -> Any:
     m.nvmlDeviceGetClockInfo = lambda h, c: 1500
     m.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: (
         h if (kind, counter) == (1, 0) else -1)
-    m.nvmlDeviceGetPcieThroughput = lambda h, c: 100 * (c + 1)
-    m.nvmlDeviceGetFieldValues = lambda h, f: (_ for _ in ()).throw(NotSupported())
+    def counter(h: int, field: int) -> float:
+        rate = {197: m.pcie_bps[h], 198: 2 * m.pcie_bps[h], 138: 10.0, 139: 30.0}[field]
+        return rate * m.now
+
+    def field_values(h: int, fields: list[int]) -> list[Any]:
+        if not counters:
+            raise NotSupported()
+        return [SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(ullVal=int(counter(h, f))))
+                for f in fields]
+
+    def pcie_throughput(h: int, c: int) -> int:
+        assert not counters, "the 20 ms PCIe throughput call was used despite the counters"
+        return 100 * (c + 1)
+
+    m.nvmlDeviceGetPcieThroughput = pcie_throughput
+    m.nvmlDeviceGetFieldValues = field_values
     m.nvmlEventSetCreate = lambda: "set"
     m.nvmlEventSetFree = lambda s: None
     m.nvmlDeviceGetSupportedEventTypes = lambda h: 0xFF

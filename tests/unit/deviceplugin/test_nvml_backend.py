@@ -61,6 +61,28 @@ def test_sample_converts_units_and_marks_unsupported_nan(nvml: Any) -> None:
     assert out[:, COL["eccDbeVolatile"]].tolist() == [0, 1, 2, 3]
 
 
+def test_counters_give_pcie_and_nvlink_rates_without_the_20ms_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    m = make_pynvml(counters=True)
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    monkeypatch.setattr("deviceplugin.nvml.time.monotonic", lambda: m.now)
+    b = NvmlBackend()
+    b.init()
+    out = np.zeros((4, N_FIELDS))
+    m.now = 100.0
+    b.sample(out)
+    rate_cols = [COL["pcieTxKBps"], COL["pcieRxKBps"], COL["nvlinkKBps"]]
+    assert np.isnan(out[:, rate_cols]).all()  # a rate needs two readings
+    m.now = 102.0
+    b.sample(out)
+    # GPU h moves 1 KiB/s x (h + 1) TX and twice that RX; NVLink 10 + 30 KiB/s on linked GPUs.
+    assert out[:, COL["pcieTxKBps"]].tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert out[:, COL["pcieRxKBps"]].tolist() == [2.0, 4.0, 6.0, 8.0]
+    assert out[:, COL["nvlinkKBps"]].tolist() == [40.0, 40.0, 40.0, 40.0]
+    b.sample(out)  # no time passed: no rate, rather than a division by zero
+    assert np.isnan(out[:, rate_cols]).all()
+
+
 def test_events_translate_and_time_out(nvml: Any) -> None:
     b = NvmlBackend()
     b.init()
