@@ -1,20 +1,18 @@
-"""Build lines of the one compiled module; everything else is in pyproject.toml.
+"""Build lines of the compiled twins; everything else is in pyproject.toml.
 
-``dsan._rowkernel`` (dsan/_rowkernel.c) is the C twin of :func:`dsan.rowkernel.fill_py`.
-It is optional: without a C compiler the build skips it and the Python twin serves (same
-bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently from
-the Python twin.
+``dsan._rowkernel`` (dsan/_rowkernel.c) is the C twin of :func:`dsan.rowkernel.fill_py`,
+``dsan._headscan`` (dsan/_headscan.c) of the numpy passes in :mod:`dsan.model.headscan`.
+Both are optional: without a C compiler the build skips them and the Python twins serve
+(same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
+from the Python twins.
 """
 
 from setuptools import Extension, setup
 
-setup(
-    ext_modules=[
-        Extension(
-            "dsan._rowkernel",
-            ["dsan/_rowkernel.c"],
-            extra_compile_args=["-O2", "-ffp-contract=off"],
-            optional=True,
-        )
-    ]
-)
+
+def _twin(name: str) -> Extension:
+    return Extension(f"dsan.{name}", [f"dsan/{name}.c"],
+                     extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
+
+
+setup(ext_modules=[_twin("_rowkernel"), _twin("_headscan")])

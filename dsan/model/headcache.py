@@ -34,6 +34,7 @@ from torch import nn
 
 from dsan.features import _LOG1P_HOUR, PlacementCache, _minmax_rows, age_columns
 from dsan.features import _RANK_HIGHER_IS_BETTER as _HIB
+from dsan.model import headscan
 from dsan.model.net import DSANNet
 from dsan.model.rowcache import ClassRows, FirstLayer, Hint, RowTracker, class_key
 from dsan.rowfeatures import REQUEST_COLUMNS
@@ -199,7 +200,7 @@ class HeadCache:
             if len(self._classes) >= self.max_classes:
                 del self._classes[next(iter(self._classes))]
             c = self._classes[key] = ClassRows.empty(n, self.h)
-        stale = nodes[c.at[nodes] < t.epoch[nodes]]
+        stale = headscan.stale(nodes, c.at, t.epoch)
         rows = None
         if stale.size:
             # np.unique's sort machinery costs ~5 us; a settle's one or two rows need none
@@ -233,9 +234,7 @@ class HeadCache:
         assumption moved no extreme), only ``rows`` go through the head, and nothing else
         is gathered over the candidates (the next request checks every node anyway, and a
         logit is exact under its extremes whoever asks); new extremes take the full pass."""
-        q = c.quant.take(nodes, axis=1)
-        lo = q[:5].min(axis=1, keepdims=True)
-        hi = q.max(axis=1, keepdims=True)
+        lo, hi = headscan.extremes(c.quant, nodes)
         e = c.sets.get((lo.tobytes(), hi.tobytes(), snap.telemetry is None))
         if not isinstance(e, SetLogits):
             self._set_logits(c, snap, nodes)
@@ -251,28 +250,30 @@ class HeadCache:
 
     def _set_logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64) -> F64:
         """Logits from the class's :class:`SetLogits` of the candidates' extremes; only the
-        nodes whose row or age moved since go through the head."""
-        q = c.quant.take(nodes, axis=1)  # (7, m), C order: fast row reductions
-        lo = q[:5].min(axis=1, keepdims=True)
-        hi = q.max(axis=1, keepdims=True)
+        nodes whose row or age moved since go through the head. The passes over the
+        candidates (extremes, what to recompute, the gather) are :mod:`dsan.model.headscan`'s."""
+        lo, hi = headscan.extremes(c.quant, nodes)
         ages = snap.telemetry_age_s
-        age = np.full(len(nodes), np.inf) if ages is None else ages[nodes]
         key = (lo.tobytes(), hi.tobytes(), snap.telemetry is None)
         e = c.sets.get(key)
         if not isinstance(e, SetLogits):
             if len(c.sets) >= self.max_sets:
                 del c.sets[next(iter(c.sets))]
             e = c.sets[key] = SetLogits.empty(len(snap))
-        at = c.at[nodes]
-        todo = np.flatnonzero((e.at[nodes] != at) | (e.age[nodes] != age))
+        todo, out = headscan.lookup(nodes, c.at, e.at, e.age, ages, e.logit)
         if todo.size == len(nodes):
+            q = c.quant.take(nodes, axis=1)
+            age = np.full(len(nodes), np.inf) if ages is None else ages[nodes]
             e.logit[nodes] = self._head(c, snap, nodes, q, lo, hi, age)
-            e.at[nodes], e.age[nodes] = at, age
+            e.at[nodes], e.age[nodes] = c.at[nodes], age
+            out = e.logit[nodes]  # read back: a node listed twice reads what was kept
         elif todo.size:
-            sub, sub_age = nodes[todo], age[todo]
-            e.logit[sub] = self._head(c, snap, sub, q[:, todo], lo, hi, sub_age)
-            e.at[sub], e.age[sub] = at[todo], sub_age
-        return e.logit[nodes]
+            sub = nodes[todo]
+            sub_age = np.full(len(sub), np.inf) if ages is None else ages[sub]
+            e.logit[sub] = self._head(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
+            e.at[sub], e.age[sub] = c.at[sub], sub_age
+            out[todo] = e.logit[sub]
+        return out
 
     def _head(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, q: F64, lo: F64,
               hi: F64, age: F64) -> F64:

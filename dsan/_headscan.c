@@ -1,0 +1,252 @@
+/* The head cache's passes over a request's candidates, compiled: the C twins of the numpy
+ * functions in dsan/model/headscan.py (read that first).
+ *
+ * Why C: a DSAN reply looks each candidate up in its pod class's cache: is its row stale,
+ * the candidates' per-quantity extremes, has its logit been computed under them. In numpy
+ * that is ~15 calls of gathers, compares and reductions over the m candidates (~30 us at
+ * 1,000 nodes, ~90 us at 5,000); here it is three loops.
+ * Why it stays exact: only gathers, comparisons and min / max, which have one answer in
+ * any order, except for a NaN among the values or a zero extreme (numpy then decides which
+ * NaN or which signed zero): extremes() returns False there and the caller asks numpy.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <string.h>
+
+/* A C-contiguous 1-d (or, with rows > 0, (rows, n)) buffer of the given struct format and
+ * item size; TypeError otherwise (the caller then takes the numpy twin). */
+static int get(PyObject *o, Py_buffer *b, const char *fmt, Py_ssize_t size, int writable,
+               Py_ssize_t rows)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, b, flags) < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "a C-contiguous array of the expected dtype");
+        return -1;
+    }
+    const char *f = b->format;
+    if (f[0] == '<' || f[0] == '=' || f[0] == '@')
+        f++;
+    /* numpy's int64 is 'l' where long has 8 bytes, else 'q' */
+    int ok = b->itemsize == size
+             && (strcmp(f, fmt) == 0
+                 || (fmt[0] == 'q' && strcmp(f, "l") == 0 && sizeof(long) == 8));
+    ok = ok && (rows > 0 ? b->ndim == 2 && b->shape[0] == rows : b->ndim == 1);
+    if (!ok) {
+        PyBuffer_Release(b);
+        PyErr_SetString(PyExc_TypeError, "an array of another dtype or shape than expected");
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t length(const Py_buffer *b) { return b->ndim == 2 ? b->shape[1] : b->shape[0]; }
+
+/* nodes[k] as a row of an n-row array, negatives wrapped as numpy does; -1 if out of range
+ * (IndexError set). */
+static Py_ssize_t row(const long long *nodes, Py_ssize_t k, Py_ssize_t n)
+{
+    long long r = nodes[k];
+    if (r < 0)
+        r += n;
+    if (r < 0 || r >= n) {
+        PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for size %zd", nodes[k], n);
+        return -1;
+    }
+    return (Py_ssize_t)r;
+}
+
+/* stale(nodes, at, epoch, out) -> count: out[:count] = the nodes whose at < epoch, in order
+ * (numpy: nodes[at[nodes] < epoch[nodes]]). */
+static PyObject *stale(PyObject *self, PyObject *args)
+{
+    PyObject *no, *ao, *eo, *oo;
+    Py_buffer nb, ab, eb, ob;
+    PyObject *ret = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO", &no, &ao, &eo, &oo))
+        return NULL;
+    if (get(no, &nb, "q", 8, 0, 0) < 0)
+        return NULL;
+    if (get(ao, &ab, "q", 8, 0, 0) < 0)
+        goto e1;
+    if (get(eo, &eb, "q", 8, 0, 0) < 0)
+        goto e2;
+    if (get(oo, &ob, "q", 8, 1, 0) < 0)
+        goto e3;
+    const Py_ssize_t m = nb.shape[0], n = ab.shape[0];
+    if (eb.shape[0] != n || ob.shape[0] < m) {
+        PyErr_SetString(PyExc_TypeError, "at and epoch of one length, out as long as nodes");
+        goto e4;
+    }
+    const long long *nodes = nb.buf, *at = ab.buf, *ep = eb.buf;
+    long long *out = ob.buf;
+    Py_ssize_t c = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        Py_ssize_t r = row(nodes, k, n);
+        if (r < 0)
+            goto e4;
+        if (at[r] < ep[r])
+            out[c++] = nodes[k];
+    }
+    ret = PyLong_FromSsize_t(c);
+e4:
+    PyBuffer_Release(&ob);
+e3:
+    PyBuffer_Release(&eb);
+e2:
+    PyBuffer_Release(&ab);
+e1:
+    PyBuffer_Release(&nb);
+    return ret;
+}
+
+/* extremes(quant, nodes, lo, hi) -> bool: lo[j] = min over nodes of quant[j] (j < 5), hi[j]
+ * = max (j < 7), as numpy's q[:5].min(1) and q.max(1) of q = quant[:, nodes]; False (lo
+ * and hi unspecified) when there is no node, a NaN among the values, or a zero extreme. */
+static PyObject *extremes(PyObject *self, PyObject *args)
+{
+    PyObject *qo, *no, *lo_o, *hi_o;
+    Py_buffer qb, nb, lb, hb;
+    PyObject *ret = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO", &qo, &no, &lo_o, &hi_o))
+        return NULL;
+    if (get(qo, &qb, "d", 8, 0, 7) < 0)
+        return NULL;
+    if (get(no, &nb, "q", 8, 0, 0) < 0)
+        goto e1;
+    if (get(lo_o, &lb, "d", 8, 1, 5) < 0)
+        goto e2;
+    if (get(hi_o, &hb, "d", 8, 1, 7) < 0)
+        goto e3;
+    const Py_ssize_t m = nb.shape[0], n = length(&qb);
+    if (lb.shape[1] != 1 || hb.shape[1] != 1) {
+        PyErr_SetString(PyExc_TypeError, "lo (5, 1) and hi (7, 1) expected");
+        goto e4;
+    }
+    const double *q = qb.buf;
+    const long long *nodes = nb.buf;
+    double lo[5], hi[7];
+    int nan = 0;
+    for (int j = 0; j < 5; j++)
+        lo[j] = INFINITY;
+    for (int j = 0; j < 7; j++)
+        hi[j] = -INFINITY;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        Py_ssize_t r = row(nodes, k, n);
+        if (r < 0)
+            goto e4;
+        for (int j = 0; j < 7; j++) {
+            const double v = q[j * n + r];
+            nan |= v != v;
+            if (j < 5 && v < lo[j])
+                lo[j] = v;
+            if (v > hi[j])
+                hi[j] = v;
+        }
+    }
+    int ok = m > 0 && !nan;
+    for (int j = 0; j < 7 && ok; j++)
+        ok = hi[j] != 0.0 && (j >= 5 || lo[j] != 0.0);
+    if (ok) {
+        memcpy(lb.buf, lo, sizeof lo);
+        memcpy(hb.buf, hi, sizeof hi);
+    }
+    ret = PyBool_FromLong(ok);
+e4:
+    PyBuffer_Release(&hb);
+e3:
+    PyBuffer_Release(&lb);
+e2:
+    PyBuffer_Release(&nb);
+e1:
+    PyBuffer_Release(&qb);
+    return ret;
+}
+
+/* lookup(nodes, at, e_at, e_age, ages, e_logit, out, todo) -> count: out[k] =
+ * e_logit[nodes[k]] for every k, todo[:count] = the k where e_at != at or e_age != the
+ * node's age (ages[node], inf when ages is None; NaN never equals), in order. */
+static PyObject *lookup(PyObject *self, PyObject *args)
+{
+    PyObject *no, *ao, *eao, *ego, *ago, *elo, *oo, *to;
+    Py_buffer nb, ab, eab, egb, agb, elb, ob, tb;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &no, &ao, &eao, &ego, &ago, &elo, &oo, &to))
+        return NULL;
+    const int has_ages = ago != Py_None;
+    PyObject *ret = NULL;
+    if (get(no, &nb, "q", 8, 0, 0) < 0)
+        return NULL;
+    if (get(ao, &ab, "q", 8, 0, 0) < 0)
+        goto e1;
+    if (get(eao, &eab, "q", 8, 0, 0) < 0)
+        goto e2;
+    if (get(ego, &egb, "d", 8, 0, 0) < 0)
+        goto e3;
+    if (has_ages && get(ago, &agb, "d", 8, 0, 0) < 0)
+        goto e4;
+    if (get(elo, &elb, "d", 8, 0, 0) < 0)
+        goto e5;
+    if (get(oo, &ob, "d", 8, 1, 0) < 0)
+        goto e6;
+    if (get(to, &tb, "q", 8, 1, 0) < 0)
+        goto e7;
+    const Py_ssize_t m = nb.shape[0], n = ab.shape[0];
+    if (eab.shape[0] != n || egb.shape[0] != n || elb.shape[0] != n
+        || (has_ages && agb.shape[0] != n) || ob.shape[0] < m || tb.shape[0] < m) {
+        PyErr_SetString(PyExc_TypeError, "per-node arrays of one length, outputs of m");
+        goto e8;
+    }
+    const long long *nodes = nb.buf, *at = ab.buf, *e_at = eab.buf;
+    const double *e_age = egb.buf, *ages = has_ages ? agb.buf : NULL, *e_logit = elb.buf;
+    double *out = ob.buf;
+    long long *todo = tb.buf;
+    Py_ssize_t c = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        Py_ssize_t r = row(nodes, k, n);
+        if (r < 0)
+            goto e8;
+        const double age = has_ages ? ages[r] : INFINITY;
+        if (e_at[r] != at[r] || e_age[r] != age)
+            todo[c++] = k;
+        out[k] = e_logit[r];
+    }
+    ret = PyLong_FromSsize_t(c);
+e8:
+    PyBuffer_Release(&tb);
+e7:
+    PyBuffer_Release(&ob);
+e6:
+    PyBuffer_Release(&elb);
+e5:
+    if (has_ages)
+        PyBuffer_Release(&agb);
+e4:
+    PyBuffer_Release(&egb);
+e3:
+    PyBuffer_Release(&eab);
+e2:
+    PyBuffer_Release(&ab);
+e1:
+    PyBuffer_Release(&nb);
+    return ret;
+}
+
+static PyMethodDef methods[] = {
+    {"stale", stale, METH_VARARGS, "stale(nodes, at, epoch, out) -> count"},
+    {"extremes", extremes, METH_VARARGS, "extremes(quant, nodes, lo, hi) -> bool"},
+    {"lookup", lookup, METH_VARARGS,
+     "lookup(nodes, at, e_at, e_age, ages, e_logit, out, todo) -> count"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "dsan._headscan",
+    "The head cache's passes over a request's candidates in C (dsan.model.headscan).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__headscan(void) { return PyModule_Create(&module); }

@@ -1,0 +1,97 @@
+"""dsan.model.headscan's twins (numpy and dsan/_headscan.c) give the same bits: stale rows,
+candidate extremes (NaN and signed zeros included: the C one defers to numpy there), and
+the held-logit lookup; arrays of another dtype or layout go to numpy. The head cache
+served by either twin stays pinned to the model by test_serving_headcache.py (run with
+DSAN_PURE_PYTHON=1 for the numpy twins); here both serve the same cached head."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsan.model import headscan
+
+needs_c = pytest.mark.skipif(not headscan.compiled, reason="dsan._headscan not built")
+C = (headscan._stale_c, headscan._extremes_c, headscan._lookup_c)
+PY = (headscan.stale_py, headscan.extremes_py, headscan.lookup_py)
+
+
+def _world(seed: int, n: int, m: int, odd: bool) -> dict[str, object]:
+    rng = np.random.default_rng(seed)
+    # few distinct values: ties at the extremes, as the real quantities have
+    quant = rng.choice([-407.5, -1.0, 0.25, 0.6, 3.0], size=(7, n))
+    if odd:  # NaN, signed zeros and infinities where the extremes are taken
+        for v in (np.nan, 0.0, -0.0, np.inf, -np.inf):
+            quant[rng.integers(7), rng.integers(n)] = v
+    at = rng.integers(0, 4, n)
+    ages = None if rng.random() < 0.3 else rng.choice([0.5, 9.0, np.inf, np.nan], n)
+    e_at = np.where(rng.random(n) < 0.7, at, at - 1)
+    e_age = (np.full(n, np.inf) if ages is None
+             else np.where(rng.random(n) < 0.7, ages, 1.0)).astype(np.float64)
+    nodes = rng.integers(-n, n, m) if odd else rng.permutation(n)[:m]
+    return dict(quant=quant, at=at, epoch=at + rng.integers(0, 2, n), ages=ages, e_at=e_at,
+                e_age=e_age, e_logit=rng.standard_normal(n), nodes=nodes.astype(np.int64))
+
+
+def _run(twins: tuple[object, ...], w: dict[str, object]) -> list[bytes]:
+    stale, extremes, lookup = twins
+    nodes = w["nodes"]
+    got = [stale(nodes, w["at"], w["epoch"])]  # type: ignore[operator]
+    if len(nodes):  # type: ignore[arg-type]
+        got += list(extremes(w["quant"], nodes))  # type: ignore[operator]
+    got += list(lookup(nodes, w["at"], w["e_at"], w["e_age"], w["ages"],  # type: ignore[operator]
+                       w["e_logit"]))
+    return [a.tobytes() + str(a.shape).encode() for a in got]
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), m=st.integers(0, 60),
+       odd=st.booleans())
+def test_twins_give_the_same_bits(seed: int, n: int, m: int, odd: bool) -> None:
+    w = _world(seed, n, m if odd else min(m, n), odd)
+    assert _run(C, w) == _run(PY, w)
+
+
+@needs_c
+def test_the_c_extremes_defer_to_numpy_on_nan_and_zero_extremes() -> None:
+    nodes = np.arange(4, dtype=np.int64)
+    lo, hi = np.empty((5, 1)), np.empty((7, 1))
+    q = np.ones((7, 4))
+    assert headscan._C.extremes(q, nodes, lo, hi)
+    for v in (np.nan, 0.0, -0.0):
+        bad = q.copy()
+        bad[2, 1] = v  # a NaN, or the minimum of row 2
+        assert not headscan._C.extremes(bad, nodes, lo, hi)
+        got, want = headscan._extremes_c(bad, nodes), headscan.extremes_py(bad, nodes)
+        assert [a.tobytes() for a in got] == [a.tobytes() for a in want]
+    assert not headscan._C.extremes(q, nodes[:0], lo, hi)  # no node: numpy raises there
+
+
+@needs_c
+def test_other_dtypes_and_layouts_take_the_numpy_twin() -> None:
+    w = _world(3, 20, 12, False)
+    for k, v in [("nodes", w["nodes"].astype(np.int32)),  # type: ignore[union-attr]
+                 ("quant", np.asfortranarray(w["quant"])),
+                 ("at", w["at"][::-1][::-1].astype(np.int32))]:  # type: ignore[index]
+        assert _run(C, {**w, k: v}) == _run(PY, {**w, k: v})
+
+
+@needs_c
+def test_out_of_range_nodes_raise_as_in_numpy() -> None:
+    w = _world(4, 10, 5, False)
+    w["nodes"] = np.array([1, 10], dtype=np.int64)
+    for twins in (C, PY):
+        with pytest.raises(IndexError):
+            twins[0](w["nodes"], w["at"], w["epoch"])
+        with pytest.raises(IndexError):
+            twins[1](w["quant"], w["nodes"])
+        with pytest.raises(IndexError):
+            twins[2](w["nodes"], w["at"], w["e_at"], w["e_age"], w["ages"], w["e_logit"])
+
+
+def test_pure_python_is_chosen_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSAN_PURE_PYTHON", "1")
+    assert headscan._compiled() is None
