@@ -130,23 +130,58 @@ static PyObject *extremes(PyObject *self, PyObject *args)
     const long long *nodes = nb.buf;
     double lo[5], hi[7];
     int nan = 0;
-    for (int j = 0; j < 5; j++)
-        lo[j] = INFINITY;
-    for (int j = 0; j < 7; j++)
-        hi[j] = -INFINITY;
-    for (Py_ssize_t k = 0; k < m; k++) {
-        Py_ssize_t r = row(nodes, k, n);
-        if (r < 0)
+    for (Py_ssize_t k = 0; k < m; k++) /* every index first: the passes below trust them */
+        if (row(nodes, k, n) < 0)
             goto e4;
-        for (int j = 0; j < 7; j++) {
-            const double v = q[j * n + r];
-            nan |= v != v;
-            if (j < 5 && v < lo[j])
-                lo[j] = v;
-            if (v > hi[j])
-                hi[j] = v;
-        }
+    /* One quantity at a time, as numpy does: gather its row into a contiguous buffer, then
+     * reduce it with four independent minima and maxima per step (a single chain waits on
+     * each compare's latency). min and max do not depend on the order (zeros and NaN
+     * aside, which are left to numpy below). */
+    double small[512];
+    double *tmp = m <= 512 ? small : PyMem_Malloc(m * sizeof(double));
+    if (tmp == NULL) {
+        PyErr_NoMemory();
+        goto e4;
     }
+    for (int j = 0; j < 7; j++) {
+        const double *qj = q + j * n;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            const long long r = nodes[k];
+            tmp[k] = qj[r < 0 ? r + n : r];
+        }
+        double mn0 = INFINITY, mn1 = INFINITY, mn2 = INFINITY, mn3 = INFINITY;
+        double mx0 = -INFINITY, mx1 = -INFINITY, mx2 = -INFINITY, mx3 = -INFINITY;
+        int bad = 0;
+        Py_ssize_t k = 0;
+        for (; k + 4 <= m; k += 4) {
+            const double a = tmp[k], b = tmp[k + 1], c = tmp[k + 2], d = tmp[k + 3];
+            bad |= (a != a) | (b != b) | (c != c) | (d != d);
+            mn0 = a < mn0 ? a : mn0;
+            mn1 = b < mn1 ? b : mn1;
+            mn2 = c < mn2 ? c : mn2;
+            mn3 = d < mn3 ? d : mn3;
+            mx0 = a > mx0 ? a : mx0;
+            mx1 = b > mx1 ? b : mx1;
+            mx2 = c > mx2 ? c : mx2;
+            mx3 = d > mx3 ? d : mx3;
+        }
+        for (; k < m; k++) {
+            const double a = tmp[k];
+            bad |= a != a;
+            mn0 = a < mn0 ? a : mn0;
+            mx0 = a > mx0 ? a : mx0;
+        }
+        mn0 = mn1 < mn0 ? mn1 : mn0;
+        mn2 = mn3 < mn2 ? mn3 : mn2;
+        mx0 = mx1 > mx0 ? mx1 : mx0;
+        mx2 = mx3 > mx2 ? mx3 : mx2;
+        nan |= bad;
+        if (j < 5)
+            lo[j] = mn2 < mn0 ? mn2 : mn0;
+        hi[j] = mx2 > mx0 ? mx2 : mx0;
+    }
+    if (tmp != small)
+        PyMem_Free(tmp);
     int ok = m > 0 && !nan;
     for (int j = 0; j < 7 && ok; j++)
         ok = hi[j] != 0.0 && (j >= 5 || lo[j] != 0.0);

@@ -6,6 +6,8 @@ DSAN_PURE_PYTHON=1 for the numpy twins); here both serve the same cached head.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,7 +20,7 @@ C = (headscan._stale_c, headscan._extremes_c, headscan._lookup_c)
 PY = (headscan.stale_py, headscan.extremes_py, headscan.lookup_py)
 
 
-def _world(seed: int, n: int, m: int, odd: bool) -> dict[str, object]:
+def _world(seed: int, n: int, m: int, odd: bool) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     # few distinct values: ties at the extremes, as the real quantities have
     quant = rng.choice([-407.5, -1.0, 0.25, 0.6, 3.0], size=(7, n))
@@ -35,13 +37,13 @@ def _world(seed: int, n: int, m: int, odd: bool) -> dict[str, object]:
                 e_age=e_age, e_logit=rng.standard_normal(n), nodes=nodes.astype(np.int64))
 
 
-def _run(twins: tuple[object, ...], w: dict[str, object]) -> list[bytes]:
+def _run(twins: tuple[Any, ...], w: dict[str, Any]) -> list[bytes]:
     stale, extremes, lookup = twins
     nodes = w["nodes"]
-    got = [stale(nodes, w["at"], w["epoch"])]  # type: ignore[operator]
-    if len(nodes):  # type: ignore[arg-type]
-        got += list(extremes(w["quant"], nodes))  # type: ignore[operator]
-    got += list(lookup(nodes, w["at"], w["e_at"], w["e_age"], w["ages"],  # type: ignore[operator]
+    got = [stale(nodes, w["at"], w["epoch"])]
+    if len(nodes):
+        got += list(extremes(w["quant"], nodes))
+    got += list(lookup(nodes, w["at"], w["e_at"], w["e_age"], w["ages"],
                        w["e_logit"]))
     return [a.tobytes() + str(a.shape).encode() for a in got]
 
@@ -73,9 +75,9 @@ def test_the_c_extremes_defer_to_numpy_on_nan_and_zero_extremes() -> None:
 @needs_c
 def test_other_dtypes_and_layouts_take_the_numpy_twin() -> None:
     w = _world(3, 20, 12, False)
-    for k, v in [("nodes", w["nodes"].astype(np.int32)),  # type: ignore[union-attr]
+    for k, v in [("nodes", w["nodes"].astype(np.int32)),
                  ("quant", np.asfortranarray(w["quant"])),
-                 ("at", w["at"][::-1][::-1].astype(np.int32))]:  # type: ignore[index]
+                 ("at", w["at"][::-1][::-1].astype(np.int32))]:
         assert _run(C, {**w, k: v}) == _run(PY, {**w, k: v})
 
 
@@ -90,6 +92,23 @@ def test_out_of_range_nodes_raise_as_in_numpy() -> None:
             twins[1](w["quant"], w["nodes"])
         with pytest.raises(IndexError):
             twins[2](w["nodes"], w["at"], w["e_at"], w["e_age"], w["ages"], w["e_logit"])
+
+
+@needs_c
+def test_many_candidates_take_numpys_extremes(monkeypatch: pytest.MonkeyPatch) -> None:
+    w = _world(5, 40, 30, False)
+    calls: list[int] = []
+
+    def numpy_twin(quant: Any, nodes: Any) -> Any:
+        calls.append(len(nodes))
+        return quant, quant
+
+    monkeypatch.setattr(headscan, "extremes_py", numpy_twin)
+    monkeypatch.setattr(headscan, "C_EXTREMES_MAX", 29)
+    headscan._extremes_c(w["quant"], w["nodes"])
+    monkeypatch.setattr(headscan, "C_EXTREMES_MAX", 30)
+    headscan._extremes_c(w["quant"], w["nodes"])
+    assert calls == [30]
 
 
 def test_pure_python_is_chosen_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
