@@ -71,7 +71,7 @@ def _dsan_rows(scorer: Scorer, snap: ClusterSnapshot, spec: PodSpec) -> dict[str
         return dict.fromkeys(names, float("nan"))
     sm = scorer.serving
     sm.logits(spec, snap, np.arange(len(snap), dtype=np.int64))
-    cache, cols = sm._placements(snap), sm._node_cols
+    cache, cols = sm._placements(snap), sm.embeddings.node_cols
     rows = itertools.cycle([np.array([i], dtype=np.int64) for i in range(0, len(snap), 7)])
 
     def batch(r: np.ndarray) -> object:

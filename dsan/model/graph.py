@@ -8,6 +8,8 @@ of O(N^2). A snapshot without topology gives an empty graph; the GNN then acts p
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import numpy.typing as npt
 import torch
@@ -28,6 +30,27 @@ def _clique_edges(ids: npt.NDArray[np.int32], max_group: int) -> npt.NDArray[np.
         a, b = order[:-k][same], order[k:][same]
         out += [np.stack([a, b]), np.stack([b, a])]
     return np.concatenate(out, axis=1) if out else np.zeros((2, 0), dtype=np.int64)
+
+
+def mean_adjacency(edge_index: torch.Tensor, edge_weight: torch.Tensor, n: int) -> torch.Tensor:
+    r"""GraphConv's weighted mean aggregation as one sparse (N, N) CSR matrix.
+
+    .. math:: A_{ij} = w_{ji} / \deg_{in}(i), \qquad (A x)_i = \frac{1}{\deg_{in}(i)}
+              \sum_{j \to i} w_{ji} x_j
+
+    so ``A @ x`` is what ``GraphConv(aggr="mean")`` aggregates before ``lin_rel``. PyG's own
+    path (gather, then scatter without torch_scatter) costs ~50 ms for one layer at 1,000 nodes
+    and 64k edges on one CPU thread; this matmul ~0.35 ms. Nodes without in-edges get a zero
+    row, as PyG's mean of nothing. Built once per topology (:class:`ServingModel` caches it).
+    """
+    src, dst = edge_index[0], edge_index[1]
+    deg = torch.bincount(dst, minlength=n).clamp_(min=1).to(edge_weight.dtype)
+    # Indices come from build_graph (in range by construction): skip the invariant checks.
+    coo = torch.sparse_coo_tensor(torch.stack([dst, src]), edge_weight / deg[dst], (n, n),
+                                  check_invariants=False)
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": used for its matmul only
+        warnings.simplefilter("ignore", UserWarning)
+        return coo.coalesce().to_sparse_csr()
 
 
 def build_graph(

@@ -81,6 +81,12 @@ class DSANNet(nn.Module):
         hs = self.spatial(node_x, edge_index, edge_weight)
         return torch.stack([ht, hs], dim=1)
 
+    def embed_nodes_adj(self, node_x: Tensor, telemetry: Tensor, adj: Tensor) -> Tensor:
+        """:meth:`embed_nodes` with the graph as a precomputed mean adjacency (serving)."""
+        ht = self.temporal(telemetry)
+        hs = self.spatial.forward_adj(node_x, adj)
+        return torch.stack([ht, hs], dim=1)
+
     @torch.jit.export
     def score(
         self, x: Tensor, streams: Tensor, mask: Tensor, segment: Tensor, n_segments: int

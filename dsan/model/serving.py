@@ -31,17 +31,14 @@ import torch
 
 from dsan.features import (
     AGE_COLUMNS,
-    N_NODE_FEATURES,
     PlacementCache,
     TargetWorkload,
     age_columns,
     default_workload,
     featurize,
-    node_block,
-    telemetry_of,
 )
+from dsan.model.embeddings import NodeEmbeddings
 from dsan.model.export import DEFAULT_DIR, load
-from dsan.model.graph import build_graph
 from dsan.model.headcache import HeadCache
 from dsan.model.net import DSANNet
 from dsan.snapshot import ClusterSnapshot, PodSpec
@@ -90,8 +87,7 @@ class ServingModel:
         self._inputs: tuple[Any, ...] | None = None
         self._tver = -1
         self._len = -1
-        self._emb = torch.zeros(0)
-        self._node_cols = np.zeros((0, N_NODE_FEATURES), dtype=np.float32)
+        self.embeddings = NodeEmbeddings(self.model)
         #: How many times the embeddings were recomputed (observability and tests).
         self.embed_count = 0
         self._cache: PlacementCache | None = None
@@ -125,19 +121,11 @@ class ServingModel:
         """Recompute node embeddings if telemetry, static columns or topology changed."""
         if self._fresh(snap):
             return
-        nodes = np.arange(len(snap), dtype=np.int64)
-        self._node_cols = node_block(snap, nodes)
-        ei, ew = build_graph(snap)
-        with torch.inference_mode():
-            self._emb = self.model.embed_nodes(
-                torch.from_numpy(self._node_cols),
-                torch.from_numpy(telemetry_of(snap, nodes)),
-                ei,
-                ew,
-            )
-        self._wver = self._weights_version()
+        wver = self._weights_version()
+        self.embeddings.refresh(snap, full=wver != self._wver)
+        self._wver = wver
         if self.head is not None:
-            self.head.set_embeddings(self._emb)
+            self.head.set_embeddings(self.embeddings.emb)
         self._inputs, self._tver, self._len = _inputs(snap), snap.telemetry_version, len(snap)
         self.embed_count += 1
 
@@ -178,7 +166,7 @@ class ServingModel:
         if self.head is None:
             return False
         self.refresh(snap)
-        return self.head.prefetch(pod, snap, self._node_cols, self._placements(snap))
+        return self.head.prefetch(pod, snap, self.embeddings.node_cols, self._placements(snap))
 
     def logits(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
@@ -190,14 +178,14 @@ class ServingModel:
         nodes = np.asarray(nodes, dtype=np.int64)
         cache = self._placements(snap)
         if self.head is not None:
-            return self.head.logits(pod, snap, nodes, self._node_cols, cache)
-        cols = self._node_cols[nodes]  # a fresh copy (fancy indexing): safe to update
+            return self.head.logits(pod, snap, nodes, self.embeddings.node_cols, cache)
+        cols = self.embeddings.node_cols[nodes]  # a fresh copy (fancy indexing): safe to update
         cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
         x, _ = featurize(pod, snap, nodes, cache.workload, node_cols=cols, cache=cache)
         with torch.inference_mode():
             logit, _ = self.model.score(
                 torch.from_numpy(x),
-                self._emb[torch.from_numpy(nodes)],
+                self.embeddings.emb[torch.from_numpy(nodes)],
                 torch.ones(len(nodes), dtype=torch.bool),
                 torch.zeros(len(nodes), dtype=torch.long),
                 1,

@@ -130,7 +130,7 @@ def test_age_only_change_keeps_head_features_current(model: DSANNet) -> None:
     pod = PODS[1]
     nodes = feasible_nodes(pod, snap)
     sm.logits(pod, snap, nodes)
-    emb = sm._emb.clone()
+    emb = sm.embeddings.emb.clone()
     _arr(snap.telemetry_age_s)[:] = 4000.0  # clipped to the maximum age feature
     got = sm.logits(pod, snap, nodes)
     x, _ = featurize(pod, snap, nodes)

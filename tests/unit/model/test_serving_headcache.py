@@ -74,7 +74,7 @@ def _reference(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot,
     with torch.inference_mode():
         logit, _ = sm.model.score(
             torch.from_numpy(x),
-            sm._emb[torch.from_numpy(nodes)],
+            sm.embeddings.emb[torch.from_numpy(nodes)],
             torch.ones(len(nodes), dtype=torch.bool),
             torch.zeros(len(nodes), dtype=torch.long),
             1,
@@ -113,7 +113,7 @@ def _check(sm: ServingModel, model: DSANNet, pod: PodSpec, snap: ClusterSnapshot
     fresh = sm._tver != snap.telemetry_version
     got = sm.logits(pod, snap, nodes)
     if fresh:  # just refreshed: the embeddings are the model's on this snapshot
-        torch.testing.assert_close(sm._emb, _embed(model, snap))
+        torch.testing.assert_close(sm.embeddings.emb, _embed(model, snap))
     want = _reference(sm, pod, snap, nodes)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     top = np.flatnonzero(want >= want.max() - 1e-4)  # float noise may only reorder exact ties

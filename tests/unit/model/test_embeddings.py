@@ -1,0 +1,102 @@
+"""NodeEmbeddings: incremental refreshes equal DSANNet.embed_nodes over the whole snapshot,
+recompute only what changed, and notice in-place static and topology writes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dsan.features import node_block, telemetry_of
+from dsan.model.embeddings import NodeEmbeddings
+from dsan.model.graph import build_graph, mean_adjacency
+from dsan.model.layers import SpatialEncoder
+from dsan.model.net import DSANNet, ModelConfig
+from dsan.snapshot import ClusterSnapshot
+from tests.unit.model.test_serving import _snap
+
+
+@pytest.fixture
+def model() -> DSANNet:
+    torch.manual_seed(0)
+    return DSANNet(ModelConfig(hidden=16))
+
+
+def _full(model: DSANNet, snap: ClusterSnapshot) -> torch.Tensor:
+    """The reference: PyG's message passing over every node, nothing cached."""
+    nodes = np.arange(len(snap), dtype=np.int64)
+    ei, ew = build_graph(snap)
+    with torch.inference_mode():
+        return model.embed_nodes(torch.from_numpy(node_block(snap, nodes)),
+                                 torch.from_numpy(telemetry_of(snap, nodes)), ei, ew)
+
+
+def _check(e: NodeEmbeddings, model: DSANNet, snap: ClusterSnapshot) -> None:
+    nodes = np.arange(len(snap), dtype=np.int64)
+    np.testing.assert_array_equal(e.node_cols, node_block(snap, nodes))  # bit for bit
+    torch.testing.assert_close(e.emb, _full(model, snap), atol=1e-5, rtol=1e-5)
+
+
+def test_telemetry_change_recomputes_only_those_rows_and_equals_full(model: DSANNet) -> None:
+    snap = _snap(60)
+    e = NodeEmbeddings(model)
+    e.refresh(snap)
+    _check(e, model, snap)
+    assert (e.full_refreshes, e.rows_recomputed) == (1, 0)
+    assert snap.telemetry is not None and snap.telemetry_age_s is not None
+    snap.telemetry[[3, 17, 41], -1] = 0.95  # in place, as the sidecar's rings are written
+    snap.telemetry_age_s[:] += 7.0  # every node's age moves with the clock
+    e.refresh(snap)
+    _check(e, model, snap)
+    assert (e.full_refreshes, e.rows_recomputed) == (1, 3)
+    e.refresh(snap)  # nothing changed: no LSTM row, still equal
+    assert e.rows_recomputed == 3
+    _check(e, model, snap)
+
+
+def test_static_and_topology_writes_in_place_are_noticed(model: DSANNet) -> None:
+    snap = _snap(60)
+    e = NodeEmbeddings(model)
+    e.refresh(snap)
+    snap.cpu_cap[5] *= 2  # a resized node: every static-derived column may move
+    e.refresh(snap)
+    assert e.full_refreshes == 2
+    _check(e, model, snap)
+    assert snap.rack is not None
+    snap.rack[:10] = 99  # relabelled racks: new edges, so a new adjacency
+    e.refresh(snap)
+    _check(e, model, snap)
+    e.refresh(snap, full=True)
+    assert e.full_refreshes == 4
+
+
+def test_nan_telemetry_rows_stay_exact(model: DSANNet) -> None:
+    snap = _snap(30)
+    assert snap.telemetry is not None
+    snap.telemetry[2, 0, 1] = np.nan
+    e = NodeEmbeddings(model)
+    e.refresh(snap)
+    e.refresh(snap)
+    assert e.rows_recomputed == 1  # NaN != NaN: that row is redone, harmlessly
+    nodes = np.arange(len(snap), dtype=np.int64)
+    np.testing.assert_array_equal(e.node_cols, node_block(snap, nodes))
+
+
+@pytest.mark.parametrize("edges", ["graph", "none", "isolated"])
+def test_forward_adj_equals_pyg_message_passing(edges: str) -> None:
+    torch.manual_seed(1)
+    n = 50
+    enc = SpatialEncoder(12, 8)
+    x = torch.randn(n, 12)
+    if edges == "none":
+        ei, ew = torch.zeros((2, 0), dtype=torch.long), torch.zeros(0)
+    else:
+        g = torch.Generator().manual_seed(2)
+        hi = n if edges == "graph" else n // 2  # the upper half has no in-edges at all
+        ei = torch.randint(0, hi, (2, 300), generator=g)
+        ei = torch.unique(ei, dim=1)
+        ew = torch.rand(ei.shape[1], generator=g)
+    with torch.inference_mode():
+        ref = enc(x, ei, ew)
+        got = enc.forward_adj(x, mean_adjacency(ei, ew, n))
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
