@@ -1,7 +1,8 @@
 """Build lines of the compiled twins; everything else is in pyproject.toml.
 
 ``dsan._rowkernel`` (dsan/_rowkernel.c) is the C twin of :func:`dsan.rowkernel.fill_py`,
-``dsan._headscan`` (dsan/_headscan.c) of the numpy passes in :mod:`dsan.model.headscan`.
+``dsan._headscan`` (dsan/_headscan.c) of the numpy passes in :mod:`dsan.model.headscan`,
+``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.rowcache.store_py`.
 Both are optional: without a C compiler the build skips them and the Python twins serve
 (same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
 from the Python twins.
@@ -15,4 +16,4 @@ def _twin(name: str) -> Extension:
                      extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
 
 
-setup(ext_modules=[_twin("_rowkernel"), _twin("_headscan")])
+setup(ext_modules=[_twin("_rowkernel"), _twin("_headscan"), _twin("_classrows")])
