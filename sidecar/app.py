@@ -37,8 +37,9 @@ def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
     except ValueError as exc:
         raise ConfigError(f"sidecar config: fallback_policy: {exc}") from None
     try:
-        if cfg.policy == "dsan" and cfg.model_dir is not None:
-            scorer = make_scorer("dsan", model_dir=cfg.model_dir)
+        if cfg.policy == "dsan":
+            scorer = make_scorer("dsan", model_dir=cfg.model_dir,
+                                 embed_refresh_s=cfg.embed_refresh_s)
         else:
             scorer = make_scorer(cfg.policy)
     except Exception as exc:

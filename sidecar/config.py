@@ -70,6 +70,11 @@ class SidecarConfig:
     #: One thread: on a busy node, torch's spinning worker threads cost far more than they
     #: give on per-pod inference (measured 50-60 ms vs 4-10 ms per pod on 2 loaded cores).
     torch_threads: int = 1
+    #: DSAN: telemetry and static node columns reach the node embeddings at most this late
+    #: (allocations are always current). Each GPU node's telemetry object adds a window every
+    #: 10 s, so at 1,000 nodes the embeddings would otherwise be refreshed (~10 ms each) tens
+    #: of times a second; 0 refreshes on every change.
+    embed_refresh_s: float = 1.0
     #: Move everything alive once the informers have synced into Python's permanent GC
     #: generation (gc.freeze), so the cyclic collector stops rescanning the initial cluster
     #: state on the request path (full collections cost milliseconds on a large heap).
@@ -102,6 +107,7 @@ class SidecarConfig:
              "must be positive and at most backoff_max_s")
         need(1 <= self.grpc_workers <= 256, "grpc_workers", "must be within 1..256")
         need(0 <= self.torch_threads <= 256, "torch_threads", "must be within 0..256")
+        need(0 <= self.embed_refresh_s <= 3600, "embed_refresh_s", "must be within 0..3600")
         need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
              "must be DEBUG, INFO, WARNING or ERROR")
 

@@ -20,7 +20,9 @@ embeddings, run the torch head). No per-node Python loop over candidates, no log
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 from operator import attrgetter, is_
 from pathlib import Path
 from typing import Any
@@ -73,8 +75,15 @@ class ServingModel:
         workload: TargetWorkload | None = None,
         manifest: dict[str, Any] | None = None,
         fast: bool = True,
+        min_refresh_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.model = model.eval()
+        #: Telemetry and static columns reach the embeddings at most this late (0: at once,
+        #: as the simulator needs). See :meth:`refresh`.
+        self.min_refresh_s = min_refresh_s
+        self._clock = clock
+        self._refreshed_at = -math.inf
         #: Per-pod-class head cache (exact, :mod:`dsan.model.headcache`); None = the plain
         #: torch head over freshly featurized rows on every request (the reference).
         self.head: HeadCache | None = HeadCache(self.model) if fast else None
@@ -99,10 +108,13 @@ class ServingModel:
 
     @classmethod
     def from_dir(
-        cls, model_dir: str | Path = DEFAULT_DIR, workload: TargetWorkload | None = None
+        cls,
+        model_dir: str | Path = DEFAULT_DIR,
+        workload: TargetWorkload | None = None,
+        min_refresh_s: float = 0.0,
     ) -> ServingModel:
         model, manifest = load(model_dir)
-        return cls(model, workload, manifest)
+        return cls(model, workload, manifest, min_refresh_s=min_refresh_s)
 
     def _weights_version(self) -> int:
         """Bumped by any in-place write to a parameter (an optimiser step, load_state_dict):
@@ -118,9 +130,28 @@ class ServingModel:
         return all(map(is_, self._inputs, _inputs(snap)))
 
     def refresh(self, snap: ClusterSnapshot) -> None:
-        """Recompute node embeddings if telemetry, static columns or topology changed."""
+        """Recompute node embeddings if telemetry, static columns or topology changed.
+
+        With ``min_refresh_s`` > 0, a change of the snapshot's ``telemetry_version`` alone
+        (same node set and column objects, same weights) waits until the last refresh is that
+        old: a live cluster's GPUTelemetry objects bump it tens of times a second at 1,000
+        nodes (each node adds a 10 s window), and each refresh costs ~10 ms there, so the
+        sidecar (``embed_refresh_s``, default 1 s) bounds that to one per second. Allocations
+        are not in the embeddings and are always current.
+        """
         if self._fresh(snap):
             return
+        now = self._clock()
+        if (
+            self.min_refresh_s > 0
+            and now - self._refreshed_at < self.min_refresh_s
+            and self._wver == self._weights_version()
+            and self._len == len(snap)
+            and self._inputs is not None
+            and all(map(is_, self._inputs, _inputs(snap)))
+        ):
+            return
+        self._refreshed_at = now
         wver = self._weights_version()
         self.embeddings.refresh(snap, full=wver != self._wver)
         self._wver = wver

@@ -106,9 +106,12 @@ def make(
     model_dir: str | Path | None = None,
     target_workload: TargetWorkload | None = None,
     seed: int = 0,
+    embed_refresh_s: float = 0.0,
 ) -> DSANScorer:
     """The registry's factory: ``model_dir``, else ``$DSAN_MODEL_DIR``, else the shipped model.
-    ``seed`` is unused: DSAN scores deterministically."""
+    ``seed`` is unused: DSAN scores deterministically. ``embed_refresh_s``: see
+    :meth:`ServingModel.refresh` (0, the simulator's, refreshes on every change)."""
     del seed
     chosen = model_dir or os.environ.get("DSAN_MODEL_DIR") or DEFAULT_DIR
-    return DSANScorer(ServingModel.from_dir(chosen), target_workload)
+    return DSANScorer(ServingModel.from_dir(chosen, min_refresh_s=embed_refresh_s),
+                      target_workload)

@@ -180,3 +180,30 @@ def test_sidecar_cache_bumps_telemetry_version_for_telemetry_and_nodes_not_pods(
     relabelled = ko.node(name, cpu="64", memory="256Gi", gpus=8, model="A100", rack="r9")
     cache.upsert_node(relabelled)  # topology changed: recompute
     assert cache.snapshot().snap.telemetry_version > v1
+
+
+def test_min_refresh_s_bounds_how_often_telemetry_changes_re_embed(model: DSANNet) -> None:
+    snap = _snap()
+    now = [100.0]
+    sm = ServingModel(model, min_refresh_s=1.0, clock=lambda: now[0])
+    pod = PODS[0]
+    nodes = feasible_nodes(pod, snap)
+    sm.logits(pod, snap, nodes)
+    for _ in range(5):  # a burst of telemetry changes inside one interval: no re-embedding
+        _arr(snap.telemetry)[3, -1] += 0.01
+        snap.telemetry_version += 1
+        now[0] += 0.1
+        sm.logits(pod, snap, nodes)
+    assert sm.embed_count == 1
+    now[0] += 0.6  # the interval has passed: the next request catches up, exactly
+    got = sm.logits(pod, snap, nodes)
+    assert sm.embed_count == 2
+    np.testing.assert_allclose(got, _reference(model, pod, snap, nodes), atol=1e-5, rtol=0)
+    # New column objects (a node set change) and new weights never wait.
+    other = snap.copy()
+    sm.logits(pod, other, nodes)
+    assert sm.embed_count == 3
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)
+    sm.logits(pod, other, nodes)
+    assert sm.embed_count == 4

@@ -18,7 +18,8 @@ def test_defaults_are_valid_and_loopback() -> None:
     ("field", "value"),
     [("http_port", 70000), ("grpc_port", -2), ("url_prefix", "dsan"), ("url_prefix", "/x/"),
      ("telemetry_window", 0), ("telemetry_stale_s", 0.0), ("assume_ttl_s", -1.0),
-     ("backoff_initial_s", 60.0), ("max_body_bytes", 10), ("log_level", "LOUD"), ("policy", "")],
+     ("backoff_initial_s", 60.0), ("max_body_bytes", 10), ("log_level", "LOUD"), ("policy", ""),
+     ("embed_refresh_s", -1.0)],
 )
 def test_bad_values_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=field):
@@ -76,8 +77,8 @@ def test_unloadable_dsan_falls_back_and_unknown_policies_are_config_errors(
         return real(name)
 
     monkeypatch.setattr(registry, "make_scorer", fake)
-    scorer, fallback, info = load_policies(SidecarConfig(model_dir="/m"))
-    assert seen == {"model_dir": "/m"}
+    scorer, fallback, info = load_policies(SidecarConfig(model_dir="/m", embed_refresh_s=2.5))
+    assert seen == {"model_dir": "/m", "embed_refresh_s": 2.5}
     assert scorer.name == "fgd" and fallback.name == "fgd" and info.name == "fgd"
     with pytest.raises(ConfigError, match="policy"):
         load_policies(SidecarConfig(policy="no-such-policy"))
