@@ -37,7 +37,8 @@ from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
 from dsan.snapshot import ClusterSnapshot, PodSpec
-from dsan.train.teachers import SCENARIO_TEACHERS, WEB_TYPE
+from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
+from dsan.train.teachers import WEB_TYPE
 
 
 class Compare:

@@ -45,7 +45,7 @@ from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
 from dsan.train.scenario_rollout import ScenarioRollout, run_window
-from dsan.train.teachers import SCENARIO_TEACHERS
+from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
 
 #: Parameter-name prefixes the scenario stage trains; everything else stays frozen.
 TRAINED = ("fusion.", "head.proj.", "head.mlp.", "head.value.")

@@ -1,0 +1,73 @@
+"""Session 7's teacher (``anchored-gpufill``) and the registry the scenario trainer reads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dsan.api.types import TASK_TYPES
+from dsan.filtering import allocate
+from dsan.sim.scenario.cluster import build_cluster
+from dsan.sim.scenario.config import load as load_scenario
+from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.train.scenario_teachers import TEACHERS, AnchoredGpuFill, gpu_allocated
+from dsan.train.scenario_train import ScenarioArgs
+from dsan.train.teachers import SCENARIO_TEACHERS, Anchored
+
+CFG = load_scenario("seed-table1")
+
+
+def _snap() -> ClusterSnapshot:
+    return build_cluster(CFG.cluster, CFG.metrics.telemetry_len)
+
+
+def _pod(kind: str, cpu: float = 4000.0, gpus: int = 0) -> PodSpec:
+    return PodSpec(
+        "p",
+        cpu,
+        8192.0,
+        num_gpu=gpus,
+        gpu_milli=1000 if gpus else 0,
+        task_type=TASK_TYPES.index(kind),
+        image=2,
+    )
+
+
+def _train_on(snap: ClusterSnapshot, node: int, slots: tuple[int, ...]) -> None:
+    for g in slots:
+        allocate(
+            snap, PodSpec("w", 11300.0, 48128.0, num_gpu=1, gpu_milli=1000, task_type=1), node, (g,)
+        )
+
+
+def test_registry_keeps_every_teacher_and_the_trainer_accepts_the_new_one() -> None:
+    assert set(SCENARIO_TEACHERS) < set(TEACHERS)
+    assert ScenarioArgs(scenario_teacher="anchored-gpufill").scenario_teacher == "anchored-gpufill"
+    assert isinstance(TEACHERS["anchored-gpufill"](None), AnchoredGpuFill)
+
+
+def test_gpu_pods_fill_the_fullest_powered_gpu_node_first() -> None:
+    snap = _snap()
+    gpu = np.flatnonzero(snap.gpu_count > 0)
+    one, two, empty = (int(i) for i in gpu[:3])
+    _train_on(snap, one, (0,))
+    _train_on(snap, two, (0, 1))
+    np.testing.assert_allclose(gpu_allocated(snap, np.array([one, two, empty])), [0.25, 0.5, 0.0])
+    assert gpu_allocated(snap, np.flatnonzero(snap.gpu_count == 0)).max() == 0.0
+    pod = _pod("train", 11300.0, gpus=1)
+    cand = np.array([empty, one, two], dtype=np.int64)
+    t = TEACHERS["anchored-gpufill"](None)
+    s = t.score(pod, snap, cand)
+    assert cand[np.argmax(s)] == two
+    assert s[2] > s[1] > s[0]  # fuller first; a partly used node beats an empty (off) one
+
+
+def test_cpu_pods_score_exactly_as_anchored_drivers() -> None:
+    snap = _snap()
+    assert snap.pod_count is not None
+    cpu = np.flatnonzero(snap.gpu_count == 0)
+    snap.pod_count[cpu[:30]] = 1
+    snap.cpu_used[cpu[:30]] = np.linspace(0, 30000, 30)
+    ref = Anchored(None, spread_drivers=True)
+    new = TEACHERS["anchored-gpufill"](None)
+    for pod in (_pod("web", 2000.0), _pod("batch"), _pod("batch", 8000.0)):
+        assert np.array_equal(new.score(pod, snap, cpu), ref.score(pod, snap, cpu))
