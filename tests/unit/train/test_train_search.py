@@ -172,15 +172,16 @@ def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
     names, weights, gpu_only, gpu_weights = load_openb_skip()
     assert names and len(names) == len(weights) and not gpu_only
     assert set(names) <= set(SUPPORTED)
-    # The largest value each feature takes on the openb GPU nodes: the static node block is
-    # read off the inventory; the allocation-dependent columns lie in [0, 1], except
-    # frag_delta, a fragmentation change in GPUs: at most a node's 8 GPUs either way.
+    # How far each feature can differ between two openb candidates, which is all a tie-break
+    # acts on: the static node block's range over the inventory (node_has_gpu is 1 on every
+    # openb node, so it cannot reorder them); the allocation-dependent columns lie in [0, 1],
+    # except frag_delta, a fragmentation change in GPUs: at most a node's 8 GPUs either way.
     nodes = load_nodes(paths.openb_csv(paths.DEFAULT_NODES))
     snap = nodes.snapshot()
     static = node_block(snap, np.arange(len(snap), dtype=np.int64))
     bound = {"frag_delta": 8.0}
     top = [
-        float(np.abs(static[:, FEATURE_NAMES.index(n)]).max())
+        float(np.ptp(static[:, FEATURE_NAMES.index(n)]))
         if n not in COLUMNS
         else bound.get(n, 1.0)
         for n in names
@@ -191,8 +192,9 @@ def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
     )
     spans = [sum(abs(x) * t for x, t in zip(w, top, strict=True)) for w in per_class]
     # GPU pods: below one FGD integer point, so the skip only reorders nodes FGD scores
-    # equally. CPU-only pods (session 3: node_cpu_per_gpu +0.5 on top of gpu_max_free -0.5):
-    # up to ~1.08, so a one-point FGD difference can flip on extreme nodes, never two points.
+    # equally. CPU-only pods (session 3: node_cpu_per_gpu +0.5 on top of gpu_max_free -0.5;
+    # session 7: shape1_hostable_after +0.29): up to ~1.4, so a one-point FGD difference can
+    # flip on extreme nodes, never two points.
     assert spans[1] < 1.0
     assert spans[0] < 2.0
 
