@@ -14,8 +14,9 @@
 #include <math.h>
 #include <string.h>
 
-/* A C-contiguous 1-d (or, with rows > 0, (rows, n)) buffer of the given struct format and
- * item size; TypeError otherwise (the caller then takes the numpy twin). */
+/* A C-contiguous 1-d (with rows > 0 a (rows, n), with rows < 0 any 2-d) buffer of the
+ * given struct format and item size; TypeError otherwise (the caller then takes the numpy
+ * twin). */
 static int get(PyObject *o, Py_buffer *b, const char *fmt, Py_ssize_t size, int writable,
                Py_ssize_t rows)
 {
@@ -32,7 +33,9 @@ static int get(PyObject *o, Py_buffer *b, const char *fmt, Py_ssize_t size, int 
     int ok = b->itemsize == size
              && (strcmp(f, fmt) == 0
                  || (fmt[0] == 'q' && strcmp(f, "l") == 0 && sizeof(long) == 8));
-    ok = ok && (rows > 0 ? b->ndim == 2 && b->shape[0] == rows : b->ndim == 1);
+    ok = ok && (rows > 0   ? b->ndim == 2 && b->shape[0] == rows
+                : rows < 0 ? b->ndim == 2
+                           : b->ndim == 1);
     if (!ok) {
         PyBuffer_Release(b);
         PyErr_SetString(PyExc_TypeError, "an array of another dtype or shape than expected");
@@ -270,9 +273,116 @@ e1:
     return ret;
 }
 
+/* request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, dead_out):
+ * the few-row head's 9 request columns of m rows into xr (m, 9) float32 and which rows are
+ * dead into dead_out (m,): see dsan.model.headscan.request_rows_py. */
+static PyObject *request_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[11];
+    int tel;
+    Py_buffer qb, lb, hb, bb, tb, ab, pb, db, nb, xb, ob;
+    PyObject *ret = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOpOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &tel, &o[6], &o[7], &o[8], &o[9], &o[10]))
+        return NULL;
+    if (get(o[0], &qb, "d", 8, 0, 7) < 0)
+        return NULL;
+    if (get(o[1], &lb, "d", 8, 0, 5) < 0)
+        goto r1;
+    if (get(o[2], &hb, "d", 8, 0, 7) < 0)
+        goto r2;
+    if (get(o[3], &bb, "?", 1, 0, 0) < 0)
+        goto r3;
+    if (get(o[4], &tb, "d", 8, 0, 0) < 0)
+        goto r4;
+    if (get(o[5], &ab, "d", 8, 0, 0) < 0)
+        goto r5;
+    if (get(o[6], &pb, "f", 4, 0, 0) < 0)
+        goto r6;
+    if (get(o[7], &db, "?", 1, 0, 0) < 0)
+        goto r7;
+    if (get(o[8], &nb, "q", 8, 0, 0) < 0)
+        goto r8;
+    if (get(o[9], &xb, "f", 4, 1, -1) < 0)
+        goto r9;
+    if (get(o[10], &ob, "?", 1, 1, 0) < 0)
+        goto r10;
+    const Py_ssize_t m = nb.shape[0], n = pb.shape[0];
+    if (length(&qb) != m || lb.shape[1] != 1 || hb.shape[1] != 1 || bb.shape[0] != 5
+        || tb.shape[0] != m || ab.shape[0] != m || db.shape[0] != n || xb.shape[0] != m
+        || xb.shape[1] != 9 || ob.shape[0] != m) {
+        PyErr_SetString(PyExc_TypeError, "arrays of inconsistent shapes");
+        goto r11;
+    }
+    const double *q = qb.buf, *lo = lb.buf, *hi = hb.buf, *tel_age = tb.buf, *ages = ab.buf;
+    const char *hib = bb.buf, *dead_in = db.buf;
+    const float *present = pb.buf;
+    const long long *nodes = nb.buf;
+    float *xr = xb.buf;
+    char *dead = ob.buf;
+    Py_ssize_t rows[8];
+    if (m > 8) {
+        PyErr_SetString(PyExc_TypeError, "a few rows only");
+        goto r11;
+    }
+    for (Py_ssize_t k = 0; k < m; k++)
+        if ((rows[k] = row(nodes, k, n)) < 0)
+            goto r11;
+    int bounded = 1;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        double v[9];
+        for (int j = 0; j < 5; j++) {
+            const double lj = lo[j], hj = hi[j], x = q[j * m + k];
+            v[j < 4 ? j : 6] = hj > lj ? (hib[j] ? x - lj : hj - x) / (hj - lj) : 1.0;
+        }
+        v[4] = q[5 * m + k] >= hi[5];
+        v[5] = q[6 * m + k] >= hi[6] - 1e-9;
+        const double t = tel_age[k];
+        v[7] = t > 1.0 ? 1.0 : t;
+        v[8] = tel && isfinite(ages[k]);
+        for (int j = 0; j < 9; j++) {
+            const float f = (float)v[j];
+            xr[k * 9 + j] = f;
+            bounded &= f >= 0.0f && f <= 1.0f; /* NaN: not bounded */
+        }
+    }
+    /* dead as cached, with the row's telemetry presence unchanged, when every request
+     * column lies in [0, 1] */
+    for (Py_ssize_t k = 0; k < m; k++)
+        dead[k] = bounded && dead_in[rows[k]] && xr[k * 9 + 8] == present[rows[k]];
+    ret = Py_None;
+    Py_INCREF(ret);
+r11:
+    PyBuffer_Release(&ob);
+r10:
+    PyBuffer_Release(&xb);
+r9:
+    PyBuffer_Release(&nb);
+r8:
+    PyBuffer_Release(&db);
+r7:
+    PyBuffer_Release(&pb);
+r6:
+    PyBuffer_Release(&ab);
+r5:
+    PyBuffer_Release(&tb);
+r4:
+    PyBuffer_Release(&bb);
+r3:
+    PyBuffer_Release(&hb);
+r2:
+    PyBuffer_Release(&lb);
+r1:
+    PyBuffer_Release(&qb);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"stale", stale, METH_VARARGS, "stale(nodes, at, epoch, out) -> count"},
     {"extremes", extremes, METH_VARARGS, "extremes(quant, nodes, lo, hi) -> bool"},
+    {"request_rows", request_rows, METH_VARARGS,
+     "request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, dead_out)"},
     {"lookup", lookup, METH_VARARGS,
      "lookup(nodes, at, e_at, e_age, ages, e_logit, out, todo) -> count"},
     {NULL, NULL, 0, NULL},

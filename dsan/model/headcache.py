@@ -23,7 +23,6 @@ path.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -40,7 +39,6 @@ from dsan.model.rowcache import ClassRows, FirstLayer, Hint, RowTracker, class_k
 from dsan.rowfeatures import REQUEST_COLUMNS
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
-_HIB_L: list[bool] = _HIB.tolist()
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -325,40 +323,20 @@ class HeadCache:
                   hi: F64, age: F64) -> F64:
         """:meth:`_head` on up to :data:`FEW_ROWS` rows (a settle's changed rows, usually
         one), in ~20 numpy calls instead of ~50: numpy's per-call cost, not arithmetic, is
-        the price of a few rows. The 9 request columns are the same float64 expressions on
-        Python floats (``_minmax_rows``; ``age_columns`` with the same ``np.log1p``), so
-        ``xr`` holds the same float32 values; the 2H + 1 first-layer outputs come from one
+        the price of a few rows. The 9 request columns are the same float64 expressions
+        (``_minmax_rows``; ``age_columns`` with the same ``np.log1p``) on Python floats or
+        in C (:func:`dsan.model.headscan.request_rows_py` and its twin), so ``xr`` holds
+        the same float32 values; the 2H + 1 first-layer outputs come from one
         matmul; a dead row (see :class:`~dsan.model.rowcache.ClassRows`) gets the same
         ``relu(b1) . w2`` as in :meth:`_head`. Only the matmul blocking may differ from the
         many-row path, in float32 rounding (pinned by the head cache tests)."""
         h2 = 2 * self.h
         m = len(nodes)
-        lo_, hi_ = lo.ravel().tolist(), hi.ravel().tolist()
-        qs = q.tolist()
-        ages = age.tolist()
-        tel = snap.telemetry is not None
-        capped = [(a if a < 1e9 else 1e9) if a == a else 0.0 for a in ages]
-        tel_age = (np.log1p(capped) / _LOG1P_HOUR).tolist()
-        rows: list[list[float]] = []
-        for k in range(m):
-            row = [1.0] * 5
-            for j in range(5):
-                lj, hj = lo_[j], hi_[j]
-                if hj > lj:
-                    row[j] = ((qs[j][k] - lj) if _HIB_L[j] else (hj - qs[j][k])) / (hj - lj)
-            t = tel_age[k]
-            rows.append([row[0], row[1], row[2], row[3], float(qs[5][k] >= hi_[5]),
-                         float(qs[6][k] >= hi_[6] - 1e-9), row[4], t if not t > 1.0 else 1.0,
-                         float(tel and math.isfinite(ages[k]))])
-        xr = np.array(rows, dtype=np.float32)
-        # Dead rows, as _head decides them: every request column in [0, 1] and the row's
-        # telemetry presence as when it was cached.
-        bounded = bool(xr.min() >= 0.0 and xr.max() <= 1.0)
-        dead = [False] * m
-        if bounded:
-            present = c.present[nodes].tolist()
-            dead = [d and float(xr[k, -1]) == present[k]
-                    for k, d in enumerate(c.dead[nodes].tolist())]
+        capped = [(a if a < 1e9 else 1e9) if a == a else 0.0 for a in age.tolist()]
+        tel_age = np.log1p(capped) / _LOG1P_HOUR  # numpy's log1p, as age_columns
+        # The request columns and the dead rows, as _head decides them (headscan).
+        xr, dead = headscan.request_rows(q, lo, hi, _HIB, tel_age, age,
+                                         snap.telemetry is not None, c.present, c.dead, nodes)
         t_all = xr @ c.req_w  # (m, 2H + 1): the relative columns' share of every output
         t_all += c.pre[nodes]
         g = t_all[:, :h2]

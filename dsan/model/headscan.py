@@ -10,13 +10,15 @@ vectorised reductions win above). Gathers, comparisons, minima and maxima have o
 order, so both give the same bits; where numpy's choice could show (a NaN among the values,
 or a zero extreme: which signed zero), the C extremes defer to numpy. A C call that is
 handed arrays of another layout or dtype also defers to numpy. :data:`stale`,
-:data:`extremes` and :data:`lookup` are the C ones when built and ``DSAN_PURE_PYTHON`` is
-unset. ``tests/unit/model/test_headscan.py`` pins the twins to each other.
+:data:`extremes`, :data:`lookup` and :data:`request_rows` (the few-row head's request
+columns, the same float64 expressions in C) are the C ones when built and
+``DSAN_PURE_PYTHON`` is unset. ``tests/unit/model/test_headscan.py`` pins the twins to each other.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import os
 from collections.abc import Callable
 from types import ModuleType
@@ -25,8 +27,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
 
 
 def stale_py(nodes: I64, at: I64, epoch: I64) -> I64:
@@ -49,6 +53,47 @@ def lookup_py(nodes: I64, at: I64, e_at: I64, e_age: F64, ages: F64 | None,
     age = np.full(len(nodes), np.inf) if ages is None else ages[nodes]
     todo = np.flatnonzero((e_at[nodes] != at[nodes]) | (e_age[nodes] != age))
     return todo, e_logit[nodes]
+
+
+def request_rows_py(q: F64, lo: F64, hi: F64, hib: BOOL, tel_age: F64, ages: F64, tel: bool,
+                    present: F32, dead: BOOL, nodes: I64) -> tuple[F32, list[bool]]:
+    """The few-row head's 9 request columns of ``nodes`` ((m, 9) float32) and which of them
+    are dead, as :meth:`dsan.model.headcache.HeadCache._head` decides both: the min-max
+    ranks of quantities ``q`` (7, m) within ``lo`` / ``hi`` (``hib``: higher is better), the
+    two "ties with the best" flags, the telemetry age column ``tel_age`` (m,) clipped at 1
+    and presence (finite ``ages``, with telemetry); a row is dead when it was cached dead
+    (``dead``, n), every request column lies in [0, 1] and its presence is the cached one
+    (``present``, n). The same float64 expressions on Python floats as ``_minmax_rows``."""
+    lo_, hi_, hib_ = lo.ravel().tolist(), hi.ravel().tolist(), hib.tolist()
+    qs, ta, ag = q.tolist(), tel_age.tolist(), ages.tolist()
+    rows: list[list[float]] = []
+    for k in range(len(nodes)):
+        row = [1.0] * 5
+        for j in range(5):
+            lj, hj = lo_[j], hi_[j]
+            if hj > lj:
+                row[j] = ((qs[j][k] - lj) if hib_[j] else (hj - qs[j][k])) / (hj - lj)
+        t = ta[k]
+        rows.append([row[0], row[1], row[2], row[3], float(qs[5][k] >= hi_[5]),
+                     float(qs[6][k] >= hi_[6] - 1e-9), row[4], t if not t > 1.0 else 1.0,
+                     float(tel and math.isfinite(ag[k]))])
+    xr = np.array(rows, dtype=np.float32).reshape(len(nodes), 9)
+    out = [False] * len(nodes)
+    if xr.min(initial=0.0) >= 0.0 and xr.max(initial=1.0) <= 1.0:
+        was = present[nodes].tolist()
+        out = [d and float(xr[k, -1]) == was[k] for k, d in enumerate(dead[nodes].tolist())]
+    return xr, out
+
+
+def _request_rows_c(q: F64, lo: F64, hi: F64, hib: BOOL, tel_age: F64, ages: F64, tel: bool,
+                    present: F32, dead: BOOL, nodes: I64) -> tuple[F32, list[bool]]:
+    m = len(nodes)
+    xr, out = np.empty((m, 9), dtype=np.float32), np.empty(m, dtype=np.bool_)
+    try:
+        _C.request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, out)
+    except TypeError:
+        return request_rows_py(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes)
+    return xr, out.tolist()
 
 
 def _stale_c(nodes: I64, at: I64, epoch: I64) -> I64:
@@ -107,3 +152,5 @@ stale: Callable[[I64, I64, I64], I64] = _stale_c if compiled else stale_py
 extremes: Callable[[F64, I64], tuple[F64, F64]] = _extremes_c if compiled else extremes_py
 lookup: Callable[[I64, I64, I64, F64, F64 | None, F64], tuple[I64, F64]] = (
     _lookup_c if compiled else lookup_py)
+request_rows: Callable[..., tuple[F32, list[bool]]] = (
+    _request_rows_c if compiled else request_rows_py)

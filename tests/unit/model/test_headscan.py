@@ -111,6 +111,35 @@ def test_many_candidates_take_numpys_extremes(monkeypatch: pytest.MonkeyPatch) -
     assert calls == [30]
 
 
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), m=st.integers(1, 4),
+       odd=st.booleans(), tel=st.booleans())
+def test_request_rows_twins_give_the_same_columns_and_dead_rows(
+        seed: int, n: int, m: int, odd: bool, tel: bool) -> None:
+    """The few-row head's request columns: ranks at and beyond the extremes, equal extremes,
+    NaN quantities and ages, ages past the hour, rows cached dead or not."""
+    rng = np.random.default_rng(seed)
+    q = rng.choice([-1.0, 0.0, 0.5, 1.0, 2.0], size=(7, m))
+    lo = rng.choice([-1.0, 0.0, 0.5], size=(5, 1))
+    hi = np.concatenate([lo + rng.choice([0.0, 1.0, 2.0], size=(5, 1)),
+                         rng.choice([0.5, 1.0, 2.0], size=(2, 1))])
+    ages = rng.choice([0.0, 60.0, 7200.0, np.inf, np.nan], m)
+    if odd:
+        q[rng.integers(7), rng.integers(m)] = np.nan
+        lo[rng.integers(5), 0] = np.nan
+    capped = [(a if a < 1e9 else 1e9) if a == a else 0.0 for a in ages.tolist()]
+    tel_age = np.log1p(capped) / np.log1p(3600.0)
+    hib = rng.random(5) < 0.5
+    present = rng.choice([0.0, 1.0], n).astype(np.float32)
+    dead = rng.random(n) < 0.7
+    nodes = rng.choice(n, size=m).astype(np.int64)
+    args = (q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes)
+    (xc, dc), (xp, dp) = headscan._request_rows_c(*args), headscan.request_rows_py(*args)
+    assert xc.dtype == xp.dtype == np.float32 and xc.tobytes() == xp.tobytes()
+    assert dc == dp
+
+
 def test_pure_python_is_chosen_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSAN_PURE_PYTHON", "1")
     assert headscan._compiled() is None
