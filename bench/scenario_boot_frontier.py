@@ -19,7 +19,8 @@ with off nodes largest first, emptied powered nodes kept, spreading, one-pod pre
 upper bound, not a teacher: it knows the packing teacher's demand hours ahead). Session 6's
 rows (``FullestInClass``): ``anchored-drivers`` taking, for CPU pods, the fullest node within
 2 / 0.5 / 0.1 points of its best, i.e. the worst a student imitating that class may do
-(``dsan train --imitation-tolerance``).
+(``dsan train --imitation-tolerance``). Session 7's rows (``bench/scenario_pool_rows.py``):
+the always-on pool cut to fewer 32-core nodes, and three fill orders for GPU pods.
 
 Usage::
 
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from scenario_pool_rows import ROWS as SESSION7_ROWS  # bench/, next to this file
 
 from dsan.policies.base import Scorer
 from dsan.policies.target import TargetWorkload
@@ -323,6 +325,8 @@ class Oracle(Composite):
             s = _prewarm(s, snap, nodes, on_all, 0.0)
         return s
 
+
+TEACHERS.update(SESSION7_ROWS)  # session 7: the pool's size and GPU pods' fill order
 
 #: label -> (k, window in minutes) of the oracle rows.
 ORACLES: dict[str, tuple[float, int]] = {
