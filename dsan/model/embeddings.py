@@ -62,6 +62,9 @@ class NodeEmbeddings:
         self._static: tuple[Any, ...] | None = None
         self._topo: tuple[Any, ...] | None = None
         self._adj = torch.zeros(0)
+        #: Nodes whose absolute columns the last refresh changed (their telemetry moved);
+        #: None after a full refresh (everything may have moved).
+        self.moved: npt.NDArray[np.int64] | None = None
         #: Refreshes that recomputed everything, and LSTM rows recomputed by the others.
         self.full_refreshes = 0
         self.rows_recomputed = 0
@@ -81,6 +84,7 @@ class NodeEmbeddings:
                 cols = node_block(snap, nodes)
                 ht = model.temporal(torch.from_numpy(tel))
                 self.full_refreshes += 1
+                self.moved = None
             else:
                 # NaN readings compare unequal: such rows are simply recomputed every time.
                 changed = np.flatnonzero((tel != old).any(axis=(1, 2)))
@@ -90,6 +94,7 @@ class NodeEmbeddings:
                     ht[torch.from_numpy(changed)] = model.temporal(torch.from_numpy(tel[changed]))
                 cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
                 self.rows_recomputed += int(changed.size)
+                self.moved = changed
             hs = model.spatial.forward_adj(torch.from_numpy(cols), self._adjacency(snap))
             self.emb = torch.stack([ht, hs], dim=1)
         self.node_cols, self._ht, self._tel, self._static = cols, ht, tel, static

@@ -132,11 +132,18 @@ class HeadCache:
     def _first_layer(self, key_diff: F32) -> FirstLayer:
         return FirstLayer(key_diff=key_diff, **self._parts)
 
-    def set_embeddings(self, emb: torch.Tensor) -> None:
-        """New node embeddings (N, 2, H): the streams' keys and values, and every class's rows
-        (their node columns and telemetry moved with them) are recomputed from now on; the
-        weights are read again (the model may have been trained or reloaded in place)."""
-        self._load_weights()
+    def set_embeddings(self, emb: torch.Tensor, moved: I64 | None = None) -> None:
+        """New node embeddings (N, 2, H): the streams' keys and values.
+
+        ``moved=None`` (new weights, a new node set, a full refresh): the weights are read
+        again and every class's rows are recomputed from now on. Otherwise the weights are
+        the same and only the nodes ``moved`` have new absolute feature columns (their
+        telemetry changed; every node's embedding still moved, through the GNN): each class
+        keeps its first-layer rows and only re-derives their attention term from its stored
+        query (O(nH) per class, no featurizing), drops its cached logits, and recomputes
+        the ``moved`` rows at its next request, as after an allocation change."""
+        if moved is None:
+            self._load_weights()
         with torch.inference_mode():
             key = self.model.fusion.key(emb).float().numpy()
             val = self.model.fusion.value(emb).float().numpy()
@@ -147,7 +154,13 @@ class HeadCache:
         u = val @ self._w1z  # (n, 2, 2H)
         self._u1 = np.ascontiguousarray(u[:, 1] + self._b1)
         self._ud = np.ascontiguousarray(u[:, 0] - u[:, 1])
-        self.clear()
+        t = self._tracker
+        if moved is None or t is None or len(t.epoch) != len(kd):
+            self.clear()
+            return
+        for c in self._classes.values():
+            c.rederive(self._layer)
+        t.touch(moved)
 
     def trust_snapshot_versions(self) -> None:
         """From now on every snapshot passed in bumps ``version`` on each in-place write (the

@@ -111,6 +111,12 @@ class RowTracker:
                 if was is not None and now is not None:
                     was[r] = now[r]
 
+    def touch(self, rows: I64) -> None:
+        """Mark ``rows`` changed for every class (their absolute feature columns moved)."""
+        if len(rows):
+            self.tick += 1
+            self.epoch[rows] = self.tick
+
     def _record(self, snap: ClusterSnapshot, changed: I64) -> None:
         if changed.size:
             self.tick += 1
@@ -214,6 +220,9 @@ class ClassRows:
 
     pre: F32  # (n, 2H + 1): proj and linear logit terms of the absolute columns, biases in
     att: F32  # (n,): (key_1 - key_0) . query(x_abs) / sqrt(H), query bias in
+    #: (n, H) query(x_abs) with its bias: what ``att`` is re-derived from when only the
+    #: embeddings move (:meth:`rederive`); unused while the MLP ignores z
+    qv: F32
     quant: F64  # (7, n): delta, bestfit, least, dot, cost, fgd_int, bestfit (as featurize)
     at: I64  # (n,) tracker tick each row was computed at; -1 never
     w_abs: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))  # (F, 3H + 1)
@@ -234,7 +243,8 @@ class ClassRows:
     @classmethod
     def empty(cls, n: int, h: int) -> ClassRows:
         return cls(np.zeros((n, 2 * h + 1), dtype=np.float32), np.zeros(n, dtype=np.float32),
-                   np.zeros((7, n)), np.full(n, -1, dtype=np.int64),
+                   np.zeros((n, h), dtype=np.float32), np.zeros((7, n)),
+                   np.full(n, -1, dtype=np.int64),
                    dead=np.zeros(n, dtype=np.bool_), present=np.zeros(n, dtype=np.float32))
 
     def update(self, layer: FirstLayer, pod: PodSpec, snap: ClusterSnapshot, rows: I64,
@@ -252,6 +262,7 @@ class ClassRows:
         pre = x @ self.w_abs
         if layer.uses_z:
             qv = pre[:, :h] + layer.b_query
+            self.qv[rows] = qv
             self.att[rows] = np.einsum("mh,mh->m", qv, layer.key_diff[rows])
         # The rest (biases, the rows stored, which are dead) in store_py or its C twin.
         ages = snap.telemetry_age_s
@@ -259,3 +270,11 @@ class ClassRows:
               None if snap.telemetry is None else ages, self.pre, self.present, self.dead,
               self.quant, q, self.at, tick)
         self.computed += len(rows)
+
+    def rederive(self, layer: FirstLayer) -> None:
+        """New embeddings, same weights (``layer.key_diff`` moved): ``att`` from the stored
+        queries, and no cached logits (they read the old keys and values). Rows never
+        computed get garbage that their first :meth:`update` overwrites."""
+        if layer.uses_z:
+            self.att[:] = np.einsum("mh,mh->m", self.qv, layer.key_diff)
+        self.sets.clear()

@@ -156,7 +156,7 @@ class ServingModel:
         self.embeddings.refresh(snap, full=wver != self._wver)
         self._wver = wver
         if self.head is not None:
-            self.head.set_embeddings(self.embeddings.emb)
+            self.head.set_embeddings(self.embeddings.emb, self.embeddings.moved)
         self._inputs, self._tver, self._len = _inputs(snap), snap.telemetry_version, len(snap)
         self.embed_count += 1
 

@@ -207,3 +207,30 @@ def test_min_refresh_s_bounds_how_often_telemetry_changes_re_embed(model: DSANNe
         next(model.parameters()).add_(0.01)
     sm.logits(pod, other, nodes)
     assert sm.embed_count == 4
+
+
+def test_telemetry_refresh_keeps_class_rows_and_equals_a_cleared_head(model: DSANNet) -> None:
+    """After a telemetry change the head keeps each class's rows (re-deriving only their
+    attention term and the moved nodes' rows): the same logits as a head that starts over,
+    for a fraction of the rows featurized."""
+    snap = _snap(80)
+    kept, fresh = ServingModel(model), ServingModel(model)
+    rng = np.random.default_rng(1)
+    for step in range(30):
+        pod = PODS[step % len(PODS)]
+        nodes = feasible_nodes(pod, snap)
+        got = kept.logits(pod, snap, nodes)
+        assert fresh.head is not None
+        fresh.head.clear()
+        np.testing.assert_allclose(got, fresh.logits(pod, snap, nodes), atol=1e-5, rtol=0)
+        if step % 5 == 4:
+            best = int(nodes[int(np.argmax(got))])
+            allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, default_workload()))
+        if step % 3 == 2:
+            rows = rng.choice(len(snap), 2, replace=False)
+            _arr(snap.telemetry)[rows, -1] = rng.random((2, 5))
+            _arr(snap.telemetry_age_s)[:] += 3.0
+            snap.telemetry_version += 1
+    assert kept.embeddings.full_refreshes == 1 and kept.embeddings.rows_recomputed == 18
+    assert kept.head is not None and fresh.head is not None
+    assert kept.head.rows_computed * 4 < fresh.head.rows_computed
