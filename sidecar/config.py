@@ -72,7 +72,7 @@ class SidecarConfig:
     torch_threads: int = 1
     #: DSAN: telemetry and static node columns reach the node embeddings at most this late
     #: (allocations are always current). Each GPU node's telemetry object adds a window every
-    #: 10 s, so at 1,000 nodes the embeddings would otherwise be refreshed (~10 ms each) tens
+    #: 10 s, so at 1,000 nodes the embeddings would otherwise be refreshed (~3-4 ms each) tens
     #: of times a second; 0 refreshes on every change.
     embed_refresh_s: float = 1.0
     #: Move everything alive once the informers have synced into Python's permanent GC

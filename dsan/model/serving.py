@@ -135,7 +135,7 @@ class ServingModel:
         With ``min_refresh_s`` > 0, a change of the snapshot's ``telemetry_version`` alone
         (same node set and column objects, same weights) waits until the last refresh is that
         old: a live cluster's GPUTelemetry objects bump it tens of times a second at 1,000
-        nodes (each node adds a 10 s window), and each refresh costs ~10 ms there, so the
+        nodes (each node adds a 10 s window), and each refresh costs ~3-4 ms there, so the
         sidecar (``embed_refresh_s``, default 1 s) bounds that to one per second. Allocations
         are not in the embeddings and are always current.
         """
