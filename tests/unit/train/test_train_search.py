@@ -181,9 +181,7 @@ def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
     static = node_block(snap, np.arange(len(snap), dtype=np.int64))
     bound = {"frag_delta": 8.0}
     top = [
-        float(np.ptp(static[:, FEATURE_NAMES.index(n)]))
-        if n not in COLUMNS
-        else bound.get(n, 1.0)
+        float(np.ptp(static[:, FEATURE_NAMES.index(n)])) if n not in COLUMNS else bound.get(n, 1.0)
         for n in names
     ]
     per_class = [weights]  # CPU-only pods: head.skip
