@@ -12,7 +12,8 @@ from setuptools import Extension, setup
 
 
 def _twin(name: str) -> Extension:
-    return Extension(f"dsan.{name}", [f"dsan/{name}.c"],
+    # depends: a change to the shared buffer helpers rebuilds every twin
+    return Extension(f"dsan.{name}", [f"dsan/{name}.c"], depends=["dsan/_buffer.h"],
                      extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
 
 

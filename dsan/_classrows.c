@@ -8,8 +8,7 @@
  * maximum (order-free; a NaN makes numpy's maximum NaN, so the row is not dead there
  * either), and copies. The matmul and the attention reduction stay in numpy.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_buffer.h"
 #include <math.h>
 #include <string.h>
 
@@ -18,24 +17,9 @@
 static int get(PyObject *o, Py_buffer *b, const char *fmt, Py_ssize_t size, int ndim,
                int writable)
 {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(o, b, flags) < 0) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "a C-contiguous array of the expected dtype");
+    if (dsan_buffer(o, b, fmt, size, writable) < 0)
         return -1;
-    }
-    const char *f = b->format;
-    if (f[0] == '<' || f[0] == '=' || f[0] == '@')
-        f++;
-    /* numpy's int64 is 'l' where long has 8 bytes */
-    int ok = b->itemsize == size && b->ndim == ndim
-             && (strcmp(f, fmt) == 0 || (fmt[0] == 'q' && strcmp(f, "l") == 0 && sizeof(long) == 8));
-    if (!ok) {
-        PyBuffer_Release(b);
-        PyErr_SetString(PyExc_TypeError, "an array of another dtype or shape than expected");
-        return -1;
-    }
-    return 0;
+    return b->ndim == ndim ? 0 : dsan_bad_shape(b);
 }
 
 #define N_BUF 12

@@ -9,8 +9,7 @@
  * any order, except for a NaN among the values or a zero extreme (numpy then decides which
  * NaN or which signed zero): extremes() returns False there and the caller asks numpy.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_buffer.h"
 #include <math.h>
 #include <string.h>
 
@@ -20,28 +19,12 @@
 static int get(PyObject *o, Py_buffer *b, const char *fmt, Py_ssize_t size, int writable,
                Py_ssize_t rows)
 {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(o, b, flags) < 0) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "a C-contiguous array of the expected dtype");
+    if (dsan_buffer(o, b, fmt, size, writable) < 0)
         return -1;
-    }
-    const char *f = b->format;
-    if (f[0] == '<' || f[0] == '=' || f[0] == '@')
-        f++;
-    /* numpy's int64 is 'l' where long has 8 bytes, else 'q' */
-    int ok = b->itemsize == size
-             && (strcmp(f, fmt) == 0
-                 || (fmt[0] == 'q' && strcmp(f, "l") == 0 && sizeof(long) == 8));
-    ok = ok && (rows > 0   ? b->ndim == 2 && b->shape[0] == rows
-                : rows < 0 ? b->ndim == 2
-                           : b->ndim == 1);
-    if (!ok) {
-        PyBuffer_Release(b);
-        PyErr_SetString(PyExc_TypeError, "an array of another dtype or shape than expected");
-        return -1;
-    }
-    return 0;
+    int ok = rows > 0   ? b->ndim == 2 && b->shape[0] == rows
+             : rows < 0 ? b->ndim == 2
+                        : b->ndim == 1;
+    return ok ? 0 : dsan_bad_shape(b);
 }
 
 static Py_ssize_t length(const Py_buffer *b) { return b->ndim == 2 ? b->shape[1] : b->shape[0]; }
