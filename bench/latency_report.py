@@ -320,10 +320,15 @@ def main(argv: list[str]) -> int:
 
 
 _NOTES = """
-## Budgets: met or not, and why
+## Budgets: met or not, and why (session 3's analysis, kept as written)
 
-**Read the tables above with the machine in mind.** The run on this page (session 3,
-16:42-16:46 UTC, 2 Dec 2026, niced) shared 2 cores with four other engineers' jobs: 1-minute
+The verdicts for the run on this page are the table at the top ("Budgets met or missed (this
+run)"); `docs/status.md` says where each budget stands, and `latency_h200.md` gives the same
+rows on a quiet 16-core machine. What follows is session 3's reading of its own run, kept for
+its step-by-step costs.
+
+**Read the tables above with the machine in mind.** Session 3's run (16:42-16:46 UTC,
+2 Dec 2026, niced) shared 2 cores with four other engineers' jobs: 1-minute
 load 3.0-4.5. Any process then loses the CPU for a 4 ms scheduler slice now and then, and 1%
 of 1,000 calls is 10 calls, so most p99s above (floors and no-op servers included, e.g. the
 gRPC Go no-op's 3.3 ms at 1,000 nodes) are those slices, not the sidecar. The signal is the
