@@ -101,7 +101,10 @@ class NodeEmbeddings:
 
     @staticmethod
     def _static_key(snap: ClusterSnapshot) -> tuple[Any, ...]:
-        images = None if snap.images is None else [set(s) for s in snap.images]
+        # node_block reads only how many images a node holds: counts, not copies of 5,000
+        # sets (each refresh's garbage would feed the cyclic GC a full collection now and then)
+        images = (None if snap.images is None
+                  else np.fromiter(map(len, snap.images), dtype=np.int64, count=len(snap)))
         return (len(snap), list(snap.names), images,
                 *(_copy(getattr(snap, c)) for c in _STATIC))
 

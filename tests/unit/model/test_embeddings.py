@@ -100,3 +100,14 @@ def test_forward_adj_equals_pyg_message_passing(edges: str) -> None:
         ref = enc(x, ei, ew)
         got = enc.forward_adj(x, mean_adjacency(ei, ew, n))
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_a_node_pulling_an_image_is_noticed(model: DSANNet) -> None:
+    snap = _snap(30)
+    snap.images = [frozenset({1}) if i % 3 else frozenset() for i in range(len(snap))]
+    e = NodeEmbeddings(model)
+    e.refresh(snap)
+    snap.images[4] = frozenset({1, 2})  # replaced in the list, as the sidecar's cache does
+    e.refresh(snap)
+    assert e.full_refreshes == 2
+    _check(e, model, snap)
