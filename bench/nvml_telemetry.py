@@ -36,9 +36,7 @@ class LegacyPcieBackend(NvmlBackend):
     per direction (20 ms each), for the side-by-side row."""
 
     def _pcie_rates(self, i: int, h: Any, now: float) -> tuple[float, float]:
-        n = self._nvml
-        return (self._read(lambda: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_TX_BYTES)),
-                self._read(lambda: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_RX_BYTES)))
+        return self._pcie_throughput(h)
 
 
 def _stats(fn: Callable[[], Any], reps: int) -> dict[str, float]:

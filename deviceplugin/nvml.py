@@ -210,6 +210,10 @@ class NvmlBackend:
         rates = self._counter_rates("pcie", i, h, _PCIE_BYTES, now)
         if rates is not None:
             return rates[0] / 1024, rates[1] / 1024
+        return self._pcie_throughput(h)
+
+    def _pcie_throughput(self, h: Any) -> tuple[float, float]:
+        """TX and RX KB/s from nvmlDeviceGetPcieThroughput: 20 ms of blocking per call."""
         n = self._nvml
         return (self._read(lambda: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_TX_BYTES)),
                 self._read(lambda: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_RX_BYTES)))

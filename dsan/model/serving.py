@@ -121,13 +121,16 @@ class ServingModel:
         the cached embeddings and head weights are then recomputed. ~20 attribute reads."""
         return sum(map(_VERSION, self._params))
 
-    def _fresh(self, snap: ClusterSnapshot) -> bool:
-        if self._wver != self._weights_version():
-            return False
-        if self._tver != snap.telemetry_version or self._len != len(snap) or self._inputs is None:
+    def _same_inputs(self, snap: ClusterSnapshot) -> bool:
+        """Same weights, node count and column objects as the last refresh (the telemetry
+        version aside)."""
+        if self._wver != self._weights_version() or self._len != len(snap) or self._inputs is None:
             return False
         # identity, not equality, element by element in C (no generator frame per column)
         return all(map(is_, self._inputs, _inputs(snap)))
+
+    def _fresh(self, snap: ClusterSnapshot) -> bool:
+        return self._tver == snap.telemetry_version and self._same_inputs(snap)
 
     def refresh(self, snap: ClusterSnapshot) -> None:
         """Recompute node embeddings if telemetry, static columns or topology changed.
@@ -142,14 +145,7 @@ class ServingModel:
         if self._fresh(snap):
             return
         now = self._clock()
-        if (
-            self.min_refresh_s > 0
-            and now - self._refreshed_at < self.min_refresh_s
-            and self._wver == self._weights_version()
-            and self._len == len(snap)
-            and self._inputs is not None
-            and all(map(is_, self._inputs, _inputs(snap)))
-        ):
+        if now - self._refreshed_at < self.min_refresh_s and self._same_inputs(snap):
             return
         self._refreshed_at = now
         wver = self._weights_version()
