@@ -14,11 +14,8 @@ nodes, whose extremes rarely move: a new ``(lo, hi)`` (or a clock tick that move
 costs one pass over the candidates, as before.
 
 The rest of the head (attention over the two cached streams, ReLU, the 3H -> 2H -> 1 MLP)
-runs in numpy float32 on the rows it needs, with two exact shortcuts: no attention when the
-MLP ignores z, and no MLP for rows whose ReLU layer no request can open. Weights are read
-from the module at every embedding refresh (``ServingModel`` refreshes when a parameter is
-written), so a retrained model of the same architecture just works. No torch on the request
-path.
+runs in numpy on the rows a request needs: :class:`dsan.model.headmirror.HeadMirror`, which
+also reads the weights. No torch on the request path.
 """
 
 from __future__ import annotations
@@ -29,13 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch import nn
 
-from dsan.features import _LOG1P_HOUR, PlacementCache, _minmax_rows, age_columns
-from dsan.features import _RANK_HIGHER_IS_BETTER as _HIB
+from dsan.features import PlacementCache
 from dsan.model import headscan
+from dsan.model.headmirror import FEW_ROWS, HeadMirror
 from dsan.model.net import DSANNet
-from dsan.model.rowcache import ClassRows, FirstLayer, Hint, RowTracker, class_key
+from dsan.model.rowcache import ClassRows, Hint, RowTracker, class_key
 from dsan.rowfeatures import REQUEST_COLUMNS
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
@@ -47,8 +43,6 @@ __all__ = ["MAX_CLASSES", "MAX_SETS", "REQUEST_COLUMNS", "HeadCache", "SetLogits
 
 #: Pod classes kept at once (each ~ n x (3H + 8) numbers); the oldest is dropped beyond.
 MAX_CLASSES = 32
-#: Up to this many rows go through the few-row head (:meth:`HeadCache._head_few`).
-FEW_ROWS = 4
 #: Candidate-set extremes kept per class (each 3 x n numbers); the oldest is dropped beyond.
 MAX_SETS = 4
 
@@ -71,7 +65,6 @@ class HeadCache:
 
     def __init__(self, model: DSANNet, max_classes: int = MAX_CLASSES,
                  max_sets: int = MAX_SETS) -> None:
-        self.model = model
         self.max_classes = max_classes
         self.max_sets = max_sets
         self._classes: dict[Hashable, ClassRows] = {}
@@ -82,55 +75,15 @@ class HeadCache:
         #: The caller's record of the rows written to a snapshot between two versions
         #: (:meth:`note_changes`), read by the next row sync.
         self._hint: Hint | None = None
-        #: Rows featurized into the cache, and rows sent through the head (observability
-        #: and tests).
+        #: Rows featurized into the cache (observability and tests).
         self.rows_computed = 0
-        self.rows_scored = 0
-        self._load_weights()
-        self._layer = self._first_layer(np.zeros((0, self.h), dtype=np.float32))
+        #: The rest of the head, in numpy, over the current embeddings.
+        self._mirror = HeadMirror(model)
 
-    def _load_weights(self) -> None:
-        m = self.model
-
-        def lin(mod: nn.Module) -> tuple[F32, F32 | None]:
-            assert isinstance(mod, nn.Linear)
-            b = None if mod.bias is None else mod.bias.detach().float().numpy().copy()
-            return mod.weight.detach().float().numpy().copy(), b
-
-        h = m.hidden
-        self.h = h
-        wq, bq = lin(m.fusion.query)
-        wp, bp = lin(m.head.proj)
-        ws, bs = lin(m.head.skip)
-        wg, _ = lin(m.head.gpu_skip)
-        scale = nn.functional.softplus(m.head.prior_scale.detach().float()) * 100.0
-        self._parts = dict(
-            h=h, w_first=np.concatenate([wq, wp], axis=0), b_query=_b(bq, h),
-            bias=np.concatenate([_b(bp, 2 * h), _b(bs, 1)]).astype(np.float32),
-            w_skip=ws[0].astype(np.float64), w_gpu=wg[0].astype(np.float64),
-            residual=bool(m.head.residual), prior=(int(m.head.prior_col), float(scale)),
-            cpu_only=int(m.head.cpu_only_col))
-        w1, b1 = lin(m.head.mlp[0])
-        w2, b2 = lin(m.head.mlp[2])
-        self._w1g, self._w1z = w1[:, : 2 * h].T.copy(), w1[:, 2 * h :].T.copy()
-        self._b1 = _b(b1, 2 * h)
-        self._w2, self._b2 = w2[0].copy(), float(_b(b2, 1)[0])
-        self._wq_req = wq[:, REQUEST_COLUMNS].T.copy()  # (9, H): class-independent
-        # Per node, from the embeddings: the request columns' share (9,) of the difference of
-        # the two streams' attention scores (all a 2-way softmax needs), and value(stream)
-        # through the MLP's z half: u1 = U_1 + b1, ud = U_0 - U_1, so W1z z + b1 = u1 +
-        # alpha_0 ud (alpha_1 = 1 - alpha_0). No per-request H-wide attention work.
-        self._gq = np.zeros((0, len(REQUEST_COLUMNS)), dtype=np.float32)
-        # A head whose MLP ignores z (its weights there are zero) skips the attention.
-        self._uses_z = bool(np.any(self._w1z))
-        self._parts["uses_z"] = self._uses_z
-        # Without z, a row whose ReLU layer is zero scores relu(b1) . w2 (+ its linear terms).
-        self._dead_out = np.maximum(self._b1, 0.0) @ self._w2
-        self._u1 = np.zeros((0, 2 * h), dtype=np.float32)
-        self._ud = np.zeros((0, 2 * h), dtype=np.float32)
-
-    def _first_layer(self, key_diff: F32) -> FirstLayer:
-        return FirstLayer(key_diff=key_diff, **self._parts)
+    @property
+    def rows_scored(self) -> int:
+        """Rows sent through the head (observability and tests)."""
+        return self._mirror.rows_scored
 
     def set_embeddings(self, emb: torch.Tensor, moved: I64 | None = None) -> None:
         """New node embeddings (N, 2, H): the streams' keys and values.
@@ -143,23 +96,14 @@ class HeadCache:
         query (O(nH) per class, no featurizing), drops its cached logits, and recomputes
         the ``moved`` rows at its next request, as after an allocation change."""
         if moved is None:
-            self._load_weights()
-        with torch.inference_mode():
-            key = self.model.fusion.key(emb).float().numpy()
-            val = self.model.fusion.value(emb).float().numpy()
-        key = key / np.float32(self.h**0.5)
-        kd = np.ascontiguousarray(key[:, 1] - key[:, 0])  # (n, H)
-        self._layer = self._first_layer(kd)
-        self._gq = np.ascontiguousarray(kd @ self._wq_req.T)  # (n, 9)
-        u = val @ self._w1z  # (n, 2, 2H)
-        self._u1 = np.ascontiguousarray(u[:, 1] + self._b1)
-        self._ud = np.ascontiguousarray(u[:, 0] - u[:, 1])
+            self._mirror.load_weights()
+        self._mirror.set_embeddings(emb)
         t = self._tracker
-        if moved is None or t is None or len(t.epoch) != len(kd):
+        if moved is None or t is None or len(t.epoch) != len(emb):
             self.clear()
             return
         for c in self._classes.values():
-            c.rederive(self._layer)
+            c.rederive(self._mirror.layer)
         t.touch(moved)
 
     def trust_snapshot_versions(self) -> None:
@@ -210,14 +154,14 @@ class HeadCache:
         if c is None:
             if len(self._classes) >= self.max_classes:
                 del self._classes[next(iter(self._classes))]
-            c = self._classes[key] = ClassRows.empty(n, self.h)
+            c = self._classes[key] = ClassRows.empty(n, self._mirror.h)
         stale = headscan.stale(nodes, c.at, t.epoch)
         rows = None
         if stale.size:
             # np.unique's sort machinery costs ~5 us; a settle's one or two rows need none
             rows = (np.array(sorted(set(stale.tolist())), dtype=np.int64)
                     if stale.size <= FEW_ROWS else np.unique(stale))
-            c.update(self._layer, pod, snap, rows, node_cols, placements, t.tick)
+            c.update(self._mirror.layer, pod, snap, rows, node_cols, placements, t.tick)
             self.rows_computed += len(rows)
         c.last = nodes
         return c, rows
@@ -256,7 +200,7 @@ class HeadCache:
         todo = np.flatnonzero((e.at[rows] != at) | (e.age[rows] != age))
         if todo.size:
             sub, sub_age = rows[todo], age[todo]
-            e.logit[sub] = self._head(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
+            e.logit[sub] = self._mirror.logits(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
             e.at[sub], e.age[sub] = at[todo], sub_age
 
     def _set_logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64) -> F64:
@@ -275,108 +219,13 @@ class HeadCache:
         if todo.size == len(nodes):
             q = c.quant.take(nodes, axis=1)
             age = np.full(len(nodes), np.inf) if ages is None else ages[nodes]
-            e.logit[nodes] = self._head(c, snap, nodes, q, lo, hi, age)
+            e.logit[nodes] = self._mirror.logits(c, snap, nodes, q, lo, hi, age)
             e.at[nodes], e.age[nodes] = c.at[nodes], age
             out = e.logit[nodes]  # read back: a node listed twice reads what was kept
         elif todo.size:
             sub = nodes[todo]
             sub_age = np.full(len(sub), np.inf) if ages is None else ages[sub]
-            e.logit[sub] = self._head(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
+            e.logit[sub] = self._mirror.logits(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
             e.at[sub], e.age[sub] = c.at[sub], sub_age
             out[todo] = e.logit[sub]
         return out
-
-    def _head(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, q: F64, lo: F64,
-              hi: F64, age: F64) -> F64:
-        """The head on ``nodes`` with their quantities ``q`` (7, m) and telemetry ages
-        ``age`` (m,), under the candidate set's extremes ``lo`` (5, 1) and ``hi`` (7, 1)."""
-        h = self.h
-        self.rows_scored += len(nodes)
-        if len(nodes) <= FEW_ROWS:
-            return self._head_few(c, snap, nodes, q, lo, hi, age)
-        xr = np.empty((len(nodes), len(REQUEST_COLUMNS)), dtype=np.float32)
-        ranks = _minmax_rows(q[:5], lo, hi[:5], _HIB)  # the five min-max columns at once
-        xr[:, :4] = ranks[:4].T
-        xr[:, 4] = q[5] >= hi[5]
-        xr[:, 5] = q[6] >= hi[6] - 1e-9
-        xr[:, 6] = ranks[4]
-        xr[:, 7:] = age_columns(snap, nodes)
-        m, h2 = len(nodes), 2 * h
-        lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]
-        if xr.min() >= 0.0 and xr.max() <= 1.0:  # else (NaN, skewed clock) no row is dead
-            live = np.flatnonzero(~c.dead[nodes] | (xr[:, -1] != c.present[nodes]))
-        else:
-            live = np.arange(m)
-        sub = nodes if live.size == m else nodes[live]
-        g = c.pre[sub, :h2] if live.size == m else c.pre[sub][:, :h2]
-        g += (xr if live.size == m else xr[live]) @ c.req_w[:, :h2]
-        np.maximum(g, 0.0, out=g)
-        if self._uses_z:
-            d = c.att[nodes] + np.einsum("mr,mr->m", xr, self._gq[nodes])
-            # softmax over two streams: alpha_0 = sigmoid(s_0 - s_1), clipped against overflow
-            a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
-            hid = self._u1[nodes]
-            hid += a0[:, None] * self._ud[nodes]
-            if live.size:
-                hid[live] += g @ self._w1g
-            np.maximum(hid, 0.0, out=hid)
-            out = hid @ self._w2
-        else:  # z unused: a dead row's hidden layer is relu(b1), the same for every row
-            out = np.full(m, self._dead_out, dtype=np.float32)
-            if live.size:
-                hl = g @ self._w1g
-                hl += self._b1
-                np.maximum(hl, 0.0, out=hl)
-                out[live] = hl @ self._w2
-        out += lin
-        out += self._b2
-        return out.astype(np.float64)
-
-    def _head_few(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, q: F64, lo: F64,
-                  hi: F64, age: F64) -> F64:
-        """:meth:`_head` on up to :data:`FEW_ROWS` rows (a settle's changed rows, usually
-        one), in ~20 numpy calls instead of ~50: numpy's per-call cost, not arithmetic, is
-        the price of a few rows. The 9 request columns are the same float64 expressions
-        (``_minmax_rows``; ``age_columns`` with the same ``np.log1p``) on Python floats or
-        in C (:func:`dsan.model.headscan.request_rows_py` and its twin), so ``xr`` holds
-        the same float32 values; the 2H + 1 first-layer outputs come from one
-        matmul; a dead row (see :class:`~dsan.model.rowcache.ClassRows`) gets the same
-        ``relu(b1) . w2`` as in :meth:`_head`. Only the matmul blocking may differ from the
-        many-row path, in float32 rounding (pinned by the head cache tests)."""
-        h2 = 2 * self.h
-        m = len(nodes)
-        capped = [(a if a < 1e9 else 1e9) if a == a else 0.0 for a in age.tolist()]
-        tel_age = np.log1p(capped) / _LOG1P_HOUR  # numpy's log1p, as age_columns
-        # The request columns and the dead rows, as _head decides them (headscan).
-        xr, dead = headscan.request_rows(q, lo, hi, _HIB, tel_age, age,
-                                         snap.telemetry is not None, c.present, c.dead, nodes)
-        t_all = xr @ c.req_w  # (m, 2H + 1): the relative columns' share of every output
-        t_all += c.pre[nodes]
-        g = t_all[:, :h2]
-        np.maximum(g, 0.0, out=g)
-        live = [k for k in range(m) if not dead[k]]
-        if self._uses_z:
-            d = c.att[nodes] + np.einsum("mr,mr->m", xr, self._gq[nodes])
-            a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
-            hid = self._u1[nodes]
-            hid += a0[:, None] * self._ud[nodes]
-            if len(live) == m:
-                hid += g @ self._w1g
-            elif live:
-                hid[live] += g[live] @ self._w1g
-            np.maximum(hid, 0.0, out=hid)
-            out = hid @ self._w2
-        else:
-            hl = g @ self._w1g
-            hl += self._b1
-            np.maximum(hl, 0.0, out=hl)
-            out = hl @ self._w2
-            if len(live) < m:
-                out[[k for k in range(m) if dead[k]]] = self._dead_out
-        out += t_all[:, h2]
-        out += self._b2
-        return out.astype(np.float64)
-
-
-def _b(b: F32 | None, k: int) -> F32:
-    return np.zeros(k, dtype=np.float32) if b is None else b

@@ -365,62 +365,6 @@ def test_prefetch_under_held_extremes_scores_only_the_changed_rows() -> None:
     _check(sm, model, pod, snap, feasible_nodes(pod, snap))
 
 
-@pytest.mark.parametrize("which", ["residual", "mlp", "shipped", "gated"])
-def test_few_row_head_matches_the_many_row_head(which: str,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The settle's path (HeadCache._head_few: up to FEW_ROWS rows) against the many-row
-    head on the same rows and extremes: the same request columns, dead rows the same value,
-    other rows to float32 rounding; ages that push tel_age out of [0, 1] (a skewed clock)
-    and absent telemetry included."""
-    from dsan.model import headcache
-    from dsan.model.rowcache import class_key
-
-    if which == "shipped":
-        model, _ = load(DEFAULT_DIR)
-    elif which == "residual":
-        model = _random_residual(8)
-    else:
-        torch.manual_seed(5)
-        model = DSANNet(ModelConfig(hidden=8))
-        if which == "gated":  # many dead rows (see the gated-rows test above)
-            col = FEATURE_NAMES.index("tel_present")
-            with torch.no_grad():
-                model.head.proj.weight.mul_(0.01)
-                model.head.proj.weight[:, col] = 10.0
-                model.head.proj.bias.fill_(-5.0)
-    snap = _snap(40, seed=21)
-    ages = snap.telemetry_age_s
-    assert ages is not None
-    ages[::5] = np.inf
-    ages[3::7] = -0.5  # tel_age < 0: no row counts as dead
-    sm = ServingModel(model, default_workload())
-    head = sm.head
-    assert head is not None
-    rng = np.random.default_rng(22)
-    dead_seen = 0
-    for pod in PODS:
-        nodes = feasible_nodes(pod, snap)
-        sm.logits(pod, snap, nodes)
-        c = head._classes[class_key(pod)]
-        q_all = c.quant.take(nodes, axis=1)
-        lo, hi = q_all[:5].min(axis=1, keepdims=True), q_all.max(axis=1, keepdims=True)
-        for _ in range(12):
-            k = int(rng.integers(1, headcache.FEW_ROWS + 1))
-            sub = rng.choice(nodes, size=min(k, len(nodes)), replace=False).astype(np.int64)
-            q, age = c.quant.take(sub, axis=1), ages[sub]
-            few = head._head(c, snap, sub, q, lo, hi, age)
-            monkeypatch.setattr(headcache, "FEW_ROWS", 0)
-            many = head._head(c, snap, sub, q, lo, hi, age)
-            monkeypatch.undo()
-            np.testing.assert_allclose(few, many, rtol=1e-6, atol=1e-6)
-            # dead as _head decides it: the cached gate state, every column in [0, 1]
-            dead = c.dead[sub] & (np.isfinite(age) == c.present[sub]) & bool((age >= 0).all())
-            np.testing.assert_array_equal(few[dead], many[dead])
-            dead_seen += int(dead.sum())
-    if which == "gated":
-        assert dead_seen > 0
-
-
 def test_trusted_versions_skip_the_row_diff_only_for_an_unchanged_version() -> None:
     """RowTracker(trust_version=True), as the sidecar's engine sets it: the same snapshot at
     the same version is not diffed again; a version bump is; without trust every in-place

@@ -1,0 +1,202 @@
+"""The numpy mirror of DSAN's head past the first layer, for :mod:`dsan.model.headcache`.
+
+A mirror holds the module's weights as numpy float32 arrays and, per node, what the current
+embeddings give the head: the streams' key difference (the :class:`~dsan.model.rowcache.
+FirstLayer` every class's rows are computed with), the request columns' share of the
+attention score, and the streams' values through the MLP's z half. Given a class's cached
+rows and a candidate set's extremes, :meth:`HeadMirror.logits` runs the 9 request columns,
+the attention over the two streams, ReLU and the 3H -> 2H -> 1 MLP on the rows asked for,
+with two exact shortcuts: no attention when the MLP ignores z, and no MLP for rows whose ReLU
+layer no request can open. It keeps no per-request state: which rows to score, and under which
+extremes, is the head cache's business. Weights are read from the module at every full
+embedding refresh (``ServingModel`` refreshes when a parameter is written), so a retrained
+model of the same architecture just works. No torch on the request path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+from dsan.features import _LOG1P_HOUR, _minmax_rows, age_columns
+from dsan.features import _RANK_HIGHER_IS_BETTER as _HIB
+from dsan.model import headscan
+from dsan.model.net import DSANNet
+from dsan.model.rowcache import ClassRows, FirstLayer
+from dsan.rowfeatures import REQUEST_COLUMNS
+from dsan.snapshot import ClusterSnapshot
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+__all__ = ["FEW_ROWS", "HeadMirror"]
+
+#: Up to this many rows go through the few-row head (:meth:`HeadMirror._few`).
+FEW_ROWS = 4
+
+
+class HeadMirror:
+    """A model's head past the first layer in numpy, over the current node embeddings."""
+
+    def __init__(self, model: DSANNet) -> None:
+        self.model = model
+        #: Rows sent through the head (observability and tests).
+        self.rows_scored = 0
+        self.load_weights()
+        self.layer = self._first_layer(np.zeros((0, self.h), dtype=np.float32))
+
+    def load_weights(self) -> None:
+        """Read the module's weights (again): at start and at every full refresh."""
+        m = self.model
+
+        def lin(mod: nn.Module) -> tuple[F32, F32 | None]:
+            assert isinstance(mod, nn.Linear)
+            b = None if mod.bias is None else mod.bias.detach().float().numpy().copy()
+            return mod.weight.detach().float().numpy().copy(), b
+
+        h = m.hidden
+        self.h = h
+        wq, bq = lin(m.fusion.query)
+        wp, bp = lin(m.head.proj)
+        ws, bs = lin(m.head.skip)
+        wg, _ = lin(m.head.gpu_skip)
+        scale = nn.functional.softplus(m.head.prior_scale.detach().float()) * 100.0
+        self._parts = dict(
+            h=h, w_first=np.concatenate([wq, wp], axis=0), b_query=_b(bq, h),
+            bias=np.concatenate([_b(bp, 2 * h), _b(bs, 1)]).astype(np.float32),
+            w_skip=ws[0].astype(np.float64), w_gpu=wg[0].astype(np.float64),
+            residual=bool(m.head.residual), prior=(int(m.head.prior_col), float(scale)),
+            cpu_only=int(m.head.cpu_only_col))
+        w1, b1 = lin(m.head.mlp[0])
+        w2, b2 = lin(m.head.mlp[2])
+        self._w1g, self._w1z = w1[:, : 2 * h].T.copy(), w1[:, 2 * h :].T.copy()
+        self._b1 = _b(b1, 2 * h)
+        self._w2, self._b2 = w2[0].copy(), float(_b(b2, 1)[0])
+        self._wq_req = wq[:, REQUEST_COLUMNS].T.copy()  # (9, H): class-independent
+        # Per node, from the embeddings: the request columns' share (9,) of the difference of
+        # the two streams' attention scores (all a 2-way softmax needs), and value(stream)
+        # through the MLP's z half: u1 = U_1 + b1, ud = U_0 - U_1, so W1z z + b1 = u1 +
+        # alpha_0 ud (alpha_1 = 1 - alpha_0). No per-request H-wide attention work.
+        self._gq = np.zeros((0, len(REQUEST_COLUMNS)), dtype=np.float32)
+        # A head whose MLP ignores z (its weights there are zero) skips the attention.
+        self._uses_z = bool(np.any(self._w1z))
+        self._parts["uses_z"] = self._uses_z
+        # Without z, a row whose ReLU layer is zero scores relu(b1) . w2 (+ its linear terms).
+        self._dead_out = np.maximum(self._b1, 0.0) @ self._w2
+        self._u1 = np.zeros((0, 2 * h), dtype=np.float32)
+        self._ud = np.zeros((0, 2 * h), dtype=np.float32)
+
+    def _first_layer(self, key_diff: F32) -> FirstLayer:
+        return FirstLayer(key_diff=key_diff, **self._parts)
+
+    def set_embeddings(self, emb: torch.Tensor) -> None:
+        """New node embeddings (N, 2, H): the streams' keys and values, with the weights last
+        read (:meth:`load_weights` first when they may have changed)."""
+        with torch.inference_mode():
+            key = self.model.fusion.key(emb).float().numpy()
+            val = self.model.fusion.value(emb).float().numpy()
+        key = key / np.float32(self.h**0.5)
+        kd = np.ascontiguousarray(key[:, 1] - key[:, 0])  # (n, H)
+        self.layer = self._first_layer(kd)
+        self._gq = np.ascontiguousarray(kd @ self._wq_req.T)  # (n, 9)
+        u = val @ self._w1z  # (n, 2, 2H)
+        self._u1 = np.ascontiguousarray(u[:, 1] + self._b1)
+        self._ud = np.ascontiguousarray(u[:, 0] - u[:, 1])
+
+    def logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, q: F64, lo: F64,
+               hi: F64, age: F64) -> F64:
+        """The head on ``nodes`` with their quantities ``q`` (7, m) and telemetry ages
+        ``age`` (m,), under the candidate set's extremes ``lo`` (5, 1) and ``hi`` (7, 1)."""
+        h = self.h
+        self.rows_scored += len(nodes)
+        if len(nodes) <= FEW_ROWS:
+            return self._few(c, snap, nodes, q, lo, hi, age)
+        xr = np.empty((len(nodes), len(REQUEST_COLUMNS)), dtype=np.float32)
+        ranks = _minmax_rows(q[:5], lo, hi[:5], _HIB)  # the five min-max columns at once
+        xr[:, :4] = ranks[:4].T
+        xr[:, 4] = q[5] >= hi[5]
+        xr[:, 5] = q[6] >= hi[6] - 1e-9
+        xr[:, 6] = ranks[4]
+        xr[:, 7:] = age_columns(snap, nodes)
+        m, h2 = len(nodes), 2 * h
+        lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]
+        if xr.min() >= 0.0 and xr.max() <= 1.0:  # else (NaN, skewed clock) no row is dead
+            live = np.flatnonzero(~c.dead[nodes] | (xr[:, -1] != c.present[nodes]))
+        else:
+            live = np.arange(m)
+        sub = nodes if live.size == m else nodes[live]
+        g = c.pre[sub, :h2] if live.size == m else c.pre[sub][:, :h2]
+        g += (xr if live.size == m else xr[live]) @ c.req_w[:, :h2]
+        np.maximum(g, 0.0, out=g)
+        if self._uses_z:
+            d = c.att[nodes] + np.einsum("mr,mr->m", xr, self._gq[nodes])
+            # softmax over two streams: alpha_0 = sigmoid(s_0 - s_1), clipped against overflow
+            a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
+            hid = self._u1[nodes]
+            hid += a0[:, None] * self._ud[nodes]
+            if live.size:
+                hid[live] += g @ self._w1g
+            np.maximum(hid, 0.0, out=hid)
+            out = hid @ self._w2
+        else:  # z unused: a dead row's hidden layer is relu(b1), the same for every row
+            out = np.full(m, self._dead_out, dtype=np.float32)
+            if live.size:
+                hl = g @ self._w1g
+                hl += self._b1
+                np.maximum(hl, 0.0, out=hl)
+                out[live] = hl @ self._w2
+        out += lin
+        out += self._b2
+        return out.astype(np.float64)
+
+    def _few(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, q: F64, lo: F64,
+             hi: F64, age: F64) -> F64:
+        """:meth:`logits` on up to :data:`FEW_ROWS` rows (a settle's changed rows, usually
+        one), in ~20 numpy calls instead of ~50: numpy's per-call cost, not arithmetic, is
+        the price of a few rows. The 9 request columns are the same float64 expressions
+        (``_minmax_rows``; ``age_columns`` with the same ``np.log1p``) on Python floats or
+        in C (:func:`dsan.model.headscan.request_rows_py` and its twin), so ``xr`` holds
+        the same float32 values; the 2H + 1 first-layer outputs come from one
+        matmul; a dead row (see :class:`~dsan.model.rowcache.ClassRows`) gets the same
+        ``relu(b1) . w2`` as in :meth:`logits`. Only the matmul blocking may differ from the
+        many-row path, in float32 rounding (pinned by the head cache tests)."""
+        h2 = 2 * self.h
+        m = len(nodes)
+        capped = [(a if a < 1e9 else 1e9) if a == a else 0.0 for a in age.tolist()]
+        tel_age = np.log1p(capped) / _LOG1P_HOUR  # numpy's log1p, as age_columns
+        # The request columns and the dead rows, as logits() decides them (headscan).
+        xr, dead = headscan.request_rows(q, lo, hi, _HIB, tel_age, age,
+                                         snap.telemetry is not None, c.present, c.dead, nodes)
+        t_all = xr @ c.req_w  # (m, 2H + 1): the relative columns' share of every output
+        t_all += c.pre[nodes]
+        g = t_all[:, :h2]
+        np.maximum(g, 0.0, out=g)
+        live = [k for k in range(m) if not dead[k]]
+        if self._uses_z:
+            d = c.att[nodes] + np.einsum("mr,mr->m", xr, self._gq[nodes])
+            a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
+            hid = self._u1[nodes]
+            hid += a0[:, None] * self._ud[nodes]
+            if len(live) == m:
+                hid += g @ self._w1g
+            elif live:
+                hid[live] += g[live] @ self._w1g
+            np.maximum(hid, 0.0, out=hid)
+            out = hid @ self._w2
+        else:
+            hl = g @ self._w1g
+            hl += self._b1
+            np.maximum(hl, 0.0, out=hl)
+            out = hl @ self._w2
+            if len(live) < m:
+                out[[k for k in range(m) if dead[k]]] = self._dead_out
+        out += t_all[:, h2]
+        out += self._b2
+        return out.astype(np.float64)
+
+
+def _b(b: F32 | None, k: int) -> F32:
+    return np.zeros(k, dtype=np.float32) if b is None else b
