@@ -71,13 +71,16 @@ API_ROWS = (("inprocess", "floor:lookup+dot", BUDGET_INPROCESS),
             ("inprocess-inline", "floor:lookup+dot", BUDGET_INPROCESS),
             ("http", "noop", BUDGET_HTTP), ("http-go", "noop", BUDGET_HTTP),
             ("http-go-paced", "noop", BUDGET_HTTP),
-            ("grpc", "noop", None), ("grpc-go", "noop", None), ("grpc-go-paced", "noop", None))
+            ("grpc", "noop", None), ("grpc-go", "noop", None), ("grpc-go-paced", "noop", None),
+            ("gateway-go", "noop", None), ("gateway-go-paced", "noop", None))
 API_LABEL = {"inprocess": "in process (caller waits)",
              "inprocess-inline": "in process + settle inline",
              "http": "HTTP, Python client", "http-go": "**HTTP, Go client**",
              "http-go-paced": "HTTP, Go client, paced",
              "grpc": "gRPC, Python client", "grpc-go": "**gRPC, Go client**",
-             "grpc-go-paced": "gRPC, Go client, paced"}
+             "grpc-go-paced": "gRPC, Go client, paced",
+             "gateway-go": "**gRPC via score-gateway, Go client**",
+             "gateway-go-paced": "gRPC via score-gateway, Go client, paced"}
 JUDGED = [
     "Which rows the budgets are judged on: **the Go-client rows, back to back** (bold) for "
     "HTTP and gRPC. The "
@@ -195,6 +198,14 @@ TRANSPORTS = (
      "Budget: p99 <= 1 ms at 1,000 nodes."),
     ("grpc-go-paced", "## gRPC `Score`, Go client, paced (1 ms between calls)",
      "As above with `-gap 1ms`. Shown, not counted against the budget."),
+    ("gateway-go", "## gRPC `Score` via score-gateway, Go client, vs the no-op behind it",
+     "The same Go client and requests, served by `score-gateway` (grpc-go, "
+     "`scheduler-plugin/cmd/score-gateway`) relaying each call's bytes to the sidecar's "
+     "unix-socket Score relay (`sidecar/relay.py`, `relay_socket`), where the same handler "
+     "answers; the no-op handler behind the same gateway and relay is the floor. "
+     "Budget: p99 <= 1 ms at 1,000 nodes."),
+    ("gateway-go-paced", "## gRPC `Score` via score-gateway, Go client, paced (1 ms between "
+     "calls)", "As above with `-gap 1ms`. Shown, not counted against the budget."),
 )
 
 

@@ -7,6 +7,9 @@ measured in the same run:
 * HTTP: the extender (``POST /dsan/prioritize``) against a no-op extender in the same server
   (same parsing and reply encoding, every score 0), over one keep-alive connection;
 * gRPC: ``Score`` against a no-op servicer on the same gRPC server stack;
+* gRPC through ``score-gateway`` (``scheduler-plugin/cmd/score-gateway``: grpc-go in front of
+  the sidecar's unix-socket Score relay, ``sidecar/relay.py``), against the no-op handler
+  behind the same gateway and relay (Go client only);
 * the same two APIs again from a Go client in its own process
   (``scheduler-plugin/cmd/scorebench``: the DSANScore plugin's generated stubs and gRPC
   settings, and Go's net/http as kube-scheduler's HTTP extender client), i.e. what
@@ -44,7 +47,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import types
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import repeat
@@ -64,6 +69,7 @@ from sidecar.extender import ExtenderApp, ExtenderServer, NoopExtenderApp
 from sidecar.grpc_server import GrpcServer, NoopScoreHandler, ScoreHandler
 from sidecar.metrics import SidecarMetrics
 from sidecar.podspec import podspec_from_pod
+from sidecar.relay import RelayServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
 
@@ -350,6 +356,49 @@ def test_grpc_score(benchmark: Any, grpc_servers: Any, n: int, policy: str) -> N
 PLUGIN = Path(__file__).resolve().parents[1] / "scheduler-plugin"
 
 
+def score_gateway() -> Path:
+    """The score-gateway binary: $DSAN_SCORE_GATEWAY, else the control-plane build's (built
+    once per source hash under ~/.cache/dsan/bin by hack/control-plane-build.sh)."""
+    if os.environ.get("DSAN_SCORE_GATEWAY"):
+        return Path(os.environ["DSAN_SCORE_GATEWAY"])
+    from tests.support.controlplane import Binaries
+
+    return Binaries.resolve().score_gateway
+
+
+@pytest.fixture(scope="module")
+def gateway_servers() -> Iterator[Callable[[int, str], Any]]:
+    """score-gateway processes in front of this process's relay sockets, one per world."""
+    servers: dict[tuple[int, str], Any] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="dsan-gw-"))
+    procs: list[subprocess.Popen[str]] = []
+
+    def get(n: int, policy: str) -> Any:
+        if (n, policy) not in servers:
+            w = world(n, policy if policy != "noop" else POLICIES[0])
+            handler = NoopScoreHandler(w.names) if policy == "noop" else ScoreHandler(w.service)
+            sock = str(workdir / f"{n}-{policy}.sock")
+            relay = RelayServer(sock, handler, 64 << 20)
+            relay.start()
+            proc = subprocess.Popen([str(score_gateway()), "-listen", "127.0.0.1:0",
+                                     "-relay", sock], stdout=subprocess.PIPE, text=True)
+            procs.append(proc)
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # "serving grpc on 127.0.0.1:PORT relay PATH"
+            assert line.startswith("serving grpc on"), line
+            port = int(line.split()[3].rsplit(":", 1)[1])
+            servers[n, policy] = (types.SimpleNamespace(port=port), relay)
+        return servers[n, policy]
+
+    yield get
+    for proc in procs:
+        proc.terminate()
+        proc.wait(5)
+    for _, relay in servers.values():
+        relay.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 def go_client() -> Path:
     """The scorebench binary, built once per source hash under ~/.cache/dsan/bin."""
     srcs = [PLUGIN / "go.mod", PLUGIN / "go.sum", PLUGIN / "cmd/scorebench/main.go",
@@ -389,22 +438,24 @@ GAP = "1ms"
 @pytest.mark.parametrize("pace", ["", "paced"])
 @pytest.mark.parametrize("policy", ["noop", *POLICIES])
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("api", ["grpc", "http"])
-def test_go_client(benchmark: Any, http_servers: Any, grpc_servers: Any, api: str, n: int,
-                   policy: str, pace: str) -> None:
+@pytest.mark.parametrize("api", ["grpc", "gateway", "http"])
+def test_go_client(benchmark: Any, http_servers: Any, grpc_servers: Any, gateway_servers: Any,
+                   api: str, n: int, policy: str, pace: str) -> None:
     """Back to back (the server's post-reply settle competes with the next call), and paced
     as kube-scheduler calls (the settle runs in the gap)."""
     exe = go_client()
-    srv, _ = (grpc_servers if api == "grpc" else http_servers)(n, policy)
-    stdin = go_requests(world(n, policy if policy != "noop" else POLICIES[0]), api)
+    srv, _ = {"grpc": grpc_servers, "http": http_servers,
+              "gateway": gateway_servers}[api](n, policy)
+    wire = "http" if api == "http" else "grpc"
+    stdin = go_requests(world(n, policy if policy != "noop" else POLICIES[0]), wire)
     record(benchmark, f"{api}-go-{pace}" if pace else f"{api}-go", n, policy)
-    before = server_seconds(n, policy, api)
+    before = server_seconds(n, policy, wire)
     load_before = os.getloadavg()[0]
     got: dict[str, list[int]] = {}
 
     def once() -> None:
         # The Go process times each call itself; this process only serves (GIL free).
-        out = subprocess.run([str(exe), "-kind", api, "-addr", f"127.0.0.1:{srv.port}",
+        out = subprocess.run([str(exe), "-kind", wire, "-addr", f"127.0.0.1:{srv.port}",
                               "-rounds", str(ROUNDS), "-gap", GAP if pace else "0"],
                              input=stdin, capture_output=True)
         assert out.returncode == 0, out.stderr.decode()[-2000:]
@@ -416,4 +467,4 @@ def test_go_client(benchmark: Any, http_servers: Any, grpc_servers: Any, api: st
         loadavg_1m=max(load_before, os.getloadavg()[0]), loadavg_1m_before=load_before,
         p50=float(np.percentile(data, 50)), p99=float(np.percentile(data, 99)),
         mean=float(data.mean()), rounds=len(data))
-    server_info(benchmark, before, server_seconds(n, policy, api))
+    server_info(benchmark, before, server_seconds(n, policy, wire))

@@ -21,6 +21,7 @@ from sidecar.config import ConfigError, SidecarConfig
 from sidecar.extender import ExtenderApp, ExtenderServer
 from sidecar.grpc_server import GrpcServer, ScoreHandler
 from sidecar.metrics import SidecarMetrics
+from sidecar.relay import RelayServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
 
@@ -87,10 +88,14 @@ class Sidecar:
             cfg.max_body_bytes, ready=self.service.ready,
             metrics_body=self.service.exposition,
             count_error=lambda reason: self.metrics.error("http", reason))
+        handler = ScoreHandler(self.service)
         self.grpc: GrpcServer | None = None
         if cfg.grpc_port >= 0:
-            self.grpc = GrpcServer(cfg.bind_address, cfg.grpc_port, ScoreHandler(self.service),
+            self.grpc = GrpcServer(cfg.bind_address, cfg.grpc_port, handler,
                                    cfg.grpc_workers, cfg.max_grpc_message_bytes)
+        self.relay: RelayServer | None = None
+        if cfg.relay_socket is not None:
+            self.relay = RelayServer(cfg.relay_socket, handler, cfg.max_grpc_message_bytes)
         self._stop = threading.Event()
         self._ready = threading.Event()
 
@@ -106,6 +111,8 @@ class Sidecar:
         self.http.start()
         if self.grpc is not None:
             self.grpc.start()
+        if self.relay is not None:
+            self.relay.start()
         self.view.start()
         threading.Thread(target=self._watch_ready, name="readiness", daemon=True).start()
 
@@ -131,6 +138,8 @@ class Sidecar:
         self.http.stop()
         if self.grpc is not None:
             self.grpc.stop()
+        if self.relay is not None:
+            self.relay.stop()
 
 
 def _bad(counts: dict[str, int], kind: str) -> float:

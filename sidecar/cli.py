@@ -5,6 +5,8 @@ Every SidecarConfig field is a flag with dashes (``telemetry_stale_s`` ->
 servers listen and the informers have synced, one stable line goes to stdout:
 
     serving extender on http://127.0.0.1:8888/dsan grpc on 127.0.0.1:50051
+
+(with `` relay on PATH`` appended when ``--relay-socket`` is set).
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
                 sidecar.stop()
                 return 1
     if not stop.is_set():
+        relay = "" if sidecar.relay is None else f" relay on {sidecar.relay.path}"
         print(f"serving extender on {sidecar.extender_url} grpc on "
-              f"{sidecar.grpc_target or 'disabled'}", flush=True)
+              f"{sidecar.grpc_target or 'disabled'}{relay}", flush=True)
         stop.wait()
     sidecar.stop()
     return 0

@@ -28,6 +28,10 @@ class SidecarConfig:
     http_port: int = 8888
     #: gRPC Score + health port; 0 picks a free port, -1 disables gRPC.
     grpc_port: int = 50051
+    #: Unix socket of the Score relay that score-gateway (scheduler-plugin/cmd/score-gateway)
+    #: serves the gRPC Score service from; None = no relay. Its p99 meets the 1 ms budget
+    #: that grpcio's own server cannot (docs/sidecar.md, "The Score relay").
+    relay_socket: str | None = None
     #: Extender URL prefix: POST <prefix>/prioritize and <prefix>/filter.
     url_prefix: str = "/dsan"
     #: Policy served (a dsan.policies.registry name). "dsan" falls back to fallback_policy
@@ -89,6 +93,9 @@ class SidecarConfig:
 
         need(0 <= self.http_port <= 65535, "http_port", "must be within 0..65535")
         need(-1 <= self.grpc_port <= 65535, "grpc_port", "must be within -1..65535")
+        need(self.relay_socket is None or (self.relay_socket.startswith("/")
+                                           and len(self.relay_socket.encode()) <= 107),
+             "relay_socket", "must be an absolute path of at most 107 bytes (a unix socket)")
         need(self.url_prefix == "" or (self.url_prefix.startswith("/")
                                       and not self.url_prefix.endswith("/")),
              "url_prefix", "must be empty or start with '/' and not end with '/'")
@@ -139,7 +146,7 @@ class SidecarConfig:
 
 def _coerce(name: str, default: Any, value: Any) -> Any:
     """Type-check one YAML value against its field's default (ints may stand for floats)."""
-    if default is None:  # kubeconfig, model_dir: optional paths
+    if default is None:  # kubeconfig, model_dir, relay_socket: optional paths
         if value is None or isinstance(value, str):
             return value
     elif isinstance(default, bool):

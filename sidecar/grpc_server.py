@@ -67,7 +67,12 @@ class ScoreHandler:
         # field by field in Python (2.9 vs 1.2 us here).
         return PodSpec(name, *rest)
 
-    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+    def ready(self) -> bool:
+        return self.service.ready()
+
+    def node_table_bytes(self, raw: bytes) -> bytes:
+        """NodeTable on bytes, for any transport (gRPC here, the relay): the reply, or a
+        RequestError already counted."""
         try:
             self.service.check_ready()
             try:
@@ -77,23 +82,45 @@ class ScoreHandler:
                                    f"NodeTableRequest: {exc}") from None
         except RequestError as err:
             self.service.refuse("grpc", err)
-            context.abort(_CODES[err.grpc_code], err.message)
+            raise
         self.metrics.requests.labels("grpc", "node_table").inc()
         epoch, names = self.service.node_table()
         return scorer_pb2.NodeTableResponse(epoch=epoch, node_names=names).SerializeToString()
 
-    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+    def score_bytes(self, raw: bytes) -> bytes:
+        """Score on bytes, for any transport: the reply, or a RequestError already counted
+        (an unexpected exception becomes an ``internal`` one). The caller runs
+        :meth:`after_reply` once the reply is out."""
         t0 = time.perf_counter()
         try:
             resp, res = self._score(raw)
         except RequestError as err:
             self.service.refuse("grpc", err)
-            context.abort(_CODES[err.grpc_code], err.message)
+            raise
         except Exception as exc:  # a bug must not go unreported or uncounted
             self.metrics.error("grpc", "internal")
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            raise RequestError("internal",
+                               f"internal error: {type(exc).__name__}: {exc}") from exc
         self._scored.inc()
         self.service.record("grpc", res, time.perf_counter() - t0, len(res.scores))
+        return resp
+
+    def after_reply(self) -> None:
+        """The winner's assumption and the queued observations (ScoringService.settle)."""
+        self.service.settle()
+
+    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            return self.node_table_bytes(raw)
+        except RequestError as err:
+            context.abort(_CODES[err.grpc_code], err.message)
+            raise  # abort() raises; this line is for the type checker
+
+    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            resp = self.score_bytes(raw)
+        except RequestError as err:
+            context.abort(_CODES[err.grpc_code], err.message)
         # The winner's assumption once the RPC is done (grpcio runs RPC callbacks on its
         # poller thread after the status went out); the next request settles it first anyway.
         # Running it in this worker after the reply instead measured no faster (slower under
@@ -173,14 +200,26 @@ class NoopScoreHandler:
     def __init__(self, names: Sequence[str] = ()) -> None:
         self.table = scorer_pb2.NodeTableResponse(epoch=1, node_names=names).SerializeToString()
 
-    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+    def node_table_bytes(self, raw: bytes) -> bytes:
         return self.table
 
-    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+    def score_bytes(self, raw: bytes) -> bytes:
         req = scorer_pb2.ScoreRequest.FromString(raw)
         m = len(req.node_names) or len(candidates(req))
         return encode_scores(np.zeros(m, dtype=np.int64)) + \
             scorer_pb2.ScoreResponse(policy="noop", node_table_epoch=1).SerializeToString()
+
+    def ready(self) -> bool:
+        return True
+
+    def after_reply(self) -> None:
+        pass
+
+    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        return self.table
+
+    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        return self.score_bytes(raw)
 
 
 class GrpcServer:

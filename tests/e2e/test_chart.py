@@ -16,8 +16,10 @@ import contextlib
 import dataclasses
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -106,6 +108,15 @@ OVERRIDE: dict[str, Any] = {
 }
 
 
+#: scoreVia: gateway, every gateway value changed from its default.
+GATEWAY: dict[str, Any] = {
+    "scheduler": {"scoreVia": "gateway", "extender": {"weight": 7, "httpTimeout": "80ms"}},
+    "sidecar": {"config": {"relay_socket": "/run/dsan-relay/score.sock"}},
+    "gateway": {"listen": "127.0.0.1:50077", "conns": 2, "maxMessageBytes": 4194304,
+                "healthInterval": "250ms"},
+}
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
@@ -163,7 +174,7 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     return Helm(path, tmp_path_factory.mktemp("helm-home"))
 
 
-@pytest.fixture(scope="module", params=["default", "override"])
+@pytest.fixture(scope="module", params=["default", "override", "gateway"])
 def rendered(
     request: pytest.FixtureRequest, helm: Helm, tmp_path_factory: pytest.TempPathFactory
 ) -> Rendered:
@@ -171,10 +182,11 @@ def rendered(
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     values_file = None
     args = ["template", release, str(CHART), "--namespace", f"dsan-{release}", "--include-crds"]
-    if request.param == "override":
-        values_file = tmp_path_factory.mktemp("values") / "override.yaml"
-        values_file.write_text(yaml.safe_dump(OVERRIDE))
-        values = _deep_merge(values, OVERRIDE)
+    if request.param != "default":
+        over = OVERRIDE if request.param == "override" else GATEWAY
+        values_file = tmp_path_factory.mktemp("values") / f"{request.param}.yaml"
+        values_file.write_text(yaml.safe_dump(over))
+        values = _deep_merge(values, over)
         args += ["--values", str(values_file)]
     docs = [d for d in yaml.safe_load_all(helm(*args)) if d]
     return Rendered(release, f"dsan-{release}", values, values_file, docs)
@@ -259,12 +271,55 @@ def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:
     assert (le["leaderElect"], le["resourceName"], le["resourceNamespace"]) == (
         v["leaderElect"], v["leaseName"], rendered.namespace
     )
+    if v["scoreVia"] == "gateway":
+        # The DSANScore plugin, pointed at the gateway; no extender.
+        assert "extenders" not in cfg
+        (profile,) = cfg["profiles"]
+        (pc,) = profile["pluginConfig"]
+        assert pc == {"name": "DSANScore", "args": {
+            "address": rendered.values["gateway"]["listen"],
+            "timeout": v["extender"]["httpTimeout"]}}
+        assert profile["plugins"]["score"]["enabled"] == [
+            {"name": "DSANScore", "weight": v["extender"]["weight"]}]
+        return
     (ext,) = cfg["extenders"]
     assert ext["urlPrefix"] == f"http://127.0.0.1:{sc['http_port']}{sc['url_prefix']}"
     assert (ext["weight"], ext["httpTimeout"], ext["ignorable"]) == (
         v["extender"]["weight"], v["extender"]["httpTimeout"], v["extender"]["ignorable"]
     )
     assert ext.get("managedResources", []) == v["extender"]["managedResources"]
+
+
+def test_score_gateway_runs_only_with_score_via_gateway_and_carries_its_values(
+    rendered: Rendered,
+) -> None:
+    spec = rendered.one("Deployment")["spec"]["template"]["spec"]
+    names = [c["name"] for c in spec["containers"]]
+    if rendered.values["scheduler"]["scoreVia"] != "gateway":
+        assert names == ["kube-scheduler", "sidecar"]
+        assert [v["name"] for v in spec["volumes"]] == ["config"]
+        return
+    assert names == ["kube-scheduler", "sidecar", "score-gateway"]
+    g, sock = rendered.values["gateway"], rendered.values["sidecar"]["config"]["relay_socket"]
+    gw = rendered.container("Deployment", "score-gateway")
+    assert gw["command"] == [
+        "/usr/local/bin/score-gateway", f"-listen={g['listen']}", f"-relay={sock}",
+        f"-conns={g['conns']}", f"-max-message-bytes={g['maxMessageBytes']}",
+        f"-health-interval={g['healthInterval']}"]
+    assert gw["readinessProbe"]["exec"]["command"] == [
+        "/usr/local/bin/score-gateway", f"-probe={g['listen']}"]
+    # The socket's directory is one emptyDir, mounted in both containers.
+    sidecar = rendered.container("Deployment", "sidecar")
+    for c in (gw, sidecar):
+        assert {"name": "relay", "mountPath": str(Path(sock).parent)} in c["volumeMounts"]
+    assert {"name": "relay", "emptyDir": {}} in spec["volumes"]
+
+
+def test_score_via_gateway_without_a_relay_socket_is_refused(helm: Helm) -> None:
+    out = subprocess.run(
+        [str(helm.binary), "template", "x", str(CHART), "--set", "scheduler.scoreVia=gateway"],
+        capture_output=True, text=True, env=helm.env)
+    assert out.returncode != 0 and "needs sidecar.config.relay_socket" in out.stderr
 
 
 # --- against the real control plane ---------------------------------------------------------
@@ -365,12 +420,14 @@ def test_helm_upgrade_to_new_values_rolls_the_scheduler_pods(
             helm("uninstall", release, *kube, check=False)
 
 
+@pytest.mark.parametrize("via", ["extender", "gateway"])
 def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
-    helm: Helm, control_plane: Any, tmp_path: Path
+    helm: Helm, control_plane: Any, tmp_path: Path, via: str
 ) -> None:
     """The whole Deployment pod outside a kubelet: `dsan serve` with the rendered command and
-    file and kube-scheduler with the rendered config, both as the chart's ServiceAccount; the
-    rendered probes pass against the live sidecar; an opted-in pod is scored and bound."""
+    file and kube-scheduler with the rendered config, both as the chart's ServiceAccount (and,
+    with ``scoreVia: gateway``, score-gateway with its rendered command); the rendered probes
+    pass against the live sidecar; an opted-in pod is scored and bound."""
     from kubernetes import client
 
     from tests.support.workload import NodeShape, add_nodes, node_manifest, pod_manifest
@@ -380,19 +437,25 @@ def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
         "sidecar.config.http_port": http_port,
         "sidecar.config.grpc_port": grpc_port,
         "sidecar.config.policy": "bestfit",  # a heuristic: no model needed to score here
-        "scheduler.schedulerName": "dsan-chart-e2e",
-        "scheduler.leaseName": "dsan-chart-e2e",
+        "scheduler.schedulerName": f"dsan-chart-e2e-{via}",
+        "scheduler.leaseName": f"dsan-chart-e2e-{via}",
     }
-    release, ns = "chart-e2e", "dsan-chart-e2e"
+    sockdir = Path(tempfile.mkdtemp(prefix="dsan-chart-"))  # a socket path has 107 bytes
+    if via == "gateway":
+        sets.update({"scheduler.scoreVia": "gateway",
+                     "sidecar.config.relay_socket": str(sockdir / "score.sock"),
+                     "gateway.listen": f"127.0.0.1:{free_port()}",
+                     "gateway.healthInterval": "100ms"})
+    release, ns = f"chart-e2e-{via}", f"dsan-chart-e2e-{via}"
     args = ["--namespace", ns, "--set", ",".join(f"{k}={v}" for k, v in sets.items())]
     docs = [d for d in yaml.safe_load_all(helm("template", release, str(CHART), *args)) if d]
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     rendered = Rendered(release, ns, values, None, docs)
     control_plane.ensure_namespace(ns)
     kube = ["--kubeconfig", str(control_plane.kubeconfig)]
-    label = {"dsan-test": "chart-e2e"}
-    nodes = [node_manifest(f"chart-e2e-{i}", NodeShape(), label) for i in range(2)]
-    sidecar = None
+    label = {"dsan-test": f"chart-e2e-{via}"}
+    nodes = [node_manifest(f"chart-e2e-{via}-{i}", NodeShape(), label) for i in range(2)]
+    sidecar = gateway = None
     with control_plane.api_client() as api:
         core: Any = client.CoreV1Api(api)
         try:
@@ -415,22 +478,40 @@ def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
                                                                       "livenessProbe"))
             wait_until("the rendered readinessProbe", lambda: _probe(ready), 60, [sidecar])
             assert _probe(live), "the rendered livenessProbe fails against a live sidecar"
-            add_nodes(core, nodes, "dsan-test=chart-e2e")
+            gw_probe: list[str] = []
+            if via == "gateway":
+                # The rendered container with the image's binary replaced by our build.
+                gw = rendered.container("Deployment", "score-gateway")
+                exe = str(control_plane.bins.score_gateway)
+                gateway = Proc("score-gateway (chart)", [exe, *gw["command"][1:]],
+                               tmp_path / "gateway.log").start()
+                gw_probe = [exe, *gw["readinessProbe"]["exec"]["command"][1:]]
+                wait_until("the gateway's rendered readinessProbe", lambda: _probe(gw_probe),
+                           30, [gateway])
+            add_nodes(core, nodes, f"dsan-test=chart-e2e-{via}")
             with _rendered_scheduler(control_plane, rendered):
-                pod = pod_manifest("opted-in", scheduler="dsan-chart-e2e", node_selector=label)
+                pod = pod_manifest("opted-in", scheduler=f"dsan-chart-e2e-{via}",
+                                   node_selector=label)
                 core.create_namespaced_pod(ns, pod)
                 bound = _wait_bound(core, ns, "opted-in", 30)
             assert bound in {n["metadata"]["name"] for n in nodes}
             with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5) as r:
                 metrics = r.read().decode()
-            assert re.search(
-                r'dsan_sidecar_requests_total\{api="http",verb="prioritize"\} [1-9]', metrics
-            ), "the scheduler bound the pod without asking the sidecar"
+            asked = (r'api="grpc",verb="score"' if via == "gateway"
+                     else r'api="http",verb="prioritize"')
+            assert re.search(r"dsan_sidecar_requests_total\{" + asked + r"\} [1-9]", metrics), \
+                "the scheduler bound the pod without asking the sidecar"
             sidecar.stop()
             assert not _probe(ready), "the readinessProbe passes with no sidecar listening"
+            if gw_probe:
+                wait_until("the gateway's probe failing without a sidecar",
+                           lambda: not _probe(gw_probe), 10)
         finally:
+            if gateway is not None:
+                gateway.stop()
             if sidecar is not None:
                 sidecar.stop()
+            shutil.rmtree(sockdir, ignore_errors=True)
             with contextlib.suppress(client.exceptions.ApiException):
                 core.delete_namespaced_pod("opted-in", ns, grace_period_seconds=0)
             for n in nodes:

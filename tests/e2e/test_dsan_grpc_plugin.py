@@ -1,9 +1,13 @@
 """The DSANScore framework plugin: our kube-scheduler build scores through the sidecar's gRPC
-Score service (scheduler-config/dsan-scheduler-grpc.yaml) instead of the HTTP extender."""
+Score service (scheduler-config/dsan-scheduler-grpc.yaml) instead of the HTTP extender, served
+either by the sidecar's own grpcio server or by score-gateway in front of its Score relay."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +15,7 @@ from kubernetes import client
 
 from dsan.api import types as t
 from tests.support.controlplane import SCHEDULER_CONFIG_DIR, ControlPlane
+from tests.support.gateway import Gateway
 from tests.support.procs import wait_until
 from tests.support.sidecar import Sidecar
 from tests.support.workload import BindingWatch, add_nodes, create_all, fleet, pod_manifest
@@ -26,22 +31,32 @@ def _grpc_calls(sidecar: Sidecar, verb: str = "score") -> float:
     return float(m.group(1)) if m else 0.0
 
 
+@pytest.mark.parametrize("via", ["grpcio", "gateway"])
 def test_grpc_plugin_scores_every_pod_and_the_scheduler_follows(
-    control_plane: ControlPlane, tmp_path: Any
+    control_plane: ControlPlane, tmp_path: Any, via: str
 ) -> None:
-    ns, sel = "e2e-grpc", {"dsan.io/e2e": "grpc"}
+    ns, sel = f"e2e-grpc-{via}", {"dsan.io/e2e": f"grpc-{via}"}
+    prefix = {"grpcio": "grpcio", "gateway": "grpcgw"}[via]
     control_plane.ensure_namespace(ns)
+    sockdir = Path(tempfile.mkdtemp(prefix="dsan-e2e-"))  # a socket path has 107 bytes at most
+    gateway = None
     with control_plane.api_client() as api:
         core: Any = client.CoreV1Api(api)  # manifests are plain dicts
-        add_nodes(core, fleet(5, prefix="grpc", labels=sel), "dsan.io/e2e=grpc")
+        add_nodes(core, fleet(5, prefix=prefix, labels=sel), f"dsan.io/e2e=grpc-{via}")
         busy = pod_manifest("preload", gpus=5)
-        busy["spec"]["nodeName"] = "grpc-0002"  # bestfit's favourite, least-allocated's last
+        busy["spec"]["nodeName"] = f"{prefix}-0002"  # bestfit's favourite, least-allocated's last
         core.create_namespaced_pod(ns, busy)
-        sidecar = Sidecar(control_plane.kubeconfig, tmp_path, policy="bestfit").start()
+        relay = ("--relay-socket=" + str(sockdir / "relay.sock"),) if via == "gateway" else ()
+        sidecar = Sidecar(control_plane.kubeconfig, tmp_path, policy="bestfit",
+                          extra_args=relay).start()
+        address = f"127.0.0.1:{sidecar.grpc_port}"
+        if via == "gateway":
+            gateway = Gateway(str(sockdir / "relay.sock"), tmp_path).start()
+            address = gateway.target
         sched = control_plane.start_scheduler(
-            "dsan-grpc",
+            f"dsan-grpc-{via}",
             SCHEDULER_CONFIG_DIR / "dsan-scheduler-grpc.yaml",
-            score_address=f"127.0.0.1:{sidecar.grpc_port}",
+            score_address=address,
         )
         watch = BindingWatch(core, ns).start()
         try:
@@ -50,10 +65,10 @@ def test_grpc_plugin_scores_every_pod_and_the_scheduler_follows(
             probe = pod_manifest("preload", gpus=1)
             uid = core.read_namespaced_pod("preload", ns).metadata.uid
             probe["metadata"].update(namespace=ns, uid=uid)
-            pair = ["grpc-0000", "grpc-0002"]
+            pair = [f"{prefix}-0000", f"{prefix}-0002"]
             wait_until(
                 "sidecar sees the preload",
-                lambda: (s := sidecar.prioritize(probe, pair))["grpc-0002"] > s["grpc-0000"],
+                lambda: (s := sidecar.prioritize(probe, pair))[pair[1]] > s[pair[0]],
                 30,
             )
             # The plugin connects and fetches the node table when the scheduler starts, so the
@@ -83,13 +98,16 @@ def test_grpc_plugin_scores_every_pod_and_the_scheduler_follows(
             failures = sched.log.read_text(errors="replace").count(GRPC_ERROR)
         finally:
             watch.stop()
-            control_plane.stop_scheduler("dsan-grpc")
+            control_plane.stop_scheduler(f"dsan-grpc-{via}")
             sidecar.stop()
+            if gateway is not None:
+                gateway.stop()
+            shutil.rmtree(sockdir, ignore_errors=True)
     skipped = [line for line in clean_log.splitlines() if GRPC_ERROR in line]
     assert scored >= len(names), f"only {scored} gRPC Score calls for {len(names)} pods: {skipped}"
     assert not skipped, skipped
     assert failures >= len(orphans), f"{failures} logged sidecar failures for {len(orphans)} pods"
     nodes = [node for node, _ in bound.values()]
-    # grpc-0002 had 3 free GPUs: bestfit fills it first; the default profile would spread.
-    assert nodes.count("grpc-0002") == 3, bound
+    # -0002 had 3 free GPUs: bestfit fills it first; the default profile would spread.
+    assert nodes.count(f"{prefix}-0002") == 3, bound
     assert len(set(nodes)) <= 2, bound

@@ -34,14 +34,17 @@ def metric(text: str, prefix: str) -> float:
     raise AssertionError(f"{prefix} not in /metrics")
 
 
-def test_readyz_follows_informer_sync_and_grpc_health_too(sidecar_factory: Any) -> None:
-    sc, view = sidecar_factory(ready=False)
+def test_readyz_follows_informer_sync_and_grpc_health_too(grpc_via: Any) -> None:
+    sc, view, target = grpc_via(ready=False)
     with httpx.Client() as c:
         assert c.get(base(sc) + "/healthz").status_code == 200
         assert c.get(base(sc) + "/readyz").status_code == 503
         r = c.post(sc.extender_url + "/prioritize", json=body(NAMES[:2]))
         assert r.status_code == 503
-        ch = grpc.insecure_channel(sc.grpc_target)
+        ch = grpc.insecure_channel(target)
+        with pytest.raises(grpc.RpcError) as exc:
+            scorer_pb2_grpc.ScorerStub(ch).NodeTable(scorer_pb2.NodeTableRequest())
+        assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
         health = health_pb2_grpc.HealthStub(ch)
         check = health_pb2.HealthCheckRequest(service="dsan.scorer.v1.Scorer")
         assert health.Check(check).status == health_pb2.HealthCheckResponse.NOT_SERVING
@@ -118,9 +121,9 @@ def test_metrics_expose_latency_per_phase_policy_and_cache(sidecar_factory: Any)
     assert metric(text, "dsan_sidecar_cache_assumed_pods") == 1  # same pod, re-assumed
 
 
-def test_grpc_score_is_columnar_and_errors_have_clear_statuses(sidecar_factory: Any) -> None:
-    sc, _ = sidecar_factory()
-    ch = grpc.insecure_channel(sc.grpc_target)
+def test_grpc_score_is_columnar_and_errors_have_clear_statuses(grpc_via: Any) -> None:
+    sc, _, target = grpc_via()
+    ch = grpc.insecure_channel(target)
     stub = scorer_pb2_grpc.ScorerStub(ch)
     pod = scorer_pb2.Pod(name="g", namespace="ns", uid="u-g",
                          requests={"cpu": "2", "nvidia.com/gpu": "1"})
@@ -153,11 +156,11 @@ def test_grpc_score_is_columnar_and_errors_have_clear_statuses(sidecar_factory: 
 
 
 def test_grpc_node_table_rows_score_as_names_and_a_stale_table_is_refused(
-        sidecar_factory: Any) -> None:
+        grpc_via: Any) -> None:
     import numpy as np
 
-    sc, view = sidecar_factory()
-    ch = grpc.insecure_channel(sc.grpc_target)
+    sc, view, target = grpc_via()
+    ch = grpc.insecure_channel(target)
     stub = scorer_pb2_grpc.ScorerStub(ch)
     table = stub.NodeTable(scorer_pb2.NodeTableRequest())
     assert sorted(table.node_names) == NAMES
