@@ -43,8 +43,14 @@ from dsan.filtering import feasible
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
+from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable, unknown_message
 from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
+
+# The candidates' types and errors are sidecar.candidates'; service.py and grpc_server.py
+# import them from here, with the engine that raises them.
+__all__ = ["BadNodeRows", "NoKnownNodes", "NodeRows", "ScoreResult", "ScoringEngine",
+           "StaleNodeTable"]
 
 log = logging.getLogger("dsan.sidecar.scoring")
 
@@ -65,42 +71,6 @@ class ScoreResult:
     #: ``Published.table_epoch`` of the snapshot scored on (the client's table is current
     #: when it matches).
     table_epoch: int = 0
-
-
-class NoKnownNodes(LookupError):
-    """None of the candidate names is in the cache (or, strict mode, one of them is not)."""
-
-
-class StaleNodeTable(LookupError):
-    """The client's node table is not the one the cache publishes now (:class:`NodeRows`)."""
-
-
-class BadNodeRows(ValueError):
-    """Node-table rows that cannot be rows of the table they name."""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRows:
-    """Candidates as rows of the published node table ``epoch`` (``Published.table_epoch``;
-    row i is ``snap.names[i]``), the gRPC client's alternative to sending names: no string
-    decoding or dictionary lookup per node."""
-
-    rows: npt.NDArray[np.int64]
-    epoch: int
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def resolve(self, pub: Published) -> npt.NDArray[np.int64]:
-        """The rows, checked against ``pub`` (raises StaleNodeTable or BadNodeRows)."""
-        if self.epoch != pub.table_epoch:
-            raise StaleNodeTable(
-                f"node table epoch {self.epoch} is not the sidecar's ({pub.table_epoch}): "
-                "send node names, or fetch the table again (NodeTable)")
-        n = len(pub.snap.names)
-        if len(self.rows) and (int(self.rows.min()) < 0 or int(self.rows.max()) >= n):
-            raise BadNodeRows(f"node index out of range: the table has {n} nodes")
-        return self.rows
 
 
 class ScoringEngine:
@@ -276,7 +246,7 @@ class ScoringEngine:
             n_unknown = int(np.count_nonzero(rows == sentinel))
             if n_unknown == m or (self._strict and n_unknown):
                 assert not isinstance(names, NodeRows)
-                raise NoKnownNodes(_unknown_message(names, rows != sentinel))
+                raise NoKnownNodes(unknown_message(names, rows != sentinel))
         t2 = time.perf_counter()
         best = -1
         if n_nan == m:
@@ -323,7 +293,7 @@ class ScoringEngine:
             n_unknown = m - int(np.count_nonzero(known))
             if n_unknown == m or (self._strict and n_unknown):
                 assert not isinstance(names, NodeRows)
-                raise NoKnownNodes(_unknown_message(names, known))
+                raise NoKnownNodes(unknown_message(names, known))
         if try_cached:
             key = self.classes.key(pod)
             if key is not None:
@@ -460,9 +430,3 @@ class ScoringEngine:
 _NO_MASK = np.zeros(0, dtype=bool)
 _FAILED_REASON = "dsan: insufficient CPU, memory or GPU share on this node"
 
-
-def _unknown_message(names: Sequence[str], known: npt.NDArray[np.bool_]) -> str:
-    missing = [n for n, k in zip(names, known.tolist(), strict=True) if not k]
-    head = ", ".join(repr(n) for n in missing[:5])
-    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-    return f"unknown node names: {head}{more} (the sidecar's cache has no such nodes)"

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
+from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable
 from sidecar.config import SidecarConfig
-from sidecar.scoring import BadNodeRows, NodeRows, NoKnownNodes, ScoringEngine, StaleNodeTable
+from sidecar.scoring import ScoringEngine
 
 
 class CpuFree:
