@@ -3,10 +3,11 @@
 One implementation for the featurizer (:mod:`dsan.features`), DSAN's serving caches and the
 simulator's rollouts: :func:`placement` vectorised over candidates, :class:`PlacementCache`
 keeping its results per pod shape across pods (recomputing only nodes whose allocation
-changed, with a memo for the few-row case), :func:`cached_placements` batching several
-decisions, and :func:`fgd_select_gpus`, the GPU slots FGD itself would pick. Fragmentation
-follows the FGD paper (Weng et al., ATC'23) through :func:`dsan.policies.frag.node_frag`.
-Everything here is re-exported by :mod:`dsan.features`, where it lived before.
+changed, with a memo for the few-row case) and :func:`cached_placements` batching several
+decisions. Fragmentation follows the FGD paper (Weng et al., ATC'23) through
+:func:`dsan.policies.frag.node_frag`. Everything here is re-exported by :mod:`dsan.features`,
+where it lived before, and so is :func:`~dsan.gpuchoice.fgd_select_gpus`, the GPU slots FGD
+itself would pick (:mod:`dsan.gpuchoice`; imported here for that re-export).
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dsan.gpuchoice import fgd_select_gpus
 from dsan.policies.frag import node_frag
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
+
+__all__ = ["Placement", "PlacementCache", "cached_placements", "fgd_select_gpus", "free_after",
+           "placement"]
 
 F64 = npt.NDArray[np.float64]
 
@@ -465,87 +470,3 @@ def cached_placements(
     return [
         Placement(e[0][n], e[1][n], e[3][n], e[2][n]) for (e, _), n in zip(prep, nodes, strict=True)
     ]
-
-
-def fgd_select_gpus(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    node: int,
-    w: TargetWorkload,
-    access: npt.NDArray[np.bool_] | None = None,
-) -> tuple[int, ...]:
-    """GPU slots FGD gives ``pod`` on ``node``, exactly as :class:`dsan.policies.fgd.FGDScorer`.
-
-    A sharing pod takes the first slot (lowest index) with the highest *integer* FGD score
-    ``floor(100 sigmoid((before - after) / 1000))``: the plugin's strict ``>`` over slots.
-    Picking by the untruncated fragmentation instead (as :func:`placement` does for the
-    features) sends some pods to another slot than FGD and made a zero-residual DSAN drift
-    from FGD by up to 0.08 points on openb. Whole-GPU pods take the first fully free GPUs.
-    """
-    if pod.is_sharing:
-        free = snap.gpu_free[node].astype(np.int64)
-        slots = np.flatnonzero(free >= pod.gpu_milli)
-        if slots.size == 0:
-            raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPU share")
-        # ``access`` may pass w.access(snap) precomputed (a FragTracker's): the full mask
-        # is an object-array isin per constrained shape, most of this call on a hot path.
-        acc = (w.access(snap) if access is None else access)[:, [node]]
-        cpu_free = snap.cpu_cap[node] - snap.cpu_used[node]
-        before = node_frag(np.array([cpu_free]), free[None, :], acc, w)
-        after_free = free[None, :] - pod.gpu_milli * np.eye(MAX_GPUS, dtype=np.int64)[slots]
-        v = slots.size
-        after = node_frag(
-            np.full(v, cpu_free - pod.cpu_milli), after_free, np.repeat(acc, v, axis=1), w
-        )
-        # The same float expression as FGDScorer, so the truncation flips at the same points.
-        score = np.floor(1.0 / (1.0 + np.exp(-((before - after) / 1000.0))) * 100)
-        return (int(slots[int(np.argmax(score))]),)
-    from dsan.policies.base import best_fit_gpus
-
-    return best_fit_gpus(pod, snap, node)
-
-
-def fgd_select_gpus_many(
-    pods: Sequence[PodSpec],
-    snaps: Sequence[ClusterSnapshot],
-    nodes: Sequence[int],
-    w: TargetWorkload,
-    accesses: Sequence[npt.NDArray[np.bool_]],
-) -> list[tuple[int, ...]]:
-    """:func:`fgd_select_gpus` of several (pod, snapshot, node) against one target, each with
-    its precomputed ``w.access(snap)``: the sharing pods' fragmentation before and after each
-    slot in ONE :func:`node_frag` call. A lockstep training step binds one pod in each of ~16
-    episodes, and two one-node calls per sharing pod cost ~10% of collection (numpy's
-    per-call overhead). Same slots: every row's value is independent of its batch, and the
-    score is the same elementwise expression."""
-    from dsan.policies.base import best_fit_gpus
-
-    out: list[tuple[int, ...]] = [()] * len(pods)
-    cpu: list[npt.NDArray[np.float64]] = []
-    rows: list[npt.NDArray[np.int64]] = []
-    accs: list[npt.NDArray[np.bool_]] = []
-    picks: list[tuple[int, npt.NDArray[np.int64]]] = []  # (which pod, its slots)
-    for i, (pod, snap, node) in enumerate(zip(pods, snaps, nodes, strict=True)):
-        if not pod.is_sharing:
-            out[i] = best_fit_gpus(pod, snap, node)
-            continue
-        free = snap.gpu_free[node].astype(np.int64)
-        slots = np.flatnonzero(free >= pod.gpu_milli)
-        if slots.size == 0:
-            raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPU share")
-        cpu_free = snap.cpu_cap[node] - snap.cpu_used[node]
-        v = slots.size  # row 0: the node as it is; rows 1..v: the share on each slot
-        cpu.append(np.concatenate([[cpu_free], np.full(v, cpu_free - pod.cpu_milli)]))
-        after = free[None, :] - pod.gpu_milli * np.eye(MAX_GPUS, dtype=np.int64)[slots]
-        rows.append(np.concatenate([free[None, :], after]))
-        accs.append(np.repeat(accesses[i][:, [node]], v + 1, axis=1))
-        picks.append((i, slots))
-    if picks:
-        frag = node_frag(np.concatenate(cpu), np.concatenate(rows), np.concatenate(accs, 1), w)
-        at = 0
-        for i, slots in picks:
-            before, after = frag[at : at + 1], frag[at + 1 : at + 1 + slots.size]
-            at += 1 + slots.size
-            score = np.floor(1.0 / (1.0 + np.exp(-((before - after) / 1000.0))) * 100)
-            out[i] = (int(slots[int(np.argmax(score))]),)
-    return out

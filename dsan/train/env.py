@@ -195,9 +195,9 @@ class Bound:
 
 def bind_many(eps: Sequence[Episode], pods: Sequence[PodSpec], nodes: Sequence[int]) -> list[Bound]:
     """:meth:`Episode.bind` of one pod in each of several episodes, FGD's GPU choices in one
-    batched call per target workload (:func:`dsan.placement.fgd_select_gpus_many`)."""
+    batched call per target workload (:func:`dsan.gpuchoice.fgd_select_gpus_many`)."""
     from dsan.filtering import allocate
-    from dsan.placement import fgd_select_gpus_many
+    from dsan.gpuchoice import fgd_select_gpus_many
 
     bound = [
         Bound(n, ep.snap.cpu_used[n] == 0, float(ep.frag.frag[n]), pod)

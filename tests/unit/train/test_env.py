@@ -1,11 +1,10 @@
 """The episode's split placement (batched bind, batched fragmentation refresh, settle) is
-place(), and the batched FGD GPU choice is fgd_select_gpus's."""
+place() (the batched FGD GPU choice it uses is tests/unit/test_gpuchoice.py's)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dsan.placement import fgd_select_gpus, fgd_select_gpus_many
 from dsan.policies.frag import FragTracker
 from dsan.train.env import EnvConfig, bind_many, make_episode, refresh_bound
 
@@ -41,23 +40,3 @@ def test_bind_refresh_settle_equals_place_and_keeps_fragmentation_current() -> N
         fresh = FragTracker(b.snap, b.target)  # every node's fragmentation from scratch
         np.testing.assert_array_equal(b.frag.frag, fresh.frag)
         assert a.alloc_pct == b.alloc_pct > 0 and a.decisions == b.decisions
-
-
-def test_batched_fgd_gpu_choice_is_fgd_select_gpus_on_every_candidate() -> None:
-    sharing = 0
-    for seed in (1, 2):
-        ep = make_episode(EnvConfig(n_nodes=24), seed)
-        while (nxt := ep.next_decision()) is not None:
-            pod, cand, _ = nxt
-            want = [fgd_select_gpus(pod, ep.snap, int(n), ep.target, ep.frag.access) for n in cand]
-            got = fgd_select_gpus_many(
-                [pod] * len(cand),
-                [ep.snap] * len(cand),
-                cand.tolist(),
-                ep.target,
-                [ep.frag.access] * len(cand),
-            )
-            assert got == want
-            sharing += pod.is_sharing and len({g for g in want}) > 1
-            ep.place(pod, int(cand[len(cand) // 2]))
-    assert sharing > 20  # many decisions where the slot depends on the node
