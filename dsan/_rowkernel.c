@@ -121,8 +121,8 @@ static PyObject *fill(PyObject *self, PyObject *args)
     Py_ssize_t npv = doubles(pvo, pv, MAX_POD, 0, "pod values");
     if (npv < 0)
         return NULL;
-    if (nt < 0 || npv != nt + 22) {
-        PyErr_SetString(PyExc_ValueError, "pod values: expected task types + 22 entries");
+    if (nt < 0 || npv != nt + 23) {
+        PyErr_SetString(PyExc_ValueError, "pod values: expected task types + 23 entries");
         return NULL;
     }
     /* The workload's shape divisors: CPU, distinct GPU shares, share index, GPU count,
@@ -213,6 +213,7 @@ static PyObject *fill(PyObject *self, PyObject *args)
         }
         const double rc = pv[nt + 15], rm = pv[nt + 16], rg = pv[nt + 17], k = pv[nt + 18];
         const double gm_used = pv[nt + 19], gm_min = pv[nt + 20], sharing = pv[nt + 21];
+        const double room = pv[nt + 22]; /* dsan.clusterwide.room_factor */
         const double rq0 = rc / cpu_scale, rq1 = rm / mem_scale, rq2 = rg / gpu_scale;
         /* free[:cnt] and free_after[:cnt] as Python slices them */
         Py_ssize_t nlive = cnt < 0 ? (nfree + cnt > 0 ? nfree + cnt : 0)
@@ -281,7 +282,7 @@ static PyObject *fill(PyObject *self, PyObject *args)
         v[o++] = fa1;
         v[o++] = fn2;
         v[o++] = fa2;
-        v[o++] = least;
+        const Py_ssize_t room_at = o++; /* written once shape 1's room is known */
         v[o++] = 1 - fabs(cu - mu) / 2;
         v[o++] = rq0 * n0 / cpu_scale + rq1 * n1 / mem_scale + rq2 * gfree / gpu_scale;
         v[o++] = dot;
@@ -312,6 +313,7 @@ static PyObject *fill(PyObject *self, PyObject *args)
         v[o++] = cost / 4;
         v[o++] = 0.0;
         /* shape{k}_hostable_after (dsan.rowfeatures._hostable) */
+        const Py_ssize_t shape_at = o;
         const double ca = py_max(a0, 0.0);
         long per_share[MAX_SHARES];
         for (Py_ssize_t s = 0; s < nshare; s++) {
@@ -332,6 +334,8 @@ static PyObject *fill(PyObject *self, PyObject *args)
                 copies = by_cpu * access[i];
             v[o++] = py_min(copies / 8, 1.0);
         }
+        /* shape1_room_gpu_bound: shape 1's room times the factor, as fill_py multiplies */
+        v[room_at] = n_shapes > 1 ? v[shape_at + 1] * room : 0.0;
         float *dst = (float *)xb.buf + r * width;
         if (o != tail) {
             PyErr_SetString(PyExc_ValueError, "layout mismatch");

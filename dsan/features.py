@@ -10,7 +10,8 @@ Four groups, in this column order (see docs/features.md, generated from :data:`F
 * **derived** (48): the hand-written heuristics as signals (LeastAllocated,
   BalancedAllocation, Tetris alignment, DotProd, BestFit leftovers, FGD fragmentation delta)
   and how many target-workload shapes the node could still host, so the network can at worst
-  copy the best heuristic.
+  copy the best heuristic; shape 1's room once more for whole-GPU pods when the cluster runs
+  out of GPUs before CPU (the one cluster-wide input, :mod:`dsan.clusterwide`).
 
 The schema (names, units, normalisations, hash) is :mod:`dsan.featureschema`, re-exported
 here so that callers import features from one place.
@@ -31,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.api.types import TASK_TYPES
+from dsan.clusterwide import room_factor
 from dsan.featureschema import (
     AGE_COLUMNS,
     CPU_SCALE,
@@ -222,6 +224,8 @@ def featurize_batch(
     blks, pls, accs, cols, frees = [], [], [], [], []
     ext = np.empty((4, int(sizes.sum())))  # images, pod count, model allowed, price
     pod_rows = []
+    # shape1_room_gpu_bound's per-decision factor: cluster-wide, so one number per decision
+    factors = np.array([room_factor(p, sn) for p, sn in zip(pods, snaps, strict=True)])
     at = 0
     with_cache = [i for i in range(len(nd)) if caches is not None and caches[i] is not None]
     pre = dict(
@@ -279,6 +283,7 @@ def featurize_batch(
         cpu_cap, mem_cap, cnt, cpu_used, mem_used = cols[0]
         acc = accs[0] if s else None
         seg = None
+        fac = factors
     else:
         seg = np.repeat(np.arange(len(nd)), sizes)
         pv = np.array(pod_rows, dtype=np.float64).T[:, seg]
@@ -294,6 +299,7 @@ def featurize_batch(
             np.concatenate(c) for c in zip(*cols, strict=True)
         )
         acc = np.concatenate(accs, axis=1) if s else None
+        fac = factors[seg]
     m = len(free)
     nt = len(TASK_TYPES)
     k, gm_used, gm_min, sharing = pv[nt + 18 :]
@@ -322,7 +328,8 @@ def featurize_batch(
     r[i + 1 : i + 6 : 2] = fa
     cu, mu = 1 - fa[0], 1 - fa[1]
     least = 0.5 * (fa[0] + fa[1])
-    r[i + 6], r[i + 7] = least, 1 - np.abs(cu - mu) / 2
+    room_row = i + 6  # shape1_room_gpu_bound, filled once the shape columns are
+    r[i + 7] = 1 - np.abs(cu - mu) / 2
     rq = req / _SCALES
     r[i + 8] = rq[0] * now[0] / CPU_SCALE + rq[1] * now[1] / MEM_SCALE + rq[2] * gfree / GPU_SCALE
     dot = rq[0] * cu + rq[1] * mu + rq[2] * (1 - fa[2])
@@ -375,6 +382,9 @@ def featurize_batch(
         hostable = np.minimum(by_cpu, per_gpu // np.maximum(ng, 1)[:, None]) * acc
         copies = np.where((ng == 0)[:, None], by_cpu, hostable)
         r[i : i + s] = np.minimum(copies / 8, 1.0)
+    # shape 1's room times the factor (a product, not a branch: the row kernels multiply
+    # too, so NaNs and signed zeros come out alike); 0 when the workload has one shape
+    r[room_row] = r[i + 1] * fac if s > 1 else 0.0
     x = np.empty((m, N_FEATURES), dtype=np.float32)
     x[:, :N_NODE_FEATURES] = blk
     x[:, N_NODE_FEATURES:] = r.T

@@ -93,7 +93,10 @@ def _specs() -> tuple[FeatureSpec, ...]:
     for r in ("cpu", "mem", "gpu"):
         add(d, f"{r}_free_before", "fraction", "free / capacity (0 if no capacity)")
         add(d, f"{r}_free_after", "fraction", "free after placing / capacity")
-    add(d, "least_allocated", "score", "mean free fraction after (k8s LeastAllocated / 1)")
+    # Replaces session 7's least_allocated, 0.5 (cpu_free_after + mem_free_after): an affine
+    # function of two other columns, so nothing a linear first layer could not rebuild.
+    room = "shape1_hostable_after if a whole-GPU pod and free GPU share < free CPU share"
+    add(d, "shape1_room_gpu_bound", "pods", room + " over the cluster, else 0")
     add(d, "balanced_allocation", "score", "1 - std of used fractions after (k8s)")
     add(d, "tetris_alignment", "score", "<pod request, node free> each / scale")
     add(d, "dotprod", "score", "FGD DotProd: <request, used-after> / capacities")
@@ -167,7 +170,8 @@ def markdown() -> str:
         f" (n, T={DEFAULT_T}, C={len(TELEMETRY_CHANNELS)}), channels"
         f" {', '.join(TELEMETRY_CHANNELS)}. Fragmentation follows FGD (`dsan.policies.frag`)"
         " against the target workload; `rel_*` and `is_best_*` are relative to the candidate"
-        " set.",
+        " set; `shape1_room_gpu_bound` is the one column that reads the whole cluster"
+        " (`dsan.clusterwide`).",
         "",
         "| # | name | tier | unit | normalisation |",
         "|---|---|---|---|---|",

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from dsan import rowkernel
 from dsan.api.types import TASK_TYPES
+from dsan.clusterwide import room_factor
 from dsan.features import (
     CPU_SCALE,
     FEATURE_NAMES,
@@ -101,8 +102,10 @@ def featurize_rows(
     x = np.empty((m, N_FEATURES), dtype=np.float32)
     q = np.empty((m, 7))
     x[:, :N_NODE_FEATURES] = node_cols
-    rowkernel.fill(x, q, _pod_floats(pod), _NT, _SCALES, _shape_divisors(w, n_shapes),
-                   n_shapes, N_NODE_FEATURES, items)
+    # the pod's values, then the cluster-wide factor of shape1_room_gpu_bound
+    pv = [*_pod_floats(pod), room_factor(pod, snap)]
+    rowkernel.fill(x, q, pv, _NT, _SCALES, _shape_divisors(w, n_shapes), n_shapes,
+                   N_NODE_FEATURES, items)
     # The rows hold zeros in the relative columns; the node block's age columns (the last
     # two of it, as the assertion below pins) are zeroed with a slice, not a fancy index.
     x[:, _AGE0:N_NODE_FEATURES] = 0.0

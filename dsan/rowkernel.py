@@ -42,10 +42,11 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
             divs: Divisors, n_shapes: int, start: int, items: Sequence[tuple[Any, ...]]) -> None:
     """Write row ``r``'s tail into ``x[r, start:]`` (zeros after the shape columns) and its
     quantities into ``q[r]`` for each ``items[r]``. ``pv``: the pod's values
-    (:func:`dsan.features.pod_values` as floats, ``nt`` task types first)."""
+    (:func:`dsan.features.pod_values` as floats, ``nt`` task types first), then the
+    decision's :func:`dsan.clusterwide.room_factor`."""
     cpu_scale, mem_scale, gpu_scale = scales
     head = [*pv[: nt + 13], 0.0, 0.0, 0.0, 0.0, 0.0, *pv[nt + 13 : nt + 15]]
-    rc, rm, rg, k, gm_used, gm_min, sharing = pv[nt + 15 :]
+    rc, rm, rg, k, gm_used, gm_min, sharing, room = pv[nt + 15 :]
     rq0, rq1, rq2 = rc / cpu_scale, rm / mem_scale, rg / gpu_scale
     pad = [0.0] * (x.shape[1] - start - (nt + 60 + n_shapes))
     out: list[list[float]] = []
@@ -83,7 +84,10 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
         row[nt + 13] = image
         row[nt + 14] = 0.0 if pods is None else pods / 64
         row[nt + 15 : nt + 18] = of0, of1, of2
-        row += (fn0, fa0, fn1, fa1, fn2, fa2, least, 1 - abs(cu - mu) / 2,
+        shapes = _hostable(a0, fafter, access, divs)
+        # shape1_room_gpu_bound: shape 1's room times the factor, as featurize multiplies
+        row += (fn0, fa0, fn1, fa1, fn2, fa2, shapes[1] * room if n_shapes > 1 else 0.0,
+                1 - abs(cu - mu) / 2,
                 rq0 * n0 / cpu_scale + rq1 * n1 / mem_scale + rq2 * gfree / gpu_scale,
                 dot, cl, gl, bestfit, before / gpu_scale, frag_after / gpu_scale, delta / 1000,
                 fgd, fgd_int, live.count(1000) / 8, fafter[:cnt].count(1000) / 8,
@@ -93,7 +97,7 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
                 fitting / 8, (fitting - k) / 8, float(sharing > 0 and 0 < chosen < 1000),
                 float(cpu_used == 0 and gfree == c2), float(0 < gfree < c2), model_ok,
                 *_SIX_ZEROS, before / gfree if gfree > 0 else 0.0, cost / 4, 0.0)
-        row += _hostable(a0, fafter, access, divs)
+        row += shapes
         row += pad
         out.append(row)
         qs.append((delta, bestfit, least, dot, cost, fgd_int, bestfit))

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from dsan.clusterwide import room_factor
 from dsan.features import (
     CPU_SCALE,
     FEATURE_NAMES,
@@ -141,6 +142,8 @@ COLUMNS: dict[str, Callable[[_Ctx], F64]] = {
         np.float64
     ),
     "node_gpu_partly_used": lambda c: ((c.gfree > 0) & (c.gfree < c.gpu_cap)).astype(np.float64),
+    # shape 1's room where a whole-GPU pod meets a cluster that runs out of GPUs first
+    "shape1_room_gpu_bound": lambda c: _hostable(c, 1) * room_factor(c.pod, c.snap),
     **{
         f"shape{k}_hostable_after": (lambda c, k=k: _hostable(c, k))  # type: ignore[misc]
         for k in range(TOP_SHAPES)
@@ -169,6 +172,7 @@ def columns(
     out = np.empty((len(nodes), len(names)))
     ctx: _Ctx | None = None
     shapes = [int(n[5]) for n in names if n.startswith("shape") and n.endswith("_hostable_after")]
+    shapes += [1] if "shape1_room_gpu_bound" in names else []
     shares = [1000] if "full_gpus_after" in names else []
     for j, name in enumerate(names):
         i = FEATURE_NAMES.index(name)

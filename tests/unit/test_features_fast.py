@@ -102,7 +102,8 @@ def _reference_featurize(
         d += [_frac(now, cap), _frac(after, cap)]
     cu, mu = 1 - _frac(cfa, cpu_cap), 1 - _frac(mfa, mem_cap)
     least = 0.5 * (_frac(cfa, cpu_cap) + _frac(mfa, mem_cap))
-    d += [least, 1 - np.abs(cu - mu) / 2]
+    room_at = len(d)  # shape1_room_gpu_bound (session 8), filled after the shape columns
+    d += [one * 0.0, 1 - np.abs(cu - mu) / 2]
     rq = np.array([pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE, gtot / GPU_SCALE])
     d.append(
         rq[0] * cpu_free / CPU_SCALE + rq[1] * mem_free / MEM_SCALE + rq[2] * gfree / GPU_SCALE
@@ -152,6 +153,14 @@ def _reference_featurize(
             per_gpu = np.floor(np.maximum(pl.free_after, 0) / max(int(w.gpu_milli[s]), 1)).sum(1)
             copies = np.minimum(by_cpu, per_gpu // w.num_gpu[s]) * ok[s]
         d.append(np.minimum(copies / 8, 1.0))
+    # session 8: shape 1's room, for a whole-GPU pod in a cluster whose free GPU share is
+    # below its free CPU share (shares as plain quotients here)
+    gpu_share = snap.gpu_free.sum() / max(1.0, 1000.0 * snap.gpu_count.sum())
+    cpu_share = (snap.cpu_cap.sum() - snap.cpu_used.sum()) / max(1e-300, snap.cpu_cap.sum())
+    bound = snap.gpu_count.sum() > 0 and snap.cpu_cap.sum() > 0 and gpu_share < cpu_share
+    whole = pod.num_gpu > 0 and pod.gpu_milli >= 1000
+    if len(w.freq) > 1:
+        d[room_at] = d[len(d) - TOP_SHAPES + 1] * float(whole and bound)
     x = np.concatenate([blk, np.stack(b + d, axis=1).astype(np.float32)], axis=1)
     if x.shape[1] != N_FEATURES:
         raise AssertionError(f"featurizer produced {x.shape[1]} columns, schema has {N_FEATURES}")

@@ -67,7 +67,8 @@ def _case(draw: st.DrawFn) -> tuple[list[float], Any, int, list[tuple[Any, ...]]
     pv = [_value(draw, 0.0, 1.0) for _ in range(NT + 15)]
     pv += [_value(draw, 0.0, 64000.0), _value(draw, 0.0, 1e6), _value(draw, 0.0, 8000.0),
            float(draw(st.integers(0, 8))), _value(draw, 0.0, 1000.0),
-           _value(draw, 0.0, 1000.0), float(draw(st.integers(0, 1)))]
+           _value(draw, 0.0, 1000.0), float(draw(st.integers(0, 1))),
+           _value(draw, 0.0, 1.0)]  # the cluster-wide factor of shape1_room_gpu_bound
     shapes = draw(st.integers(0, 8))
     shares = sorted(set(draw(st.lists(st.integers(1, 1000), min_size=1, max_size=4))))
     divs = ([draw(st.floats(1.0, 64000.0)) for _ in range(shapes)], shares,
@@ -124,7 +125,7 @@ def _flat(items: list[tuple[Any, ...]]) -> list[float]:
 @needs_c
 def test_the_c_twin_refuses_wrong_buffers_and_layouts() -> None:
     divs = _shape_divisors(default_workload(), 8)
-    pv = [0.0] * (NT + 22)
+    pv = [0.0] * (NT + 23)
     item = (4, 1.0, 1.0, 0.0, 0.0, [1000] * 8, None, 1.0, 0.0, 1.0, 0.0, 0.0, 0, [0] * 8,
             0.5, [True] * 8)
     c = rowkernel.compiled

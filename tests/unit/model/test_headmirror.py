@@ -12,8 +12,8 @@ from dsan.features import FEATURE_NAMES, default_workload
 from dsan.filtering import feasible_nodes
 from dsan.model import headmirror
 from dsan.model.export import DEFAULT_DIR, load
+from dsan.model.headcache import _class_of
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.model.rowcache import class_key
 from dsan.model.serving import ServingModel
 from tests.unit.model.test_serving_headcache import PODS, _random_residual, _snap
 
@@ -51,7 +51,7 @@ def test_few_row_head_matches_the_many_row_head(which: str,
     for pod in PODS:
         nodes = feasible_nodes(pod, snap)
         sm.logits(pod, snap, nodes)
-        c = head._classes[class_key(pod)]
+        c = head._classes[_class_of(pod, snap)]
         q_all = c.quant.take(nodes, axis=1)
         lo, hi = q_all[:5].min(axis=1, keepdims=True), q_all.max(axis=1, keepdims=True)
         for _ in range(12):

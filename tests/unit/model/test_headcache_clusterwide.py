@@ -1,0 +1,42 @@
+"""The serving head cache and the one cluster-wide column (shape1_room_gpu_bound): when the
+cluster's GPU-bound bit flips through a change on a node outside the candidates, a
+whole-GPU pod's cached rows must not be reused (dsan.model.headcache keys its classes by
+the bit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from dsan.clusterwide import cluster_gpu_bound
+from dsan.features import FEATURE_NAMES, default_workload
+from dsan.filtering import feasible_nodes
+from dsan.model.serving import ServingModel
+from tests.unit.model.test_serving_headcache import PODS, _check, _random_residual, _snap
+
+ROOM = FEATURE_NAMES.index("shape1_room_gpu_bound")
+WHOLE = next(p for p in PODS if p.name == "whole")
+
+
+def test_a_flip_of_the_cluster_bit_elsewhere_recomputes_a_whole_gpu_pods_rows() -> None:
+    model = _random_residual(8)
+    with torch.no_grad():  # make the column decide: a large weight for GPU pods
+        model.head.gpu_skip.weight[0, ROOM] = 5.0
+    snap = _snap(40, seed=31)
+    sm = ServingModel(model, default_workload())
+    nodes = feasible_nodes(WHOLE, snap)[:-1].astype(np.int64)
+    other = int(np.setdiff1d(np.arange(len(snap)), nodes)[-1])  # not a candidate
+    # every other node's CPU use set so that the cluster's free CPU share sits half of
+    # that node's capacity share above the free GPU share: the node idle, the cluster is
+    # GPU-bound; the node full, it is not
+    cap = snap.cpu_cap.astype(np.float64)
+    total, mine = float(cap.sum()), float(cap[other])
+    gpu_share = snap.gpu_free.sum() / (1000.0 * snap.gpu_count.sum())
+    cpu_share = gpu_share + 0.5 * mine / total
+    snap.cpu_used[:] = cap * (total * (1 - cpu_share) / (total - mine))
+    bits = []
+    for used in (0.0, mine, 0.0):
+        snap.cpu_used[other] = used
+        bits.append(cluster_gpu_bound(snap))
+        _check(sm, model, WHOLE, snap, nodes)
+    assert bits == [True, False, True]

@@ -1,0 +1,87 @@
+"""dsan.clusterwide and the one column it conditions, shape1_room_gpu_bound: hand-set
+clusters on each side of the GPU-bound line, every pod class, both featurizer paths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dsan.clusterwide import cluster_gpu_bound, room_factor, takes_whole_gpus
+from dsan.features import FEATURE_NAMES, PlacementCache, featurize, node_block
+from dsan.policies.target import TargetWorkload
+from dsan.rowfeatures import featurize_rows
+from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+
+ROOM = FEATURE_NAMES.index("shape1_room_gpu_bound")
+SHAPE1 = FEATURE_NAMES.index("shape1_hostable_after")
+WHOLE = PodSpec("w", 4000.0, 8192.0, 1, 1000)
+SHARING = PodSpec("s", 4000.0, 8192.0, 1, 500)
+CPU_ONLY = PodSpec("c", 4000.0, 8192.0)
+
+
+def _cluster(gpu_used: int, cpu_used: float) -> ClusterSnapshot:
+    """Two 64-core, 4-GPU nodes; ``gpu_used`` whole GPUs and ``cpu_used`` millicores taken
+    on node 0 (shares: GPU free = 1 - gpu_used / 8, CPU free = 1 - cpu_used / 128000)."""
+    snap = empty_snapshot(["a", "b"], [64000, 64000], [262144, 262144], [4, 4], [0, 0], ["M"])
+    snap.gpu_free[0, :gpu_used] = 0
+    snap.cpu_used[0] = cpu_used
+    return snap
+
+
+def _target() -> TargetWorkload:
+    # shape 0: a whole GPU and 8 cores; shape 1: a whole GPU and 2 cores
+    return TargetWorkload.from_shapes([(8000, 1000, 1, ()), (2000, 1000, 1, ())], [2, 1])
+
+
+@pytest.mark.parametrize(
+    ("gpu_used", "cpu_used", "bound"),
+    [
+        (0, 0.0, False),  # empty: both shares 1, not GPU-bound
+        (2, 16000.0, True),  # GPU free 6/8 < CPU free 112/128
+        (2, 32000.0, False),  # 6/8 == 96/128: equal shares are not GPU-bound
+        (1, 48000.0, False),  # CPU-bound: GPU 7/8 > CPU 80/128
+    ],
+)
+def test_gpu_bound_is_free_gpu_share_below_free_cpu_share(
+    gpu_used: int, cpu_used: float, bound: bool
+) -> None:
+    snap = _cluster(gpu_used, cpu_used)
+    assert cluster_gpu_bound(snap) is bound
+    assert room_factor(WHOLE, snap) == float(bound)
+    assert room_factor(SHARING, snap) == 0.0 and room_factor(CPU_ONLY, snap) == 0.0
+
+
+def test_a_cluster_without_gpus_is_never_gpu_bound() -> None:
+    snap = empty_snapshot(["a"], [64000], [262144], [0], [-1], [])
+    snap.cpu_used[0] = 60000.0
+    assert not cluster_gpu_bound(snap)
+
+
+def test_whole_gpu_pods_are_the_gpu_pods_that_share_no_gpu() -> None:
+    assert takes_whole_gpus(WHOLE) and takes_whole_gpus(PodSpec("m", 1.0, 1.0, 4, 1000))
+    assert not takes_whole_gpus(SHARING) and not takes_whole_gpus(CPU_ONLY)
+    assert not takes_whole_gpus(PodSpec("z", 1.0, 1.0, 2, 0))  # featurize's CPU-only pod
+
+
+@pytest.mark.parametrize("bound", [True, False])
+@pytest.mark.parametrize("pod", [WHOLE, SHARING, CPU_ONLY], ids=["whole", "sharing", "cpu"])
+def test_the_column_is_shape1_room_only_for_whole_gpu_pods_in_a_gpu_bound_cluster(
+    bound: bool, pod: PodSpec
+) -> None:
+    snap = _cluster(2, 16000.0 if bound else 48000.0)
+    nodes = np.arange(2, dtype=np.int64)
+    x, _ = featurize(pod, snap, nodes, _target())
+    assert x[:, SHAPE1].min() > 0  # room left on both nodes: the column is not 0 by accident
+    want = x[:, SHAPE1] if bound and pod is WHOLE else np.zeros(2, dtype=np.float32)
+    np.testing.assert_array_equal(x[:, ROOM], want)
+    # the few-row path (the serving cache's) reads the same cluster bit
+    got, _ = featurize_rows(pod, snap, nodes, node_block(snap, nodes), PlacementCache(_target()))
+    np.testing.assert_array_equal(got[:, ROOM], want)
+
+
+def test_the_column_reads_the_whole_cluster_not_the_candidates() -> None:
+    """Node 1 alone is a candidate; node 0's usage still decides the bit."""
+    one = np.array([1], dtype=np.int64)
+    for cpu_used, bound in ((16000.0, True), (48000.0, False)):
+        x, _ = featurize(WHOLE, _cluster(2, cpu_used), one, _target())
+        assert bool(x[0, ROOM] > 0) is bound
