@@ -5,7 +5,8 @@ process only), then ``python -m dsan.train.search``'s ``--screen`` with the same
 Columns: ``shape1_hostable_after`` for whole-GPU pods times a gate on the cluster's free CPU
 share cs and free GPU share gs: x_bin (gs < cs), x_lin4 (clip(4 (cs - gs), 0, 1)), x_m05 /
 x_m15 / x_m18 (cs - gs above 0.05 / 0.15 / 0.18), x_nc (x_bin, pods without a GPU-model
-constraint only). Prints, on stderr, how many whole-GPU decisions per file had the gate on.
+constraint only), x_multi / x_single (x_bin, pods asking for 2+ GPUs / one GPU). Prints, on
+stderr, how many whole-GPU decisions per file had the gate on.
 Example (docs/results/dsan_openb.md, session 8)::
 
     DSAN_TRACES=../shared/traces python bench/dsan_openb_xscreen.py --init \
@@ -33,9 +34,9 @@ def _shares(snap):
 def _whole(c):
     return c.k > 0 and c.pod.gpu_milli >= 1000
 
-def mk(gate, nc=False):
+def mk(gate, nc=False, ng=None):
     def col(c):
-        if not _whole(c) or (nc and c.pod.gpu_models):
+        if not _whole(c) or (nc and c.pod.gpu_models) or (ng is not None and not ng(c.pod.num_gpu)):
             return np.zeros(len(c.nodes))
         gs, cs = _shares(c.snap)
         g = gate(gs, cs)
@@ -54,7 +55,9 @@ L._cur = None
 for name, g in GATES.items():
     L.COLUMNS[name] = mk(g)
 L.COLUMNS["x_nc"] = mk(GATES["x_bin"], nc=True)
-NEW = (*GATES, "x_nc")
+L.COLUMNS["x_multi"] = mk(GATES["x_bin"], ng=lambda n: n >= 2)
+L.COLUMNS["x_single"] = mk(GATES["x_bin"], ng=lambda n: n == 1)
+NEW = (*GATES, "x_nc", "x_multi", "x_single")
 L.FEATURE_NAMES = tuple(L.FEATURE_NAMES) + NEW
 L.SUPPORTED = tuple(L.SUPPORTED) + NEW
 
