@@ -7,8 +7,9 @@
    (engineer O's searched tie-break weights, a JSON with ``features`` and ``weights``) is
    written by :func:`dsan.train.search.apply`; then **freeze** the node encoders (LSTM, GNN)
    and the head's prior scale and skip: the scenario stage trains the attention fusion and
-   the head's MLP and value only (:data:`TRAINED`), so it cannot undo the openb stage's
-   parameters, only add a residual on top of them;
+   the head's MLP and value only, and its residual is gated off without telemetry
+   (:mod:`dsan.train.gate`), so it cannot undo the openb stage's parameters or decisions,
+   only add a residual on top of them;
 2. imitation: the ``scenario`` teacher (:class:`~dsan.train.teachers.Composite`) plays
    windows of seeded runs; the loss raises the probability mass on its best nodes; then
    ``dagger_rounds`` of DAgger (the model drives, the teacher labels the states it reaches,
@@ -43,12 +44,11 @@ from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
+from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
 from dsan.train.scenario_rollout import ScenarioRollout, run_window
 from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
 
-#: Parameter-name prefixes the scenario stage trains; everything else stays frozen.
-TRAINED = ("fusion.", "head.proj.", "head.mlp.", "head.value.")
 EVAL_SEED_BASE = 10_000
 TASK_COLS = [FEATURE_NAMES.index(f"pod_task_{t}") for t in TASK_TYPES]
 PRIORITY_COL = FEATURE_NAMES.index("pod_priority")
@@ -144,58 +144,6 @@ def openb_stage(a: ScenarioArgs) -> tuple[DSANNet, dict[str, Any]]:
             "gpu_pods_only": gpu_only,
         }
     return model, manifest
-
-
-#: The residual trained on the scenario is gated by this feature: 1 when the node has live
-#: telemetry (the scenario, a sidecar with the device plugin), 0 on openb (no telemetry).
-GATE_FEATURE = "tel_present"
-GATE_SHIFT = 100.0
-
-
-def gate(model: DSANNet) -> None:
-    """Make the head's MLP residual exactly one constant per pod where telemetry is absent.
-
-    ``g = ReLU(proj(x))`` gets ``+GATE_SHIFT * tel_present`` and ``-GATE_SHIFT`` in its bias,
-    so without telemetry every unit's pre-activation is ``w.x + b - 100 < 0`` (checked on
-    openb states by :func:`gate_margin`) and ``g = 0``; the MLP's input from the attention
-    stream is cut (zero weights, no gradient), so its output is then ``mlp(0)``, the same for
-    every candidate: it cannot re-rank the openb stage's decisions. With telemetry the
-    shift cancels and the residual sees the 128 features as before. Idempotent.
-    """
-    col = FEATURE_NAMES.index(GATE_FEATURE)
-    proj, first, hidden = model.head.proj, model.head.mlp[0], model.head.hidden
-    assert isinstance(first, torch.nn.Linear)
-    with torch.no_grad():
-        if not bool((proj.weight[:, col] == GATE_SHIFT).all()):
-            proj.bias.sub_(GATE_SHIFT)
-            proj.weight[:, col] = GATE_SHIFT
-        first.weight[:, 2 * hidden :] = 0.0
-    pmask = torch.ones_like(proj.weight)
-    pmask[:, col] = 0.0
-    mmask = torch.ones_like(first.weight)
-    mmask[:, 2 * hidden :] = 0.0
-    proj.weight.register_hook(lambda g: g * pmask)
-    first.weight.register_hook(lambda g: g * mmask)
-
-
-def gate_margin(model: DSANNet, x: torch.Tensor) -> float:
-    """Largest proj pre-activation over rows ``x`` without telemetry (< 0: the gate holds)."""
-    col = FEATURE_NAMES.index(GATE_FEATURE)
-    rows = x[x[:, col] == 0]
-    if rows.numel() == 0:
-        return float("-inf")
-    with torch.no_grad():
-        return float(model.head.proj(rows).max())
-
-
-def freeze(model: DSANNet) -> list[torch.nn.Parameter]:
-    """Freeze all but :data:`TRAINED`; returns the trainable parameters."""
-    out = []
-    for name, p in model.named_parameters():
-        p.requires_grad_(name.startswith(TRAINED))
-        if p.requires_grad:
-            out.append(p)
-    return out
 
 
 def play(
