@@ -160,3 +160,23 @@ def test_stop_ends_open_connections(relay: tuple[RelayServer, FakeHandler]) -> N
     assert s.recv(1) == b""
     s.close()
     eventually(lambda: srv.connections == 0)
+
+
+def test_connections_past_the_limit_are_closed_and_the_others_keep_serving() -> None:
+    d = tempfile.mkdtemp(prefix="dsan-relay-")
+    srv = RelayServer(f"{d}/r.sock", FakeHandler(), 1024, max_connections=2)
+    srv.start()
+    a, b = connect(srv), connect(srv)
+    assert call(a, SCORE, b"a")[0] == 0 and call(b, SCORE, b"b")[0] == 0
+    c = connect(srv)
+    assert c.recv(1) == b""  # closed at accept
+    eventually(lambda: srv.refused == 1)
+    assert call(a, SCORE, b"still")[1] == b"scored:still"
+    a.close()
+    eventually(lambda: srv.connections == 1)
+    with connect(srv) as again:  # a slot came free
+        assert call(again, SCORE, b"x") == (0, b"scored:x")
+    for s in (b, c):
+        s.close()
+    srv.stop()
+    os.rmdir(d)
