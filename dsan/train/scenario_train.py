@@ -36,8 +36,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from dsan.api.types import TASK_TYPES
-from dsan.features import FEATURE_NAMES
 from dsan.model.export import load, save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.target import TargetWorkload
@@ -48,10 +46,9 @@ from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
 from dsan.train.scenario_rollout import ScenarioRollout, run_window
 from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
+from dsan.train.scenario_updates import imitation_update, ppo_update
 
 EVAL_SEED_BASE = 10_000
-TASK_COLS = [FEATURE_NAMES.index(f"pod_task_{t}") for t in TASK_TYPES]
-PRIORITY_COL = FEATURE_NAMES.index("pod_priority")
 
 
 @dataclass
@@ -167,108 +164,6 @@ def play(
     )
     every = a.record_every if mode in ("teacher", "dagger") else 1
     return run_window(ep, target, model, mode, teacher, rng, every, a.imitate_gpu_pods)
-
-
-def _tensors(ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
-    x = torch.from_numpy(np.concatenate([ro.x[i] for i in steps]))
-    e = torch.from_numpy(np.concatenate([ro.emb[i] for i in steps]))
-    sizes = np.array([len(ro.x[i]) for i in steps])
-    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
-    first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
-    return x, e, seg, first
-
-
-def _logp(model: DSANNet, ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
-    from dsan.train.ppo import _segment_log_softmax
-
-    x, e, seg, first = _tensors(ro, steps)
-    logits, values = model.score(x, e, torch.ones(len(x), dtype=torch.bool), seg, len(steps))
-    return _segment_log_softmax(logits, seg, len(steps)), seg, first, values
-
-
-def imitation_update(
-    model: DSANNet,
-    opt: torch.optim.Optimizer,
-    ros: list[ScenarioRollout],
-    epochs: int,
-    minibatch: int,
-    rng: np.random.Generator,
-    anchor: OpenbAnchor | None = None,
-    by_priority: bool = False,
-) -> float:
-    """-log sum_{best} p over the teacher's best nodes; returns the mean loss."""
-    losses = []
-    ros = [r for r in ros if len(r)]  # a quiet window may hold no decision
-    for _ in range(epochs):
-        for ro in ros:
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
-                logp, seg, _, _ = _logp(model, ro, steps)
-                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
-                m = torch.full((len(steps),), -1e30).scatter_reduce(
-                    0, seg[best], logp[best], "amax", include_self=True
-                )
-                s = torch.zeros(len(steps)).index_add(
-                    0, seg[best], (logp[best] - m[seg[best]]).exp()
-                )
-                # Task types weigh equally: ~120 web placements against thousands of batch
-                # ones would otherwise leave the web rule unlearnt.
-                loss = -((m + s.log()) * _type_weights(ro, steps, by_priority)).sum()
-                if anchor is not None:
-                    loss = loss + anchor.loss(model, rng)
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                losses.append(float(loss.detach()))
-    return float(np.mean(losses)) if losses else 0.0
-
-
-def _type_weights(
-    ro: ScenarioRollout, steps: np.ndarray, by_priority: bool = False
-) -> torch.Tensor:
-    """Per-step weights summing to 1, each task type (or (type, priority)) present getting an
-    equal share."""
-    kind = np.array([int(np.argmax(ro.x[i][0, TASK_COLS])) for i in steps])
-    if by_priority:  # the priority feature is one value per pod: the class is (type, priority)
-        prio = np.array([float(ro.x[i][0, PRIORITY_COL]) for i in steps])
-        pairs = np.stack([kind.astype(np.float64), prio], 1)
-        kind = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
-    _, inv, cnt = np.unique(kind, return_inverse=True, return_counts=True)
-    w = 1.0 / (cnt[inv] * len(cnt))
-    return torch.tensor(w, dtype=torch.float32)
-
-
-def ppo_update(
-    model: DSANNet,
-    opt: torch.optim.Optimizer,
-    ros: list[ScenarioRollout],
-    a: ScenarioArgs,
-    rng: np.random.Generator,
-    anchor: OpenbAnchor | None = None,
-) -> dict[str, float]:
-    from dsan.train.ppo import advantages, ppo_loss
-
-    ros = [r for r in ros if len(r)]
-    if not ros:
-        return {}
-    gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in ros]  # type: ignore[arg-type]
-    allv = np.concatenate([g[0] for g in gae])
-    mu, sd = allv.mean(), allv.std() + 1e-8
-    stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
-    for _ in range(a.ppo_epochs):
-        for ro, (adv, ret) in zip(ros, gae, strict=True):
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
-                logp, seg, first, values = _logp(model, ro, steps)
-                loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
-                if anchor is not None:
-                    loss = loss + anchor.loss(model, rng)
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-                opt.step()
-                for k, v in parts.items():
-                    stats[k].append(float(v.detach()))
-    return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
 
 
 def evaluate(a: ScenarioArgs, model: DSANNet | None) -> dict[str, float]:
