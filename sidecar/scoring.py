@@ -30,7 +30,6 @@ seen with the assumption done inline (at most one is ever pending).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from sidecar.cache import GraphCache
 from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable, unknown_message
 from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
+from sidecar.staleness import Staleness
 
 # The candidates' types and errors are sidecar.candidates'; service.py and grpc_server.py
 # import them from here, with the engine that raises them.
@@ -88,9 +88,9 @@ class ScoringEngine:
         self.cache = cache
         self.scorer = scorer
         self.fallback = fallback
-        self._stale_s = telemetry_stale_s
         self._strict = strict_node_names
-        self._wall = wall
+        #: Which candidates' telemetry is too old (scored by the fallback instead).
+        self._staleness = Staleness(telemetry_stale_s, wall)
         # Heuristics read no telemetry, so staleness cannot hurt them; DSAN does.
         self.uses_telemetry = bool(getattr(scorer, "uses_telemetry", scorer.name == "dsan"))
         #: Requests where the served policy raised and the fallback scored instead.
@@ -122,8 +122,6 @@ class ScoringEngine:
         self.settled_by_next = 0
         #: Called once per assumption made (the service counts them in its metrics).
         self.on_assume: Callable[[], None] | None = None
-        #: (a published telemetry_time array, the oldest time in it of any GPU node).
-        self._oldest: tuple[object, float] = (None, math.inf)
 
     def score(
         self, pod: PodSpec, names: Sequence[str] | NodeRows, max_score: int = MAX_NODE_SCORE,
@@ -309,14 +307,8 @@ class ScoringEngine:
         n_ok = int(np.count_nonzero(ok))
         stale: npt.NDArray[np.bool_] | None = None
         n_stale = 0
-        if self.uses_telemetry:
-            # Only GPU nodes carry a telemetry agent: a CPU node without telemetry is normal,
-            # a GPU node without fresh telemetry is what the fallback is for. Usually none is
-            # stale: one comparison with the oldest GPU telemetry instead of five O(m) calls.
-            cutoff = self._wall() - self._stale_s
-            if cutoff > self._oldest_gpu_telemetry(pub):
-                stale = ok & (snap.gpu_count[safe] > 0) & (pub.telemetry_time[safe] < cutoff)
-                n_stale = int(np.count_nonzero(stale))
+        if self.uses_telemetry:  # stale GPU nodes go to the fallback (sidecar.staleness)
+            stale, n_stale = self._staleness.mask(pub, safe, ok)
         everyone = n_ok == m and n_stale == 0  # the common case: no masks needed
         fresh = ok if stale is None or n_stale == 0 else ok & ~stale
         t1 = time.perf_counter()
@@ -368,16 +360,6 @@ class ScoringEngine:
             rows = self.cache.changed_rows(last[2], pub.changes)
             if rows is not None:
                 self._note_changes(last[1], pub.version, rows)
-
-    def _oldest_gpu_telemetry(self, pub: Published) -> float:
-        """The oldest telemetry time of any GPU node in ``pub`` (-inf: one never reported,
-        inf: no GPU node). Cached per publish: a publish copies ``telemetry_time`` and
-        ``gpu_count`` only changes in a publish (assumption patches leave both alone)."""
-        tt = pub.telemetry_time
-        if self._oldest[0] is not tt:  # held, so a freed array's id cannot come back
-            gpu = pub.snap.gpu_count[: len(tt)] > 0
-            self._oldest = (tt, float(tt[gpu].min()) if gpu.any() else math.inf)
-        return self._oldest[1]
 
     def _score_cached(self, pod: PodSpec, key: object, pub: Published,
                       rows: npt.NDArray[np.int64], known: npt.NDArray[np.bool_],
