@@ -26,7 +26,6 @@ exported model (weights, TorchScript, .pt2, manifest) in ``model_dir``.
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -44,6 +43,7 @@ from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
 from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
+from dsan.train.scenario_log import CsvLog
 from dsan.train.scenario_rollout import ScenarioRollout, run_window
 from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
 from dsan.train.scenario_updates import imitation_update, ppo_update
@@ -295,40 +295,3 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
 
 def _eval(ev: dict[str, float]) -> dict[str, float]:
     return {f"eval_{k}": v for k, v in ev.items()}
-
-
-class CsvLog:
-    """metrics.csv (appended on resume) and the same scalars to TensorBoard."""
-
-    FIELDS = (
-        "iteration",
-        "phase",
-        "loss",
-        "reward",
-        "eval_reward",
-        "eval_utilization_pct",
-        "eval_sla_violation_pct",
-        "eval_cost",
-        "eval_p99_task_latency_s",
-        "eval_queueing_events",
-        "pg",
-        "vf",
-        "ent",
-        "kl",
-        "wall_s",
-    )
-
-    def __init__(self, path: Path, resume: bool) -> None:
-        self.path = path
-        if not resume:
-            with path.open("w", newline="") as f:
-                csv.DictWriter(f, self.FIELDS).writeheader()
-
-    def write(self, tb: Any, it: int, row: dict[str, Any]) -> None:
-        row = {"iteration": it, **row}
-        with self.path.open("a", newline="") as f:
-            csv.DictWriter(f, self.FIELDS, extrasaction="ignore").writerow(row)
-        for k, v in row.items():
-            if isinstance(v, float):
-                tb.add_scalar(f"{row['phase']}/{k}", v, it)
-        tb.flush()
