@@ -153,7 +153,10 @@ class RelayServer:
             code, body = self._dispatch(kind, bytes(payload))
             _send(conn, code, body)
             if code == OK and kind == SCORE:
-                handler.after_reply()
+                try:
+                    handler.after_reply()
+                except Exception:  # post-reply work only; the connection keeps serving
+                    log.exception("score relay: post-reply work failed")
 
     def _dispatch(self, kind: int, raw: bytes) -> tuple[int, bytes]:
         try:

@@ -40,6 +40,8 @@ class FakeHandler:
 
     def after_reply(self) -> None:
         self.after += 1
+        if self.after == 1 and getattr(self, "fail_after", False):
+            raise RuntimeError("settle failed")
 
 
 @pytest.fixture
@@ -180,3 +182,13 @@ def test_connections_past_the_limit_are_closed_and_the_others_keep_serving() -> 
         s.close()
     srv.stop()
     os.rmdir(d)
+
+
+def test_a_failing_post_reply_step_does_not_end_the_connection(
+        relay: tuple[RelayServer, FakeHandler]) -> None:
+    srv, h = relay
+    h.fail_after = True  # type: ignore[attr-defined]
+    with connect(srv) as s:
+        assert call(s, SCORE, b"a") == (0, b"scored:a")
+        assert call(s, SCORE, b"b") == (0, b"scored:b")
+    eventually(lambda: h.after == 2)
