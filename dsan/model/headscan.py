@@ -147,7 +147,8 @@ def _compiled() -> ModuleType | None:
 
 _C: Any = _compiled()
 compiled = _C is not None
-#: The twins :class:`dsan.model.headcache.HeadCache` calls.
+#: The twins :class:`dsan.model.headcache.HeadCache` calls (``request_rows``: its
+#: :class:`~dsan.model.headmirror.HeadMirror`).
 stale: Callable[[I64, I64, I64], I64] = _stale_c if compiled else stale_py
 extremes: Callable[[F64, I64], tuple[F64, F64]] = _extremes_c if compiled else extremes_py
 lookup: Callable[[I64, I64, I64, F64, F64 | None, F64], tuple[I64, F64]] = (
