@@ -45,6 +45,7 @@ from sidecar.cache import GraphCache
 from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable, unknown_message
 from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
+from sidecar.scorerfeed import ScorerFeed
 from sidecar.staleness import Staleness
 
 # The candidates' types and errors are sidecar.candidates'; service.py and grpc_server.py
@@ -105,17 +106,9 @@ class ScoringEngine:
         #: The deferred assumption (key, pod, node), applied by settle() or the next request.
         self._pending: tuple[str, PodSpec, str] | None = None
         self._after_assume = getattr(scorer, "after_assume", None)
-        # GraphCache bumps the published snapshot's version with every in-place write (a
-        # republish or an assumption's patch), so a scorer may skip re-diffing a snapshot
-        # at a version it has seen (DSAN's row tracker: ~10 us of each reply at 1,000 nodes).
-        trust = getattr(scorer, "trust_snapshot_versions", None)
-        if trust is not None:
-            trust()
-        # Such a scorer may also take the rows written between two versions from the
-        # change log (DSAN: its row diff then reads those rows, not all n).
-        self._note_changes = getattr(scorer, "note_changes", None) if trust else None
-        #: (snapshot, version, change-log position) last handed to the served scorer.
-        self._fed: tuple[object, int, int] | None = None
+        #: Called before the served scorer reads a snapshot: the rows written since it last
+        #: read it, for a scorer that trusts snapshot versions (sidecar.scorerfeed).
+        self._feed = ScorerFeed(cache, scorer)
         #: settle() calls whose class refresh or scorer hook raised (the assumption stands).
         self.settle_errors = 0
         #: Deferred assumptions the next request applied first (its settle() came late).
@@ -347,19 +340,6 @@ class ScoringEngine:
             fallback=n_stale + fell_back, version=pub.version, table_epoch=pub.table_epoch,
             featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
         )
-
-    def _feed(self, pub: Published) -> None:
-        """Before the served scorer reads ``pub.snap``: if it is the snapshot object the
-        scorer read last, at another version, tell the scorer (``note_changes``) which rows
-        were written in between, from the cache's change log (every column write logs its
-        row; None when the log no longer reaches back: the scorer then diffs everything)."""
-        if self._note_changes is None:
-            return
-        last, self._fed = self._fed, (pub.snap, pub.version, pub.changes)
-        if last is not None and last[0] is pub.snap and last[1] != pub.version:
-            rows = self.cache.changed_rows(last[2], pub.changes)
-            if rows is not None:
-                self._note_changes(last[1], pub.version, rows)
 
     def _score_cached(self, pod: PodSpec, key: object, pub: Published,
                       rows: npt.NDArray[np.int64], known: npt.NDArray[np.bool_],
