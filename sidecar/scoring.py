@@ -42,16 +42,13 @@ from dsan.filtering import feasible
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
-from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable, unknown_message
+from sidecar.candidates import NodeRows, NoKnownNodes, unknown_message
 from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
 from sidecar.scorerfeed import ScorerFeed
 from sidecar.staleness import Staleness
 
-# The candidates' types and errors are sidecar.candidates'; service.py and grpc_server.py
-# import them from here, with the engine that raises them.
-__all__ = ["BadNodeRows", "NoKnownNodes", "NodeRows", "ScoreResult", "ScoringEngine",
-           "StaleNodeTable"]
+__all__ = ["ScoreResult", "ScoringEngine"]
 
 log = logging.getLogger("dsan.sidecar.scoring")
 
