@@ -92,6 +92,20 @@ def _segment_log_softmax(logits: torch.Tensor, seg: torch.Tensor, n: int) -> tor
     return z - tot.log()[seg]
 
 
+def log_best_mass(
+    logp: torch.Tensor, seg: torch.Tensor, best: torch.Tensor, n: int
+) -> torch.Tensor:
+    """The imitation target, per step: log sum_{b in best(t)} p_b, the log-probability mass
+    the policy puts on the teacher's best nodes. ``logp`` (rows,) holds every candidate row's
+    log-probability, ``seg`` (rows,) its step in 0..n-1, ``best`` the indices of the teacher's
+    best rows. Computed stably as m_t + log sum_b exp(logp_b - m_t), m_t = max_b logp_b.
+    Shape (n,)."""
+    sb = seg[best]
+    m = torch.full((n,), -1e30).scatter_reduce(0, sb, logp[best], "amax", include_self=True)
+    s = torch.zeros(n).index_add(0, sb, (logp[best] - m[sb]).exp())
+    return m + s.log()
+
+
 def _batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
     """Flat logits, per-step log-probs of all rows, segment ids, values for ``steps``."""
     emb = model.embed_nodes(
@@ -129,14 +143,7 @@ def imitation_update(
             for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
                 logp, seg, _, _ = _batch(model, ro, steps)
                 best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
-                mass = torch.full((len(steps),), -1e30).scatter_reduce(
-                    0, seg[best], logp[best], "amax", include_self=True
-                )
-                # log sum_{best} p = m + log sum exp(logp - m), per step
-                s = torch.zeros(len(steps)).index_add(
-                    0, seg[best], (logp[best] - mass[seg[best]]).exp()
-                )
-                loss = -(mass + s.log()).mean()
+                loss = -log_best_mass(logp, seg, best, len(steps)).mean()
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -63,6 +63,8 @@ def imitation_update(
     by_priority: bool = False,
 ) -> float:
     """-log sum_{best} p over the teacher's best nodes; returns the mean loss."""
+    from dsan.train.ppo import log_best_mass  # as _logp: the module imports ppo lazily
+
     losses = []
     ros = [r for r in ros if len(r)]  # a quiet window may hold no decision
     for _ in range(epochs):
@@ -70,15 +72,10 @@ def imitation_update(
             for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
                 logp, seg, _, _ = _logp(model, ro, steps)
                 best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
-                m = torch.full((len(steps),), -1e30).scatter_reduce(
-                    0, seg[best], logp[best], "amax", include_self=True
-                )
-                s = torch.zeros(len(steps)).index_add(
-                    0, seg[best], (logp[best] - m[seg[best]]).exp()
-                )
                 # Task types weigh equally: ~120 web placements against thousands of batch
                 # ones would otherwise leave the web rule unlearnt.
-                loss = -((m + s.log()) * _type_weights(ro, steps, by_priority)).sum()
+                mass = log_best_mass(logp, seg, best, len(steps))
+                loss = -(mass * _type_weights(ro, steps, by_priority)).sum()
                 if anchor is not None:
                     loss = loss + anchor.loss(model, rng)
                 opt.zero_grad()

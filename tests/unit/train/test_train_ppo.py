@@ -109,3 +109,26 @@ def test_train_checkpoints_and_resumes(tmp_path: Path) -> None:
     # One imitation row, iteration 0 from the first run, iteration 1 appended on resume.
     assert [r["iteration"] for r in rows] == ["-1", "0", "1"]
     assert first["teacher"] == second["teacher"]
+
+
+def test_log_best_mass_is_the_log_of_the_probability_on_the_teacher_rows() -> None:
+    """Against the definition: per step, logsumexp of the best rows' log-probabilities; with
+    log-probabilities from 1e-2 to 30 in scale, so the max-shift matters."""
+    from dsan.train.ppo import log_best_mass
+
+    rng = np.random.default_rng(3)
+    for scale in (0.01, 1.0, 30.0):
+        sizes = rng.integers(1, 12, size=20)
+        seg = torch.from_numpy(np.repeat(np.arange(20), sizes))
+        raw = rng.standard_normal(int(sizes.sum())) * scale
+        logits = torch.from_numpy(raw.astype(np.float32))
+        logp = torch.cat([torch.log_softmax(chunk, 0) for chunk in logits.split(sizes.tolist())])
+        best, want, off = [], [], 0
+        for k in sizes:
+            pick = off + rng.choice(k, int(rng.integers(1, k + 1)), replace=False)
+            best += pick.tolist()
+            want.append(torch.logsumexp(logp[torch.from_numpy(pick)], 0))
+            off += k
+        got = log_best_mass(logp, seg, torch.tensor(best), 20)
+        assert torch.allclose(got, torch.stack(want), atol=1e-5), (scale, got, want)
+        assert bool((got <= 1e-6).all())  # a probability mass is at most 1
