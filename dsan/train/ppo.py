@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,13 +195,19 @@ def ppo_loss(
     return loss, {"pg": pg, "vf": vf, "ent": ent, "kl": (old - new).mean()}
 
 
-def ppo_update(
+def ppo_epochs(
     model: DSANNet,
     opt: torch.optim.Optimizer,
-    rollouts: list[Rollout],
-    a: Args,
+    rollouts: Sequence[Any],
+    batch: Callable[[DSANNet, Any, np.ndarray], tuple[torch.Tensor, ...]],
+    a: Any,
     rng: np.random.Generator,
+    extra_loss: Callable[[], torch.Tensor] | None = None,
 ) -> dict[str, float]:
+    """``a.ppo_epochs`` passes of :func:`ppo_loss` over minibatches of every rollout (openb or
+    scenario: ``batch`` gives a rollout's (logp, seg, first, values) for some steps), GAE
+    advantages normalised over all of them; ``extra_loss`` (the scenario stage's openb
+    anchor) is added to each minibatch's loss. Returns the mean of each loss part."""
     gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in rollouts]
     allv = np.concatenate([g[0] for g in gae]) if gae else np.zeros(1)
     mu, sd = allv.mean(), allv.std() + 1e-8
@@ -208,8 +215,10 @@ def ppo_update(
     for _ in range(a.ppo_epochs):
         for ro, (adv, ret) in zip(rollouts, gae, strict=True):
             for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
-                logp, seg, first, values = _batch(model, ro, steps)
+                logp, seg, first, values = batch(model, ro, steps)
                 loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
+                if extra_loss is not None:
+                    loss = loss + extra_loss()
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
@@ -217,6 +226,16 @@ def ppo_update(
                 for k, val in parts.items():
                     stats[k].append(float(val.detach()))
     return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+
+
+def ppo_update(
+    model: DSANNet,
+    opt: torch.optim.Optimizer,
+    rollouts: list[Rollout],
+    a: Args,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    return ppo_epochs(model, opt, rollouts, _batch, a, rng)
 
 
 def evaluate(

@@ -109,26 +109,10 @@ def ppo_update(
     rng: np.random.Generator,
     anchor: OpenbAnchor | None = None,
 ) -> dict[str, float]:
-    from dsan.train.ppo import advantages, ppo_loss
+    from dsan.train.ppo import ppo_epochs
 
     ros = [r for r in ros if len(r)]
     if not ros:
         return {}
-    gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in ros]  # type: ignore[arg-type]
-    allv = np.concatenate([g[0] for g in gae])
-    mu, sd = allv.mean(), allv.std() + 1e-8
-    stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
-    for _ in range(a.ppo_epochs):
-        for ro, (adv, ret) in zip(ros, gae, strict=True):
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
-                logp, seg, first, values = _logp(model, ro, steps)
-                loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
-                if anchor is not None:
-                    loss = loss + anchor.loss(model, rng)
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-                opt.step()
-                for k, v in parts.items():
-                    stats[k].append(float(v.detach()))
-    return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+    extra = None if anchor is None else (lambda: anchor.loss(model, rng))
+    return ppo_epochs(model, opt, ros, _logp, a, rng, extra)
