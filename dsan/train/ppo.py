@@ -129,6 +129,39 @@ def _batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor
     return logp, seg, first, values
 
 
+def imitation_epochs(
+    model: DSANNet,
+    opt: torch.optim.Optimizer,
+    rollouts: Sequence[Any],
+    batch: Callable[[DSANNet, Any, np.ndarray], tuple[torch.Tensor, ...]],
+    epochs: int,
+    minibatch: int,
+    rng: np.random.Generator,
+    reduce: Callable[[torch.Tensor, Any, np.ndarray], torch.Tensor] | None = None,
+    extra_loss: Callable[[], torch.Tensor] | None = None,
+) -> float:
+    """``epochs`` passes over minibatches of every rollout raising the probability mass on
+    the teacher's best nodes (:func:`log_best_mass`; ``batch`` as in :func:`ppo_epochs`).
+    The loss is ``-mean`` of the masses, or ``reduce(mass, rollout, steps)`` (the scenario
+    stage weighs task types), plus ``extra_loss()``. Returns the mean loss."""
+    losses = []
+    for _ in range(epochs):
+        for ro in rollouts:
+            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
+                logp, seg, _, _ = batch(model, ro, steps)
+                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
+                mass = log_best_mass(logp, seg, best, len(steps))
+                loss = -mass.mean() if reduce is None else reduce(mass, ro, steps)
+                if extra_loss is not None:
+                    loss = loss + extra_loss()
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                losses.append(float(loss.detach()))
+    return float(np.mean(losses)) if losses else 0.0
+
+
 def imitation_update(
     model: DSANNet,
     opt: torch.optim.Optimizer,
@@ -138,19 +171,7 @@ def imitation_update(
     rng: np.random.Generator,
 ) -> float:
     """Raise the probability mass on the teacher's best nodes; returns the mean loss."""
-    losses = []
-    for _ in range(epochs):
-        for ro in rollouts:
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
-                logp, seg, _, _ = _batch(model, ro, steps)
-                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
-                loss = -log_best_mass(logp, seg, best, len(steps)).mean()
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                losses.append(float(loss.detach()))
-    return float(np.mean(losses)) if losses else 0.0
+    return imitation_epochs(model, opt, rollouts, _batch, epochs, minibatch, rng)
 
 
 def advantages(ro: Rollout, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:

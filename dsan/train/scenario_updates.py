@@ -63,27 +63,17 @@ def imitation_update(
     by_priority: bool = False,
 ) -> float:
     """-log sum_{best} p over the teacher's best nodes; returns the mean loss."""
-    from dsan.train.ppo import log_best_mass  # as _logp: the module imports ppo lazily
+    from dsan.train.ppo import imitation_epochs  # as _logp: the module imports ppo lazily
 
-    losses = []
     ros = [r for r in ros if len(r)]  # a quiet window may hold no decision
-    for _ in range(epochs):
-        for ro in ros:
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
-                logp, seg, _, _ = _logp(model, ro, steps)
-                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
-                # Task types weigh equally: ~120 web placements against thousands of batch
-                # ones would otherwise leave the web rule unlearnt.
-                mass = log_best_mass(logp, seg, best, len(steps))
-                loss = -(mass * _type_weights(ro, steps, by_priority)).sum()
-                if anchor is not None:
-                    loss = loss + anchor.loss(model, rng)
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                losses.append(float(loss.detach()))
-    return float(np.mean(losses)) if losses else 0.0
+
+    def weighed(mass: torch.Tensor, ro: ScenarioRollout, steps: np.ndarray) -> torch.Tensor:
+        # Task types weigh equally: ~120 web placements against thousands of batch ones
+        # would otherwise leave the web rule unlearnt.
+        return -(mass * _type_weights(ro, steps, by_priority)).sum()
+
+    extra = None if anchor is None else (lambda: anchor.loss(model, rng))
+    return imitation_epochs(model, opt, ros, _logp, epochs, minibatch, rng, weighed, extra)
 
 
 def _type_weights(
