@@ -7,7 +7,7 @@ step the optimiser on the trainable parameters :func:`dsan.train.gate.freeze` le
 * :func:`imitation_update`: ``-log sum p`` over the teacher's best nodes, each task type (or
   (type, priority) class) weighing equally (:func:`_type_weights`);
 * :func:`ppo_update`: the clipped surrogate, value loss and entropy of
-  :func:`dsan.train.ppo.ppo_loss` on GAE advantages normalised over the batch.
+  :func:`dsan.train.updates.ppo_loss` on GAE advantages normalised over the batch.
 
 Either adds the openb anchor's loss when one is given. :mod:`dsan.train.scenario_train`
 decides what to record and when to update.
@@ -25,6 +25,7 @@ from dsan.features import FEATURE_NAMES
 from dsan.model.net import DSANNet
 from dsan.train.anchor import OpenbAnchor
 from dsan.train.scenario_rollout import ScenarioRollout
+from dsan.train.updates import imitation_epochs, ppo_epochs, segment_log_softmax
 
 if TYPE_CHECKING:  # scenario_train imports this module
     from dsan.train.scenario_train import ScenarioArgs
@@ -45,11 +46,10 @@ def _tensors(ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]
 
 
 def _logp(model: DSANNet, ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
-    from dsan.train.ppo import _segment_log_softmax
 
     x, e, seg, first = _tensors(ro, steps)
     logits, values = model.score(x, e, torch.ones(len(x), dtype=torch.bool), seg, len(steps))
-    return _segment_log_softmax(logits, seg, len(steps)), seg, first, values
+    return segment_log_softmax(logits, seg, len(steps)), seg, first, values
 
 
 def imitation_update(
@@ -63,8 +63,6 @@ def imitation_update(
     by_priority: bool = False,
 ) -> float:
     """-log sum_{best} p over the teacher's best nodes; returns the mean loss."""
-    from dsan.train.ppo import imitation_epochs  # as _logp: the module imports ppo lazily
-
     ros = [r for r in ros if len(r)]  # a quiet window may hold no decision
 
     def weighed(mass: torch.Tensor, ro: ScenarioRollout, steps: np.ndarray) -> torch.Tensor:
@@ -99,8 +97,6 @@ def ppo_update(
     rng: np.random.Generator,
     anchor: OpenbAnchor | None = None,
 ) -> dict[str, float]:
-    from dsan.train.ppo import ppo_epochs
-
     ros = [r for r in ros if len(r)]
     if not ros:
         return {}
