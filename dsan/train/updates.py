@@ -68,10 +68,7 @@ def imitation_epochs(
                 loss = -mass.mean() if reduce is None else reduce(mass, ro, steps)
                 if extra_loss is not None:
                     loss = loss + extra_loss()
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
+                _step(model, opt, loss, max_norm=1.0)
                 losses.append(float(loss.detach()))
     return float(np.mean(losses)) if losses else 0.0
 
@@ -142,10 +139,15 @@ def ppo_epochs(
                 loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
                 if extra_loss is not None:
                     loss = loss + extra_loss()
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-                opt.step()
+                _step(model, opt, loss, max_norm=0.5)
                 for k, val in parts.items():
                     stats[k].append(float(val.detach()))
     return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+
+
+def _step(model: DSANNet, opt: torch.optim.Optimizer, loss: torch.Tensor, max_norm: float) -> None:
+    """One optimiser step on ``loss``, the gradient's global norm clipped to ``max_norm``."""
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    opt.step()
