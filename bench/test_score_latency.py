@@ -49,7 +49,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import repeat
@@ -361,46 +360,44 @@ def score_gateway() -> Path:
     once per source hash under ~/.cache/dsan/bin by hack/control-plane-build.sh)."""
     if os.environ.get("DSAN_SCORE_GATEWAY"):
         return Path(os.environ["DSAN_SCORE_GATEWAY"])
-    from tests.support.controlplane import Binaries
+    from tests.support.gateway import built_gateway
 
-    return Binaries.resolve().score_gateway
+    return built_gateway()
 
 
 @pytest.fixture(scope="module")
 def gateway_servers() -> Iterator[Callable[[int, str], Any]]:
     """score-gateway processes in front of this process's relay sockets, one per world."""
-    servers: dict[tuple[int, str], Any] = {}
-    workdir = Path(tempfile.mkdtemp(prefix="dsan-gw-"))
-    procs: list[subprocess.Popen[str]] = []
+    from tests.support.gateway import Gateway
 
-    def get(n: int, policy: str) -> Any:
+    servers: dict[tuple[int, str], tuple[Gateway, RelayServer]] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="dsan-gw-"))
+
+    def get(n: int, policy: str) -> tuple[Gateway, RelayServer]:
         if (n, policy) not in servers:
             w = world(n, policy if policy != "noop" else POLICIES[0])
             handler = NoopScoreHandler(w.names) if policy == "noop" else ScoreHandler(w.service)
             sock = str(workdir / f"{n}-{policy}.sock")
             relay = RelayServer(sock, handler, 64 << 20)
             relay.start()
-            proc = subprocess.Popen([str(score_gateway()), "-listen", "127.0.0.1:0",
-                                     "-relay", sock], stdout=subprocess.PIPE, text=True)
-            procs.append(proc)
-            assert proc.stdout is not None
-            line = proc.stdout.readline()  # "serving grpc on 127.0.0.1:PORT relay PATH"
-            assert line.startswith("serving grpc on"), line
-            port = int(line.split()[3].rsplit(":", 1)[1])
-            servers[n, policy] = (types.SimpleNamespace(port=port), relay)
+            # The gateway's default health poll (1 s), not the tests' quick one: a readiness
+            # frame every 50 ms would compete with the measured calls.
+            gw = Gateway(sock, workdir, exe=score_gateway(), health_interval="1s")
+            servers[n, policy] = (gw.start(), relay)
         return servers[n, policy]
 
     yield get
-    for proc in procs:
-        proc.terminate()
-        proc.wait(5)
-    for _, relay in servers.values():
+    for gateway, relay in servers.values():
+        gateway.stop()
         relay.stop()
     shutil.rmtree(workdir, ignore_errors=True)
 
 
 def go_client() -> Path:
-    """The scorebench binary, built once per source hash under ~/.cache/dsan/bin."""
+    """The scorebench binary: $DSAN_SCOREBENCH (a machine without Go), else built once per
+    source hash under ~/.cache/dsan/bin."""
+    if os.environ.get("DSAN_SCOREBENCH"):
+        return Path(os.environ["DSAN_SCOREBENCH"])
     srcs = [PLUGIN / "go.mod", PLUGIN / "go.sum", PLUGIN / "cmd/scorebench/main.go",
             *sorted((PLUGIN / "gen").rglob("*.go")),
             *sorted((PLUGIN / "pkg/scoreclient").glob("*.go"))]

@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,17 +32,20 @@ from kubernetes import client
 
 from dsan.api import types as t
 from tests.support.controlplane import SCHEDULER_CONFIG_DIR, ControlPlane, ControlPlaneConfig
+from tests.support.gateway import Gateway
 from tests.support.sidecar import Sidecar
 from tests.support.workload import BindingWatch, add_nodes, create_all, fleet, pod_manifest
 
 EXTENDER_ERROR = "Failed to run extender's priority function"
 BIND_LINE = re.compile(r"^I\d{4} (\d\d:\d\d:\d\d\.\d+) .*\"Successfully bound pod to node\"", re.M)
 #: profile -> (schedulerName, config file). "dsan" scores through the HTTP extender,
-#: "dsan-grpc" through the DSANScore framework plugin and the sidecar's gRPC Score service.
+#: "dsan-grpc" through the DSANScore framework plugin and the sidecar's gRPC Score service,
+#: "dsan-gateway" through the same plugin and score-gateway in front of the sidecar's relay.
 PROFILES = {
     "default": ("default-scheduler", "default-scheduler.yaml"),
     "dsan": (t.SCHEDULER_NAME, "dsan-scheduler.yaml"),
     "dsan-grpc": (t.SCHEDULER_NAME, "dsan-scheduler-grpc.yaml"),
+    "dsan-gateway": (t.SCHEDULER_NAME, "dsan-scheduler-grpc.yaml"),
 }
 GRPC_ERROR = "DSAN sidecar unavailable, scoring without it"
 
@@ -75,7 +80,8 @@ def workload(n: int, scheduler: str) -> list[dict[str, Any]]:
     return pods
 
 
-def measure(cp: ControlPlane, core: Any, sidecar: Sidecar, profile: str, rnd: int, n: int) -> Run:
+def measure(cp: ControlPlane, core: Any, sidecar: Sidecar, gateway: Gateway, profile: str,
+            rnd: int, n: int) -> Run:
     scheduler_name, cfg_file = PROFILES[profile]
     ns = f"bench-{profile}-{rnd}"
     cp.ensure_namespace(ns)
@@ -91,7 +97,8 @@ def measure(cp: ControlPlane, core: Any, sidecar: Sidecar, profile: str, rnd: in
         f"{profile}-{rnd}",
         SCHEDULER_CONFIG_DIR / cfg_file,
         extender_url=sidecar.extender_url if profile == "dsan" else None,
-        score_address=f"127.0.0.1:{sidecar.grpc_port}" if profile == "dsan-grpc" else None,
+        score_address={"dsan-grpc": f"127.0.0.1:{sidecar.grpc_port}",
+                       "dsan-gateway": gateway.target}.get(profile),
         extra_args=extra,
     )
     try:
@@ -154,6 +161,8 @@ def report(runs: list[Run], args: argparse.Namespace, policy: str, latency: str)
         "- `default`: scheduler-config/default-scheduler.yaml (stock profile)",
         "- `dsan`: scheduler-config/dsan-scheduler.yaml (HTTP extender, the shipped default)",
         "- `dsan-grpc`: scheduler-config/dsan-scheduler-grpc.yaml (DSANScore plugin -> gRPC)",
+        "- `dsan-gateway`: the same, the plugin calling score-gateway, which relays to the "
+        "sidecar's unix-socket Score relay",
         "",
         "| round | profile | pods | first->last bind (s) | pods/s "
         "| scheduler start->watch saw all (s) | sidecar failures | load |",
@@ -216,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument(
         "--profiles",
-        default="default,dsan,dsan-grpc",
+        default="default,dsan,dsan-grpc,dsan-gateway",
         help=f"comma-separated subset of {list(PROFILES)}",
     )
     args = ap.parse_args(argv)
@@ -231,20 +240,26 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         add_nodes(core, fleet(args.nodes, prefix="bench"), "type=kwok", timeout=300)
         print(f"{args.nodes} nodes Ready in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-        sidecar = Sidecar(cp.kubeconfig, cp.dir, policy=args.policy)
+        sockdir = Path(tempfile.mkdtemp(prefix="dsan-tp-"))  # a socket path has 107 bytes
+        relay = str(sockdir / "relay.sock")
+        sidecar = Sidecar(cp.kubeconfig, cp.dir, policy=args.policy,
+                          extra_args=(f"--relay-socket={relay}",))
         sidecar.start(ready_timeout=120)
+        gateway = Gateway(relay, cp.dir).start()
         try:
             runs: list[Run] = []
             for rnd in range(args.rounds):
                 # Alternate the order: the cluster fills up as measurements go by.
                 order = profiles if rnd % 2 == 0 else profiles[::-1]
                 for profile in order:
-                    run = measure(cp, core, sidecar, profile, rnd, args.pods)
+                    run = measure(cp, core, sidecar, gateway, profile, rnd, args.pods)
                     print(run, file=sys.stderr)
                     runs.append(run)
             metrics = sidecar.metrics()
         finally:
+            gateway.stop()
             sidecar.stop()
+            shutil.rmtree(sockdir, ignore_errors=True)
     m = re.search(r"dsan_sidecar_policy_info\{([^}]*)\}", metrics)
     policy = m.group(1) if m else (args.policy or "sidecar default")
     text = report(runs, args, policy, latency_summary(metrics))

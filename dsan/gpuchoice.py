@@ -3,7 +3,7 @@
 DSAN binds pods to the GPUs FGD would pick (the node is DSAN's choice, the slots inside it
 FGD's), so DSAN's policy (simulator and sidecar) and the training episodes ask here: the
 slot with the highest *integer* FGD score for a sharing pod (the plugin's strict ``>``),
-the first fully free GPUs (best fit) for a whole-GPU pod. :func:`dsan.placement.placement`
+the first fully free GPUs (best fit) for a whole-GPU pod. :func:`dsan.whatif.placement`
 picks a sharing pod's slot by the untruncated fragmentation instead, for the features; the
 two differ on some pods, and the features' choice must not stand in for FGD's.
 """

@@ -3,10 +3,11 @@
 kube-scheduler's extender sends names; the gRPC client may send rows of the node table it
 fetched (:class:`NodeRows`), which skips the name decoding and lookup per node but is only
 valid against the table it was read from (``Published.table_epoch``). Resolving either
-against a published snapshot can fail three ways, each its own exception, so both APIs
-answer each with its own status: no candidate known (:class:`NoKnownNodes`, with the
-unknown names in the message), a table the cache no longer publishes
-(:class:`StaleNodeTable`), rows that cannot be rows of that table (:class:`BadNodeRows`).
+against a published snapshot can fail three ways, each its own exception, so the service
+refuses each with its own reason (``sidecar.service``): no candidate known
+(:class:`NoKnownNodes`, with the unknown names in the message), a table the cache no longer
+publishes (:class:`StaleNodeTable`), rows that cannot be rows of that table
+(:class:`BadNodeRows`).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from dsan.snapshot import PodSpec
+from sidecar.candidates import NodeRows
 from sidecar.podspec import PodError, podspec_from_parts
-from sidecar.scoring import NodeRows
 from sidecar.service import RequestError, ScoringService
 
 SERVICE_NAME = "dsan.scorer.v1.Scorer"

@@ -57,10 +57,14 @@ class RelayServer:
     the handler's post-reply work (the deferred assumption) before reading the next."""
 
     def __init__(self, path: str, handler: RelayHandler, max_frame_bytes: int,
-                 mode: int = 0o660) -> None:
+                 mode: int = 0o660, max_connections: int = 64) -> None:
         self.path = path
         self.handler = handler
         self.max_frame_bytes = max_frame_bytes
+        #: Connections (threads) served at once; more are closed at accept. The gateway
+        #: keeps a handful (its -conns), so this only bounds a misbehaving client.
+        self.max_connections = max_connections
+        self.refused = 0
         _remove_stale_socket(path)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -107,7 +111,16 @@ class RelayServer:
                 log.exception("score relay: accept failed")
                 continue
             with self._lock:
-                self._conns.add(conn)
+                full = len(self._conns) >= self.max_connections
+                if not full:
+                    self._conns.add(conn)
+            if full:
+                conn.close()
+                self.refused += 1
+                if self.refused == 1 or self.refused % 1000 == 0:
+                    log.warning("score relay: %d connections open, refused one (%d so far)",
+                                self.max_connections, self.refused)
+                continue
             threading.Thread(target=self._serve, args=(conn,), name="relay-conn",
                              daemon=True).start()
 
@@ -140,7 +153,10 @@ class RelayServer:
             code, body = self._dispatch(kind, bytes(payload))
             _send(conn, code, body)
             if code == OK and kind == SCORE:
-                handler.after_reply()
+                try:
+                    handler.after_reply()
+                except Exception:  # post-reply work only; the connection keeps serving
+                    log.exception("score relay: post-reply work failed")
 
     def _dispatch(self, kind: int, raw: bytes) -> tuple[int, bytes]:
         try:

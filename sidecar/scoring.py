@@ -30,7 +30,6 @@ seen with the assumption done inline (at most one is ever pending).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,14 +42,13 @@ from dsan.filtering import feasible
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
-from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable, unknown_message
+from sidecar.candidates import NodeRows, NoKnownNodes, unknown_message
 from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
+from sidecar.scorerfeed import ScorerFeed
+from sidecar.staleness import Staleness
 
-# The candidates' types and errors are sidecar.candidates'; service.py and grpc_server.py
-# import them from here, with the engine that raises them.
-__all__ = ["BadNodeRows", "NoKnownNodes", "NodeRows", "ScoreResult", "ScoringEngine",
-           "StaleNodeTable"]
+__all__ = ["ScoreResult", "ScoringEngine"]
 
 log = logging.getLogger("dsan.sidecar.scoring")
 
@@ -88,9 +86,9 @@ class ScoringEngine:
         self.cache = cache
         self.scorer = scorer
         self.fallback = fallback
-        self._stale_s = telemetry_stale_s
         self._strict = strict_node_names
-        self._wall = wall
+        #: Which candidates' telemetry is too old (scored by the fallback instead).
+        self._staleness = Staleness(telemetry_stale_s, wall)
         # Heuristics read no telemetry, so staleness cannot hurt them; DSAN does.
         self.uses_telemetry = bool(getattr(scorer, "uses_telemetry", scorer.name == "dsan"))
         #: Requests where the served policy raised and the fallback scored instead.
@@ -105,25 +103,15 @@ class ScoringEngine:
         #: The deferred assumption (key, pod, node), applied by settle() or the next request.
         self._pending: tuple[str, PodSpec, str] | None = None
         self._after_assume = getattr(scorer, "after_assume", None)
-        # GraphCache bumps the published snapshot's version with every in-place write (a
-        # republish or an assumption's patch), so a scorer may skip re-diffing a snapshot
-        # at a version it has seen (DSAN's row tracker: ~10 us of each reply at 1,000 nodes).
-        trust = getattr(scorer, "trust_snapshot_versions", None)
-        if trust is not None:
-            trust()
-        # Such a scorer may also take the rows written between two versions from the
-        # change log (DSAN: its row diff then reads those rows, not all n).
-        self._note_changes = getattr(scorer, "note_changes", None) if trust else None
-        #: (snapshot, version, change-log position) last handed to the served scorer.
-        self._fed: tuple[object, int, int] | None = None
+        #: Called before the served scorer reads a snapshot: the rows written since it last
+        #: read it, for a scorer that trusts snapshot versions (sidecar.scorerfeed).
+        self._feed = ScorerFeed(cache, scorer)
         #: settle() calls whose class refresh or scorer hook raised (the assumption stands).
         self.settle_errors = 0
         #: Deferred assumptions the next request applied first (its settle() came late).
         self.settled_by_next = 0
         #: Called once per assumption made (the service counts them in its metrics).
         self.on_assume: Callable[[], None] | None = None
-        #: (a published telemetry_time array, the oldest time in it of any GPU node).
-        self._oldest: tuple[object, float] = (None, math.inf)
 
     def score(
         self, pod: PodSpec, names: Sequence[str] | NodeRows, max_score: int = MAX_NODE_SCORE,
@@ -309,14 +297,8 @@ class ScoringEngine:
         n_ok = int(np.count_nonzero(ok))
         stale: npt.NDArray[np.bool_] | None = None
         n_stale = 0
-        if self.uses_telemetry:
-            # Only GPU nodes carry a telemetry agent: a CPU node without telemetry is normal,
-            # a GPU node without fresh telemetry is what the fallback is for. Usually none is
-            # stale: one comparison with the oldest GPU telemetry instead of five O(m) calls.
-            cutoff = self._wall() - self._stale_s
-            if cutoff > self._oldest_gpu_telemetry(pub):
-                stale = ok & (snap.gpu_count[safe] > 0) & (pub.telemetry_time[safe] < cutoff)
-                n_stale = int(np.count_nonzero(stale))
+        if self.uses_telemetry:  # stale GPU nodes go to the fallback (sidecar.staleness)
+            stale, n_stale = self._staleness.mask(pub, safe, ok)
         everyone = n_ok == m and n_stale == 0  # the common case: no masks needed
         fresh = ok if stale is None or n_stale == 0 else ok & ~stale
         t1 = time.perf_counter()
@@ -355,29 +337,6 @@ class ScoringEngine:
             fallback=n_stale + fell_back, version=pub.version, table_epoch=pub.table_epoch,
             featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
         )
-
-    def _feed(self, pub: Published) -> None:
-        """Before the served scorer reads ``pub.snap``: if it is the snapshot object the
-        scorer read last, at another version, tell the scorer (``note_changes``) which rows
-        were written in between, from the cache's change log (every column write logs its
-        row; None when the log no longer reaches back: the scorer then diffs everything)."""
-        if self._note_changes is None:
-            return
-        last, self._fed = self._fed, (pub.snap, pub.version, pub.changes)
-        if last is not None and last[0] is pub.snap and last[1] != pub.version:
-            rows = self.cache.changed_rows(last[2], pub.changes)
-            if rows is not None:
-                self._note_changes(last[1], pub.version, rows)
-
-    def _oldest_gpu_telemetry(self, pub: Published) -> float:
-        """The oldest telemetry time of any GPU node in ``pub`` (-inf: one never reported,
-        inf: no GPU node). Cached per publish: a publish copies ``telemetry_time`` and
-        ``gpu_count`` only changes in a publish (assumption patches leave both alone)."""
-        tt = pub.telemetry_time
-        if self._oldest[0] is not tt:  # held, so a freed array's id cannot come back
-            gpu = pub.snap.gpu_count[: len(tt)] > 0
-            self._oldest = (tt, float(tt[gpu].min()) if gpu.any() else math.inf)
-        return self._oldest[1]
 
     def _score_cached(self, pod: PodSpec, key: object, pub: Published,
                       rows: npt.NDArray[np.int64], known: npt.NDArray[np.bool_],

@@ -16,16 +16,10 @@ from typing import ClassVar
 
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
+from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable
 from sidecar.clusterview import ClusterView
 from sidecar.metrics import SidecarMetrics
-from sidecar.scoring import (
-    BadNodeRows,
-    NodeRows,
-    NoKnownNodes,
-    ScoreResult,
-    ScoringEngine,
-    StaleNodeTable,
-)
+from sidecar.scoring import ScoreResult, ScoringEngine
 
 log = logging.getLogger("dsan.sidecar")
 

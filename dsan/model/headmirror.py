@@ -193,10 +193,7 @@ class HeadMirror:
             out = hl @ self._w2
             if len(live) < m:
                 out[[k for k in range(m) if dead[k]]] = self._dead_out
-        # the linear term as logits() sums it: a (m, 9) x (9,) product, whose rounding can
-        # differ from column h2 of the (m, 9) x (9, 2H + 1) one by a float32 ulp, and a dead
-        # row must get logits()'s value exactly
-        out += c.pre[nodes, h2] + xr @ c.req_w[:, h2]
+        out += t_all[:, h2]
         out += self._b2
         return out.astype(np.float64)
 

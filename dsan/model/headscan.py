@@ -58,7 +58,7 @@ def lookup_py(nodes: I64, at: I64, e_at: I64, e_age: F64, ages: F64 | None,
 def request_rows_py(q: F64, lo: F64, hi: F64, hib: BOOL, tel_age: F64, ages: F64, tel: bool,
                     present: F32, dead: BOOL, nodes: I64) -> tuple[F32, list[bool]]:
     """The few-row head's 9 request columns of ``nodes`` ((m, 9) float32) and which of them
-    are dead, as :meth:`dsan.model.headcache.HeadCache._head` decides both: the min-max
+    are dead, as :meth:`dsan.model.headmirror.HeadMirror.logits` decides both: the min-max
     ranks of quantities ``q`` (7, m) within ``lo`` / ``hi`` (``hib``: higher is better), the
     two "ties with the best" flags, the telemetry age column ``tel_age`` (m,) clipped at 1
     and presence (finite ``ages``, with telemetry); a row is dead when it was cached dead
@@ -147,7 +147,8 @@ def _compiled() -> ModuleType | None:
 
 _C: Any = _compiled()
 compiled = _C is not None
-#: The twins :class:`dsan.model.headcache.HeadCache` calls.
+#: The twins :class:`dsan.model.headcache.HeadCache` calls (``request_rows``: its
+#: :class:`~dsan.model.headmirror.HeadMirror`).
 stale: Callable[[I64, I64, I64], I64] = _stale_c if compiled else stale_py
 extremes: Callable[[F64, I64], tuple[F64, F64]] = _extremes_c if compiled else extremes_py
 lookup: Callable[[I64, I64, I64, F64, F64 | None, F64], tuple[I64, F64]] = (

@@ -6,7 +6,7 @@ residual prior ``x[:, fgd_score_int] * 100 * softplus(prior_scale)``. Of the 128
 :data:`~dsan.rowfeatures.REQUEST_COLUMNS` depend on the candidate set or the clock; the rest
 are a function of the pod's class (:func:`class_key`: every pod field the featurizer reads)
 and the node's state. So each first-layer output is ``W[:, abs] x_abs + b``, kept here per
-class and node, ``+ W[:, req] x_req``, added per request by :mod:`dsan.model.headcache`.
+class and node, ``+ W[:, req] x_req``, added per request by :mod:`dsan.model.headmirror`.
 A class keeps, per node, those pre-activations and the float64 quantities the relative
 columns are computed from, and recomputes a node's row only after its allocation changed
 (CPU, memory, GPUs, pod count: :class:`RowTracker`); usually one or two rows per request,

@@ -10,7 +10,7 @@ How (synchronous data-parallel PPO, as DD-PPO, Wijmans et al. 2020): after colle
 worker computes its episodes' GAE and a minibatch plan (:class:`LocalLearner`) and reports only
 counts and advantage moments (:class:`Share`). The PS combines the moments into the global
 advantage mean and std, then runs rounds: it sends the current parameters (one flat vector),
-every worker returns the gradient of the clipped PPO loss (:func:`dsan.train.ppo.ppo_loss`) on
+every worker returns the gradient of the clipped PPO loss (:func:`dsan.train.updates.ppo_loss`) on
 its k-th minibatch, and :func:`ppo_rounds` averages them weighted by steps, clips and takes the
 optimiser step. Every term of the loss is a mean over steps, so the weighted average is the
 gradient of the loss over the union of the workers' minibatches: with one worker the updates
@@ -30,8 +30,9 @@ import torch
 from torch.nn.utils import parameters_to_vector
 
 from dsan.model.net import DSANNet
-from dsan.train.ppo import Args, _batch, advantages, ppo_loss
+from dsan.train.ppo import Args, _batch
 from dsan.train.rollout import Rollout
+from dsan.train.updates import advantages, ppo_loss
 
 STATS = ("pg", "vf", "ent", "kl")
 # flat gradient, steps it averages over, per-parameter "got a gradient", loss parts

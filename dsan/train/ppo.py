@@ -30,6 +30,7 @@ from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.env import EnvConfig, RewardWeights, make_episode
 from dsan.train.rollout import Rollout, collect, run_episode
 from dsan.train.teachers import TEACHERS, make_teacher
+from dsan.train.updates import imitation_epochs, ppo_epochs, segment_log_softmax
 
 
 @dataclass
@@ -84,14 +85,6 @@ class Args:
         return EnvConfig(workloads=tuple(self.workloads), n_nodes=self.n_nodes, reward=w)
 
 
-# --- losses ----------------------------------------------------------------------------------
-def _segment_log_softmax(logits: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
-    mx = torch.full((n,), -1e30).scatter_reduce(0, seg, logits.detach(), "amax", include_self=True)
-    z = logits - mx[seg]
-    tot = torch.zeros(n).index_add(0, seg, z.exp())
-    return z - tot.log()[seg]
-
-
 def _batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
     """Flat logits, per-step log-probs of all rows, segment ids, values for ``steps``."""
     emb = model.embed_nodes(
@@ -109,7 +102,7 @@ def _batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor
         seg,
         len(steps),
     )
-    logp = _segment_log_softmax(logits, seg, len(steps))
+    logp = segment_log_softmax(logits, seg, len(steps))
     first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
     return logp, seg, first, values
 
@@ -123,68 +116,7 @@ def imitation_update(
     rng: np.random.Generator,
 ) -> float:
     """Raise the probability mass on the teacher's best nodes; returns the mean loss."""
-    losses = []
-    for _ in range(epochs):
-        for ro in rollouts:
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
-                logp, seg, _, _ = _batch(model, ro, steps)
-                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
-                mass = torch.full((len(steps),), -1e30).scatter_reduce(
-                    0, seg[best], logp[best], "amax", include_self=True
-                )
-                # log sum_{best} p = m + log sum exp(logp - m), per step
-                s = torch.zeros(len(steps)).index_add(
-                    0, seg[best], (logp[best] - mass[seg[best]]).exp()
-                )
-                loss = -(mass + s.log()).mean()
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                losses.append(float(loss.detach()))
-    return float(np.mean(losses)) if losses else 0.0
-
-
-def advantages(ro: Rollout, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
-    r, v = np.asarray(ro.reward), np.asarray(ro.value)
-    adv = np.zeros(len(r))
-    last = 0.0
-    for t in range(len(r) - 1, -1, -1):  # over time steps, once per update: not a hot path
-        nv = v[t + 1] if t + 1 < len(r) else 0.0
-        delta = r[t] + gamma * nv - v[t]
-        last = delta + gamma * lam * last
-        adv[t] = last
-    return adv, adv + v
-
-
-def ppo_loss(
-    logp: torch.Tensor,
-    seg: torch.Tensor,
-    first: torch.Tensor,
-    values: torch.Tensor,
-    ro: Any,
-    steps: np.ndarray,
-    adv: np.ndarray,
-    ret: np.ndarray,
-    mu: float,
-    sd: float,
-    a: Any,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    r"""Clipped PPO loss of one minibatch ``steps`` of a rollout (openb or scenario: anything
-    with ``action`` and ``logp`` lists) and its parts; ``a`` carries clip, vf_coef, ent_coef.
-
-    .. math:: L = -\min(r A, \mathrm{clip}(r, 1-\epsilon, 1+\epsilon) A)
-        + c_v (V - R)^2 - c_e H
-    """
-    new = logp[torch.from_numpy(np.asarray(ro.action)[steps]) + first]
-    old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
-    ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
-    ratio = (new - old).exp()
-    pg = -torch.min(ratio * ad, ratio.clamp(1 - a.clip, 1 + a.clip) * ad).mean()
-    vf = (values - torch.tensor(ret[steps], dtype=torch.float32)).pow(2).mean()
-    ent = -torch.zeros(len(steps)).index_add(0, seg, logp.exp() * logp).mean()
-    loss = pg + a.vf_coef * vf - a.ent_coef * ent
-    return loss, {"pg": pg, "vf": vf, "ent": ent, "kl": (old - new).mean()}
+    return imitation_epochs(model, opt, rollouts, _batch, epochs, minibatch, rng)
 
 
 def ppo_update(
@@ -194,22 +126,7 @@ def ppo_update(
     a: Args,
     rng: np.random.Generator,
 ) -> dict[str, float]:
-    gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in rollouts]
-    allv = np.concatenate([g[0] for g in gae]) if gae else np.zeros(1)
-    mu, sd = allv.mean(), allv.std() + 1e-8
-    stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
-    for _ in range(a.ppo_epochs):
-        for ro, (adv, ret) in zip(rollouts, gae, strict=True):
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
-                logp, seg, first, values = _batch(model, ro, steps)
-                loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-                opt.step()
-                for k, val in parts.items():
-                    stats[k].append(float(val.detach()))
-    return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+    return ppo_epochs(model, opt, rollouts, _batch, a, rng)
 
 
 def evaluate(

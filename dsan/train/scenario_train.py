@@ -7,8 +7,9 @@
    (engineer O's searched tie-break weights, a JSON with ``features`` and ``weights``) is
    written by :func:`dsan.train.search.apply`; then **freeze** the node encoders (LSTM, GNN)
    and the head's prior scale and skip: the scenario stage trains the attention fusion and
-   the head's MLP and value only (:data:`TRAINED`), so it cannot undo the openb stage's
-   parameters, only add a residual on top of them;
+   the head's MLP and value only, and its residual is gated off without telemetry
+   (:mod:`dsan.train.gate`), so it cannot undo the openb stage's parameters or decisions,
+   only add a residual on top of them;
 2. imitation: the ``scenario`` teacher (:class:`~dsan.train.teachers.Composite`) plays
    windows of seeded runs; the loss raises the probability mass on its best nodes; then
    ``dagger_rounds`` of DAgger (the model drives, the teacher labels the states it reaches,
@@ -25,7 +26,6 @@ exported model (weights, TorchScript, .pt2, manifest) in ``model_dir``.
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -35,23 +35,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from dsan.api.types import TASK_TYPES
-from dsan.features import FEATURE_NAMES
 from dsan.model.export import load, save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
+from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
+from dsan.train.scenario_log import CsvLog
 from dsan.train.scenario_rollout import ScenarioRollout, run_window
 from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
+from dsan.train.scenario_updates import imitation_update, ppo_update
 
-#: Parameter-name prefixes the scenario stage trains; everything else stays frozen.
-TRAINED = ("fusion.", "head.proj.", "head.mlp.", "head.value.")
 EVAL_SEED_BASE = 10_000
-TASK_COLS = [FEATURE_NAMES.index(f"pod_task_{t}") for t in TASK_TYPES]
-PRIORITY_COL = FEATURE_NAMES.index("pod_priority")
 
 
 @dataclass
@@ -146,58 +143,6 @@ def openb_stage(a: ScenarioArgs) -> tuple[DSANNet, dict[str, Any]]:
     return model, manifest
 
 
-#: The residual trained on the scenario is gated by this feature: 1 when the node has live
-#: telemetry (the scenario, a sidecar with the device plugin), 0 on openb (no telemetry).
-GATE_FEATURE = "tel_present"
-GATE_SHIFT = 100.0
-
-
-def gate(model: DSANNet) -> None:
-    """Make the head's MLP residual exactly one constant per pod where telemetry is absent.
-
-    ``g = ReLU(proj(x))`` gets ``+GATE_SHIFT * tel_present`` and ``-GATE_SHIFT`` in its bias,
-    so without telemetry every unit's pre-activation is ``w.x + b - 100 < 0`` (checked on
-    openb states by :func:`gate_margin`) and ``g = 0``; the MLP's input from the attention
-    stream is cut (zero weights, no gradient), so its output is then ``mlp(0)``, the same for
-    every candidate: it cannot re-rank the openb stage's decisions. With telemetry the
-    shift cancels and the residual sees the 128 features as before. Idempotent.
-    """
-    col = FEATURE_NAMES.index(GATE_FEATURE)
-    proj, first, hidden = model.head.proj, model.head.mlp[0], model.head.hidden
-    assert isinstance(first, torch.nn.Linear)
-    with torch.no_grad():
-        if not bool((proj.weight[:, col] == GATE_SHIFT).all()):
-            proj.bias.sub_(GATE_SHIFT)
-            proj.weight[:, col] = GATE_SHIFT
-        first.weight[:, 2 * hidden :] = 0.0
-    pmask = torch.ones_like(proj.weight)
-    pmask[:, col] = 0.0
-    mmask = torch.ones_like(first.weight)
-    mmask[:, 2 * hidden :] = 0.0
-    proj.weight.register_hook(lambda g: g * pmask)
-    first.weight.register_hook(lambda g: g * mmask)
-
-
-def gate_margin(model: DSANNet, x: torch.Tensor) -> float:
-    """Largest proj pre-activation over rows ``x`` without telemetry (< 0: the gate holds)."""
-    col = FEATURE_NAMES.index(GATE_FEATURE)
-    rows = x[x[:, col] == 0]
-    if rows.numel() == 0:
-        return float("-inf")
-    with torch.no_grad():
-        return float(model.head.proj(rows).max())
-
-
-def freeze(model: DSANNet) -> list[torch.nn.Parameter]:
-    """Freeze all but :data:`TRAINED`; returns the trainable parameters."""
-    out = []
-    for name, p in model.named_parameters():
-        p.requires_grad_(name.startswith(TRAINED))
-        if p.requires_grad:
-            out.append(p)
-    return out
-
-
 def play(
     a: ScenarioArgs,
     seed: int,
@@ -219,108 +164,6 @@ def play(
     )
     every = a.record_every if mode in ("teacher", "dagger") else 1
     return run_window(ep, target, model, mode, teacher, rng, every, a.imitate_gpu_pods)
-
-
-def _tensors(ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
-    x = torch.from_numpy(np.concatenate([ro.x[i] for i in steps]))
-    e = torch.from_numpy(np.concatenate([ro.emb[i] for i in steps]))
-    sizes = np.array([len(ro.x[i]) for i in steps])
-    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
-    first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
-    return x, e, seg, first
-
-
-def _logp(model: DSANNet, ro: ScenarioRollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
-    from dsan.train.ppo import _segment_log_softmax
-
-    x, e, seg, first = _tensors(ro, steps)
-    logits, values = model.score(x, e, torch.ones(len(x), dtype=torch.bool), seg, len(steps))
-    return _segment_log_softmax(logits, seg, len(steps)), seg, first, values
-
-
-def imitation_update(
-    model: DSANNet,
-    opt: torch.optim.Optimizer,
-    ros: list[ScenarioRollout],
-    epochs: int,
-    minibatch: int,
-    rng: np.random.Generator,
-    anchor: OpenbAnchor | None = None,
-    by_priority: bool = False,
-) -> float:
-    """-log sum_{best} p over the teacher's best nodes; returns the mean loss."""
-    losses = []
-    ros = [r for r in ros if len(r)]  # a quiet window may hold no decision
-    for _ in range(epochs):
-        for ro in ros:
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
-                logp, seg, _, _ = _logp(model, ro, steps)
-                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
-                m = torch.full((len(steps),), -1e30).scatter_reduce(
-                    0, seg[best], logp[best], "amax", include_self=True
-                )
-                s = torch.zeros(len(steps)).index_add(
-                    0, seg[best], (logp[best] - m[seg[best]]).exp()
-                )
-                # Task types weigh equally: ~120 web placements against thousands of batch
-                # ones would otherwise leave the web rule unlearnt.
-                loss = -((m + s.log()) * _type_weights(ro, steps, by_priority)).sum()
-                if anchor is not None:
-                    loss = loss + anchor.loss(model, rng)
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                losses.append(float(loss.detach()))
-    return float(np.mean(losses)) if losses else 0.0
-
-
-def _type_weights(
-    ro: ScenarioRollout, steps: np.ndarray, by_priority: bool = False
-) -> torch.Tensor:
-    """Per-step weights summing to 1, each task type (or (type, priority)) present getting an
-    equal share."""
-    kind = np.array([int(np.argmax(ro.x[i][0, TASK_COLS])) for i in steps])
-    if by_priority:  # the priority feature is one value per pod: the class is (type, priority)
-        prio = np.array([float(ro.x[i][0, PRIORITY_COL]) for i in steps])
-        pairs = np.stack([kind.astype(np.float64), prio], 1)
-        kind = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
-    _, inv, cnt = np.unique(kind, return_inverse=True, return_counts=True)
-    w = 1.0 / (cnt[inv] * len(cnt))
-    return torch.tensor(w, dtype=torch.float32)
-
-
-def ppo_update(
-    model: DSANNet,
-    opt: torch.optim.Optimizer,
-    ros: list[ScenarioRollout],
-    a: ScenarioArgs,
-    rng: np.random.Generator,
-    anchor: OpenbAnchor | None = None,
-) -> dict[str, float]:
-    from dsan.train.ppo import advantages, ppo_loss
-
-    ros = [r for r in ros if len(r)]
-    if not ros:
-        return {}
-    gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in ros]  # type: ignore[arg-type]
-    allv = np.concatenate([g[0] for g in gae])
-    mu, sd = allv.mean(), allv.std() + 1e-8
-    stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
-    for _ in range(a.ppo_epochs):
-        for ro, (adv, ret) in zip(ros, gae, strict=True):
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
-                logp, seg, first, values = _logp(model, ro, steps)
-                loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
-                if anchor is not None:
-                    loss = loss + anchor.loss(model, rng)
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-                opt.step()
-                for k, v in parts.items():
-                    stats[k].append(float(v.detach()))
-    return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
 
 
 def evaluate(a: ScenarioArgs, model: DSANNet | None) -> dict[str, float]:
@@ -452,40 +295,3 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
 
 def _eval(ev: dict[str, float]) -> dict[str, float]:
     return {f"eval_{k}": v for k, v in ev.items()}
-
-
-class CsvLog:
-    """metrics.csv (appended on resume) and the same scalars to TensorBoard."""
-
-    FIELDS = (
-        "iteration",
-        "phase",
-        "loss",
-        "reward",
-        "eval_reward",
-        "eval_utilization_pct",
-        "eval_sla_violation_pct",
-        "eval_cost",
-        "eval_p99_task_latency_s",
-        "eval_queueing_events",
-        "pg",
-        "vf",
-        "ent",
-        "kl",
-        "wall_s",
-    )
-
-    def __init__(self, path: Path, resume: bool) -> None:
-        self.path = path
-        if not resume:
-            with path.open("w", newline="") as f:
-                csv.DictWriter(f, self.FIELDS).writeheader()
-
-    def write(self, tb: Any, it: int, row: dict[str, Any]) -> None:
-        row = {"iteration": it, **row}
-        with self.path.open("a", newline="") as f:
-            csv.DictWriter(f, self.FIELDS, extrasaction="ignore").writerow(row)
-        for k, v in row.items():
-            if isinstance(v, float):
-                tb.add_scalar(f"{row['phase']}/{k}", v, it)
-        tb.flush()

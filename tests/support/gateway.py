@@ -3,11 +3,18 @@ front of a sidecar's Score relay socket."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.controlplane import Binaries
 from tests.support.procs import Proc, free_port, wait_until
+
+
+@functools.cache
+def built_gateway() -> Path:
+    """The control-plane build's score-gateway (the build script runs once per process)."""
+    return Binaries.resolve().score_gateway
 
 
 @dataclass
@@ -16,6 +23,8 @@ class Gateway:
     log_dir: Path
     port: int = field(default_factory=free_port)
     health_interval: str = "50ms"
+    #: The binary; None = the control-plane build's.
+    exe: Path | None = None
     proc: Proc | None = None
 
     @property
@@ -23,7 +32,7 @@ class Gateway:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 10.0) -> Gateway:
-        exe = Binaries.resolve().score_gateway
+        exe = self.exe or built_gateway()
         self.proc = Proc("score-gateway",
                          [str(exe), f"-listen={self.target}", f"-relay={self.relay_socket}",
                           f"-health-interval={self.health_interval}"],

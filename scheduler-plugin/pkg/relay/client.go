@@ -7,6 +7,7 @@ package relay
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -60,11 +61,21 @@ func (c *Client) Call(ctx context.Context, kind byte, payload []byte) (Reply, er
 		return Reply{}, ctx.Err()
 	}
 	defer func() { <-c.slots }()
-	conn, err := c.conn(ctx)
+	conn, reused, err := c.conn(ctx)
 	if err != nil {
 		return Reply{}, err
 	}
 	rep, err := c.exchange(ctx, conn, kind, payload)
+	if err != nil && reused && errors.Is(err, errUnanswered) {
+		// An idle connection the sidecar closed meanwhile (it restarted, or it refused an
+		// oversized frame): the request never reached a handler, so it is sent once more
+		// on a new connection instead of failing.
+		conn.Close()
+		if conn, err = c.dial(ctx); err != nil {
+			return Reply{}, err
+		}
+		rep, err = c.exchange(ctx, conn, kind, payload)
+	}
 	if err != nil {
 		conn.Close()
 		return Reply{}, err
@@ -73,12 +84,21 @@ func (c *Client) Call(ctx context.Context, kind byte, payload []byte) (Reply, er
 	return rep, nil
 }
 
-func (c *Client) conn(ctx context.Context) (net.Conn, error) {
+// errUnanswered marks a call whose connection was closed before the request was read: the
+// send failed, or the stream ended before the first byte of a reply.
+var errUnanswered = errors.New("connection closed before the request was answered")
+
+func (c *Client) conn(ctx context.Context) (net.Conn, bool, error) {
 	select {
 	case conn := <-c.idle:
-		return conn, nil
+		return conn, true, nil
 	default:
 	}
+	conn, err := c.dial(ctx)
+	return conn, false, err
+}
+
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	d := net.Dialer{Timeout: c.DialTimeout}
 	conn, err := d.DialContext(ctx, "unix", c.Path)
 	if err != nil {
@@ -100,9 +120,15 @@ func (c *Client) exchange(ctx context.Context, conn net.Conn, kind byte, payload
 	hdr[4] = kind
 	bufs := net.Buffers{hdr[:], payload}
 	if _, err := bufs.WriteTo(conn); err != nil {
+		if ctx.Err() == nil && !isTimeout(err) {
+			err = fmt.Errorf("%w: %w", errUnanswered, err)
+		}
 		return Reply{}, fmt.Errorf("score relay: send: %w", err)
 	}
 	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+		if err == io.EOF { // nothing at all came back: the peer had closed
+			err = fmt.Errorf("%w: %w", errUnanswered, err)
+		}
 		return Reply{}, fmt.Errorf("score relay: reply: %w", err)
 	}
 	n := int(binary.LittleEndian.Uint32(hdr[:4]))
@@ -114,6 +140,11 @@ func (c *Client) exchange(ctx context.Context, conn net.Conn, kind byte, payload
 		return Reply{}, fmt.Errorf("score relay: reply body: %w", err)
 	}
 	return Reply{Code: codes.Code(hdr[4]), Body: body}, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Close closes the idle connections (calls in flight close theirs when they end).

@@ -132,3 +132,28 @@ func TestConcurrentCallsAreBoundedByConns(t *testing.T) {
 		t.Fatalf("%d calls in flight on %d connections, want at most 3", most, srv.Accepted())
 	}
 }
+
+func TestAnIdleConnectionTheServerClosedIsRedialledNotFailed(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	srv := relaytest.Serve(t, func(kind byte, p []byte) (byte, []byte, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		// The first call is answered, then its connection closed (a sidecar restart, or
+		// a refusal that ends the connection): the pooled connection is dead.
+		return 0, append([]byte("r"), p...), calls == 1
+	})
+	c := relay.New(srv.Path, 1, 1<<20)
+	if rep, err := c.Call(ctx(t), relay.KindScore, []byte("1")); err != nil || string(rep.Body) != "r1" {
+		t.Fatalf("first call: %v %q", err, rep.Body)
+	}
+	time.Sleep(20 * time.Millisecond) // the close reaches this end
+	rep, err := c.Call(ctx(t), relay.KindScore, []byte("2"))
+	if err != nil || string(rep.Body) != "r2" {
+		t.Fatalf("the call on the dead idle connection must be sent again: %v %q", err, rep.Body)
+	}
+	if calls != 2 || srv.Accepted() != 2 {
+		t.Fatalf("calls %d, connections %d; want 2 and 2 (handled once each)", calls, srv.Accepted())
+	}
+}

@@ -8,14 +8,19 @@ import numpy as np
 import pytest
 import torch
 
-from dsan.features import FEATURE_NAMES, default_workload
+from dsan.features import default_workload
 from dsan.filtering import feasible_nodes
 from dsan.model import headmirror
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.headcache import _class_of
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
-from tests.unit.model.test_serving_headcache import PODS, _random_residual, _snap
+from tests.unit.model.test_serving_headcache import (
+    PODS,
+    _random_residual,
+    _snap,
+    gate_on_telemetry,
+)
 
 
 @pytest.mark.parametrize("which", ["residual", "mlp", "shipped", "gated"])
@@ -32,12 +37,8 @@ def test_few_row_head_matches_the_many_row_head(which: str,
     else:
         torch.manual_seed(5)
         model = DSANNet(ModelConfig(hidden=8))
-        if which == "gated":  # many dead rows (see test_serving_headcache.py's gated-rows test)
-            col = FEATURE_NAMES.index("tel_present")
-            with torch.no_grad():
-                model.head.proj.weight.mul_(0.01)
-                model.head.proj.weight[:, col] = 10.0
-                model.head.proj.bias.fill_(-5.0)
+        if which == "gated":  # many dead rows
+            gate_on_telemetry(model)
     snap = _snap(40, seed=21)
     ages = snap.telemetry_age_s
     assert ages is not None

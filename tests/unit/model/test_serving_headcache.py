@@ -36,6 +36,17 @@ PODS = [
 ]
 
 
+def gate_on_telemetry(model: DSANNet) -> DSANNet:
+    """The head's units open only with tel_present, as trained models learn it: rows of nodes
+    without telemetry are dead (their ReLUs shut)."""
+    col = FEATURE_NAMES.index("tel_present")
+    with torch.no_grad():
+        model.head.proj.weight.mul_(0.01)
+        model.head.proj.weight[:, col] = 10.0
+        model.head.proj.bias.fill_(-5.0)
+    return model
+
+
 def _snap(n: int, seed: int) -> ClusterSnapshot:
     rng = np.random.default_rng(seed)
     gpus = rng.choice([0, 2, 4, 8], size=n)
@@ -244,12 +255,7 @@ def test_gated_rows_follow_telemetry_presence_without_a_version_bump() -> None:
     """A telemetry gate as trained models learn it (ReLU units open only with tel_present):
     rows whose gate was shut when cached must open when their telemetry comes back."""
     torch.manual_seed(3)
-    model = DSANNet(ModelConfig(hidden=8))  # mlp head: no prior to dwarf the MLP
-    col = FEATURE_NAMES.index("tel_present")
-    with torch.no_grad():
-        model.head.proj.weight.mul_(0.01)
-        model.head.proj.weight[:, col] = 10.0
-        model.head.proj.bias.fill_(-5.0)
+    model = gate_on_telemetry(DSANNet(ModelConfig(hidden=8)))  # mlp head: no prior
     snap = _snap(30, seed=10)
     ages = snap.telemetry_age_s
     assert ages is not None

@@ -40,6 +40,8 @@ class FakeHandler:
 
     def after_reply(self) -> None:
         self.after += 1
+        if self.after == 1 and getattr(self, "fail_after", False):
+            raise RuntimeError("settle failed")
 
 
 @pytest.fixture
@@ -160,3 +162,33 @@ def test_stop_ends_open_connections(relay: tuple[RelayServer, FakeHandler]) -> N
     assert s.recv(1) == b""
     s.close()
     eventually(lambda: srv.connections == 0)
+
+
+def test_connections_past_the_limit_are_closed_and_the_others_keep_serving() -> None:
+    d = tempfile.mkdtemp(prefix="dsan-relay-")
+    srv = RelayServer(f"{d}/r.sock", FakeHandler(), 1024, max_connections=2)
+    srv.start()
+    a, b = connect(srv), connect(srv)
+    assert call(a, SCORE, b"a")[0] == 0 and call(b, SCORE, b"b")[0] == 0
+    c = connect(srv)
+    assert c.recv(1) == b""  # closed at accept
+    eventually(lambda: srv.refused == 1)
+    assert call(a, SCORE, b"still")[1] == b"scored:still"
+    a.close()
+    eventually(lambda: srv.connections == 1)
+    with connect(srv) as again:  # a slot came free
+        assert call(again, SCORE, b"x") == (0, b"scored:x")
+    for s in (b, c):
+        s.close()
+    srv.stop()
+    os.rmdir(d)
+
+
+def test_a_failing_post_reply_step_does_not_end_the_connection(
+        relay: tuple[RelayServer, FakeHandler]) -> None:
+    srv, h = relay
+    h.fail_after = True  # type: ignore[attr-defined]
+    with connect(srv) as s:
+        assert call(s, SCORE, b"a") == (0, b"scored:a")
+        assert call(s, SCORE, b"b") == (0, b"scored:b")
+    eventually(lambda: h.after == 2)

@@ -15,9 +15,10 @@ from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.metrics import RewardParts
 from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.train.gate import TRAINED
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
 from dsan.train.scenario_rollout import EmbeddingCache, run_window
-from dsan.train.scenario_train import TRAINED, ScenarioArgs, freeze, train
+from dsan.train.scenario_train import ScenarioArgs, train
 from dsan.train.teachers import Composite
 
 CFG = load_scenario("seed-table1")
@@ -114,14 +115,6 @@ def test_window_recomputes_embeddings_as_telemetry_changes_and_dagger_labels() -
     assert cache.recomputed == 2 and not torch.equal(first, second)
 
 
-def test_freeze_keeps_the_openb_stage_parameters() -> None:
-    model, _ = load(DEFAULT_DIR)
-    trainable = {id(p) for p in freeze(model)}
-    for name, p in model.named_parameters():
-        assert (id(p) in trainable) == name.startswith(TRAINED), name
-    assert not model.head.prior_scale.requires_grad and not model.head.skip.weight.requires_grad
-
-
 def test_train_logs_checkpoints_resumes_and_freezes(tmp_path: Path) -> None:
     kw = dict(
         out=str(tmp_path),
@@ -205,80 +198,6 @@ def test_openb_stage_writes_the_skip_weights(tmp_path: Path) -> None:
     assert float(w.abs().sum()) == pytest.approx(0.25)
     assert float(torch.nn.functional.softplus(model.head.prior_scale)) == pytest.approx(1.0)
     assert manifest["training"]["skip_weights"] == {"bestfit_score": 0.25}
-
-
-def test_gate_makes_the_residual_constant_without_telemetry() -> None:
-    from dsan.features import FEATURE_NAMES
-    from dsan.model.net import DSANNet, ModelConfig
-    from dsan.train.scenario_train import GATE_FEATURE, gate, gate_margin
-
-    torch.manual_seed(1)
-    model = DSANNet(ModelConfig(hidden=32, head="residual"))
-    gate(model)
-    gate(model)  # idempotent: the bias is shifted once
-    torch.manual_seed(0)
-    col = FEATURE_NAMES.index(GATE_FEATURE)
-    opt = torch.optim.Adam(freeze(model), lr=0.5)  # what the scenario stage trains
-    for _ in range(3):  # training steps cannot open the gate (gradient hooks)
-        xx = torch.rand(20, len(FEATURE_NAMES))
-        out, _ = model.score(
-            xx,
-            torch.randn(20, 2, model.hidden),
-            torch.ones(20, dtype=torch.bool),
-            torch.zeros(20, dtype=torch.long),
-            1,
-        )
-        opt.zero_grad()
-        (out * torch.randn(20)).sum().backward()
-        opt.step()
-    assert bool((model.head.proj.weight[:, col] == 100.0).all())
-    first, last = model.head.mlp[0], model.head.mlp[2]
-    assert isinstance(first, torch.nn.Linear) and isinstance(last, torch.nn.Linear)
-    assert float(first.weight[:, 2 * model.hidden :].abs().max()) == 0.0
-    with torch.no_grad():  # a trained-looking residual: the gate's cut weights stay cut
-        last.weight.normal_()
-    x = torch.rand(50, len(FEATURE_NAMES))
-    z = torch.randn(50, 2, model.hidden)
-    seg = torch.zeros(50, dtype=torch.long)
-    on = torch.ones(50, dtype=torch.bool)
-    x[:, col] = 0.0
-    base = model.head.skip(x).squeeze(-1)  # + prior: FGD's column, the same in both calls
-    logits, _ = model.score(x, z, on, seg, 1)
-    resid = (
-        logits
-        - base
-        - torch.nn.functional.softplus(model.head.prior_scale) * 100 * x[:, model.head.prior_col]
-    )
-    assert float(resid.max() - resid.min()) < 1e-4  # one constant per pod: no re-ranking
-    assert gate_margin(model, x) < -50
-    x[:, col] = 1.0  # with telemetry the residual is live again
-    logits, _ = model.score(x, z, on, seg, 1)
-    resid = (
-        logits
-        - model.head.skip(x).squeeze(-1)
-        - torch.nn.functional.softplus(model.head.prior_scale) * 100 * x[:, model.head.prior_col]
-    )
-    assert float(resid.max() - resid.min()) > 1e-2
-
-
-def test_type_weights_by_priority_gives_drivers_their_own_share() -> None:
-    from dsan.train.scenario_rollout import ScenarioRollout
-    from dsan.train.scenario_train import PRIORITY_COL, TASK_COLS, _type_weights
-
-    ro = ScenarioRollout()
-    batch, web = TASK_TYPES.index("batch"), TASK_TYPES.index("web")
-    for t, prio in [(batch, 0.4), (batch, 0.1), (batch, 0.1), (batch, 0.1), (web, 0.3)]:
-        x = np.zeros((2, 128), dtype=np.float32)
-        x[:, TASK_COLS[t]] = 1.0
-        x[:, PRIORITY_COL] = prio
-        ro.x.append(x)
-    steps = np.arange(5)
-    by_type = _type_weights(ro, steps).numpy()
-    np.testing.assert_allclose(by_type, [0.125, 0.125, 0.125, 0.125, 0.5])
-    # (type, priority) classes: the lone driver weighs as much as the three executors together
-    by_prio = _type_weights(ro, steps, by_priority=True).numpy()
-    np.testing.assert_allclose(by_prio, [1 / 3, 1 / 9, 1 / 9, 1 / 9, 1 / 3], rtol=1e-6)
-    assert by_prio.sum() == pytest.approx(1.0)
 
 
 def test_imitation_tolerance_narrows_the_teacher_labels() -> None:

@@ -1,4 +1,4 @@
-"""Training maths and plumbing: segment softmax, GAE, rewards, imitation, CLI."""
+"""The openb stage's training plumbing: rewards, imitation, CLI, checkpoints and resume."""
 
 from __future__ import annotations
 
@@ -10,34 +10,11 @@ import torch
 
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.env import EnvConfig, RewardWeights, make_episode
-from dsan.train.ppo import Args, _segment_log_softmax, advantages, imitation_update
-from dsan.train.rollout import Rollout, run_episode
+from dsan.train.ppo import Args, imitation_update
+from dsan.train.rollout import run_episode
 from dsan.train.teachers import make_teacher
 
 SMALL = EnvConfig(n_nodes=12)
-
-
-def test_segment_log_softmax_equals_per_segment_log_softmax() -> None:
-    logits = torch.tensor([1.0, 2.0, 3.0, -1.0, 0.5])
-    seg = torch.tensor([0, 0, 0, 1, 1])
-    got = _segment_log_softmax(logits, seg, 2)
-    want = torch.cat([torch.log_softmax(logits[:3], 0), torch.log_softmax(logits[3:], 0)])
-    torch.testing.assert_close(got, want)
-
-
-def test_gae_by_hand() -> None:
-    ro = Rollout(
-        np.zeros((1, 1), np.float32),
-        np.zeros((1, 1, 1), np.float32),
-        torch.zeros(2, 0),
-        torch.zeros(0),
-    )
-    ro.reward, ro.value = [1.0, 0.0, 2.0], [0.5, 0.5, 0.5]
-    adv, ret = advantages(ro, gamma=1.0, lam=0.5)
-    d = [1.0 + 0.5 - 0.5, 0.0 + 0.5 - 0.5, 2.0 - 0.5]
-    want = [d[0] + 0.5 * (d[1] + 0.5 * d[2]), d[1] + 0.5 * d[2], d[2]]
-    np.testing.assert_allclose(adv, want)
-    np.testing.assert_allclose(ret, np.array(want) + 0.5)
 
 
 def test_util_reward_sums_to_the_allocation_ratio() -> None:

@@ -13,8 +13,9 @@ import (
 	"testing"
 )
 
-// Handler answers one frame: the reply's kind (a gRPC status code) and payload. Returning
-// close=true drops the connection instead of answering.
+// Handler answers one frame: the reply's kind (a gRPC status code) and payload. With
+// close=true the connection is closed: at once (no reply) when body is nil, else after the
+// reply is sent (as the sidecar does after refusing an oversized frame).
 type Handler func(kind byte, payload []byte) (code byte, body []byte, close bool)
 
 // Server is a running fake relay.
@@ -80,13 +81,13 @@ func serveConn(conn net.Conn, h Handler) {
 			return
 		}
 		code, body, drop := h(hdr[4], payload)
-		if drop {
+		if drop && body == nil {
 			return
 		}
 		var out [5]byte
 		binary.LittleEndian.PutUint32(out[:4], uint32(len(body)))
 		out[4] = code
-		if _, err := conn.Write(append(out[:], body...)); err != nil {
+		if _, err := conn.Write(append(out[:], body...)); err != nil || drop {
 			return
 		}
 	}

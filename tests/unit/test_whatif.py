@@ -1,14 +1,14 @@
-"""placement.free_after: the cheap free-share-after is placement()'s wherever the counts of
-the requested shares can tell."""
+"""dsan.whatif.free_after: the cheap free-share-after is placement()'s wherever the counts
+of the requested shares can tell."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dsan.placement import free_after, placement
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.whatif import free_after, placement
 
 
 def _snap(seed: int, n: int = 60) -> ClusterSnapshot:

@@ -1,0 +1,70 @@
+"""The scenario stage's gate and freeze (dsan.train.gate): what it trains, and a residual
+that is one constant per pod without telemetry, through training steps too. That a trained
+model keeps every openb decision is test_scenario_train.py's (and the anchor's check)."""
+
+from __future__ import annotations
+
+import torch
+
+from dsan.features import FEATURE_NAMES
+from dsan.model.export import DEFAULT_DIR, load
+from dsan.model.net import DSANNet, ModelConfig
+from dsan.train.gate import GATE_FEATURE, TRAINED, freeze, gate, gate_margin
+
+
+def test_freeze_keeps_the_openb_stage_parameters() -> None:
+    model, _ = load(DEFAULT_DIR)
+    trainable = {id(p) for p in freeze(model)}
+    for name, p in model.named_parameters():
+        assert (id(p) in trainable) == name.startswith(TRAINED), name
+    assert not model.head.prior_scale.requires_grad and not model.head.skip.weight.requires_grad
+
+
+def test_gate_makes_the_residual_constant_without_telemetry() -> None:
+    torch.manual_seed(1)
+    model = DSANNet(ModelConfig(hidden=32, head="residual"))
+    gate(model)
+    gate(model)  # idempotent: the bias is shifted once
+    torch.manual_seed(0)
+    col = FEATURE_NAMES.index(GATE_FEATURE)
+    opt = torch.optim.Adam(freeze(model), lr=0.5)  # what the scenario stage trains
+    for _ in range(3):  # training steps cannot open the gate (gradient hooks)
+        xx = torch.rand(20, len(FEATURE_NAMES))
+        out, _ = model.score(
+            xx,
+            torch.randn(20, 2, model.hidden),
+            torch.ones(20, dtype=torch.bool),
+            torch.zeros(20, dtype=torch.long),
+            1,
+        )
+        opt.zero_grad()
+        (out * torch.randn(20)).sum().backward()
+        opt.step()
+    assert bool((model.head.proj.weight[:, col] == 100.0).all())
+    first, last = model.head.mlp[0], model.head.mlp[2]
+    assert isinstance(first, torch.nn.Linear) and isinstance(last, torch.nn.Linear)
+    assert float(first.weight[:, 2 * model.hidden :].abs().max()) == 0.0
+    with torch.no_grad():  # a trained-looking residual: the gate's cut weights stay cut
+        last.weight.normal_()
+    x = torch.rand(50, len(FEATURE_NAMES))
+    z = torch.randn(50, 2, model.hidden)
+    seg = torch.zeros(50, dtype=torch.long)
+    on = torch.ones(50, dtype=torch.bool)
+    x[:, col] = 0.0
+    base = model.head.skip(x).squeeze(-1)  # + prior: FGD's column, the same in both calls
+    logits, _ = model.score(x, z, on, seg, 1)
+    resid = (
+        logits
+        - base
+        - torch.nn.functional.softplus(model.head.prior_scale) * 100 * x[:, model.head.prior_col]
+    )
+    assert float(resid.max() - resid.min()) < 1e-4  # one constant per pod: no re-ranking
+    assert gate_margin(model, x) < -50
+    x[:, col] = 1.0  # with telemetry the residual is live again
+    logits, _ = model.score(x, z, on, seg, 1)
+    resid = (
+        logits
+        - model.head.skip(x).squeeze(-1)
+        - torch.nn.functional.softplus(model.head.prior_scale) * 100 * x[:, model.head.prior_col]
+    )
+    assert float(resid.max() - resid.min()) > 1e-2
