@@ -282,7 +282,7 @@ static PyObject *fill(PyObject *self, PyObject *args)
         v[o++] = fa1;
         v[o++] = fn2;
         v[o++] = fa2;
-        const Py_ssize_t room_at = o++; /* written once shape 1's room is known */
+        v[o++] = least;
         v[o++] = 1 - fabs(cu - mu) / 2;
         v[o++] = rq0 * n0 / cpu_scale + rq1 * n1 / mem_scale + rq2 * gfree / gpu_scale;
         v[o++] = dot;
@@ -306,7 +306,8 @@ static PyObject *fill(PyObject *self, PyObject *args)
         v[o++] = sharing > 0 && 0 < chosen && chosen < 1000;
         v[o++] = cpu_used == 0 && gfree == c2;
         v[o++] = 0 < gfree && gfree < c2;
-        v[o++] = model_ok;
+        (void)model_ok; /* its column is shape1_room_gpu_bound now */
+        const Py_ssize_t room_at = o++; /* written once shape 1's room is known */
         for (int i = 0; i < 6; i++)
             v[o++] = 0.0;
         v[o++] = gfree > 0 ? before / gfree : 0.0;

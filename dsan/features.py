@@ -328,8 +328,7 @@ def featurize_batch(
     r[i + 1 : i + 6 : 2] = fa
     cu, mu = 1 - fa[0], 1 - fa[1]
     least = 0.5 * (fa[0] + fa[1])
-    room_row = i + 6  # shape1_room_gpu_bound, filled once the shape columns are
-    r[i + 7] = 1 - np.abs(cu - mu) / 2
+    r[i + 6], r[i + 7] = least, 1 - np.abs(cu - mu) / 2
     rq = req / _SCALES
     r[i + 8] = rq[0] * now[0] / CPU_SCALE + rq[1] * now[1] / MEM_SCALE + rq[2] * gfree / GPU_SCALE
     dot = rq[0] * cu + rq[1] * mu + rq[2] * (1 - fa[2])
@@ -356,7 +355,7 @@ def featurize_batch(
     r[i + 27] = (sharing > 0) & (chosen < 1000) & (chosen > 0)
     r[i + 28] = (cpu_used == 0) & (gfree == caps[2])
     r[i + 29] = (gfree > 0) & (gfree < caps[2])
-    r[i + 30] = ext[2]
+    room_row = i + 30  # shape1_room_gpu_bound, filled once the shape columns are
     share = np.maximum(of_node[0], of_node[2])
     cost = ext[3] * share
     v = np.empty((7, m))

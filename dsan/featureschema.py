@@ -93,10 +93,7 @@ def _specs() -> tuple[FeatureSpec, ...]:
     for r in ("cpu", "mem", "gpu"):
         add(d, f"{r}_free_before", "fraction", "free / capacity (0 if no capacity)")
         add(d, f"{r}_free_after", "fraction", "free after placing / capacity")
-    # Replaces session 7's least_allocated, 0.5 (cpu_free_after + mem_free_after): an affine
-    # function of two other columns, so nothing a linear first layer could not rebuild.
-    room = "shape1_hostable_after if a whole-GPU pod and free GPU share < free CPU share"
-    add(d, "shape1_room_gpu_bound", "pods", room + " over the cluster, else 0")
+    add(d, "least_allocated", "score", "mean free fraction after (k8s LeastAllocated / 1)")
     add(d, "balanced_allocation", "score", "1 - std of used fractions after (k8s)")
     add(d, "tetris_alignment", "score", "<pod request, node free> each / scale")
     add(d, "dotprod", "score", "FGD DotProd: <request, used-after> / capacities")
@@ -120,7 +117,10 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(d, "shares_partial_gpu", "bool", "sharing pod lands on an already-used GPU")
     add(d, "node_idle", "bool", "no CPU and no GPU in use")
     add(d, "node_gpu_partly_used", "bool", "some but not all GPU share in use")
-    add(d, "model_allowed", "bool", "pod allows the node's GPU model")
+    # Replaces model_allowed, 1 on every candidate (feasibility already drops the nodes
+    # whose GPU model a pod does not allow): constant on openb and in the seed scenario.
+    room = "shape1_hostable_after if a whole-GPU pod and free GPU share < free CPU share"
+    add(d, "shape1_room_gpu_bound", "pods", room + " over the cluster, else 0")
     add(d, "rel_frag_delta", "rank", "min-max over candidates, 1 = lowest delta")
     add(d, "rel_bestfit", "rank", "min-max over candidates, 1 = best")
     add(d, "rel_least_allocated", "rank", "min-max over candidates")

@@ -53,7 +53,7 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
     qs: list[tuple[float, ...]] = []
     # Python floats and ints only (lists of at most 8 GPU slots); the three resources
     # unrolled, counts as list.count / filtered lengths (the same integers).
-    for (cnt, c0, c1, cpu_used, mem_used, free, pods, price, image, model_ok, before,
+    for (cnt, c0, c1, cpu_used, mem_used, free, pods, price, image, _model_ok, before,
          frag_after, slot, fafter, fgd, access) in items:
         c2 = cnt * 1000.0
         gfree = float(sum(free))
@@ -85,9 +85,7 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
         row[nt + 14] = 0.0 if pods is None else pods / 64
         row[nt + 15 : nt + 18] = of0, of1, of2
         shapes = _hostable(a0, fafter, access, divs)
-        # shape1_room_gpu_bound: shape 1's room times the factor, as featurize multiplies
-        row += (fn0, fa0, fn1, fa1, fn2, fa2, shapes[1] * room if n_shapes > 1 else 0.0,
-                1 - abs(cu - mu) / 2,
+        row += (fn0, fa0, fn1, fa1, fn2, fa2, least, 1 - abs(cu - mu) / 2,
                 rq0 * n0 / cpu_scale + rq1 * n1 / mem_scale + rq2 * gfree / gpu_scale,
                 dot, cl, gl, bestfit, before / gpu_scale, frag_after / gpu_scale, delta / 1000,
                 fgd, fgd_int, live.count(1000) / 8, fafter[:cnt].count(1000) / 8,
@@ -95,7 +93,9 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
                 max(chosen - gm_used, 0.0) / 1000, max(free) / 1000,
                 min(live + [1000] * (MAX_GPUS - len(live))) * (cnt > 0) / 1000,
                 fitting / 8, (fitting - k) / 8, float(sharing > 0 and 0 < chosen < 1000),
-                float(cpu_used == 0 and gfree == c2), float(0 < gfree < c2), model_ok,
+                float(cpu_used == 0 and gfree == c2), float(0 < gfree < c2),
+                # shape1_room_gpu_bound: shape 1's room times the factor, as featurize
+                shapes[1] * room if n_shapes > 1 else 0.0,
                 *_SIX_ZEROS, before / gfree if gfree > 0 else 0.0, cost / 4, 0.0)
         row += shapes
         row += pad

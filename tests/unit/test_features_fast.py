@@ -102,8 +102,7 @@ def _reference_featurize(
         d += [_frac(now, cap), _frac(after, cap)]
     cu, mu = 1 - _frac(cfa, cpu_cap), 1 - _frac(mfa, mem_cap)
     least = 0.5 * (_frac(cfa, cpu_cap) + _frac(mfa, mem_cap))
-    room_at = len(d)  # shape1_room_gpu_bound (session 8), filled after the shape columns
-    d += [one * 0.0, 1 - np.abs(cu - mu) / 2]
+    d += [least, 1 - np.abs(cu - mu) / 2]
     rq = np.array([pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE, gtot / GPU_SCALE])
     d.append(
         rq[0] * cpu_free / CPU_SCALE + rq[1] * mem_free / MEM_SCALE + rq[2] * gfree / GPU_SCALE
@@ -133,8 +132,8 @@ def _reference_featurize(
     d.append((pod.is_sharing & (chosen < 1000) & (chosen > 0)).astype(np.float64))
     d.append(((snap.cpu_used[nodes] == 0) & (gfree == gpu_cap)).astype(np.float64))
     d.append(((gfree > 0) & (gfree < gpu_cap)).astype(np.float64))
-    allowed = np.isin(snap.gpu_model[nodes], np.asarray(pod.gpu_models, dtype=np.int32))
-    d.append(allowed.astype(np.float64) if pod.gpu_models else one.copy())
+    room_at = len(d)  # shape1_room_gpu_bound (session 8), filled after the shape columns
+    d.append(one * 0.0)
     d += [_minmax(delta, higher_is_better=False), _minmax(bestfit), _minmax(least), _minmax(dot)]
     d += [(fgd_int >= fgd_int.max()) * one, (bestfit >= bestfit.max() - 1e-9) * one]
     d.append(_frac(pl.frag_before, gfree))
