@@ -3,7 +3,9 @@
 Every other column sees one node. Whether the cluster as a whole runs out of GPUs or of CPU
 first decides which tie-break helps a whole-GPU pod on openb: keeping room for the
 workload's second shape helps on cpu100, multigpu30 and multigpu50 (GPUs run out first) and
-costs cpu250 (CPU runs out first; docs/results/dsan_openb.md, sessions 7-8). The featurizer
+costs cpu250 (CPU runs out first; docs/results/dsan_openb.md, sessions 7-8). Only pods asking
+for :data:`MIN_GPUS` or more whole GPUs get it: for 1-GPU pods the same tie-break cost
+gpuspec33 and gpushare40 (session 8's x_single screen, sessions 8-9). The featurizer
 (:func:`dsan.features.featurize_batch`), its few-row path (:mod:`dsan.rowfeatures`), the
 fast scorer (:mod:`dsan.train.linear`) and the serving cache's class key
 (:mod:`dsan.model.headcache`) all call :func:`room_factor`, so the simulator and the sidecar
@@ -34,8 +36,13 @@ def takes_whole_gpus(pod: PodSpec) -> bool:
     return pod.num_gpu > 0 and pod.gpu_milli >= 1000
 
 
+#: The fewest whole GPUs a pod asks for to get the factor (session 8's ``x_multi``).
+MIN_GPUS = 2
+
+
 def room_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
-    """1.0 for a whole-GPU pod in a GPU-bound cluster, else 0.0: the factor of
-    ``shape1_room_gpu_bound`` (``shape1_hostable_after`` times this). The cluster sums are
-    taken only for whole-GPU pods."""
-    return 1.0 if takes_whole_gpus(pod) and cluster_gpu_bound(snap) else 0.0
+    """1.0 for a whole-GPU pod asking for :data:`MIN_GPUS` or more GPUs in a GPU-bound
+    cluster, else 0.0: the factor of ``shape1_room_gpu_bound`` (``shape1_hostable_after``
+    times this). The cluster sums are taken only for such pods."""
+    multi = takes_whole_gpus(pod) and pod.num_gpu >= MIN_GPUS
+    return 1.0 if multi and cluster_gpu_bound(snap) else 0.0

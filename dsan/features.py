@@ -10,8 +10,8 @@ Four groups, in this column order (see docs/features.md, generated from :data:`F
 * **derived** (48): the hand-written heuristics as signals (LeastAllocated,
   BalancedAllocation, Tetris alignment, DotProd, BestFit leftovers, FGD fragmentation delta)
   and how many target-workload shapes the node could still host, so the network can at worst
-  copy the best heuristic; shape 1's room once more for whole-GPU pods when the cluster runs
-  out of GPUs before CPU (the one cluster-wide input, :mod:`dsan.clusterwide`).
+  copy the best heuristic; shape 1's room once more for pods asking for 2+ whole GPUs when
+  the cluster runs out of GPUs before CPU (the one cluster-wide input, :mod:`dsan.clusterwide`).
 
 The schema (names, units, normalisations, hash) is :mod:`dsan.featureschema`, re-exported
 here so that callers import features from one place.

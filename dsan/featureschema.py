@@ -119,8 +119,8 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(d, "node_gpu_partly_used", "bool", "some but not all GPU share in use")
     # Replaces model_allowed, 1 on every candidate (feasibility already drops the nodes
     # whose GPU model a pod does not allow): constant on openb and in the seed scenario.
-    room = "shape1_hostable_after if a whole-GPU pod and free GPU share < free CPU share"
-    add(d, "shape1_room_gpu_bound", "pods", room + " over the cluster, else 0")
+    room = "shape1_hostable_after if the pod asks 2+ whole GPUs and free GPU share < free CPU"
+    add(d, "shape1_room_gpu_bound", "pods", room + " share over the cluster, else 0")
     add(d, "rel_frag_delta", "rank", "min-max over candidates, 1 = lowest delta")
     add(d, "rel_bestfit", "rank", "min-max over candidates, 1 = best")
     add(d, "rel_least_allocated", "rank", "min-max over candidates")

@@ -142,7 +142,7 @@ COLUMNS: dict[str, Callable[[_Ctx], F64]] = {
         np.float64
     ),
     "node_gpu_partly_used": lambda c: ((c.gfree > 0) & (c.gfree < c.gpu_cap)).astype(np.float64),
-    # shape 1's room where a whole-GPU pod meets a cluster that runs out of GPUs first
+    # shape 1's room where a 2+ whole-GPU pod meets a cluster that runs out of GPUs first
     "shape1_room_gpu_bound": lambda c: _hostable(c, 1) * room_factor(c.pod, c.snap),
     **{
         f"shape{k}_hostable_after": (lambda c, k=k: _hostable(c, k))  # type: ignore[misc]

@@ -1,5 +1,6 @@
 """dsan.clusterwide and the one column it conditions, shape1_room_gpu_bound: hand-set
-clusters on each side of the GPU-bound line, every pod class, both featurizer paths."""
+clusters on each side of the GPU-bound line, every pod class (a 1-GPU pod gets 0 since
+session 9), both featurizer paths."""
 
 from __future__ import annotations
 
@@ -14,16 +15,19 @@ from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 ROOM = FEATURE_NAMES.index("shape1_room_gpu_bound")
 SHAPE1 = FEATURE_NAMES.index("shape1_hostable_after")
-WHOLE = PodSpec("w", 4000.0, 8192.0, 1, 1000)
+WHOLE = PodSpec("w", 4000.0, 8192.0, 2, 1000)
+ONE_GPU = PodSpec("o", 4000.0, 8192.0, 1, 1000)
 SHARING = PodSpec("s", 4000.0, 8192.0, 1, 500)
 CPU_ONLY = PodSpec("c", 4000.0, 8192.0)
 
 
 def _cluster(gpu_used: int, cpu_used: float) -> ClusterSnapshot:
-    """Two 64-core, 4-GPU nodes; ``gpu_used`` whole GPUs and ``cpu_used`` millicores taken
-    on node 0 (shares: GPU free = 1 - gpu_used / 8, CPU free = 1 - cpu_used / 128000)."""
+    """Two 64-core, 4-GPU nodes; ``gpu_used`` whole GPUs taken, alternately on nodes 0 and 1
+    (so a 2-GPU pod still leaves room for shape 1 on both), and ``cpu_used`` millicores on
+    node 0 (shares: GPU free = 1 - gpu_used / 8, CPU free = 1 - cpu_used / 128000)."""
     snap = empty_snapshot(["a", "b"], [64000, 64000], [262144, 262144], [4, 4], [0, 0], ["M"])
-    snap.gpu_free[0, :gpu_used] = 0
+    for g in range(gpu_used):
+        snap.gpu_free[g % 2, g // 2] = 0
     snap.cpu_used[0] = cpu_used
     return snap
 
@@ -48,7 +52,9 @@ def test_gpu_bound_is_free_gpu_share_below_free_cpu_share(
     snap = _cluster(gpu_used, cpu_used)
     assert cluster_gpu_bound(snap) is bound
     assert room_factor(WHOLE, snap) == float(bound)
+    assert room_factor(PodSpec("m", 4000.0, 8192.0, 8, 1000), snap) == float(bound)
     assert room_factor(SHARING, snap) == 0.0 and room_factor(CPU_ONLY, snap) == 0.0
+    assert room_factor(ONE_GPU, snap) == 0.0  # 1-GPU pods: the x_single harm (session 8)
 
 
 def test_a_cluster_without_gpus_is_never_gpu_bound() -> None:
@@ -64,8 +70,10 @@ def test_whole_gpu_pods_are_the_gpu_pods_that_share_no_gpu() -> None:
 
 
 @pytest.mark.parametrize("bound", [True, False])
-@pytest.mark.parametrize("pod", [WHOLE, SHARING, CPU_ONLY], ids=["whole", "sharing", "cpu"])
-def test_the_column_is_shape1_room_only_for_whole_gpu_pods_in_a_gpu_bound_cluster(
+@pytest.mark.parametrize(
+    "pod", [WHOLE, ONE_GPU, SHARING, CPU_ONLY], ids=["whole", "one-gpu", "sharing", "cpu"]
+)
+def test_the_column_is_shape1_room_only_for_multi_gpu_pods_in_a_gpu_bound_cluster(
     bound: bool, pod: PodSpec
 ) -> None:
     snap = _cluster(2, 16000.0 if bound else 48000.0)

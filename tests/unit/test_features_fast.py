@@ -152,12 +152,12 @@ def _reference_featurize(
             per_gpu = np.floor(np.maximum(pl.free_after, 0) / max(int(w.gpu_milli[s]), 1)).sum(1)
             copies = np.minimum(by_cpu, per_gpu // w.num_gpu[s]) * ok[s]
         d.append(np.minimum(copies / 8, 1.0))
-    # session 8: shape 1's room, for a whole-GPU pod in a cluster whose free GPU share is
-    # below its free CPU share (shares as plain quotients here)
+    # session 8: shape 1's room, for a pod asking for 2+ whole GPUs (session 9) in a cluster
+    # whose free GPU share is below its free CPU share (shares as plain quotients here)
     gpu_share = snap.gpu_free.sum() / max(1.0, 1000.0 * snap.gpu_count.sum())
     cpu_share = (snap.cpu_cap.sum() - snap.cpu_used.sum()) / max(1e-300, snap.cpu_cap.sum())
     bound = snap.gpu_count.sum() > 0 and snap.cpu_cap.sum() > 0 and gpu_share < cpu_share
-    whole = pod.num_gpu > 0 and pod.gpu_milli >= 1000
+    whole = pod.num_gpu >= 2 and pod.gpu_milli >= 1000
     if len(w.freq) > 1:
         d[room_at] = d[len(d) - TOP_SHAPES + 1] * float(whole and bound)
     x = np.concatenate([blk, np.stack(b + d, axis=1).astype(np.float32)], axis=1)

@@ -9,7 +9,7 @@ import torch
 from dsan.features import FEATURE_NAMES
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.train.gate import GATE_FEATURE, TRAINED, freeze, gate, gate_margin
+from dsan.train.gate import GATE_FEATURE, OPENB_ONLY, TRAINED, freeze, gate, gate_margin
 
 
 def test_freeze_keeps_the_openb_stage_parameters() -> None:
@@ -68,3 +68,42 @@ def test_gate_makes_the_residual_constant_without_telemetry() -> None:
         - torch.nn.functional.softplus(model.head.prior_scale) * 100 * x[:, model.head.prior_col]
     )
     assert float(resid.max() - resid.min()) > 1e-2
+
+
+def test_the_residual_never_reads_the_openb_only_columns() -> None:
+    """shape1_room_gpu_bound is for the openb stage's skip alone: after gate() and training
+    steps on rows where it varies, the residual's logits and values do not depend on it,
+    with telemetry (where the residual is live) too."""
+    torch.manual_seed(2)
+    model = DSANNet(ModelConfig(hidden=32, head="residual"))
+    cut = [FEATURE_NAMES.index(n) for n in OPENB_ONLY]
+    assert float(model.head.proj.weight[:, cut].abs().min()) > 0  # random at start
+    gate(model)
+    opt = torch.optim.Adam(freeze(model), lr=0.5)
+    tel = FEATURE_NAMES.index(GATE_FEATURE)
+    for _ in range(3):
+        xx = torch.rand(20, len(FEATURE_NAMES))
+        xx[:, tel] = 1.0
+        out, val = model.score(
+            xx,
+            torch.randn(20, 2, model.hidden),
+            torch.ones(20, dtype=torch.bool),
+            torch.zeros(20, dtype=torch.long),
+            1,
+        )
+        opt.zero_grad()
+        ((out * torch.randn(20)).sum() + val.sum()).backward()
+        opt.step()
+    assert float(model.head.proj.weight[:, cut].abs().max()) == 0.0
+    x = torch.rand(30, len(FEATURE_NAMES))
+    x[:, tel] = 1.0
+    x[:, model.head.cpu_only_col] = 1.0  # the frozen gpu_skip (which may read it) is off
+    z = torch.randn(30, 2, model.hidden)
+    args = (torch.ones(30, dtype=torch.bool), torch.zeros(30, dtype=torch.long), 1)
+    y = x.clone()
+    y[:, cut] = torch.rand(30, len(cut)) * 5
+    with torch.no_grad():
+        model.head.skip.weight[0, cut] = 0.0  # the skip is the openb stage's, not tested here
+        a, va = model.score(x, z, *args)
+        b, vb = model.score(y, z, *args)
+    assert torch.equal(a, b) and torch.equal(va, vb)
