@@ -200,7 +200,10 @@ class HeadCache:
         todo = np.flatnonzero((e.at[rows] != at) | (e.age[rows] != age))
         if todo.size:
             sub, sub_age = rows[todo], age[todo]
-            e.logit[sub] = self._mirror.logits(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
+            # take, not quant[:, sub]: that gather comes out in Fortran order, which the C
+            # twins refuse (the numpy twins then served every settle)
+            q = c.quant.take(sub, axis=1)
+            e.logit[sub] = self._mirror.logits(c, snap, sub, q, lo, hi, sub_age)
             e.at[sub], e.age[sub] = at[todo], sub_age
 
     def _set_logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64) -> F64:
@@ -225,7 +228,8 @@ class HeadCache:
         elif todo.size:
             sub = nodes[todo]
             sub_age = np.full(len(sub), np.inf) if ages is None else ages[sub]
-            e.logit[sub] = self._mirror.logits(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
+            q = c.quant.take(sub, axis=1)
+            e.logit[sub] = self._mirror.logits(c, snap, sub, q, lo, hi, sub_age)
             e.at[sub], e.age[sub] = c.at[sub], sub_age
             out[todo] = e.logit[sub]
         return out
