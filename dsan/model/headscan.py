@@ -120,12 +120,12 @@ def few_head_py(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32,
         elif live.size:
             hid[live] += g[live] @ w1g
         np.maximum(hid, 0.0, out=hid)
-        out: F32 = hid @ w2
-        return out
+        with_z: F32 = hid @ w2
+        return with_z
     hl = g @ w1g
     hl += b1
     np.maximum(hl, 0.0, out=hl)
-    out = hl @ w2
+    out: F32 = hl @ w2
     if live.size < m:
         out[dead] = dead_out
     return out
