@@ -26,7 +26,7 @@ import math
 import os
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -125,7 +125,7 @@ def few_head_py(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32,
     hl = g @ w1g
     hl += b1
     np.maximum(hl, 0.0, out=hl)
-    out: F32 = hl @ w2
+    out = cast(F32, hl @ w2)  # float32 in, float32 out (the stubs say float64)
     if live.size < m:
         out[dead] = dead_out
     return out
