@@ -11,7 +11,7 @@ Both APIs call :meth:`ScoringEngine.score`. Phases, each timed into the latency 
   scales are not comparable), unknown or infeasible nodes get 0. A scorer with
   ``score_scaled(pod, snap, nodes, max_score)`` (DSAN: :mod:`dsan.policies.logitscale`)
   returns the normalised scores and the first maximum of its own ``score`` in one pass when
-  every candidate is known, feasible and fresh (the usual case); that time counts as model.
+  no candidate goes to the fallback (the usual case); that time counts as model.
 
 Nothing here loops over nodes in Python or allocates per node; the name lookup is one
 ``np.fromiter`` over a C-level ``map``.
@@ -108,7 +108,7 @@ class ScoringEngine:
         self._pending: tuple[str, PodSpec, str] | None = None
         self._after_assume = getattr(scorer, "after_assume", None)
         #: A scorer's one-pass ``normalize(score(...))`` and first argmax (DSAN's
-        #: ``score_scaled``), used when every candidate is scored by it.
+        #: ``score_scaled``), used when no candidate goes to the fallback.
         self._score_scaled = getattr(scorer, "score_scaled", None)
         #: Called before the served scorer reads a snapshot: the rows written since it last
         #: read it, for a scorer that trusts snapshot versions (sidecar.scorerfeed).
@@ -310,6 +310,10 @@ class ScoringEngine:
             stale, n_stale = self._staleness.mask(pub, safe, ok)
         everyone = n_ok == m and n_stale == 0  # the common case: no masks needed
         fresh = ok if stale is None or n_stale == 0 else ok & ~stale
+        # The scorer scales its candidates itself (one pass) when they are the only ones
+        # scored (no stale group on the fallback's scale); beside infeasible or unknown ones
+        # (scored 0, argmax'ed as -1) only when no score can be negative.
+        one_pass = self._score_scaled if n_stale == 0 and (everyone or max_score >= 0) else None
         t1 = time.perf_counter()
         # --- model
         raw_fresh = None
@@ -319,8 +323,8 @@ class ScoringEngine:
             cand = rows if everyone else rows[fresh]
             try:
                 self._feed(pub)
-                if everyone and self._score_scaled is not None:
-                    scaled = self._score_scaled(pod, snap, cand, max_score)
+                if one_pass is not None:
+                    scaled = one_pass(pod, snap, cand, max_score)
                 else:
                     raw_fresh = self.scorer.score(pod, snap, cand)
             except Exception:  # a broken model must not stop scheduling: degrade to fallback
@@ -334,8 +338,13 @@ class ScoringEngine:
         t2 = time.perf_counter()
         # --- normalise
         best = -1
-        if scaled is not None:
+        if scaled is not None and everyone:
             out, best = scaled
+        elif scaled is not None:  # scattered back: the rest are unknown or infeasible (0)
+            at = np.flatnonzero(ok)
+            out = np.zeros(m, dtype=np.int64)
+            out[at] = scaled[0]
+            best = int(at[scaled[1]])
         elif everyone and raw_fresh is not None:
             out = normalize(raw_fresh, max_score)
         else:

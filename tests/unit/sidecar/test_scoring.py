@@ -145,16 +145,20 @@ class Scaled(CpuFree):
         return out, int(out.argmax())
 
 
-def test_one_pass_scaling_only_when_every_candidate_is_known_feasible_and_fresh() -> None:
+def test_one_pass_scaling_unless_candidates_go_to_the_fallback() -> None:
     cache, names = setup(["2", "8", "4"])
     scorer = Scaled()
     eng = ScoringEngine(cache, scorer, CpuFree("fgd"), 60)
     res = eng.score(POD, names)
     assert scorer.scaled == [[0, 1, 2]] and res.scores.tolist() == [0, 100, 33] and res.best == 1
     big = PodSpec(name="p", cpu_milli=3000, mem_mib=100)  # n0 cannot host it
-    for pod, cands in ((POD, ["n2", "ghost", "n1"]), (big, names)):
-        res = eng.score(pod, cands)
-        assert len(scorer.scaled) == 1 and res.best == cands.index("n1")  # the general path
+    res = eng.score(POD, ["n2", "ghost", "n0"])  # scaled over the known ones, scattered back
+    assert scorer.scaled[-1] == [2, 0] and res.scores.tolist() == [100, 0, 0] and res.best == 0
+    res = eng.score(big, names)
+    assert scorer.scaled[-1] == [1, 2] and res.scores.tolist() == [0, 100, 0] and res.best == 1
+    # A negative scale could rank an infeasible node's -1 first: the general path decides.
+    res = eng.score(big, ["n0", "n2", "n1"], max_score=-10)
+    assert len(scorer.scaled) == 3 and res.scores.tolist() == [0, 0, -10] and res.best == 1
     broken = Scaled("dsan", broken=True)
     eng = ScoringEngine(cache, broken, CpuFree("fgd"), 60)
     res = eng.score(POD, names)
