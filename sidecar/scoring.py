@@ -317,10 +317,17 @@ class ScoringEngine:
         t1 = time.perf_counter()
         # --- model
         raw_fresh = None
-        scaled = None  # (scores, best) when the scorer scaled every candidate itself
+        scaled = None  # (scores, best) when the scorer scaled its candidates itself
+        at = _NO_ROWS  # one_pass beside infeasible or unknown ones: where its scores go
         fell_back = 0
         if n_ok > n_stale:
-            cand = rows if everyone else rows[fresh]
+            if everyone:
+                cand = rows
+            elif one_pass is not None:  # fresh is ok: the positions serve both ways
+                at = np.flatnonzero(ok)
+                cand = rows[at]
+            else:
+                cand = rows[fresh]
             try:
                 self._feed(pub)
                 if one_pass is not None:
@@ -341,7 +348,6 @@ class ScoringEngine:
         if scaled is not None and everyone:
             out, best = scaled
         elif scaled is not None:  # scattered back: the rest are unknown or infeasible (0)
-            at = np.flatnonzero(ok)
             out = np.zeros(m, dtype=np.int64)
             out[at] = scaled[0]
             best = int(at[scaled[1]])
@@ -411,5 +417,6 @@ class ScoringEngine:
 
 
 _NO_MASK = np.zeros(0, dtype=bool)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 _FAILED_REASON = "dsan: insufficient CPU, memory or GPU share on this node"
 
