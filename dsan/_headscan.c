@@ -257,8 +257,9 @@ e1:
 }
 
 /* request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, dead_out):
- * the few-row head's 9 request columns of m rows into xr (m, 9) float32 and which rows are
- * dead into dead_out (m,): see dsan.model.headscan.request_rows_py. */
+ * the head's 9 request columns of m rows (any m: the many-row head takes it too when built)
+ * into xr (m, 9) float32 and which rows are dead into dead_out (m,): see
+ * dsan.model.headscan.request_rows_py. */
 static PyObject *request_rows(PyObject *self, PyObject *args)
 {
     PyObject *o[11];
@@ -304,13 +305,8 @@ static PyObject *request_rows(PyObject *self, PyObject *args)
     const long long *nodes = nb.buf;
     float *xr = xb.buf;
     char *dead = ob.buf;
-    Py_ssize_t rows[8];
-    if (m > 8) {
-        PyErr_SetString(PyExc_TypeError, "a few rows only");
-        goto r11;
-    }
     for (Py_ssize_t k = 0; k < m; k++)
-        if ((rows[k] = row(nodes, k, n)) < 0)
+        if (row(nodes, k, n) < 0)
             goto r11;
     int bounded = 1;
     for (Py_ssize_t k = 0; k < m; k++) {
@@ -332,8 +328,10 @@ static PyObject *request_rows(PyObject *self, PyObject *args)
     }
     /* dead as cached, with the row's telemetry presence unchanged, when every request
      * column lies in [0, 1] */
-    for (Py_ssize_t k = 0; k < m; k++)
-        dead[k] = bounded && dead_in[rows[k]] && xr[k * 9 + 8] == present[rows[k]];
+    for (Py_ssize_t k = 0; k < m; k++) {
+        const Py_ssize_t r = row(nodes, k, n); /* in range: checked above */
+        dead[k] = bounded && dead_in[r] && xr[k * 9 + 8] == present[r];
+    }
     ret = Py_None;
     Py_INCREF(ret);
 r11:

@@ -114,19 +114,26 @@ class HeadMirror:
         self.rows_scored += len(nodes)
         if len(nodes) <= FEW_ROWS:
             return self._few(c, snap, nodes, q, lo, hi, age)
-        xr = np.empty((len(nodes), len(REQUEST_COLUMNS)), dtype=np.float32)
-        ranks = _minmax_rows(q[:5], lo, hi[:5], _HIB)  # the five min-max columns at once
-        xr[:, :4] = ranks[:4].T
-        xr[:, 4] = q[5] >= hi[5]
-        xr[:, 5] = q[6] >= hi[6] - 1e-9
-        xr[:, 6] = ranks[4]
-        xr[:, 7:] = age_columns(snap, nodes)
         m, h2 = len(nodes), 2 * h
-        lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]
-        if xr.min() >= 0.0 and xr.max() <= 1.0:  # else (NaN, skewed clock) no row is dead
-            live = np.flatnonzero(~c.dead[nodes] | (xr[:, -1] != c.present[nodes]))
+        if headscan.compiled:  # the request columns and dead rows in one C pass (_few's)
+            capped = np.where(age == age, np.minimum(age, 1e9), 0.0)  # as age_columns
+            xr, dead = headscan.request_rows(q, lo, hi, _HIB, np.log1p(capped) / _LOG1P_HOUR,
+                                             age, snap.telemetry is not None, c.present,
+                                             c.dead, nodes)
+            live = np.flatnonzero(~dead)
         else:
-            live = np.arange(m)
+            xr = np.empty((m, len(REQUEST_COLUMNS)), dtype=np.float32)
+            ranks = _minmax_rows(q[:5], lo, hi[:5], _HIB)  # the five min-max columns at once
+            xr[:, :4] = ranks[:4].T
+            xr[:, 4] = q[5] >= hi[5]
+            xr[:, 5] = q[6] >= hi[6] - 1e-9
+            xr[:, 6] = ranks[4]
+            xr[:, 7:] = age_columns(snap, nodes)
+            if xr.min() >= 0.0 and xr.max() <= 1.0:  # else (NaN, skewed clock) none is dead
+                live = np.flatnonzero(~c.dead[nodes] | (xr[:, -1] != c.present[nodes]))
+            else:
+                live = np.arange(m)
+        lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]
         sub = nodes if live.size == m else nodes[live]
         g = c.pre[sub, :h2] if live.size == m else c.pre[sub][:, :h2]
         g += (xr if live.size == m else xr[live]) @ c.req_w[:, :h2]

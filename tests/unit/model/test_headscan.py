@@ -113,12 +113,13 @@ def test_many_candidates_take_numpys_extremes(monkeypatch: pytest.MonkeyPatch) -
 
 @needs_c
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), m=st.integers(1, 4),
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), m=st.integers(1, 40),
        odd=st.booleans(), tel=st.booleans())
 def test_request_rows_twins_give_the_same_columns_and_dead_rows(
         seed: int, n: int, m: int, odd: bool, tel: bool) -> None:
-    """The few-row head's request columns: ranks at and beyond the extremes, equal extremes,
-    NaN quantities and ages, ages past the hour, rows cached dead or not."""
+    """The head's request columns (the few-row head's, and the many-row head's when built):
+    ranks at and beyond the extremes, equal extremes, NaN quantities and ages, ages past the
+    hour, rows cached dead or not."""
     rng = np.random.default_rng(seed)
     q = rng.choice([-1.0, 0.0, 0.5, 1.0, 2.0], size=(7, m))
     lo = rng.choice([-1.0, 0.0, 0.5], size=(5, 1))
