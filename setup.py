@@ -2,8 +2,9 @@
 
 ``dsan._rowkernel`` (dsan/_rowkernel.c) is the C twin of :func:`dsan.rowkernel.fill_py`,
 ``dsan._headscan`` (dsan/_headscan.c) of the numpy passes in :mod:`dsan.model.headscan`,
-``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.rowcache.store_py`.
-Both are optional: without a C compiler the build skips them and the Python twins serve
+``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.rowcache.store_py`,
+``dsan._logitscale`` (dsan/_logitscale.c) of :func:`dsan.policies.logitscale.scale_py`.
+All are optional: without a C compiler the build skips them and the Python twins serve
 (same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
 from the Python twins.
 """
@@ -17,4 +18,4 @@ def _twin(name: str) -> Extension:
                      extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
 
 
-setup(ext_modules=[_twin("_rowkernel"), _twin("_headscan"), _twin("_classrows")])
+setup(ext_modules=[_twin(n) for n in ("_rowkernel", "_headscan", "_classrows", "_logitscale")])

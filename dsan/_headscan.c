@@ -257,8 +257,9 @@ e1:
 }
 
 /* request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, dead_out):
- * the few-row head's 9 request columns of m rows into xr (m, 9) float32 and which rows are
- * dead into dead_out (m,): see dsan.model.headscan.request_rows_py. */
+ * the head's 9 request columns of m rows (any m: the many-row head takes it too when built)
+ * into xr (m, 9) float32 and which rows are dead into dead_out (m,): see
+ * dsan.model.headscan.request_rows_py. */
 static PyObject *request_rows(PyObject *self, PyObject *args)
 {
     PyObject *o[11];
@@ -304,13 +305,8 @@ static PyObject *request_rows(PyObject *self, PyObject *args)
     const long long *nodes = nb.buf;
     float *xr = xb.buf;
     char *dead = ob.buf;
-    Py_ssize_t rows[8];
-    if (m > 8) {
-        PyErr_SetString(PyExc_TypeError, "a few rows only");
-        goto r11;
-    }
     for (Py_ssize_t k = 0; k < m; k++)
-        if ((rows[k] = row(nodes, k, n)) < 0)
+        if (row(nodes, k, n) < 0)
             goto r11;
     int bounded = 1;
     for (Py_ssize_t k = 0; k < m; k++) {
@@ -332,8 +328,10 @@ static PyObject *request_rows(PyObject *self, PyObject *args)
     }
     /* dead as cached, with the row's telemetry presence unchanged, when every request
      * column lies in [0, 1] */
-    for (Py_ssize_t k = 0; k < m; k++)
-        dead[k] = bounded && dead_in[rows[k]] && xr[k * 9 + 8] == present[rows[k]];
+    for (Py_ssize_t k = 0; k < m; k++) {
+        const Py_ssize_t r = row(nodes, k, n); /* in range: checked above */
+        dead[k] = bounded && dead_in[r] && xr[k * 9 + 8] == present[r];
+    }
     ret = Py_None;
     Py_INCREF(ret);
 r11:
@@ -361,6 +359,127 @@ r1:
     return ret;
 }
 
+/* few_head(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, out, att, gq, u1, ud): the
+ * few-row head's MLP on m rows into out (m,) float32, before the linear term and the last
+ * bias: see dsan.model.headscan.few_head_py. att, gq, u1 and ud are None for a head whose MLP
+ * ignores z. float32 throughout, as numpy computes it; the sums run in another order than
+ * BLAS's, so live rows may differ from numpy in float32 rounding. Dead rows without z get
+ * dead_out itself (exact); with z, rows the caller found dead must not be passed (the caller
+ * takes numpy there, whose exp and sums the many-row head shares). */
+/* Vectorised (O3): the hot loops run across the 2H outputs, each summed in the same order
+ * as without, so vectorising changes no bits. */
+__attribute__((optimize("O3"))) static PyObject *few_head(PyObject *self, PyObject *args)
+{
+    PyObject *o[13];
+    float dead_out;
+    Py_buffer b[13];
+    int held = 0;
+    PyObject *ret = NULL;
+    float *work = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOfOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &dead_out, &o[8], &o[9], &o[10], &o[11], &o[12]))
+        return NULL;
+    const int uses_z = o[9] != Py_None;
+    /* format, item size, writable, rows (see get) of xr dead nodes req_w pre w1g b1 w2 out
+     * att gq u1 ud */
+    static const char *fmt[13] = {"f", "?", "q", "f", "f", "f", "f", "f", "f", "f", "f", "f",
+                                  "f"};
+    static const Py_ssize_t size[13] = {4, 1, 8, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4};
+    static const int wr[13] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
+    static const Py_ssize_t rows[13] = {-1, 0, 0, 9, -1, -1, 0, 0, 0, 0, -1, -1, -1};
+    const int count = uses_z ? 13 : 9;
+    for (; held < count; held++)
+        if (get(o[held], &b[held], fmt[held], size[held], wr[held], rows[held]) < 0)
+            goto done;
+    const Py_ssize_t m = b[2].shape[0], n = b[4].shape[0], h2 = b[6].shape[0];
+    const Py_ssize_t wd = b[3].shape[1];
+    int ok = b[0].shape[0] == m && b[0].shape[1] == 9 && b[1].shape[0] == m && wd == h2 + 1
+             && b[4].shape[1] == wd && b[5].shape[0] == h2 && b[5].shape[1] == h2
+             && b[7].shape[0] == h2 && b[8].shape[0] == m;
+    if (uses_z)
+        ok = ok && b[9].shape[0] == n && b[10].shape[0] == n && b[10].shape[1] == 9
+             && b[11].shape[0] == n && b[11].shape[1] == h2 && b[12].shape[0] == n
+             && b[12].shape[1] == h2;
+    if (!ok) {
+        PyErr_SetString(PyExc_TypeError, "arrays of inconsistent shapes");
+        goto done;
+    }
+    const float *xr = b[0].buf, *req_w = b[3].buf, *pre = b[4].buf, *w1g = b[5].buf,
+                *b1 = b[6].buf, *w2 = b[7].buf;
+    const char *dead = b[1].buf;
+    const long long *nodes = b[2].buf;
+    float *out = b[8].buf;
+    if ((work = PyMem_Malloc(2 * (size_t)h2 * sizeof(float))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    float *g = work, *hid = work + h2;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        const Py_ssize_t r = row(nodes, k, n);
+        if (r < 0)
+            goto done;
+        const float *x = xr + k * 9;
+        if (dead[k]) {
+            if (uses_z) {
+                PyErr_SetString(PyExc_TypeError, "dead rows with z: numpy's");
+                goto done;
+            }
+            out[k] = dead_out;
+            continue;
+        }
+        /* g = relu(x . req_w[:, :2H] + pre[r, :2H]) */
+        for (Py_ssize_t j = 0; j < h2; j++)
+            g[j] = 0.0f;
+        for (int i = 0; i < 9; i++) {
+            const float xi = x[i], *w = req_w + i * wd;
+            for (Py_ssize_t j = 0; j < h2; j++)
+                g[j] += xi * w[j];
+        }
+        for (Py_ssize_t j = 0; j < h2; j++) {
+            const float v = g[j] + pre[r * wd + j];
+            g[j] = v > 0.0f ? v : 0.0f;
+        }
+        if (uses_z) {
+            const float *att = b[9].buf, *gq = (const float *)b[10].buf + r * 9,
+                        *u1 = (const float *)b[11].buf + r * h2,
+                        *ud = (const float *)b[12].buf + r * h2;
+            float dot = 0.0f;
+            for (int i = 0; i < 9; i++)
+                dot += x[i] * gq[i];
+            float d = att[r] + dot;
+            d = d < -80.0f ? -80.0f : d > 80.0f ? 80.0f : d;
+            const float a0 = 1.0f / (1.0f + expf(d));
+            for (Py_ssize_t j = 0; j < h2; j++)
+                hid[j] = u1[j] + a0 * ud[j];
+        } else {
+            for (Py_ssize_t j = 0; j < h2; j++)
+                hid[j] = 0.0f;
+        }
+        /* hid += g . w1g (+ b1 without z), relu, . w2 */
+        for (Py_ssize_t i = 0; i < h2; i++) {
+            const float gi = g[i], *w = w1g + i * h2;
+            if (gi == 0.0f)
+                continue; /* a shut unit adds exact zeros (finite weights) */
+            for (Py_ssize_t j = 0; j < h2; j++)
+                hid[j] += gi * w[j];
+        }
+        float s = 0.0f;
+        for (Py_ssize_t j = 0; j < h2; j++) {
+            float v = uses_z ? hid[j] : hid[j] + b1[j];
+            s += (v > 0.0f ? v : 0.0f) * w2[j];
+        }
+        out[k] = s;
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    PyMem_Free(work);
+    while (held-- > 0)
+        PyBuffer_Release(&b[held]);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"stale", stale, METH_VARARGS, "stale(nodes, at, epoch, out) -> count"},
     {"extremes", extremes, METH_VARARGS, "extremes(quant, nodes, lo, hi) -> bool"},
@@ -368,6 +487,8 @@ static PyMethodDef methods[] = {
      "request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, dead_out)"},
     {"lookup", lookup, METH_VARARGS,
      "lookup(nodes, at, e_at, e_age, ages, e_logit, out, todo) -> count"},
+    {"few_head", few_head, METH_VARARGS,
+     "few_head(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, out, att, gq, u1, ud)"},
     {NULL, NULL, 0, NULL},
 };
 

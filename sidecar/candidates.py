@@ -52,7 +52,10 @@ class NodeRows:
                 f"node table epoch {self.epoch} is not the sidecar's ({pub.table_epoch}): "
                 "send node names, or fetch the table again (NodeTable)")
         n = len(pub.snap.names)
-        if len(self.rows) and (int(self.rows.min()) < 0 or int(self.rows.max()) >= n):
+        r = self.rows
+        # One reduction for both bounds: as uint64 (modulo 2**64) a negative row is past n.
+        u = r.view(np.uint64) if r.dtype == np.int64 else r.astype(np.uint64)
+        if len(r) and int(u.max()) >= n:
             raise BadNodeRows(f"node index out of range: the table has {n} nodes")
         return self.rows
 

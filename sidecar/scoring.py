@@ -8,7 +8,10 @@ Both APIs call :meth:`ScoringEngine.score`. Phases, each timed into the latency 
 * **model**: the served :class:`~dsan.policies.base.Scorer` on the fresh candidates, the
   fallback scorer on the stale ones (its own featurization happens inside ``score``);
 * **normalise**: each group min-max scaled onto 0..max_score separately (two scorers' raw
-  scales are not comparable), unknown or infeasible nodes get 0.
+  scales are not comparable), unknown or infeasible nodes get 0. A scorer with
+  ``score_scaled(pod, snap, nodes, max_score)`` (DSAN: :mod:`dsan.policies.logitscale`)
+  returns the normalised scores and the first maximum of its own ``score`` in one pass when
+  no candidate goes to the fallback (the usual case); that time counts as model.
 
 Nothing here loops over nodes in Python or allocates per node; the name lookup is one
 ``np.fromiter`` over a C-level ``map``.
@@ -19,12 +22,13 @@ class, recomputed only on changed rows), and the winner is assumed under the sam
 the published snapshot patched in place, so the next request needs no O(n) republish.
 
 Deferred bookkeeping (``defer=True``, what both APIs use): the winner's assumption, the served
-class's refresh of that row and a scorer's optional ``after_assume(pod, snap, row)`` hook are
-kept pending and done by :meth:`ScoringEngine.settle`, which the servers call *after* the
-reply has left (HTTP: after the socket write; gRPC: the RPC-done callback). kube-scheduler
-waits for the scores, not for our bookkeeping. Every request and filter settles a pending
-assumption first under the same lock, so each request sees exactly the state it would have
-seen with the assumption done inline (at most one is ever pending).
+class's refresh of that row (scores, or for a scorer scored in full its feasibility,
+:class:`~sidecar.scorecache.FeasibleCache`) and a scorer's optional ``after_assume(pod, snap,
+row)`` hook are kept pending and done by :meth:`ScoringEngine.settle`, which the servers call
+*after* the reply has left (HTTP: after the socket write; gRPC: the RPC-done callback).
+kube-scheduler waits for the scores, not for our bookkeeping. Every request and filter settles
+a pending assumption first under the same lock, so each request sees exactly the state it
+would have seen with the assumption done inline (at most one is ever pending).
 """
 
 from __future__ import annotations
@@ -103,6 +107,9 @@ class ScoringEngine:
         #: The deferred assumption (key, pod, node), applied by settle() or the next request.
         self._pending: tuple[str, PodSpec, str] | None = None
         self._after_assume = getattr(scorer, "after_assume", None)
+        #: A scorer's one-pass ``normalize(score(...))`` and first argmax (DSAN's
+        #: ``score_scaled``), used when no candidate goes to the fallback.
+        self._score_scaled = getattr(scorer, "score_scaled", None)
         #: Called before the served scorer reads a snapshot: the rows written since it last
         #: read it, for a scorer that trusts snapshot versions (sidecar.scorerfeed).
         self._feed = ScorerFeed(cache, scorer)
@@ -170,6 +177,8 @@ class ScoringEngine:
                 ckey = self.classes.key(pod)
                 if ckey is not None:
                     self.classes.lookup(pod, ckey, self.cache.snapshot())
+            else:  # the class's feasibility of the winner's row, off the next reply's path
+                self.feasibility.mask(pod, self.cache.snapshot())
             if self._after_assume is not None:
                 pub = self.cache.snapshot()
                 row = pub.index.get(node, -1)
@@ -269,11 +278,11 @@ class ScoringEngine:
         m = len(names)
         # --- featurize: names -> rows, feasibility and staleness on our view
         if given is not None:
-            rows = given
+            rows = given  # rows of this snapshot's table (NodeRows.resolve): all known
         else:
             assert not isinstance(names, NodeRows)
             rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
-        if rows.min() >= 0:  # the usual case: every name known, one reduction
+        if given is not None or rows.min() >= 0:  # the usual case: one reduction at most
             n_unknown = 0
             known = _NO_MASK  # read only when n_unknown
         else:
@@ -301,15 +310,30 @@ class ScoringEngine:
             stale, n_stale = self._staleness.mask(pub, safe, ok)
         everyone = n_ok == m and n_stale == 0  # the common case: no masks needed
         fresh = ok if stale is None or n_stale == 0 else ok & ~stale
+        # The scorer scales its candidates itself (one pass) when they are the only ones
+        # scored (no stale group on the fallback's scale); beside infeasible or unknown ones
+        # (scored 0, argmax'ed as -1) only when no score can be negative.
+        one_pass = self._score_scaled if n_stale == 0 and (everyone or max_score >= 0) else None
         t1 = time.perf_counter()
         # --- model
         raw_fresh = None
+        scaled = None  # (scores, best) when the scorer scaled its candidates itself
+        at = _NO_ROWS  # one_pass beside infeasible or unknown ones: where its scores go
         fell_back = 0
         if n_ok > n_stale:
-            cand = rows if everyone else rows[fresh]
+            if everyone:
+                cand = rows
+            elif one_pass is not None:  # fresh is ok: the positions serve both ways
+                at = np.flatnonzero(ok)
+                cand = rows[at]
+            else:
+                cand = rows[fresh]
             try:
                 self._feed(pub)
-                raw_fresh = self.scorer.score(pod, snap, cand)
+                if one_pass is not None:
+                    scaled = one_pass(pod, snap, cand, max_score)
+                else:
+                    raw_fresh = self.scorer.score(pod, snap, cand)
             except Exception:  # a broken model must not stop scheduling: degrade to fallback
                 self.policy_errors += 1
                 if self.policy_errors == 1 or self.policy_errors % 1000 == 0:
@@ -320,7 +344,14 @@ class ScoringEngine:
         raw_stale = self.fallback.score(pod, snap, rows[stale]) if n_stale else None
         t2 = time.perf_counter()
         # --- normalise
-        if everyone and raw_fresh is not None:
+        best = -1
+        if scaled is not None and everyone:
+            out, best = scaled
+        elif scaled is not None:  # scattered back: the rest are unknown or infeasible (0)
+            out = np.zeros(m, dtype=np.int64)
+            out[at] = scaled[0]
+            best = int(at[scaled[1]])
+        elif everyone and raw_fresh is not None:
             out = normalize(raw_fresh, max_score)
         else:
             out = np.zeros(m, dtype=np.int64)
@@ -328,8 +359,7 @@ class ScoringEngine:
                 out[fresh] = normalize(raw_fresh, max_score)
             if raw_stale is not None:
                 out[stale] = normalize(raw_stale, max_score)
-        best = -1
-        if n_ok:
+        if n_ok and scaled is None:
             best = int(np.argmax(out if everyone else np.where(ok, out, -1)))
         t3 = time.perf_counter()
         return ScoreResult(
@@ -387,5 +417,6 @@ class ScoringEngine:
 
 
 _NO_MASK = np.zeros(0, dtype=bool)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 _FAILED_REASON = "dsan: insufficient CPU, memory or GPU share on this node"
 

@@ -205,12 +205,14 @@ class HeadCache:
             return
         ages = snap.telemetry_age_s
         age = np.full(len(rows), np.inf) if ages is None else ages[rows]
-        at = c.at[rows]
-        todo = np.flatnonzero((e.at[rows] != at) | (e.age[rows] != age))
-        if todo.size:
-            sub, sub_age = rows[todo], age[todo]
-            e.logit[sub] = self._mirror.logits(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
-            e.at[sub], e.age[sub] = at[todo], sub_age
+        # Every one of rows needs its logit: update() just stamped them with the tracker's
+        # tick, which no logit held under these extremes can carry (a row held at this tick
+        # would not have been stale).
+        # take, not quant[:, rows]: that gather comes out in Fortran order, which the C
+        # twins refuse (the numpy twins then served every settle)
+        q = c.quant.take(rows, axis=1)
+        e.logit[rows] = self._mirror.logits(c, snap, rows, q, lo, hi, age)
+        e.at[rows], e.age[rows] = c.at[rows], age
 
     def _set_logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64) -> F64:
         """Logits from the class's :class:`SetLogits` of the candidates' extremes; only the
@@ -234,7 +236,8 @@ class HeadCache:
         elif todo.size:
             sub = nodes[todo]
             sub_age = np.full(len(sub), np.inf) if ages is None else ages[sub]
-            e.logit[sub] = self._mirror.logits(c, snap, sub, c.quant[:, sub], lo, hi, sub_age)
+            q = c.quant.take(sub, axis=1)
+            e.logit[sub] = self._mirror.logits(c, snap, sub, q, lo, hi, sub_age)
             e.at[sub], e.age[sub] = c.at[sub], sub_age
             out[todo] = e.logit[sub]
         return out

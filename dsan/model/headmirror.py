@@ -114,19 +114,26 @@ class HeadMirror:
         self.rows_scored += len(nodes)
         if len(nodes) <= FEW_ROWS:
             return self._few(c, snap, nodes, q, lo, hi, age)
-        xr = np.empty((len(nodes), len(REQUEST_COLUMNS)), dtype=np.float32)
-        ranks = _minmax_rows(q[:5], lo, hi[:5], _HIB)  # the five min-max columns at once
-        xr[:, :4] = ranks[:4].T
-        xr[:, 4] = q[5] >= hi[5]
-        xr[:, 5] = q[6] >= hi[6] - 1e-9
-        xr[:, 6] = ranks[4]
-        xr[:, 7:] = age_columns(snap, nodes)
         m, h2 = len(nodes), 2 * h
-        lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]
-        if xr.min() >= 0.0 and xr.max() <= 1.0:  # else (NaN, skewed clock) no row is dead
-            live = np.flatnonzero(~c.dead[nodes] | (xr[:, -1] != c.present[nodes]))
+        if headscan.compiled:  # the request columns and dead rows in one C pass (_few's)
+            capped = np.where(age == age, np.minimum(age, 1e9), 0.0)  # as age_columns
+            xr, dead = headscan.request_rows(q, lo, hi, _HIB, np.log1p(capped) / _LOG1P_HOUR,
+                                             age, snap.telemetry is not None, c.present,
+                                             c.dead, nodes)
+            live = np.flatnonzero(~dead)
         else:
-            live = np.arange(m)
+            xr = np.empty((m, len(REQUEST_COLUMNS)), dtype=np.float32)
+            ranks = _minmax_rows(q[:5], lo, hi[:5], _HIB)  # the five min-max columns at once
+            xr[:, :4] = ranks[:4].T
+            xr[:, 4] = q[5] >= hi[5]
+            xr[:, 5] = q[6] >= hi[6] - 1e-9
+            xr[:, 6] = ranks[4]
+            xr[:, 7:] = age_columns(snap, nodes)
+            if xr.min() >= 0.0 and xr.max() <= 1.0:  # else (NaN, skewed clock) none is dead
+                live = np.flatnonzero(~c.dead[nodes] | (xr[:, -1] != c.present[nodes]))
+            else:
+                live = np.arange(m)
+        lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]
         sub = nodes if live.size == m else nodes[live]
         g = c.pre[sub, :h2] if live.size == m else c.pre[sub][:, :h2]
         g += (xr if live.size == m else xr[live]) @ c.req_w[:, :h2]
@@ -155,45 +162,27 @@ class HeadMirror:
     def _few(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, q: F64, lo: F64,
              hi: F64, age: F64) -> F64:
         """:meth:`logits` on up to :data:`FEW_ROWS` rows (a settle's changed rows, usually
-        one), in ~20 numpy calls instead of ~50: numpy's per-call cost, not arithmetic, is
-        the price of a few rows. The 9 request columns are the same float64 expressions
+        one) in four calls instead of ~50 numpy ones: numpy's per-call cost, not arithmetic,
+        is the price of a few rows. The 9 request columns are the same float64 expressions
         (``_minmax_rows``; ``age_columns`` with the same ``np.log1p``) on Python floats or
         in C (:func:`dsan.model.headscan.request_rows_py` and its twin), so ``xr`` holds
-        the same float32 values; the 2H + 1 first-layer outputs come from one
-        matmul; a dead row (see :class:`~dsan.model.rowcache.ClassRows`) gets the same
-        ``relu(b1) . w2`` as in :meth:`logits`. Only the matmul blocking may differ from the
-        many-row path, in float32 rounding (pinned by the head cache tests)."""
+        the same float32 values; the MLP is :func:`~dsan.model.headscan.few_head_py` or its
+        C twin, whose sums may differ from the many-row path's in float32 rounding (pinned
+        by the head mirror tests); a dead row gets the same ``relu(b1) . w2`` as in
+        :meth:`logits`, and the linear term is summed as there, so a dead row's logit is
+        the many-row path's exactly."""
         h2 = 2 * self.h
-        m = len(nodes)
         capped = [(a if a < 1e9 else 1e9) if a == a else 0.0 for a in age.tolist()]
         tel_age = np.log1p(capped) / _LOG1P_HOUR  # numpy's log1p, as age_columns
         # The request columns and the dead rows, as logits() decides them (headscan).
         xr, dead = headscan.request_rows(q, lo, hi, _HIB, tel_age, age,
                                          snap.telemetry is not None, c.present, c.dead, nodes)
-        t_all = xr @ c.req_w  # (m, 2H + 1): the relative columns' share of every output
-        t_all += c.pre[nodes]
-        g = t_all[:, :h2]
-        np.maximum(g, 0.0, out=g)
-        live = [k for k in range(m) if not dead[k]]
-        if self._uses_z:
-            d = c.att[nodes] + np.einsum("mr,mr->m", xr, self._gq[nodes])
-            a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
-            hid = self._u1[nodes]
-            hid += a0[:, None] * self._ud[nodes]
-            if len(live) == m:
-                hid += g @ self._w1g
-            elif live:
-                hid[live] += g[live] @ self._w1g
-            np.maximum(hid, 0.0, out=hid)
-            out = hid @ self._w2
-        else:
-            hl = g @ self._w1g
-            hl += self._b1
-            np.maximum(hl, 0.0, out=hl)
-            out = hl @ self._w2
-            if len(live) < m:
-                out[[k for k in range(m) if dead[k]]] = self._dead_out
-        out += t_all[:, h2]
+        z = (c.att, self._gq, self._u1, self._ud) if self._uses_z else None
+        out = headscan.few_head(xr, dead, nodes, c.req_w, c.pre, self._w1g, self._b1,
+                                self._w2, float(self._dead_out), z)
+        # The linear term as logits() sums it: a (m, 9) x (9,) product, whose rounding can
+        # differ from column 2H of the (m, 9) x (9, 2H + 1) one by a float32 ulp.
+        out += c.pre[nodes, h2] + xr @ c.req_w[:, h2]
         out += self._b2
         return out.astype(np.float64)
 

@@ -12,7 +12,11 @@ or a zero extreme: which signed zero), the C extremes defer to numpy. A C call t
 handed arrays of another layout or dtype also defers to numpy. :data:`stale`,
 :data:`extremes`, :data:`lookup` and :data:`request_rows` (the few-row head's request
 columns, the same float64 expressions in C) are the C ones when built and
-``DSAN_PURE_PYTHON`` is unset. ``tests/unit/model/test_headscan.py`` pins the twins to each other.
+``DSAN_PURE_PYTHON`` is unset, and so is :data:`few_head` (the few-row head's MLP: ~25 numpy
+calls on 1-4 rows, 9 us, against 2 us in C), the one twin pair that agrees to float32
+rounding only: its sums run in another order than BLAS's (the many-row head differs from
+either in the same way; a dead row is exact in both). ``tests/unit/model/test_headscan.py``
+pins the twins to each other.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import math
 import os
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -56,7 +60,7 @@ def lookup_py(nodes: I64, at: I64, e_at: I64, e_age: F64, ages: F64 | None,
 
 
 def request_rows_py(q: F64, lo: F64, hi: F64, hib: BOOL, tel_age: F64, ages: F64, tel: bool,
-                    present: F32, dead: BOOL, nodes: I64) -> tuple[F32, list[bool]]:
+                    present: F32, dead: BOOL, nodes: I64) -> tuple[F32, BOOL]:
     """The few-row head's 9 request columns of ``nodes`` ((m, 9) float32) and which of them
     are dead, as :meth:`dsan.model.headmirror.HeadMirror.logits` decides both: the min-max
     ranks of quantities ``q`` (7, m) within ``lo`` / ``hi`` (``hib``: higher is better), the
@@ -82,18 +86,73 @@ def request_rows_py(q: F64, lo: F64, hi: F64, hib: BOOL, tel_age: F64, ages: F64
     if xr.min(initial=0.0) >= 0.0 and xr.max(initial=1.0) <= 1.0:
         was = present[nodes].tolist()
         out = [d and float(xr[k, -1]) == was[k] for k, d in enumerate(dead[nodes].tolist())]
-    return xr, out
+    return xr, np.array(out, dtype=np.bool_)
+
+
+#: The few-row head's hidden layers with z: (att (n,), gq (n, 9), u1 (n, 2H), ud (n, 2H)), as
+#: :class:`dsan.model.headmirror.HeadMirror` keeps them; None for a head whose MLP ignores z.
+Z = tuple[F32, F32, F32, F32]
+
+
+def few_head_py(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32, b1: F32,
+                w2: F32, dead_out: float, z: Z | None) -> F32:
+    """The few-row head's MLP on ``nodes`` ((m,) float32, before the linear term and the
+    last bias), as :meth:`dsan.model.headmirror.HeadMirror.logits` computes it: with ``xr``
+    (m, 9) the request columns and ``pre`` (n, 2H + 1) the class's first-layer rows,
+    g = relu(xr req_w[:, :2H] + pre[:, :2H]); with z (``z``), the 2-way attention
+    alpha_0 = sigmoid(-(att + xr . gq)) and relu(u1 + alpha_0 ud + g w1g) . w2, a dead row
+    adding no g term; without z, relu(g w1g + b1) . w2, a dead row ``dead_out``."""
+    h2 = len(b1)
+    m = len(nodes)
+    t_all = xr @ req_w  # (m, 2H + 1): the request columns' share of every output
+    t_all += pre[nodes]
+    g = t_all[:, :h2]
+    np.maximum(g, 0.0, out=g)
+    live = np.flatnonzero(~dead)
+    if z is not None:
+        att, gq, u1, ud = z
+        d = att[nodes] + np.einsum("mr,mr->m", xr, gq[nodes])
+        a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
+        hid = u1[nodes]
+        hid += a0[:, None] * ud[nodes]
+        if live.size == m:
+            hid += g @ w1g
+        elif live.size:
+            hid[live] += g[live] @ w1g
+        np.maximum(hid, 0.0, out=hid)
+        with_z: F32 = hid @ w2
+        return with_z
+    hl = g @ w1g
+    hl += b1
+    np.maximum(hl, 0.0, out=hl)
+    out = cast(F32, hl @ w2)  # float32 in, float32 out (the stubs say float64)
+    if live.size < m:
+        out[dead] = dead_out
+    return out
 
 
 def _request_rows_c(q: F64, lo: F64, hi: F64, hib: BOOL, tel_age: F64, ages: F64, tel: bool,
-                    present: F32, dead: BOOL, nodes: I64) -> tuple[F32, list[bool]]:
+                    present: F32, dead: BOOL, nodes: I64) -> tuple[F32, BOOL]:
     m = len(nodes)
     xr, out = np.empty((m, 9), dtype=np.float32), np.empty(m, dtype=np.bool_)
     try:
         _C.request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, out)
     except TypeError:
         return request_rows_py(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes)
-    return xr, out.tolist()
+    return xr, out
+
+
+def _few_head_c(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32, b1: F32,
+                w2: F32, dead_out: float, z: Z | None) -> F32:
+    if z is not None and dead.any():  # numpy's exp and sums, as the many-row head's
+        return few_head_py(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, z)
+    out = np.empty(len(nodes), dtype=np.float32)
+    zs = (None, None, None, None) if z is None else z
+    try:
+        _C.few_head(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, out, *zs)
+    except TypeError:
+        return few_head_py(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, z)
+    return out
 
 
 def _stale_c(nodes: I64, at: I64, epoch: I64) -> I64:
@@ -153,5 +212,6 @@ stale: Callable[[I64, I64, I64], I64] = _stale_c if compiled else stale_py
 extremes: Callable[[F64, I64], tuple[F64, F64]] = _extremes_c if compiled else extremes_py
 lookup: Callable[[I64, I64, I64, F64, F64 | None, F64], tuple[I64, F64]] = (
     _lookup_c if compiled else lookup_py)
-request_rows: Callable[..., tuple[F32, list[bool]]] = (
+request_rows: Callable[..., tuple[F32, BOOL]] = (
     _request_rows_c if compiled else request_rows_py)
+few_head: Callable[..., F32] = _few_head_c if compiled else few_head_py

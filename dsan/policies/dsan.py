@@ -6,9 +6,10 @@ refuses a model trained on another feature schema. GPUs inside the chosen node a
 like FGD (least fragmentation after, best fit on ties), because DSAN's features describe
 the node after exactly that choice.
 
-The node is chosen at a resolution of :data:`LOGIT_STEP` (:func:`quantize_logits`), so nodes
-the model scores equal up to float32 noise tie and go to the caller's tie-break (FGD's node
-order in the openb simulator).
+The node is chosen at a resolution of :data:`LOGIT_STEP` (:func:`quantize_logits`, both in
+:mod:`dsan.policies.logitscale`), so nodes the model scores equal up to float32 noise tie and
+go to the caller's tie-break (FGD's node order in the openb simulator). The sidecar asks for
+its 0..100 scores and winner in one call (:meth:`DSANScorer.score_scaled`).
 """
 
 from __future__ import annotations
@@ -23,42 +24,10 @@ import numpy.typing as npt
 from dsan.features import TargetWorkload, default_workload, fgd_select_gpus, schema_hash
 from dsan.model.export import DEFAULT_DIR
 from dsan.model.serving import ServingModel
+from dsan.policies.logitscale import LOGIT_STEP, quantize_logits, scale
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
-#: The resolution DSAN chooses at: logits within half a step of the best tie with it. On
-#: openb the shipped head is FGD's integer score plus linear tie-breaks whose smallest
-#: intended step is 0.0005 (``gpu_max_free`` -0.5 per 1/1000 of a GPU); the float32 model
-#: scores rows with identical weighted features up to a few ulps apart (one ulp is 3.8e-6 at
-#: a logit of 50, 7.6e-6 at 100), which broke exact FGD + skip ties by row-dependent noise
-#: instead of FGD's node order (docs/results/dsan_openb.md, session 5: 19 of 9,160 decisions
-#: on cpu250 seed 7). Half a step, 5e-5, sits well above that noise and 10x below the
-#: smallest tie-break.
-LOGIT_STEP = 1e-4
-
-
-def quantize_logits(logits: npt.ArrayLike, step: float = LOGIT_STEP) -> npt.NDArray[np.float64]:
-    """``logits`` with every finite one within ``step / 2`` of the best set to the best.
-
-    The choice is that of a grid of ``step`` anchored at the best logit; every other logit is
-    left as the model gave it (explanations and the sidecar's scores of the other nodes read
-    them). Anchored at the best, not at 0: rounding to a fixed grid splits two tied logits
-    whenever their exact value sits on a rounding boundary (the shipped weights put
-    0.05 x k/8 = 0.00625 k, odd k, exactly on 1e-4's). Order is kept; non-finite entries are
-    left as they are.
-    """
-    s = np.array(logits, dtype=np.float64)
-    if s.size == 0:
-        return s
-    half = step / 2
-    best = s.max()
-    if np.isfinite(best):  # the usual case (a NaN makes the max NaN; -inf never comes near)
-        s[s >= best - half] = best
-        return s
-    finite = np.isfinite(s)
-    if finite.any():
-        best = s[finite].max()
-        s[finite & (s >= best - half)] = best
-    return s
+__all__ = ["LOGIT_STEP", "DSANScorer", "make", "quantize_logits"]
 
 
 class DSANScorer:
@@ -80,6 +49,13 @@ class DSANScorer:
         (:func:`quantize_logits`): the simulator's argmax and the sidecar's normalised 0..100
         scores (and so its winner) both read these."""
         return quantize_logits(self.serving.logits(pod, snap, nodes))
+
+    def score_scaled(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64],
+                     max_score: int) -> tuple[npt.NDArray[np.int64], int]:
+        """``normalize(self.score(pod, snap, nodes), max_score)`` and the position of its
+        first maximum, in one pass (:func:`dsan.policies.logitscale.scale`): the sidecar's
+        reply when every candidate is scored by this model."""
+        return scale(self.serving.logits(pod, snap, nodes), max_score)
 
     def after_assume(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> None:
         """The sidecar calls this after the reply left, once ``pod`` is charged to ``node``:

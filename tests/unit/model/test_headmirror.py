@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from dsan.features import default_workload
-from dsan.filtering import feasible_nodes
-from dsan.model import headmirror
+from dsan.features import default_workload, fgd_select_gpus
+from dsan.filtering import allocate, feasible_nodes, release
+from dsan.model import headmirror, headscan
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.headcache import _class_of
 from dsan.model.net import DSANNet, ModelConfig
@@ -70,3 +70,40 @@ def test_few_row_head_matches_the_many_row_head(which: str,
             dead_seen += int(dead.sum())
     if which == "gated":
         assert dead_seen > 0
+
+
+@pytest.mark.skipif(not headscan.compiled, reason="dsan._headscan not built")
+def test_the_settle_path_stays_in_the_c_twins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prefetch after an assumption (the settle) and the next request's few changed rows
+    reach the C twins with arrays they accept: a Fortran-ordered gather of the class's
+    quantities once sent every settle to numpy without any error to show for it."""
+    model, _ = load(DEFAULT_DIR)
+    snap = _snap(40, seed=8)
+    sm = ServingModel(model, default_workload())
+    fell_back: list[str] = []
+    for name in ("request_rows_py", "few_head_py"):
+        twin = getattr(headscan, name)
+
+        def spy(*a: object, _twin: object = twin, _name: str = name) -> object:
+            fell_back.append(_name)
+            return _twin(*a)  # type: ignore[operator]
+
+        monkeypatch.setattr(headscan, name, spy)
+    pod = PODS[0]  # many feasible nodes: the assumptions rarely move the extremes
+    nodes = feasible_nodes(pod, snap)
+    placed: list[tuple[int, tuple[int, ...]]] = []
+    few_seen = 0
+    for _ in range(8):
+        got = sm.logits(pod, snap, nodes)
+        best = int(nodes[int(np.argmax(got))])
+        gpus = fgd_select_gpus(pod, snap, best, default_workload())
+        allocate(snap, pod, best, gpus)
+        placed.append((best, gpus))
+        if len(placed) > 2:  # an older pod leaves too: two rows of the class change
+            release(snap, pod, *placed.pop(0))
+        assert sm.head is not None
+        before = sm.head.rows_scored
+        assert sm.prefetch(pod, snap)
+        few_seen += 2 <= sm.head.rows_scored - before <= headmirror.FEW_ROWS
+    assert few_seen
+    assert fell_back == []

@@ -18,9 +18,13 @@ def test_rows_resolve_only_against_their_own_table() -> None:
     got = NodeRows(rows, pub.table_epoch).resolve(pub)
     assert got.tolist() == [2, 0, 2] and len(NodeRows(rows, pub.table_epoch)) == 3
     assert NodeRows(np.zeros(0, dtype=np.int64), pub.table_epoch).resolve(pub).size == 0
-    for bad in ([3], [-1], [0, 1, 3]):
-        with pytest.raises(BadNodeRows, match="3 nodes"):
-            NodeRows(np.array(bad, dtype=np.int64), pub.table_epoch).resolve(pub)
+    for dtype in (np.int64, np.int32):  # both bounds in one uint64 reduction, any int dtype
+        assert NodeRows(rows.astype(dtype), pub.table_epoch).resolve(pub).tolist() == [2, 0, 2]
+        for bad in ([3], [-1], [0, 1, 3], [2, -2**31], [2**31 - 1, 0]):
+            with pytest.raises(BadNodeRows, match="3 nodes"):
+                NodeRows(np.array(bad, dtype=dtype), pub.table_epoch).resolve(pub)
+    with pytest.raises(BadNodeRows, match="3 nodes"):
+        NodeRows(np.array([0, -2**63], dtype=np.int64), pub.table_epoch).resolve(pub)
     with pytest.raises(StaleNodeTable, match=f"epoch {pub.table_epoch + 1} "):
         NodeRows(rows, pub.table_epoch + 1).resolve(pub)
     cache.replace_nodes([ko.node("n9", cpu="4", gpus=2, model="A100")])  # a new node set

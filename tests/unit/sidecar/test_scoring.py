@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dsan.filtering import feasible
+from dsan.policies.base import normalize
 from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
@@ -124,6 +126,58 @@ def test_a_failing_policy_degrades_to_the_fallback_and_is_counted() -> None:
     res = eng.score(POD, names)
     assert res.scores.tolist() == [0, 100, 33] and res.fallback == 3
     assert eng.policy_errors == 1
+
+
+class Scaled(CpuFree):
+    """CpuFree with the one-pass ``score_scaled`` (as DSAN has); ``broken`` raises there."""
+
+    def __init__(self, name: str = "cpu-free", broken: bool = False) -> None:
+        super().__init__(name)
+        self.broken = broken
+        self.scaled: list[list[int]] = []
+
+    def score_scaled(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64],
+                     max_score: int) -> tuple[npt.NDArray[np.int64], int]:
+        self.scaled.append(nodes.tolist())
+        if self.broken:
+            raise RuntimeError("model file corrupt")
+        out = normalize(self.score(pod, snap, nodes), max_score)
+        return out, int(out.argmax())
+
+
+def test_one_pass_scaling_unless_candidates_go_to_the_fallback() -> None:
+    cache, names = setup(["2", "8", "4"])
+    scorer = Scaled()
+    eng = ScoringEngine(cache, scorer, CpuFree("fgd"), 60)
+    res = eng.score(POD, names)
+    assert scorer.scaled == [[0, 1, 2]] and res.scores.tolist() == [0, 100, 33] and res.best == 1
+    big = PodSpec(name="p", cpu_milli=3000, mem_mib=100)  # n0 cannot host it
+    res = eng.score(POD, ["n2", "ghost", "n0"])  # scaled over the known ones, scattered back
+    assert scorer.scaled[-1] == [2, 0] and res.scores.tolist() == [100, 0, 0] and res.best == 0
+    res = eng.score(big, names)
+    assert scorer.scaled[-1] == [1, 2] and res.scores.tolist() == [0, 100, 0] and res.best == 1
+    # A negative scale could rank an infeasible node's -1 first: the general path decides.
+    res = eng.score(big, ["n0", "n2", "n1"], max_score=-10)
+    assert len(scorer.scaled) == 3 and res.scores.tolist() == [0, 0, -10] and res.best == 1
+    broken = Scaled("dsan", broken=True)
+    eng = ScoringEngine(cache, broken, CpuFree("fgd"), 60)
+    res = eng.score(POD, names)
+    assert res.scores.tolist() == [0, 100, 33] and res.best == 1 and res.fallback == 3
+    assert eng.policy_errors == 1
+
+
+def test_settle_brings_the_served_classs_feasibility_up_to_date() -> None:
+    """The deferred assumption's settle re-checks the winner's row for the pod's feasibility
+    class, so the next reply of that class finds nothing to update."""
+    cache, names = setup(["2", "8", "4"])
+    eng = ScoringEngine(cache, CpuFree(), CpuFree("fb"), 60)
+    before = cache.snapshot().changes
+    eng.score(POD, names, assume="default/p", defer=True)
+    assert eng.settle()
+    pub = cache.snapshot()
+    (mask,) = eng.feasibility._masks.values()
+    assert pub.changes != before and mask.changes == pub.changes
+    assert mask.ok.tolist() == feasible(POD, pub.snap).tolist()
 
 
 def test_telemetry_goes_stale_as_the_clock_moves_without_a_republish() -> None:

@@ -5,7 +5,7 @@ one DSAN trusting, one not, give the same scores and winners request after reque
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -112,3 +112,70 @@ def test_trusting_dsan_answers_as_an_untrusting_one(data: st.DataObject) -> None
             node["status"] = {"allocatable": {**node["status"]["allocatable"], "cpu": "48"}}
             for c in caches:
                 c.upsert_node(node)
+
+
+class Unscaled:
+    """DSAN without ``score_scaled``: the engine normalises its quantized logits and takes
+    the argmax itself (the general path's reference)."""
+
+    name = "dsan"
+    uses_telemetry = True
+
+    def __init__(self) -> None:
+        self.inner = DSANScorer(ServingModel(MODEL, default_workload()))
+        self.trust_snapshot_versions = self.inner.trust_snapshot_versions
+        self.note_changes = self.inner.note_changes
+        self.after_assume = self.inner.after_assume
+        self.select_gpus = self.inner.select_gpus
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot,
+              nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self.inner.score(pod, snap, nodes)
+
+
+def _aged_cache(old: list[int]) -> GraphCache:
+    """_cache()'s nodes, the GPU nodes at ``old`` with telemetry 100 s older than the rest."""
+    cache = GraphCache(SidecarConfig(telemetry_stale_s=1e9), wall=lambda: NOW.timestamp() + 5)
+    cache.replace_nodes(NODES)
+    for i, node in enumerate(NODES):
+        if node["status"]["allocatable"].get("nvidia.com/gpu"):
+            at = NOW - timedelta(seconds=100 if i in old else 0)
+            cache.upsert_telemetry(ko.telemetry(node["metadata"]["name"], sampled_at=at,
+                                                util=[[float((i * 7 + g) % 100)] * 4
+                                                      for g in range(8)]))
+    return cache
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_one_pass_scaling_answers_as_the_general_path(data: st.DataObject) -> None:
+    """DSANScorer.score_scaled (taken when every candidate is known, feasible and fresh)
+    gives the general path's scores, winner and counts, request after request, with
+    unknown, infeasible (GPU pods on CPU nodes, a 48-CPU pod on 32-CPU nodes) and stale
+    candidates mixed in."""
+    old = data.draw(st.lists(st.sampled_from([0, 2, 4, 6, 8]), max_size=3))
+    stale_s = data.draw(st.sampled_from([30.0, 1e9]))
+    caches = [_aged_cache(old), _aged_cache(old)]
+    wall = lambda: NOW.timestamp() + 5  # noqa: E731
+    scaled = DSANScorer(ServingModel(MODEL, default_workload()))
+    engines = [ScoringEngine(caches[0], scaled, Untrusting(), stale_s, wall=wall),
+               ScoringEngine(caches[1], Unscaled(), Untrusting(), stale_s, wall=wall)]
+    assert engines[0]._score_scaled is not None and engines[1]._score_scaled is None
+    shapes = [*POD_SHAPES, {"cpu": "48", "memory": "16Gi"}]
+    gpu_nodes = NAMES[::2]
+    for k in range(8):
+        shape = shapes[data.draw(st.integers(0, len(shapes) - 1))]
+        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **shape),  # type: ignore[arg-type]
+                                caches[0].models)
+        pool = data.draw(st.sampled_from([NAMES, gpu_nodes]))
+        names = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool),
+                                   unique=True))
+        for _ in range(data.draw(st.integers(0, 2))):  # names the cache never heard of
+            names.insert(data.draw(st.integers(0, len(names))), f"ghost-{k}-{len(names)}")
+        got = [e.score(spec, names, assume=f"default/p{k}", defer=True) for e in engines]
+        assert got[0].scores.tolist() == got[1].scores.tolist()
+        assert (got[0].best, got[0].unknown, got[0].infeasible, got[0].fallback) == \
+            (got[1].best, got[1].unknown, got[1].infeasible, got[1].fallback)
+        for e in engines:
+            e.settle()
+    assert engines[0].policy_errors == engines[1].policy_errors == 0
