@@ -5,7 +5,7 @@
 1. the openb stage: a model directory (``init_model``), or by default a fresh residual DSAN
    seeded by ``seed`` (its MLP residual is zero: it ranks as FGD) into which ``openb_skip``
    (engineer O's searched tie-break weights, a JSON with ``features`` and ``weights``) is
-   written by :func:`dsan.train.search.apply`; then **freeze** the node encoders (LSTM, GNN)
+   written by :func:`dsan.train.skipweights.apply`; then **freeze** the node encoders (LSTM, GNN)
    and the head's prior scale and skip: the scenario stage trains the attention fusion and
    the head's MLP and value only, and its residual is gated off without telemetry
    (:mod:`dsan.train.gate`), so it cannot undo the openb stage's parameters or decisions,
@@ -132,7 +132,7 @@ def openb_stage(a: ScenarioArgs) -> tuple[DSANNet, dict[str, Any]]:
         model = DSANNet(ModelConfig(hidden=32, head="residual"))
         manifest = {"version": f"residual-seed{a.seed}", "training": {"head": "residual"}}
     if a.openb_skip:
-        from dsan.train.search import apply, load_openb_skip
+        from dsan.train.skipweights import apply, load_openb_skip
 
         # (features, weights, gpu_only, gpu_weights): old files without gpu_weights still load
         features, weights, gpu_only, gpu_weights = load_openb_skip(a.openb_skip)
