@@ -31,7 +31,7 @@ from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
 from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.linear import LinearFGDScorer
-from dsan.train.search import SkipArgs, linear_from_model
+from dsan.train.skipweights import SkipArgs, linear_from_model
 
 
 class Lockstep:

@@ -32,7 +32,13 @@ from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
 from dsan.train.linear import LinearFGDScorer
-from dsan.train.search import SkipArgs, linear_from_model, share_args, share_from_model, skip_args
+from dsan.train.skipweights import (
+    SkipArgs,
+    linear_from_model,
+    share_args,
+    share_from_model,
+    skip_args,
+)
 
 
 def published_fgd() -> dict[str, tuple[float, float]]:

@@ -10,12 +10,13 @@ Each run builds bench/test_score_latency.py's DSAN worlds from the given tree (i
 first on ``sys.path``) for the sizes in ``$DSAN_BENCH_SIZES`` (default 100,1000) and serves
 the same requests back to back, 1,000 times after 200 warm-up calls: the gRPC handler on
 node-table rows (what the DSANScore plugin sends; no socket), then the post-reply settle,
-as the server runs them. Per step it records the wall time and the thread's CPU time
-(``time.thread_time_ns``): on this shared 2-core machine the wall time of a step swings
-with other processes' load (preemption), its CPU time much less, so the CPU-time median is
-what separates two trees, the wall times show what a client saw in that run. One JSON line
-per run (with the 1-minute load average); ``--report`` prints, per tree, the median over
-runs of each statistic.
+as the server runs them. ``DSAN_AB_API=inprocess`` replies with ``ScoringService.score`` on
+the candidate names instead (the in-process rows of latency.md, assumption deferred). Per
+step it records the wall time and the thread's CPU time (``time.thread_time_ns``): on this
+shared 2-core machine the wall time of a step swings with other processes' load
+(preemption), its CPU time much less, so the CPU-time median is what separates two trees,
+the wall times show what a client saw in that run. One JSON line per run (with the 1-minute
+load average); ``--report`` prints, per tree, the median over runs of each statistic.
 """
 
 from __future__ import annotations
@@ -63,10 +64,13 @@ def measure(n: int) -> dict[str, dict[str, float]]:
             node_indices=rows, node_table_epoch=table.table_epoch).SerializeToString())
     calls = itertools.cycle(reqs)
     handler = ScoreHandler(svc)
+    named = itertools.cycle([(f"bench-uid-{i}", w.cands[i]) for i in range(VARIANTS)])
     steps: dict[str, Callable[[], object]] = {
         "reply": lambda: handler._score(next(calls)),
         "settle": svc.settle,
     }
+    if os.environ.get("DSAN_AB_API") == "inprocess":
+        steps["reply"] = lambda: svc.score("inprocess", w.spec, *next(named), 100, defer=True)
     wall: dict[str, list[int]] = {k: [] for k in [*steps, "reply + settle"]}
     cpu: dict[str, list[int]] = {k: [] for k in wall}
     for i in range(WARMUP + ROUNDS):
@@ -108,7 +112,8 @@ def main(argv: list[str]) -> int:
     tree = os.path.abspath(argv[0] if argv else ".")
     sys.path[:0] = [tree, os.path.join(tree, "bench")]
     sizes = [int(s) for s in os.environ.get("DSAN_BENCH_SIZES", "100,1000").split(",")]
-    out = {"tree": tree, "load": os.getloadavg()[0],
+    out = {"tree": tree, "api": os.environ.get("DSAN_AB_API", "grpc"),
+           "load": os.getloadavg()[0],
            "utc": time.strftime("%H:%M:%S", time.gmtime()),
            "worlds": {str(n): measure(n) for n in sizes}}
     print(json.dumps(out), flush=True)

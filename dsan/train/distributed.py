@@ -42,9 +42,10 @@ import torch.multiprocessing as mp
 
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
+from dsan.train.csvlog import CsvLog
 from dsan.train.env import EnvConfig, make_episode
 from dsan.train.learner import Grad, LocalLearner, Share, global_moments, ppo_rounds
-from dsan.train.ppo import EVAL_SEED_BASE, Args, _CsvLog, ppo_update
+from dsan.train.ppo import EVAL_SEED_BASE, PPO_FIELDS, Args, ppo_update
 from dsan.train.rollout import Rollout, RowStore, collect
 
 SHIP = ("gradients", "rollouts")
@@ -213,7 +214,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     cfg = model.cfg.to_dict()
     workers = [f"worker{i}" for i in range(1, d.workers + 1)]
     eval_seeds = [EVAL_SEED_BASE + i for i in range(a.eval_episodes)]
-    log = _CsvLog(out / "metrics.csv", resume=False)
+    log = CsvLog(out / "metrics.csv", PPO_FIELDS, resume=False)
     t0 = time.perf_counter()
     ps.judge(rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds)))
     counts: list[int] = []

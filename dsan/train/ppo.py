@@ -14,7 +14,6 @@ The distributed trainer (:mod:`dsan.train.distributed`) reuses :func:`ppo_update
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ from tqdm import tqdm
 
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
+from dsan.train.csvlog import CsvLog
 from dsan.train.env import EnvConfig, RewardWeights, make_episode
 from dsan.train.rollout import Rollout, collect, run_episode
 from dsan.train.teachers import TEACHERS, make_teacher
@@ -149,6 +149,10 @@ def evaluate(
 
 TEACHERS_AUTO = ("fgd-pack", "fgd", "bestfit")
 EVAL_SEED_BASE = 10_000  # held-out episode seeds never overlap training seeds (< 10_000)
+#: metrics.csv's columns of the openb PPO stage (and of its distributed twin, which adds
+#: ``event``: accept or rollback).
+PPO_FIELDS = ("iteration", "phase", "loss", "reward", "eval_alloc_pct", "decisions_per_s",
+              "pg", "vf", "ent", "kl", "wall_s", "event")
 
 
 def train(a: Args) -> dict[str, Any]:
@@ -164,7 +168,7 @@ def train(a: Args) -> dict[str, Any]:
     start_it, state = 0, {}
     ckpt = out / "ckpt.pt"
     t0 = time.perf_counter()
-    log = _CsvLog(out / "metrics.csv", resume=a.resume)
+    log = CsvLog(out / "metrics.csv", PPO_FIELDS, resume=a.resume)
     if a.resume and ckpt.is_file():
         state = torch.load(ckpt, weights_only=False)
         model.load_state_dict(state["model"])
@@ -180,6 +184,7 @@ def train(a: Args) -> dict[str, Any]:
         baselines[teacher] = evaluate(None, env, eval_seeds, teacher)
     parity_at = max(baselines.values())  # "best-heuristic parity"
     parity_s = state.get("parity_s")
+    best = -1.0  # the warm start's score once imitation ran, else the resumed model's
     if start_it == 0:
         eps = []
         for _ in range(a.imitation_episodes):
@@ -190,7 +195,7 @@ def train(a: Args) -> dict[str, Any]:
                 )
             )
         il = imitation_update(model, opt, eps, a.imitation_epochs, a.minibatch, rng)
-        score = evaluate(model, env, eval_seeds)
+        score = best = evaluate(model, env, eval_seeds)
         if parity_s is None and score >= parity_at - 1e-9:
             parity_s = time.perf_counter() - t0
         log.write(
@@ -206,7 +211,8 @@ def train(a: Args) -> dict[str, Any]:
             g["lr"] = a.ppo_lr
         # The warm-started model is the first "best": PPO must beat it to replace it.
         torch.save(model.state_dict(), out / "best.pt")
-    best = evaluate(model, env, eval_seeds) if start_it else log.last_eval
+    if start_it:
+        best = evaluate(model, env, eval_seeds)
     bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:
         t_col = time.perf_counter()
@@ -269,33 +275,3 @@ def train(a: Args) -> dict[str, Any]:
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
-
-
-class _CsvLog:
-    FIELDS = (
-        "iteration",
-        "phase",
-        "loss",
-        "reward",
-        "eval_alloc_pct",
-        "decisions_per_s",
-        "pg",
-        "vf",
-        "ent",
-        "kl",
-        "wall_s",
-        "event",
-    )
-
-    def __init__(self, path: Path, resume: bool) -> None:
-        self.path = path
-        self.last_eval = -1.0
-        if not (resume and path.is_file()):
-            with path.open("w", newline="") as f:
-                csv.DictWriter(f, self.FIELDS).writeheader()
-
-    def write(self, row: dict[str, Any]) -> None:
-        if "eval_alloc_pct" in row:
-            self.last_eval = float(row["eval_alloc_pct"])
-        with self.path.open("a", newline="") as f:
-            csv.DictWriter(f, self.FIELDS, extrasaction="ignore").writerow(row)

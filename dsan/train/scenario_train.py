@@ -5,7 +5,7 @@
 1. the openb stage: a model directory (``init_model``), or by default a fresh residual DSAN
    seeded by ``seed`` (its MLP residual is zero: it ranks as FGD) into which ``openb_skip``
    (engineer O's searched tie-break weights, a JSON with ``features`` and ``weights``) is
-   written by :func:`dsan.train.search.apply`; then **freeze** the node encoders (LSTM, GNN)
+   written by :func:`dsan.train.skipweights.apply`; then **freeze** the node encoders (LSTM, GNN)
    and the head's prior scale and skip: the scenario stage trains the attention fusion and
    the head's MLP and value only, and its residual is gated off without telemetry
    (:mod:`dsan.train.gate`), so it cannot undo the openb stage's parameters or decisions,
@@ -41,14 +41,18 @@ from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
+from dsan.train.csvlog import CsvLog
 from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
-from dsan.train.scenario_log import CsvLog
 from dsan.train.scenario_rollout import ScenarioRollout, run_window
 from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
 from dsan.train.scenario_updates import imitation_update, ppo_update
 
 EVAL_SEED_BASE = 10_000
+#: metrics.csv's columns of the scenario stage (every float of a row also goes to TensorBoard).
+SCENARIO_FIELDS = ("iteration", "phase", "loss", "reward", "eval_reward", "eval_utilization_pct",
+                   "eval_sla_violation_pct", "eval_cost", "eval_p99_task_latency_s",
+                   "eval_queueing_events", "pg", "vf", "ent", "kl", "wall_s")
 
 
 @dataclass
@@ -128,7 +132,7 @@ def openb_stage(a: ScenarioArgs) -> tuple[DSANNet, dict[str, Any]]:
         model = DSANNet(ModelConfig(hidden=32, head="residual"))
         manifest = {"version": f"residual-seed{a.seed}", "training": {"head": "residual"}}
     if a.openb_skip:
-        from dsan.train.search import apply, load_openb_skip
+        from dsan.train.skipweights import apply, load_openb_skip
 
         # (features, weights, gpu_only, gpu_weights): old files without gpu_weights still load
         features, weights, gpu_only, gpu_weights = load_openb_skip(a.openb_skip)
@@ -192,7 +196,7 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
     anchor = OpenbAnchor(model, AnchorConfig(episodes=a.anchor_episodes, coef=a.anchor_coef))
     opt = torch.optim.Adam(params, lr=a.lr)
     ckpt, t0, start_it = out / "ckpt.pt", time.perf_counter(), 0
-    log = CsvLog(out / "metrics.csv", a.resume and ckpt.is_file())
+    log = CsvLog(out / "metrics.csv", SCENARIO_FIELDS, a.resume and ckpt.is_file())
     tb = SummaryWriter(str(out / "tb"))
     state: dict[str, Any] = {}
     if a.resume and ckpt.is_file():
@@ -223,11 +227,8 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
                 model, opt, ros, 1, a.minibatch, rng, anchor, a.class_by_priority
             )
         ev = evaluate(a, model)
-        log.write(
-            tb,
-            -1,
-            {"phase": "imitation", "loss": loss, **_eval(ev), "wall_s": time.perf_counter() - t0},
-        )
+        log.write({"iteration": -1, "phase": "imitation", "loss": loss, **_eval(ev),
+                   "wall_s": time.perf_counter() - t0}, tb)
         for g in opt.param_groups:
             g["lr"] = a.ppo_lr
         torch.save(model.state_dict(), out / "best.pt")
@@ -249,11 +250,8 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
             util=f"{ev['utilization_pct']:.1f}",
             sla=f"{ev['sla_violation_pct']:.2f}",
         )
-        log.write(
-            tb,
-            it,
-            {"phase": "ppo", "reward": rew, **_eval(ev), **st, "wall_s": time.perf_counter() - t0},
-        )
+        log.write({"iteration": it, "phase": "ppo", "reward": rew, **_eval(ev), **st,
+                   "wall_s": time.perf_counter() - t0}, tb)
         if ev["reward"] >= best:
             best = ev["reward"]
             torch.save(model.state_dict(), out / "best.pt")

@@ -1,5 +1,5 @@
 """LinearFGDScorer: its columns are featurize's, zero weights are FGD, and a residual DSAN
-carrying the same skip weights (search.apply) ranks candidates the same way."""
+carrying the same skip weights (skipweights.apply) ranks candidates the same way."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dsan.policies.fgd import FGDScorer
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.train.linear import SUPPORTED, LinearFGDScorer, columns
-from dsan.train.search import apply, linear_from_model
+from dsan.train.skipweights import apply, linear_from_model
 
 PODS = [
     PodSpec("share", 4000, 8000, 1, 450),

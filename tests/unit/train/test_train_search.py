@@ -14,7 +14,8 @@ from dsan.sim import paths
 from dsan.sim.openb import load_nodes
 from dsan.train.es import SearchConfig, search
 from dsan.train.linear import COLUMNS, SUPPORTED
-from dsan.train.search import GreedyConfig, greedy, load_openb_skip, screen
+from dsan.train.search import GreedyConfig, greedy, screen
+from dsan.train.skipweights import load_openb_skip
 
 OPT = np.array([-0.4, 0.3])
 
