@@ -331,6 +331,80 @@ def main(argv: list[str]) -> int:
 
 
 _NOTES = """
+## Session 9: DSAN's reply
+
+What DSAN's reply did besides the model, and what changed (E9, 4 Dec 2026; commits 83df5d0, 367acce,
+0f1f7cc, 42ad21d, 7337282). Every answer is unchanged: scores, winner and counts (tests pin the new
+paths to the general one on random requests with unknown, infeasible and stale candidates; the twins
+to each other).
+
+* Quantized logits to 0..100 scores to the winner was three numpy passes and a dozen small calls
+  (`quantize_logits`, `normalize`, `argmax`: 9.1 us at 100 candidates, 11.8 at 1,000, min of
+  5x20,000). It is now one C call, `dsan._logitscale` (1.1 / 3.3 us), the twin of
+  `dsan.policies.logitscale.scale_py`, reached through `DSANScorer.score_scaled`. The engine takes
+  it whenever no candidate goes to the fallback. Beside infeasible or unknown candidates it scales
+  the feasible ones and scatters them back, which needs max_score >= 0. The bench's candidate lists
+  hold the CPU-only nodes a GPU pod cannot use, so an all-feasible-only shortcut would never have
+  run there.
+* The feasibility re-check of the rows written since the class's last request (usually the previous
+  winner's) moved from the next reply into the settle (`FeasibleCache.mask`: 4-10 us of the reply,
+  now a dictionary lookup). The settle grows by about as much, 4-6 us by its minimum.
+* Node-table rows are bounds-checked once (`NodeRows.resolve`, one reduction over the rows as
+  uint64), and the engine no longer takes their minimum again.
+
+Measured with `bench/latency_dsan_ab.py`, 16 interleaved runs per tree and API, 17:18-17:25 UTC,
+load 1.9-3.1 (other engineers' jobs on the 2 cores). `before` is 3506f33, the parent of the first
+commit; `after` is 3506f33 with the five commits cherry-picked, without the lead's few-row head
+commits of the same hour. Each tree uses its own compiled twins. Each value is the median over runs
+of the per-run statistic: thread CPU time in microseconds, 1,000 calls after 200 warm-up calls. gRPC
+is the handler on node-table rows with no socket (the default); in process is `ScoringService.score`
+on names with the assumption deferred (`DSAN_AB_API=inprocess`). The last column counts the run
+pairs in which `after` had the lower p50.
+
+| API | nodes | step | before min / p50 / p99 | after min / p50 / p99 | after's p50 lower |
+|---|---|---|---|---|---|
+| gRPC handler | 100 | reply | 70.6 / 95.1 / 299.6 | 47.7 / 67.2 / 267.1 | 13 of 16 |
+| gRPC handler | 100 | settle | 36.5 / 124.4 / 343.0 | 42.3 / 130.7 / 354.3 | 7 of 16 |
+| gRPC handler | 100 | reply + settle | 118.0 / 251.1 / 535.2 | 100.2 / 230.8 / 504.4 | 11 of 16 |
+| gRPC handler | 1000 | reply | 97.9 / 126.8 / 256.3 | 68.3 / 74.5 / 185.3 | 14 of 16 |
+| gRPC handler | 1000 | settle | 104.0 / 138.6 / 268.2 | 110.3 / 123.3 / 277.8 | 10 of 16 |
+| gRPC handler | 1000 | reply + settle | 202.5 / 267.4 / 483.3 | 179.6 / 200.2 / 422.3 | 13 of 16 |
+| in process | 100 | reply | 48.3 / 69.7 / 246.3 | 30.1 / 48.1 / 216.8 | 13 of 16 |
+| in process | 100 | settle | 33.4 / 117.4 / 321.2 | 38.4 / 134.0 / 354.7 | 6 of 16 |
+| in process | 100 | reply + settle | 91.1 / 214.9 / 459.9 | 75.3 / 203.0 / 467.4 | 8 of 16 |
+| in process | 1000 | reply | 120.9 / 143.8 / 290.9 | 93.5 / 114.3 / 230.9 | 14 of 16 |
+| in process | 1000 | settle | 98.0 / 122.8 / 271.1 | 101.8 / 135.0 / 288.9 | 6 of 16 |
+| in process | 1000 | reply + settle | 220.7 / 278.1 / 525.2 | 197.1 / 259.9 / 481.9 | 10 of 16 |
+
+Reproduce: a worktree per tree with its own twins built (`git worktree add /tmp/old 3506f33 && cd
+/tmp/old && $OLDPWD/.venv/bin/python setup.py build_ext --inplace`; a worktree without them silently
+runs the numpy twins), then alternate `nice -n 10 .venv/bin/python bench/latency_dsan_ab.py /tmp/old
+>> out/ab.jsonl` with the new tree (and again with `DSAN_AB_API=inprocess` into another file), and
+`--report` each file.
+
+How to read these numbers:
+
+* The minimum is the cost of the work itself, and it is stable from run to run (two earlier sets at
+  17:01-17:15 UTC gave the same minima within 1-2 us). Replies are 18-30 us cheaper at both sizes
+  and through both APIs. The settle is 4-6 us dearer, because it now does the feasibility re-check.
+* The per-run p50 is bimodal on this shared machine: whole runs land 30-60 % higher in reply and
+  settle alike, for both trees. So a p50 difference between two trees can be off by tens of
+  microseconds. That is why the pair counts are given beside them.
+* p99 on 2 shared cores is mostly preemption. The reply p99s above are lower after, but no claim is
+  made from one machine state.
+
+Left on the reply, outside the model:
+
+* `ServingModel.refresh` costs ~2.4 us on every call. Nearly all of it is the weights-version sum
+  over 29 parameters (~2.2 us), which catches in-place writes to the weights. Skipping it would need
+  the sidecar to promise it never writes the weights, a contract nobody has written down.
+* In `sidecar/grpc_server.py` (timed by wrapping functions, so a microsecond or so high each): the
+  pod spec's cache key (`_podspec`, ~7 us: the protobuf maps' items into tuples), the candidates
+  (~4 us), and the reply's encoding with its tail (~6-10 us; `encode_scores` takes two reductions
+  for its 0..127 check). These are not in this change's files.
+* The engine's glue around the feasibility mask (gather, count, positions, scatter; ~4 us at 100
+  candidates, ~7 at 1,000), and `ScoreResult` (~1.4 us).
+
 ## Budgets: met or not, and why (session 3's analysis, kept as written)
 
 The verdicts for the run on this page are the table at the top ("Budgets met or missed (this
