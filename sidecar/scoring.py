@@ -94,6 +94,9 @@ class ScoringEngine:
         #: A scorer's one-pass ``normalize(score(...))`` and first argmax (DSAN's
         #: ``score_scaled``), used when no candidate goes to the fallback.
         self._score_scaled = getattr(scorer, "score_scaled", None)
+        fix_weights = getattr(scorer, "fix_weights", None)
+        if fix_weights is not None:  # a model served here is loaded once and never trained
+            fix_weights()
         #: Called before the served scorer reads a snapshot: the rows written since it last
         #: read it, for a scorer that trusts snapshot versions (sidecar.scorerfeed).
         self._feed = ScorerFeed(cache, scorer)
