@@ -5,7 +5,6 @@ model's while nothing writes. Without the promise a write is picked up
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from dsan.features import default_workload
