@@ -16,10 +16,11 @@ Both APIs call :meth:`ScoringEngine.score`. Phases, each timed into the latency 
 Nothing here loops over nodes in Python or allocates per node; the name lookup is one
 ``np.fromiter`` over a C-level ``map``.
 
-Fast path: a scorer with a ``cache_key`` (FGD, k8s-default) is served from a
-:class:`~sidecar.scorecache.ScoreCache` (raw scores and feasibility of every node per pod
-class, recomputed only on changed rows), and the winner is assumed under the same lock with
-the published snapshot patched in place, so the next request needs no O(n) republish.
+Fast path (:mod:`sidecar.classpaths`): a scorer with a ``cache_key`` (FGD, k8s-default) is
+served from a :class:`~sidecar.scorecache.ScoreCache` (raw scores and feasibility of every
+node per pod class, recomputed only on changed rows), and the winner is assumed under the same
+lock with the published snapshot patched in place, so the next request needs no O(n)
+republish.
 
 Deferred bookkeeping (``defer=True``, what both APIs use): the winner's assumption, the served
 class's refresh of that row (scores, or for a scorer scored in full its feasibility,
@@ -36,7 +37,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import repeat
 
 import numpy as np
@@ -47,32 +47,16 @@ from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
 from sidecar.candidates import NodeRows, NoKnownNodes, unknown_message
+from sidecar.classpaths import score_cached, score_class
 from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
+from sidecar.scoreresult import ScoreResult
 from sidecar.scorerfeed import ScorerFeed
 from sidecar.staleness import Staleness
 
 __all__ = ["ScoreResult", "ScoringEngine"]
 
 log = logging.getLogger("dsan.sidecar.scoring")
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreResult:
-    #: One score per requested name, in request order, 0..max_score.
-    scores: npt.NDArray[np.int64]
-    #: Position (in the request) of the best node, -1 if none is scorable.
-    best: int
-    unknown: int
-    infeasible: int
-    fallback: int
-    version: int
-    featurize_s: float
-    model_s: float
-    total_s: float
-    #: ``Published.table_epoch`` of the snapshot scored on (the client's table is current
-    #: when it matches).
-    table_epoch: int = 0
 
 
 class ScoringEngine:
@@ -110,6 +94,9 @@ class ScoringEngine:
         #: A scorer's one-pass ``normalize(score(...))`` and first argmax (DSAN's
         #: ``score_scaled``), used when no candidate goes to the fallback.
         self._score_scaled = getattr(scorer, "score_scaled", None)
+        fix_weights = getattr(scorer, "fix_weights", None)
+        if fix_weights is not None:  # a model served here is loaded once and never trained
+            fix_weights()
         #: Called before the served scorer reads a snapshot: the rows written since it last
         #: read it, for a scorer that trusts snapshot versions (sidecar.scorerfeed).
         self._feed = ScorerFeed(cache, scorer)
@@ -201,7 +188,8 @@ class ScoringEngine:
             key = self.classes.key(pod)
             if key is not None:
                 try:
-                    res = self._score_class(pod, key, pub, names, rows, max_score, t0)
+                    res = score_class(self.classes, pod, key, pub, names, rows, max_score,
+                                      self._strict, t0)
                 except NoKnownNodes:
                     raise
                 except Exception:  # the class could not be updated: the general path
@@ -211,65 +199,6 @@ class ScoringEngine:
                 if res is not None:
                     return res
         return self._score_general(pod, names, rows, max_score, pub, t0, try_cached)
-
-    def _score_class(self, pod: PodSpec, key: object, pub: Published,
-                     names: Sequence[str] | NodeRows, given: npt.NDArray[np.int64] | None,
-                     max_score: int, t0: float) -> ScoreResult | None:
-        """The class cache's answer with no masks (the hot path of FGD and k8s-default);
-        None when the class holds non-finite scores of feasible nodes (general path).
-
-        Unknown names map to the entry's sentinel row, whose raw score is NaN like an
-        infeasible node's; min/max skip NaN (``fmin``/``fmax``) and ``fmax(x, 0)`` turns
-        NaN into score 0. The scaling is :func:`normalize`'s, element for element, and the
-        winner is the first maximum: infeasible nodes score 0 and the best feasible one
-        ``max_score`` >= 1, so it is the first feasible maximum, as in the general path.
-        """
-        m = len(names)
-        e = self.classes.entry(pod, key, pub)
-        if e.bad:
-            return None
-        sentinel = len(e.ok)
-        if given is not None:
-            rows = given  # rows of this snapshot's table: all known
-        else:
-            assert not isinstance(names, NodeRows)
-            rows = np.fromiter(map(pub.index.get, names, repeat(sentinel)), dtype=np.int64,
-                               count=m)
-        t1 = time.perf_counter()
-        r = e.rawx[rows]
-        n_nan = int(np.count_nonzero(np.isnan(r)))  # infeasible or unknown
-        n_unknown = 0
-        if n_nan and rows.max() == sentinel:  # one reduction when every name is known
-            n_unknown = int(np.count_nonzero(rows == sentinel))
-            if n_unknown == m or (self._strict and n_unknown):
-                assert not isinstance(names, NodeRows)
-                raise NoKnownNodes(unknown_message(names, rows != sentinel))
-        t2 = time.perf_counter()
-        best = -1
-        if n_nan == m:
-            out = np.zeros(m, dtype=np.int64)
-        else:
-            lo, hi = np.fmin.reduce(r), np.fmax.reduce(r)
-            span = hi - lo
-            if 0 < span < np.inf:
-                f = r - lo
-                f *= max_score / span
-                np.rint(f, out=f)
-                if n_nan:
-                    np.fmax(f, 0.0, out=f)
-                best = int(np.argmax(f))  # float argmax: same first maximum, cheaper
-                out = f.astype(np.int64)
-            else:  # all equal, or a span past float64: normalize's own cases
-                fit = ~np.isnan(r)
-                out = np.zeros(m, dtype=np.int64)
-                out[fit] = normalize(r[fit], max_score)
-                best = int(np.argmax(out))
-        return ScoreResult(
-            scores=out, best=best, unknown=n_unknown, infeasible=n_nan - n_unknown,
-            fallback=0, version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
-            model_s=t2 - t1,
-            total_s=time.perf_counter() - t0,
-        )
 
     def _score_general(self, pod: PodSpec, names: Sequence[str] | NodeRows,
                        given: npt.NDArray[np.int64] | None, max_score: int, pub: Published,
@@ -295,8 +224,8 @@ class ScoringEngine:
             key = self.classes.key(pod)
             if key is not None:
                 try:
-                    return self._score_cached(pod, key, pub, rows, known, n_unknown,
-                                              max_score, t0)
+                    return score_cached(self.classes, pod, key, pub, rows, known, n_unknown,
+                                        max_score, t0)
                 except Exception:  # the uncached path below degrades and counts it
                     self.cache_misses += 1
         safe = np.where(known, rows, 0) if n_unknown else rows
@@ -366,33 +295,6 @@ class ScoringEngine:
             scores=out, best=best, unknown=n_unknown, infeasible=m - n_unknown - n_ok,
             fallback=n_stale + fell_back, version=pub.version, table_epoch=pub.table_epoch,
             featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
-        )
-
-    def _score_cached(self, pod: PodSpec, key: object, pub: Published,
-                      rows: npt.NDArray[np.int64], known: npt.NDArray[np.bool_],
-                      n_unknown: int, max_score: int, t0: float) -> ScoreResult:
-        """The same result as the uncached path, from the class's cached vectors."""
-        t1 = time.perf_counter()
-        raw_all, ok_all = self.classes.lookup(pod, key, pub)  # "model": changed rows only
-        m = len(rows)
-        ok = ok_all[np.where(known, rows, 0)] & known if n_unknown else ok_all[rows]
-        n_ok = int(np.count_nonzero(ok))
-        t2 = time.perf_counter()
-        if n_ok == m:
-            out = normalize(raw_all[rows], max_score)
-            best = int(np.argmax(out))
-        else:
-            out = np.zeros(m, dtype=np.int64)
-            best = -1
-            if n_ok:
-                out[ok] = normalize(raw_all[rows[ok]], max_score)
-                best = int(np.argmax(np.where(ok, out, -1)))
-        t3 = time.perf_counter()
-        return ScoreResult(
-            scores=out, best=best, unknown=n_unknown, infeasible=m - n_unknown - n_ok,
-            fallback=0, version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
-            model_s=t2 - t1,
-            total_s=t3 - t0,
         )
 
     def filter(self, pod: PodSpec, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:

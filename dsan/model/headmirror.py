@@ -133,7 +133,7 @@ class HeadMirror:
                 live = np.flatnonzero(~c.dead[nodes] | (xr[:, -1] != c.present[nodes]))
             else:
                 live = np.arange(m)
-        lin = c.pre[nodes, h2] + xr @ c.req_w[:, h2]
+        lin = c.pre[:, h2].take(nodes) + xr @ c.req_lin
         sub = nodes if live.size == m else nodes[live]
         g = c.pre[sub, :h2] if live.size == m else c.pre[sub][:, :h2]
         g += (xr if live.size == m else xr[live]) @ c.req_w[:, :h2]
@@ -182,7 +182,7 @@ class HeadMirror:
                                 self._w2, float(self._dead_out), z)
         # The linear term as logits() sums it: a (m, 9) x (9,) product, whose rounding can
         # differ from column 2H of the (m, 9) x (9, 2H + 1) one by a float32 ulp.
-        out += c.pre[nodes, h2] + xr @ c.req_w[:, h2]
+        out += c.pre[:, h2].take(nodes) + xr @ c.req_lin
         out += self._b2
         return out.astype(np.float64)
 

@@ -227,6 +227,9 @@ class ClassRows:
     at: I64  # (n,) tracker tick each row was computed at; -1 never
     w_abs: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))  # (F, 3H + 1)
     req_w: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))  # (9, 2H + 1)
+    #: (9,) req_w's last column (the linear logit terms), contiguous: the head's linear term
+    #: is a product with it on every request
+    req_lin: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     #: (2H,) the most the relative columns can add to a pre-activation (each lies in [0, 1])
     req_top: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     #: (n,) the ReLU layer is zero whatever the relative and age columns (each in [0, 1])
@@ -256,6 +259,7 @@ class ClassRows:
         if self.w_abs.size == 0:  # first rows of the class: its weights (pod columns known now)
             w = layer.of_class(x[0])
             self.req_w = np.ascontiguousarray(w[h:, REQUEST_COLUMNS].T)
+            self.req_lin = np.ascontiguousarray(self.req_w[:, 2 * h])
             w[:, REQUEST_COLUMNS] = 0.0  # featurize_rows leaves them zero; belt and braces
             self.w_abs = np.ascontiguousarray(w.T)
             self.req_top = np.maximum(self.req_w[:-1, : 2 * h], 0.0).sum(0)

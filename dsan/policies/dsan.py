@@ -69,6 +69,11 @@ class DSANScorer:
         row diff (:meth:`ServingModel.trust_snapshot_versions`)."""
         self.serving.trust_snapshot_versions()
 
+    def fix_weights(self) -> None:
+        """The caller (the sidecar's scoring engine) never writes the model's weights:
+        :meth:`ServingModel.fix_weights`."""
+        self.serving.fix_weights()
+
     def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
         """The caller's row-change log: the next snapshot passed went from version ``since``
         to ``version`` by writes to ``rows`` alone (:meth:`ServingModel.note_changes`)."""

@@ -161,6 +161,7 @@ def test_one_pass_scaling_answers_as_the_general_path(data: st.DataObject) -> No
     engines = [ScoringEngine(caches[0], scaled, Untrusting(), stale_s, wall=wall),
                ScoringEngine(caches[1], Unscaled(), Untrusting(), stale_s, wall=wall)]
     assert engines[0]._score_scaled is not None and engines[1]._score_scaled is None
+    assert scaled.serving._fixed_weights  # the engine's promise: it never writes them
     shapes = [*POD_SHAPES, {"cpu": "48", "memory": "16Gi"}]
     gpu_nodes = NAMES[::2]
     for k in range(8):

@@ -1,0 +1,28 @@
+"""What the scoring engine answers for one request (:class:`ScoreResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["ScoreResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreResult:
+    #: One score per requested name, in request order, 0..max_score.
+    scores: npt.NDArray[np.int64]
+    #: Position (in the request) of the best node, -1 if none is scorable.
+    best: int
+    unknown: int
+    infeasible: int
+    fallback: int
+    version: int
+    featurize_s: float
+    model_s: float
+    total_s: float
+    #: ``Published.table_epoch`` of the snapshot scored on (the client's table is current
+    #: when it matches).
+    table_epoch: int = 0
