@@ -12,6 +12,28 @@ from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.gate import GATE_FEATURE, OPENB_ONLY, TRAINED, freeze, gate, gate_margin
 
 
+def _train_steps(model: DSANNet, opt: torch.optim.Optimizer, set_col: int | None = None,
+                 with_value: bool = False) -> None:
+    """Three optimiser steps on random rows (column ``set_col`` at 1), against a random
+    direction of the logits (and the values' sum, with ``with_value``): what the scenario
+    stage's updates do to the parameters it trains."""
+    for _ in range(3):
+        xx = torch.rand(20, len(FEATURE_NAMES))
+        if set_col is not None:
+            xx[:, set_col] = 1.0
+        out, val = model.score(
+            xx,
+            torch.randn(20, 2, model.hidden),
+            torch.ones(20, dtype=torch.bool),
+            torch.zeros(20, dtype=torch.long),
+            1,
+        )
+        loss = (out * torch.randn(20)).sum() + (val.sum() if with_value else 0.0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
 def test_freeze_keeps_the_openb_stage_parameters() -> None:
     model, _ = load(DEFAULT_DIR)
     trainable = {id(p) for p in freeze(model)}
@@ -28,18 +50,7 @@ def test_gate_makes_the_residual_constant_without_telemetry() -> None:
     torch.manual_seed(0)
     col = FEATURE_NAMES.index(GATE_FEATURE)
     opt = torch.optim.Adam(freeze(model), lr=0.5)  # what the scenario stage trains
-    for _ in range(3):  # training steps cannot open the gate (gradient hooks)
-        xx = torch.rand(20, len(FEATURE_NAMES))
-        out, _ = model.score(
-            xx,
-            torch.randn(20, 2, model.hidden),
-            torch.ones(20, dtype=torch.bool),
-            torch.zeros(20, dtype=torch.long),
-            1,
-        )
-        opt.zero_grad()
-        (out * torch.randn(20)).sum().backward()
-        opt.step()
+    _train_steps(model, opt)  # training steps cannot open the gate (gradient hooks)
     assert bool((model.head.proj.weight[:, col] == 100.0).all())
     first, last = model.head.mlp[0], model.head.mlp[2]
     assert isinstance(first, torch.nn.Linear) and isinstance(last, torch.nn.Linear)
@@ -81,19 +92,7 @@ def test_the_residual_never_reads_the_openb_only_columns() -> None:
     gate(model)
     opt = torch.optim.Adam(freeze(model), lr=0.5)
     tel = FEATURE_NAMES.index(GATE_FEATURE)
-    for _ in range(3):
-        xx = torch.rand(20, len(FEATURE_NAMES))
-        xx[:, tel] = 1.0
-        out, val = model.score(
-            xx,
-            torch.randn(20, 2, model.hidden),
-            torch.ones(20, dtype=torch.bool),
-            torch.zeros(20, dtype=torch.long),
-            1,
-        )
-        opt.zero_grad()
-        ((out * torch.randn(20)).sum() + val.sum()).backward()
-        opt.step()
+    _train_steps(model, opt, set_col=tel, with_value=True)
     assert float(model.head.proj.weight[:, cut].abs().max()) == 0.0
     x = torch.rand(30, len(FEATURE_NAMES))
     x[:, tel] = 1.0
