@@ -18,9 +18,7 @@ caller: libm's may differ in the last bit) and the workload shapes' GPU-model ac
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.snapshot import MAX_GPUS
+from dsan.twins import compiled_twin
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -128,13 +127,9 @@ def _hostable(cpu_after: float, free_after: list[int], access: list[bool],
 
 
 def _compiled() -> Callable[..., None] | None:
-    """The C twin, or None when it was not built (no compiler at install time) or
-    ``DSAN_PURE_PYTHON`` is set."""
-    if os.environ.get("DSAN_PURE_PYTHON"):
-        return None
-    try:
-        kernel = importlib.import_module("dsan._rowkernel")
-    except ImportError:
+    """The C twin's ``fill``, or None (:func:`dsan.twins.compiled_twin`)."""
+    kernel = compiled_twin("dsan._rowkernel")
+    if kernel is None:
         return None
     fill_c: Callable[..., None] = kernel.fill
     return fill_c

@@ -21,15 +21,15 @@ pins the twins to each other.
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+
+from dsan.twins import compiled_twin
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -194,14 +194,8 @@ def _lookup_c(nodes: I64, at: I64, e_at: I64, e_age: F64, ages: F64 | None,
 
 
 def _compiled() -> ModuleType | None:
-    """``dsan._headscan``, or None when it was not built (no compiler at install time) or
-    ``DSAN_PURE_PYTHON`` is set."""
-    if os.environ.get("DSAN_PURE_PYTHON"):
-        return None
-    try:
-        return importlib.import_module("dsan._headscan")
-    except ImportError:
-        return None
+    """``dsan._headscan``, or None (:func:`dsan.twins.compiled_twin`)."""
+    return compiled_twin("dsan._headscan")
 
 
 _C: Any = _compiled()

@@ -15,8 +15,6 @@ through the few-row featurizer :func:`dsan.rowfeatures.featurize_rows`.
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +25,7 @@ import numpy.typing as npt
 from dsan.features import PlacementCache
 from dsan.rowfeatures import REQUEST_COLUMNS, featurize_rows
 from dsan.snapshot import ClusterSnapshot, PodSpec, _rows_differ
+from dsan.twins import compiled_twin
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -168,13 +167,8 @@ def _store_c(first: F32, h: int, rows: I64, bias: F32, req_top: F32, req_age: F3
 
 
 def _compiled() -> Any:
-    """``dsan._classrows``, or None when it was not built or ``DSAN_PURE_PYTHON`` is set."""
-    if os.environ.get("DSAN_PURE_PYTHON"):
-        return None
-    try:
-        return importlib.import_module("dsan._classrows")
-    except ImportError:
-        return None
+    """``dsan._classrows``, or None (:func:`dsan.twins.compiled_twin`)."""
+    return compiled_twin("dsan._classrows")
 
 
 _C = _compiled()

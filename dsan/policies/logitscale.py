@@ -18,14 +18,13 @@ each other.
 
 from __future__ import annotations
 
-import importlib
-import os
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dsan.policies.base import normalize
+from dsan.twins import compiled_twin
 
 __all__ = ["LOGIT_STEP", "compiled", "quantize_logits", "scale", "scale_py"]
 
@@ -86,14 +85,8 @@ def _scale_c(logits: npt.ArrayLike, max_score: int,
 
 
 def _compiled() -> Any:
-    """``dsan._logitscale``, or None when it was not built (no compiler at install time) or
-    ``DSAN_PURE_PYTHON`` is set."""
-    if os.environ.get("DSAN_PURE_PYTHON"):
-        return None
-    try:
-        return importlib.import_module("dsan._logitscale")
-    except ImportError:
-        return None
+    """``dsan._logitscale``, or None (:func:`dsan.twins.compiled_twin`)."""
+    return compiled_twin("dsan._logitscale")
 
 
 _C = _compiled()
