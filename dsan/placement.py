@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dsan.clusterwide import cluster_gpu_bound, room_factor, takes_several_gpus
 from dsan.gpuchoice import fgd_select_gpus
 from dsan.policies.frag import node_frag
 from dsan.policies.target import TargetWorkload
@@ -69,6 +70,8 @@ class PlacementCache:
         #: See :meth:`trust_snapshot_versions`: the snapshot object and version last synced.
         self._trust = False
         self._seen: tuple[ClusterSnapshot | None, int] = (None, -1)
+        #: With trust: (snapshot, version, telemetry version, cluster_gpu_bound) last computed.
+        self._bound: tuple[ClusterSnapshot | None, int, int, bool] = (None, -1, -1, False)
         self._hint: tuple[int, int, Sequence[int]] | None = None
 
     def trust_snapshot_versions(self) -> None:
@@ -77,6 +80,20 @@ class PlacementCache:
         set (the sidecar's cache does): the same object at the version last synced is then
         not diffed again, and a :meth:`note_changes` record spares the O(n) diff."""
         self._trust = True
+
+    def room_factor(self, pod: PodSpec, snap: ClusterSnapshot) -> float:
+        """:func:`dsan.clusterwide.room_factor`: its cluster sums (O(n), taken for pods asking
+        for several whole GPUs) computed once per snapshot object and version when the
+        caller bumps versions on every write (:meth:`trust_snapshot_versions`): a sidecar
+        request reads the bit in its reply, its settle's head-cache key and its settle's
+        featurizer, all on one version."""
+        if not self._trust or not takes_several_gpus(pod):
+            return room_factor(pod, snap)
+        seen, version, tver, bound = self._bound
+        if seen is not snap or version != snap.version or tver != snap.telemetry_version:
+            bound = cluster_gpu_bound(snap)
+            self._bound = (snap, snap.version, snap.telemetry_version, bound)
+        return 1.0 if bound else 0.0
 
     def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
         """With :meth:`trust_snapshot_versions`: the snapshot the next :meth:`get` passes

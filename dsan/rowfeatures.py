@@ -19,7 +19,6 @@ import numpy.typing as npt
 
 from dsan import rowkernel
 from dsan.api.types import TASK_TYPES
-from dsan.clusterwide import room_factor
 from dsan.features import (
     CPU_SCALE,
     FEATURE_NAMES,
@@ -103,7 +102,7 @@ def featurize_rows(
     q = np.empty((m, 7))
     x[:, :N_NODE_FEATURES] = node_cols
     # the pod's values, then the cluster-wide factor of shape1_room_gpu_bound
-    pv = [*_pod_floats(pod), room_factor(pod, snap)]
+    pv = [*_pod_floats(pod), cache.room_factor(pod, snap)]
     rowkernel.fill(x, q, pv, _NT, _SCALES, _shape_divisors(w, n_shapes), n_shapes,
                    N_NODE_FEATURES, items)
     # The rows hold zeros in the relative columns; the node block's age columns (the last

@@ -27,7 +27,6 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from dsan.clusterwide import room_factor
 from dsan.features import PlacementCache
 from dsan.model import headscan
 from dsan.model.headmirror import FEW_ROWS, HeadMirror
@@ -48,12 +47,12 @@ MAX_CLASSES = 32
 MAX_SETS = 4
 
 
-def _class_of(pod: PodSpec, snap: ClusterSnapshot) -> Hashable:
+def _class_of(pod: PodSpec, snap: ClusterSnapshot, placements: PlacementCache) -> Hashable:
     """The cache's class of ``pod``: :func:`class_key`, marked when the cluster-wide bit of
     ``shape1_room_gpu_bound`` (:func:`dsan.clusterwide.room_factor`) is set, so a class's
     rows are all computed under one value of it and a flip never leaves stale rows."""
     key = class_key(pod)
-    return (key, "gpu-bound") if room_factor(pod, snap) else key
+    return (key, "gpu-bound") if placements.room_factor(pod, snap) else key
 
 
 @dataclass(slots=True)
@@ -158,7 +157,7 @@ class HeadCache:
         else:
             t.sync(snap, self._hint)
         self._hint = None
-        key = _class_of(pod, snap)
+        key = _class_of(pod, snap, placements)
         c = self._classes.get(key)
         if c is None:
             if len(self._classes) >= self.max_classes:
@@ -180,7 +179,7 @@ class HeadCache:
         """Bring ``pod``'s class up to date with ``snap`` by serving its last candidates
         again (rows the assumption changed, their logits under the last extremes): work the
         next request of the class then finds done. False if the class has no last request."""
-        c = self._classes.get(_class_of(pod, snap))
+        c = self._classes.get(_class_of(pod, snap, placements))
         t = self._tracker
         # Classes live only while the node count does (logits() starts over when it
         # changes), so an unchanged count means every row of c.last is in range.

@@ -93,3 +93,33 @@ def test_the_column_reads_the_whole_cluster_not_the_candidates() -> None:
     for cpu_used, bound in ((16000.0, True), (48000.0, False)):
         x, _ = featurize(WHOLE, _cluster(2, cpu_used), one, _target())
         assert bool(x[0, ROOM] > 0) is bound
+
+
+def test_the_placement_cache_computes_the_bit_once_per_trusted_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where versions are trusted (the sidecar), the cluster sums are taken once per snapshot
+    version: a reply, its settle's class key and its settle's featurizer share them. A
+    version bump (every in-place write in the sidecar) takes them again; without trust (the
+    simulator writes without bumps) every call does."""
+    import dsan.placement as placement_mod
+
+    calls: list[int] = []
+
+    def counted(snap: ClusterSnapshot) -> bool:
+        calls.append(snap.version)
+        return cluster_gpu_bound(snap)
+
+    monkeypatch.setattr(placement_mod, "cluster_gpu_bound", counted)
+    snap = _cluster(gpu_used=6, cpu_used=0.0)  # GPU-bound
+    cache = PlacementCache(_target())
+    cache.trust_snapshot_versions()
+    assert [cache.room_factor(WHOLE, snap) for _ in range(3)] == [1.0, 1.0, 1.0]
+    assert calls == [0]
+    assert cache.room_factor(SHARING, snap) == 0.0 and cache.room_factor(ONE_GPU, snap) == 0.0
+    snap.gpu_free[:] = 1000  # all GPUs free again: no longer GPU-bound
+    snap.version += 1
+    assert cache.room_factor(WHOLE, snap) == 0.0 and calls == [0, 1]
+    untrusted = PlacementCache(_target())
+    snap.gpu_free[0, :] = 0
+    snap.gpu_free[1, :2] = 0  # 6 of 8 taken, written in place without a bump
+    assert untrusted.room_factor(WHOLE, snap) == room_factor(WHOLE, snap) == 1.0

@@ -52,7 +52,7 @@ def test_few_row_head_matches_the_many_row_head(which: str,
     for pod in PODS:
         nodes = feasible_nodes(pod, snap)
         sm.logits(pod, snap, nodes)
-        c = head._classes[_class_of(pod, snap)]
+        c = head._classes[_class_of(pod, snap, sm._placements(snap))]
         q_all = c.quant.take(nodes, axis=1)
         lo, hi = q_all[:5].min(axis=1, keepdims=True), q_all.max(axis=1, keepdims=True)
         for _ in range(12):
