@@ -57,6 +57,16 @@ class ScaleDownConfig:
 
 
 @dataclass(frozen=True)
+class ScaleUpConfig:
+    #: False (the shipped scenario): a powered-off node is a candidate like any other and
+    #: binding a pod there boots it. True: cluster-autoscaler semantics, where the scheduler
+    #: sees only Ready nodes; a pod that fits none waits for a booting node that fits, and
+    #: only when none does is an off node booted for it (the policy picks which, as CA's
+    #: expander would).
+    ready_nodes_first: bool = False
+
+
+@dataclass(frozen=True)
 class ContentionConfig:
     #: CPU demand/capacity above which co-located pods interfere.
     threshold: float = 0.7
@@ -189,6 +199,7 @@ class ScenarioConfig:
     cluster: ClusterConfig = ClusterConfig()
     startup: StartupConfig = StartupConfig()
     scale_down: ScaleDownConfig = ScaleDownConfig()
+    scale_up: ScaleUpConfig = ScaleUpConfig()
     contention: ContentionConfig = ContentionConfig()
     locality: LocalityConfig = LocalityConfig()
     training: TrainingConfig = TrainingConfig()
@@ -308,6 +319,10 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{path}: expected true or false, got {value!r}")
         return value
     if tp is str:
         if not isinstance(value, str):

@@ -51,6 +51,8 @@ class SchedulingMixin(EngineState):
         for p in pods:
             spec = self.wl.pods[p]
             nodes = np.flatnonzero(feasible(spec, self.snap))
+            if self.cfg.scale_up.ready_nodes_first and nodes.size:
+                nodes = self._ready_first(nodes)
             if nodes.size == 0:
                 for q in placed:
                     release(self.snap, self.wl.pods[q], int(self.pod_node[q]), self.pod_gpus[q])
@@ -75,6 +77,15 @@ class SchedulingMixin(EngineState):
         for p in placed:
             self._bind(p)
         return True
+
+    def _ready_first(self, nodes: np.ndarray) -> np.ndarray:
+        """Cluster-autoscaler semantics (``scale_up.ready_nodes_first``): the Ready nodes
+        among ``nodes`` if any, else the booting ones, else ``nodes`` (all off)."""
+        on = self.on[nodes]
+        ready = on & (self.boot_done[nodes] <= self.now)
+        if ready.any():
+            return nodes[ready]
+        return nodes[on] if on.any() else nodes
 
     def _bind(self, p: int) -> None:
         node, spec, st = int(self.pod_node[p]), self.wl.pods[p], self.cfg.startup
