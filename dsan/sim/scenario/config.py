@@ -8,14 +8,14 @@ and out-of-range values are rejected at load time with the dotted path of the ba
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from dsan.configload import build
 
 #: Version 2 (calibration pass of issue 3) added ``load_targets``; version-1 files still load
 #: (the section then takes its defaults), so old copies stay runnable.
@@ -277,63 +277,8 @@ class ScenarioConfig:
         return self
 
 
-def _build(cls: Any, data: Any, path: str) -> Any:
-    """Build dataclass ``cls`` from a YAML mapping, rejecting unknown keys and bad types."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{path or 'scenario'}: expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{path or 'scenario'}: unknown key(s) {unknown}")
-    kwargs = {k: _coerce(hints[k], v, f"{path}.{k}" if path else k) for k, v in data.items()}
-    return cls(**kwargs)
-
-
-def _coerce(tp: Any, value: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, path)
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise ValueError(f"{path}: expected a list")
-        args = typing.get_args(tp)
-        item = args[0]
-        return tuple(_coerce(item, v, f"{path}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ValueError(f"{path}: expected a mapping")
-        _, vt = typing.get_args(tp)
-        return {str(k): _coerce(vt, v, f"{path}.{k}") for k, v in value.items()}
-    if origin is list:
-        if not isinstance(value, list):
-            raise ValueError(f"{path}: expected a list")
-        (item,) = typing.get_args(tp)
-        return [_coerce(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if origin is types.UnionType:
-        raise ValueError(f"{path}: union types are not supported")
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{path}: expected a number, got {value!r}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{path}: expected an integer, got {value!r}")
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"{path}: expected true or false, got {value!r}")
-        return value
-    if tp is str:
-        if not isinstance(value, str):
-            raise ValueError(f"{path}: expected a string, got {value!r}")
-        return value
-    raise ValueError(f"{path}: unsupported type {tp}")
-
-
 def from_dict(data: dict[str, Any]) -> ScenarioConfig:
-    cfg: ScenarioConfig = _build(ScenarioConfig, data, "")
-    return cfg.validate()
+    return build(ScenarioConfig, data, what="scenario").validate()
 
 
 def load(name_or_path: str) -> ScenarioConfig:

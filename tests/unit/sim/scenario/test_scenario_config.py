@@ -21,12 +21,15 @@ def test_shipped_seed_table1_matches_the_article_cluster() -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"cluster": {"racks": 2, "bogus": 1}}, r"cluster: unknown key\(s\) \['bogus'\]"),
+        ({"cluster": {"racks": 2, "bogus": 1}}, r"cluster: unknown keys \['bogus'\]"),
         ({"hours": "soon"}, "hours: expected a number"),
         ({"version": 9}, "version 9 unsupported"),
         ({"web": {"trough_rho": 0.9, "peak_rho": 0.5}}, "trough_rho <= peak_rho"),
         ({"batch": {"images": [42]}}, "batch.images must be ids"),
         ({"training": {"gpu_count_probs": {"1": 0.5, "16": 0.5}}}, r"duration_quantiles_s\[16\]"),
+        ({"cluster": {"node_groups": [{"count": 1}]}},
+         r"cluster.node_groups\[0\]: missing keys \['cpu_milli', 'mem_mib', 'hourly_cost'\]"),
+        ({"web": {"replicas": [3]}}, r"web.replicas: expected a list of 2, got \[3\]"),
     ],
 )
 def test_bad_config_names_the_key(data: dict[str, object], message: str) -> None:
@@ -81,5 +84,5 @@ def test_version_1_files_still_load_with_default_targets() -> None:
     }
     cfg = from_dict({**base, "version": 1})
     assert cfg.version == 1 and cfg.load_targets.gpu_mean == 0.65
-    with pytest.raises(ValueError, match=r"load_targets: unknown key\(s\) \['gpu'\]"):
+    with pytest.raises(ValueError, match=r"load_targets: unknown keys \['gpu'\]"):
         from_dict({**base, "version": 1, "load_targets": {"gpu": 0.7}})
