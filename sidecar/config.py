@@ -7,11 +7,13 @@ uses the field names; flags use them with dashes). Helm values map onto the same
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from dsan.configload import build
 
 
 class ConfigError(ValueError):
@@ -121,16 +123,7 @@ class SidecarConfig:
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> SidecarConfig:
         """Build from a YAML mapping; unknown keys are an error (a typo must not be ignored)."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"sidecar config: expected a mapping, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"sidecar config: unknown keys {unknown}; known: {sorted(known)}")
-        for f in fields(cls):
-            if f.name in data:
-                data = {**data, f.name: _coerce(f.name, f.default, data[f.name])}
-        return cls(**data)
+        return build(cls, data, what="sidecar config", error=ConfigError)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> SidecarConfig:
@@ -142,23 +135,3 @@ class SidecarConfig:
 
     def replace(self, **changes: Any) -> SidecarConfig:
         return dataclasses.replace(self, **changes)
-
-
-def _coerce(name: str, default: Any, value: Any) -> Any:
-    """Type-check one YAML value against its field's default (ints may stand for floats)."""
-    if default is None:  # kubeconfig, model_dir, relay_socket: optional paths
-        if value is None or isinstance(value, str):
-            return value
-    elif isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(default, float):
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif isinstance(value, type(default)):
-        return value
-    want = "a string or null" if default is None else type(default).__name__
-    raise ConfigError(f"sidecar config: {name}={value!r}: expected {want}")
