@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
 from dsan.api.types import RESOURCE_GPU
+from dsan.configload import build
 
 #: Xids caused by the application, not the GPU (NVIDIA's device plugin skips the same set):
 #: 13 graphics engine exception, 31 memory page fault, 43 GPU stopped processing,
@@ -74,16 +75,8 @@ class PluginConfig:
         """Build from a YAML mapping of field names (``--config``), then apply ``overrides``
         (flags given on the command line). Unknown keys and wrongly typed values are errors
         naming the key: a typo in a Helm value must not be silently ignored."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"deviceplugin config: expected a mapping of PluginConfig fields, "
-                              f"got {type(data).__name__}")
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(str(k) for k in set(data) - set(known))
-        if unknown:
-            raise ConfigError(f"deviceplugin config: unknown keys {unknown}; known: {known}")
-        defaults = cls(node_name="-")
-        kw = {k: _coerce(k, getattr(defaults, k), v) for k, v in data.items()}
-        return cls(**{**kw, **overrides})
+        return build(cls, data, what="deviceplugin config", error=ConfigError,
+                     overrides=overrides)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> PluginConfig:
@@ -139,36 +132,3 @@ class PluginConfig:
         if not -1 <= self.metrics_port <= 65535:
             raise bad("metrics_port", f"{self.metrics_port} is not -1..65535")
         return self
-
-
-def _coerce(name: str, default: Any, value: Any) -> Any:
-    """Type-check one YAML value against its field's default; YAML ints may stand for floats,
-    lists for the tuple/frozenset fields, strings for paths."""
-    def is_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    if default is None:  # kubeconfig: an optional path
-        ok = value is None or isinstance(value, str)
-    elif isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, int):
-        ok = is_int(value)
-    elif isinstance(default, float):
-        ok = is_int(value) or isinstance(value, float)
-        value = float(value) if ok else value
-    elif isinstance(default, Path):
-        ok = isinstance(value, str) and bool(value)
-        value = Path(value) if ok else value
-    elif isinstance(default, frozenset):
-        ok = isinstance(value, list) and all(is_int(x) for x in value)
-        value = frozenset(value) if ok else value
-    elif isinstance(default, tuple):
-        ok = isinstance(value, list) and all(isinstance(x, str) for x in value)
-        value = tuple(value) if ok else value
-    else:
-        ok = isinstance(value, str)
-    if not ok:
-        want = "a list" if isinstance(default, (tuple, frozenset)) else \
-            ("a string or null" if default is None else type(default).__name__)
-        raise ConfigError(f"deviceplugin config: {name}: {value!r} is not {want}")
-    return value
