@@ -26,7 +26,6 @@ weights after that iteration's update, to prove the rollback (tests and demos on
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import resource
@@ -45,6 +44,7 @@ from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.csvlog import CsvLog
 from dsan.train.env import EnvConfig, make_episode
 from dsan.train.learner import Grad, LocalLearner, Share, global_moments, ppo_rounds
+from dsan.train.paramserver import ParameterServer
 from dsan.train.ppo import EVAL_SEED_BASE, PPO_FIELDS, Args, ppo_update
 from dsan.train.rollout import Rollout, RowStore, collect
 
@@ -147,54 +147,64 @@ def validate(
     return float(np.mean([r.alloc_pct for r in ros]))
 
 
-# --- parameter server -------------------------------------------------------------------------
-class ParameterServer:
-    """Holds the global model, its version and the last version the shadow accepted."""
-
-    def __init__(self, model: DSANNet, opt: torch.optim.Optimizer, threshold: float) -> None:
-        self.model, self.opt, self.threshold = model, opt, threshold
-        self.version = 0
-        self.good_version = 0
-        self.good_score = -float("inf")
-        self._good = self._snapshot()
-        self.rollbacks: list[dict[str, Any]] = []
-
-    def _snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        return copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.opt.state_dict())
-
-    def weights(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-
-    def bump(self) -> int:
-        self.version += 1
-        return self.version
-
-    def judge(self, score: float) -> bool:
-        """Accept the current version (True) or roll back to the last good one (False)."""
-        if score >= self.good_score - self.threshold:
-            self.good_score = (
-                max(self.good_score, score) if self.good_score > -float("inf") else score
-            )
-            self.good_version = self.version
-            self._good = self._snapshot()
-            return True
-        self.rollbacks.append(
-            {
-                "from_version": self.version,
-                "to_version": self.good_version,
-                "score": score,
-                "good_score": self.good_score,
-            }
-        )
-        self.model.load_state_dict(self._good[0])
-        self.opt.load_state_dict(self._good[1])
-        return False
-
-
 def _gradient_async(
     workers: list[str], mu: float, sd: float, j: int, params: torch.Tensor, e: int, k: int
 ) -> Any:
     return rpc.rpc_async(workers[j], gradient, args=(params, e, k, mu, sd))
+
+
+@dataclass
+class _Step:
+    """One iteration's collection and PPO step, as the driver logs them."""
+
+    decisions: int
+    cpu_s: float  # the workers' CPU time of the collection
+    collect_s: float  # wall time of the collection
+    update_s: float  # wall time of the PPO step (the PS alone, or rounds with the workers)
+    rewards: list[float]  # per episode
+    stats: dict[str, float]
+    sys_s: float | None = None  # ship=gradients: the workers' system time (page faults show)
+    minflt: int = 0
+
+
+def _step(ps: ParameterServer, a: Args, d: DistConfig, workers: list[str], cfg: dict[str, Any],
+          state: dict[str, torch.Tensor], env: EnvConfig, rng: np.random.Generator,
+          local_mb: int) -> _Step:
+    """Workers play with ``state``; then the PPO step on the PS's model (see the module)."""
+    t0 = time.perf_counter()
+    seeds = [[int(s) for s in rng.integers(10_000, size=a.episodes_per_iter)] for _ in workers]
+    if d.ship == "gradients":
+        shares: list[Share] = [
+            f.wait()
+            for f in [
+                rpc.rpc_async(w, play_and_keep, args=(cfg, state, env, ss, a, local_mb))
+                for w, ss in zip(workers, seeds, strict=True)
+            ]
+        ]
+        t_up = time.perf_counter()
+        submit = functools.partial(_gradient_async, workers, *global_moments(shares))
+        stats = ppo_rounds(ps.model, ps.opt, submit, [s.minibatches for s in shares])
+        return _Step(
+            decisions=sum(s.decisions for s in shares), cpu_s=sum(s.cpu_s for s in shares),
+            collect_s=t_up - t0, update_s=time.perf_counter() - t_up,
+            rewards=[r for s in shares for r in s.episode_rewards], stats=stats,
+            sys_s=sum(s.sys_s for s in shares), minflt=sum(s.minflt for s in shares),
+        )
+    results = [
+        f.wait()
+        for f in [
+            rpc.rpc_async(w, play, args=(cfg, state, env, ss))
+            for w, ss in zip(workers, seeds, strict=True)
+        ]
+    ]
+    t_up = time.perf_counter()
+    ros = [r for rs, _, _ in results for r in rs]
+    stats = ppo_update(ps.model, ps.opt, ros, a, rng)
+    return _Step(
+        decisions=sum(len(r) for r in ros), cpu_s=sum(c for _, _, c in results),
+        collect_s=t_up - t0, update_s=time.perf_counter() - t_up,
+        rewards=[sum(r.reward) for r in ros], stats=stats,
+    )
 
 
 def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
@@ -229,43 +239,15 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     for it in range(a.iterations):
         state = ps.weights()
         t_col = time.perf_counter()
-        seeds = [[int(s) for s in rng.integers(10_000, size=a.episodes_per_iter)] for _ in workers]
-        if d.ship == "gradients":
-            shares: list[Share] = [
-                f.wait()
-                for f in [
-                    rpc.rpc_async(w, play_and_keep, args=(cfg, state, env, ss, a, local_mb))
-                    for w, ss in zip(workers, seeds, strict=True)
-                ]
-            ]
-            wall = time.perf_counter() - t_col
-            sys_s.append(sum(s.sys_s for s in shares))
-            minflt.append(sum(s.minflt for s in shares))
-            decisions = sum(s.decisions for s in shares)
-            cpu = sum(s.cpu_s for s in shares)
-            rewards = [r for s in shares for r in s.episode_rewards]
-            t_up = time.perf_counter()
-            submit = functools.partial(_gradient_async, workers, *global_moments(shares))
-            st = ppo_rounds(ps.model, ps.opt, submit, [s.minibatches for s in shares])
-        else:
-            results = [
-                f.wait()
-                for f in [
-                    rpc.rpc_async(w, play, args=(cfg, state, env, ss))
-                    for w, ss in zip(workers, seeds, strict=True)
-                ]
-            ]
-            wall = time.perf_counter() - t_col
-            ros = [r for rs, _, _ in results for r in rs]
-            decisions = sum(len(r) for r in ros)
-            cpu = sum(c for _, _, c in results)
-            rewards = [sum(r.reward) for r in ros]
-            t_up = time.perf_counter()
-            st = ppo_update(ps.model, ps.opt, ros, a, rng)
-        update_s.append(time.perf_counter() - t_up)
+        step = _step(ps, a, d, workers, cfg, state, env, rng, local_mb)
+        wall, decisions = step.collect_s, step.decisions
+        if step.sys_s is not None:
+            sys_s.append(step.sys_s)
+            minflt.append(step.minflt)
+        update_s.append(step.update_s)
         counts.append(decisions)
         throughput.append(decisions / wall)
-        per_cpu.append(decisions / max(cpu, 1e-9))
+        per_cpu.append(decisions / max(step.cpu_s, 1e-9))
         v = ps.bump()
         if it == d.inject_degraded_at:
             with torch.no_grad():  # a deliberately broken version: prefer the worst nodes
@@ -278,12 +260,12 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
             {
                 "iteration": it,
                 "phase": "ppo-dist",
-                "reward": float(np.mean(rewards)) if rewards else 0.0,
+                "reward": float(np.mean(step.rewards)) if step.rewards else 0.0,
                 "eval_alloc_pct": score,
                 "decisions_per_s": decisions / wall,
                 "wall_s": time.perf_counter() - t0,
                 "event": "accept" if ok else f"rollback v{v}->v{ps.good_version}",
-                **st,
+                **step.stats,
             }
         )
         if not ok:
@@ -308,10 +290,7 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         "wall_s": time.perf_counter() - t0,
         "worker_sys_s": sys_s,
         "worker_minflt": minflt,
-        "final_weights_equal_good": all(
-            torch.equal(a_, b_)
-            for a_, b_ in zip(ps.model.state_dict().values(), ps._good[0].values(), strict=True)
-        ),
+        "final_weights_equal_good": ps.holds_good_weights(),
     }
     save(
         ps.model,
