@@ -3,7 +3,8 @@
 ``dsan._rowkernel`` (dsan/_rowkernel.c) is the C twin of :func:`dsan.rowkernel.fill_py`,
 ``dsan._headscan`` (dsan/_headscan.c) of the numpy passes in :mod:`dsan.model.headscan`,
 ``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.rowcache.store_py`,
-``dsan._logitscale`` (dsan/_logitscale.c) of :func:`dsan.policies.logitscale.scale_py`.
+``dsan._logitscale`` (dsan/_logitscale.c) of :func:`dsan.policies.logitscale.scale_py`,
+``dsan._rowscale`` (dsan/_rowscale.c) of :func:`dsan.policies.rowscale.scale_rows_py`.
 All are optional: without a C compiler the build skips them and the Python twins serve
 (same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
 from the Python twins.
@@ -18,4 +19,5 @@ def _twin(name: str) -> Extension:
                      extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
 
 
-setup(ext_modules=[_twin(n) for n in ("_rowkernel", "_headscan", "_classrows", "_logitscale")])
+setup(ext_modules=[_twin(n) for n in ("_rowkernel", "_headscan", "_classrows", "_logitscale",
+                                     "_rowscale")])

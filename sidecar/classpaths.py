@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.policies.base import normalize
+from dsan.policies.rowscale import scale_rows
 from dsan.snapshot import PodSpec
 from sidecar.candidates import NodeRows, NoKnownNodes, unknown_message
 from sidecar.published import Published
@@ -34,56 +35,32 @@ def score_class(classes: ScoreCache, pod: PodSpec, key: Hashable, pub: Published
     None when the class holds non-finite scores of feasible nodes (general path).
 
     Unknown names map to the entry's sentinel row, whose raw score is NaN like an
-    infeasible node's; min/max skip NaN (``fmin``/``fmax``) and ``fmax(x, 0)`` turns
-    NaN into score 0. The scaling is :func:`normalize`'s, element for element, and the
-    winner is the first maximum: infeasible nodes score 0 and the best feasible one
-    ``max_score`` >= 1, so it is the first feasible maximum, as in the general path.
+    infeasible node's; the gather, the scaling (:func:`normalize`'s over the non-NaN
+    scores, element for element; NaN scores 0) and the first maximum are one pass
+    (:func:`dsan.policies.rowscale.scale_rows`). Infeasible nodes score 0 and the best
+    feasible one ``max_score`` >= 1, so the winner is the first feasible maximum, as in
+    the general path.
     """
     m = len(names)
     e = classes.entry(pod, key, pub)
     if e.bad:
         return None
-    sentinel = len(e.ok)
     if given is not None:
         rows = given  # rows of this snapshot's table: all known
     else:
         assert not isinstance(names, NodeRows)
-        rows = np.fromiter(map(pub.index.get, names, repeat(sentinel)), dtype=np.int64,
+        rows = np.fromiter(map(pub.index.get, names, repeat(len(e.ok))), dtype=np.int64,
                            count=m)
     t1 = time.perf_counter()
-    r = e.rawx[rows]
-    n_nan = int(np.count_nonzero(np.isnan(r)))  # infeasible or unknown
-    n_unknown = 0
-    if n_nan and rows.max() == sentinel:  # one reduction when every name is known
-        n_unknown = int(np.count_nonzero(rows == sentinel))
-        if n_unknown == m or (strict and n_unknown):
-            assert not isinstance(names, NodeRows)
-            raise NoKnownNodes(unknown_message(names, rows != sentinel))
+    out, best, n_nan, n_unknown = scale_rows(e.rawx, rows, max_score)
+    if n_unknown == m or (strict and n_unknown):
+        assert not isinstance(names, NodeRows)
+        raise NoKnownNodes(unknown_message(names, rows != len(e.ok)))
     t2 = time.perf_counter()
-    best = -1
-    if n_nan == m:
-        out = np.zeros(m, dtype=np.int64)
-    else:
-        lo, hi = np.fmin.reduce(r), np.fmax.reduce(r)
-        span = hi - lo
-        if 0 < span < np.inf:
-            f = r - lo
-            f *= max_score / span
-            np.rint(f, out=f)
-            if n_nan:
-                np.fmax(f, 0.0, out=f)
-            best = int(np.argmax(f))  # float argmax: same first maximum, cheaper
-            out = f.astype(np.int64)
-        else:  # all equal, or a span past float64: normalize's own cases
-            fit = ~np.isnan(r)
-            out = np.zeros(m, dtype=np.int64)
-            out[fit] = normalize(r[fit], max_score)
-            best = int(np.argmax(out))
     return ScoreResult(
         scores=out, best=best, unknown=n_unknown, infeasible=n_nan - n_unknown,
         fallback=0, version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
-        model_s=t2 - t1,
-        total_s=time.perf_counter() - t0,
+        model_s=t2 - t1, total_s=t2 - t0,
     )
 
 
