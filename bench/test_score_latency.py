@@ -157,9 +157,8 @@ def server_seconds(n: int, policy: str, api: str) -> tuple[float, float, float, 
         return 0.0, 0.0, 0.0, 0, 0
     svc = world(n, policy).service
     svc.settle()  # observations wait for the post-reply settle
-    hist = svc.metrics.lat[api, "total"]
-    count = sum(b.get() for b in hist._buckets)
-    return hist._sum.get(), count, svc.settle_s, svc.settles, svc.engine.settled_by_next
+    total, count = svc.metrics.latency.sum_count(api, "total")
+    return total, count, svc.settle_s, svc.settles, svc.engine.settled_by_next
 
 
 def server_info(benchmark: Any, before: tuple[float, float, float, int, int],
