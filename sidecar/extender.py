@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from sidecar.podspec import PodError, pod_key, podspec_from_pod
+from sidecar.podspec import PodError, PodSpecMemo, pod_key
 from sidecar.service import RequestError, ScoringService
 
 MAX_EXTENDER_PRIORITY = 10
@@ -97,6 +97,8 @@ class ExtenderApp:
         self.metrics = service.metrics
         # The labelled child once, not a label lookup per request.
         self._prioritized = self.metrics.requests.labels("http", "prioritize")
+        #: Pods parsed once per shape (a workload's replicas come one after another).
+        self._specs = PodSpecMemo()
 
     def prioritize(self, body: bytes) -> tuple[int, bytes]:
         t0 = time.perf_counter()
@@ -104,7 +106,7 @@ class ExtenderApp:
             self.service.check_ready()
             pod, names = parse_args(body)
             try:
-                spec = podspec_from_pod(pod, self.service.cache.models)
+                spec = self._specs.get(pod, self.service.cache.models)
             except PodError as exc:
                 raise RequestError("bad_pod", str(exc)) from None
             res = self.service.score("http", spec, pod_key(pod), names, MAX_EXTENDER_PRIORITY,
@@ -127,7 +129,7 @@ class ExtenderApp:
             self.service.check_ready()
             pod, names = parse_args(body)
             try:
-                spec = podspec_from_pod(pod, self.service.cache.models)
+                spec = self._specs.get(pod, self.service.cache.models)
             except PodError as exc:
                 raise RequestError("bad_pod", str(exc)) from None
             passed, failed = self.service.engine.filter(spec, names)

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsan.api.types import TASK_TYPES
 from sidecar import kubeobjects as ko
 from sidecar.podspec import (
     NO_MODEL,
     PodError,
+    PodSpecMemo,
     parse_quantity,
     pod_key,
     pod_requests,
@@ -102,3 +106,68 @@ def test_pod_key_prefers_uid() -> None:
 def test_absurd_requests_are_rejected_not_turned_into_infinity() -> None:
     with pytest.raises(PodError, match="more than any node"):
         podspec_from_pod(ko.pod("p", cpu="1e400"), {})
+
+
+_QUANTITIES = st.sampled_from(["1", "500m", "2Gi", 4, 4.0, "4", True, "-1", "abc", None, "1"])
+
+
+@st.composite
+def _pods(draw: st.DrawFn) -> Any:
+    """Pods of a few shapes (so the memo hits), with value types that parse differently
+    ("4" vs 4 vs true), missing or malformed parts, and per-pod names."""
+    def resources() -> Any:
+        kind = draw(st.sampled_from(["requests", "limits", "both", "none", "bad"]))
+        req = draw(st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu",
+                                                    "dsan.io/gpu-milli"]), _QUANTITIES,
+                                   max_size=3))
+        return {"requests": {"requests": req}, "limits": {"limits": req},
+                "both": {"requests": req, "limits": {"cpu": "8"}}, "none": {},
+                "bad": draw(st.sampled_from([[1], "x", 3]))}[kind]
+
+    containers = draw(st.sampled_from([
+        "list", "list", "list", "missing", "dict", "str"]))
+    spec: dict[str, Any] = {"schedulerName": "dsan-scheduler"}
+    if containers == "list":
+        spec["containers"] = [{"name": f"c{i}", "resources": resources()}
+                              for i in range(draw(st.integers(1, 2)))]
+    elif containers != "missing":
+        spec["containers"] = {"c": {}} if containers == "dict" else "c"
+    if draw(st.booleans()):
+        spec["initContainers"] = [{"name": "i", "resources": resources()}]
+    if draw(st.booleans()):
+        spec["overhead"] = draw(st.sampled_from([{"cpu": "100m"}, {"cpu": 1}, [], None]))
+    if draw(st.booleans()):
+        spec["priority"] = draw(st.sampled_from([0, 5, True, 1.0, "5"]))
+    ann = draw(st.sampled_from([{}, {"dsan.io/gpu-milli": "300"}, {"dsan.io/gpu-milli": 300},
+                                {"dsan.io/gpu-models": "A100,V100"}, {"dsan.io/task-type": "web"},
+                                None, ["x"]]))
+    meta: Any = {"name": f"p{draw(st.integers(0, 3))}", "namespace": "ns", "annotations": ann}
+    if draw(st.integers(0, 9)) == 0:
+        meta = draw(st.sampled_from([None, ["m"]]))
+    return {"metadata": meta, "spec": draw(st.sampled_from([spec, spec, spec, None, ["s"]]))}
+
+
+@settings(max_examples=300, deadline=None)
+@given(pods=st.lists(_pods(), min_size=1, max_size=12))
+def test_the_memo_gives_a_fresh_parse_or_its_error_for_every_pod(pods: list[Any]) -> None:
+    """PodSpecMemo.get equals podspec_from_pod, spec or error, with earlier shapes
+    remembered (the same shape under another name, other value types, bad pods)."""
+    memo = PodSpecMemo()
+    models = {"A100": 0, "V100": 1}
+    for pod in pods * 2:
+        try:
+            want: Any = podspec_from_pod(pod, models)
+        except PodError as exc:
+            want = str(exc)
+        try:
+            got: Any = memo.get(pod, models)
+        except PodError as exc:
+            got = str(exc)
+        assert got == want
+
+
+def test_the_memo_starts_over_when_the_gpu_models_change() -> None:
+    memo = PodSpecMemo()
+    pod = ko.pod("p", gpus=1, annotations={"dsan.io/gpu-models": "H100"})
+    assert memo.get(pod, {"A100": 0}).gpu_models == (NO_MODEL,)
+    assert memo.get(pod, {"A100": 0, "H100": 1}).gpu_models == (1,)
