@@ -168,7 +168,7 @@ def podspec_from_pod(pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
 
 #: PodSpec fields after the name, in constructor order (PodSpecMemo rebuilds specs from them).
 _SPEC_REST = tuple(f.name for f in fields(PodSpec))[1:]
-assert tuple(f.name for f in fields(PodSpec))[0] == "name"
+assert next(f.name for f in fields(PodSpec)) == "name"
 #: Distinct pod shapes PodSpecMemo keeps (all dropped when full).
 _MEMO_MAX = 4096
 
