@@ -1,4 +1,5 @@
-"""DSAN's per-request work in two source trees, in CPU time as well as wall time.
+"""DSAN's (or another policy's) per-request work in two source trees, in CPU time as well
+as wall time.
 
     git worktree add /tmp/old <old-commit>
     for t in /tmp/old . /tmp/old . /tmp/old .; do
@@ -11,7 +12,10 @@ first on ``sys.path``) for the sizes in ``$DSAN_BENCH_SIZES`` (default 100,1000)
 the same requests back to back, 1,000 times after 200 warm-up calls: the gRPC handler on
 node-table rows (what the DSANScore plugin sends; no socket), then the post-reply settle,
 as the server runs them. ``DSAN_AB_API=inprocess`` replies with ``ScoringService.score`` on
-the candidate names instead (the in-process rows of latency.md, assumption deferred). Per
+the candidate names instead (the in-process rows of latency.md, assumption deferred), and
+first times latency.md's in-process floor (names -> rows, gather, dot, argmax) on the same
+lists, back to back as pytest-benchmark does, so every run has its own floor.
+``DSAN_AB_POLICY`` serves another policy than ``dsan`` (``fgd``, ``k8s-default``). Per
 step it records the wall time and the thread's CPU time (``time.thread_time_ns``): on this
 shared 2-core machine the wall time of a step swings with other processes' load
 (preemption), its CPU time much less, so the CPU-time median is what separates two trees,
@@ -43,14 +47,14 @@ def _stats(wall: list[int], cpu: list[int]) -> dict[str, float]:
             "cpu_p90": cpu[int(n * 0.9)] / 1e3, "cpu_p99": cpu[int(n * 0.99)] / 1e3}
 
 
-def measure(n: int) -> dict[str, dict[str, float]]:
+def measure(n: int, policy: str) -> dict[str, dict[str, float]]:
     import numpy as np
     from test_score_latency import VARIANTS, World
 
     from dsan.api.gen.scorer_v1 import scorer_pb2
     from sidecar.grpc_server import ScoreHandler
 
-    w = World(n, "dsan")
+    w = World(n, policy)
     svc = w.service
     table = svc.cache.snapshot()
     reqs = []
@@ -64,12 +68,30 @@ def measure(n: int) -> dict[str, dict[str, float]]:
             node_indices=rows, node_table_epoch=table.table_epoch).SerializeToString())
     calls = itertools.cycle(reqs)
     handler = ScoreHandler(svc)
+    floor_stats: dict[str, dict[str, float]] = {}
     named = itertools.cycle([(f"bench-uid-{i}", w.cands[i]) for i in range(VARIANTS)])
     steps: dict[str, Callable[[], object]] = {
         "reply": lambda: handler._score(next(calls)),
         "settle": svc.settle,
     }
     if os.environ.get("DSAN_AB_API") == "inprocess":
+        lists = itertools.cycle(w.cands)
+
+        def floor() -> int:  # test_score_latency's lookup+dot floor
+            names = next(lists)
+            rows = np.fromiter(map(w.index.get, names, itertools.repeat(-1)), dtype=np.int64,
+                               count=len(names))
+            return int(np.argmax(w.vectors[rows] @ w.pod_vec))
+
+        fw, fc = [], []
+        for i in range(WARMUP + ROUNDS):
+            t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+            floor()
+            c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
+            if i >= WARMUP:
+                fw.append(t1 - t0)
+                fc.append(c1 - c0)
+        floor_stats = {"floor": _stats(fw, fc)}
         steps["reply"] = lambda: svc.score("inprocess", w.spec, *next(named), 100, defer=True)
     wall: dict[str, list[int]] = {k: [] for k in [*steps, "reply + settle"]}
     cpu: dict[str, list[int]] = {k: [] for k in wall}
@@ -86,7 +108,7 @@ def measure(n: int) -> dict[str, dict[str, float]]:
         if i >= WARMUP:
             wall["reply + settle"].append(dw)
             cpu["reply + settle"].append(dc)
-    return {k: _stats(wall[k], cpu[k]) for k in wall}
+    return {**floor_stats, **{k: _stats(wall[k], cpu[k]) for k in wall}}
 
 
 def report(path: str) -> int:
@@ -94,7 +116,7 @@ def report(path: str) -> int:
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         if line.strip():
             r = json.loads(line)
-            runs.setdefault(str(r["tree"]), []).append(r)
+            runs.setdefault(f"{r['tree']} {r.get('policy', 'dsan')}", []).append(r)
     for tree, rs in runs.items():
         print(f"{tree}: {len(rs)} runs, load {[round(float(r['load']), 1) for r in rs]}")  # type: ignore[arg-type]
         for world in rs[0]["worlds"]:  # type: ignore[union-attr]
@@ -112,10 +134,11 @@ def main(argv: list[str]) -> int:
     tree = os.path.abspath(argv[0] if argv else ".")
     sys.path[:0] = [tree, os.path.join(tree, "bench")]
     sizes = [int(s) for s in os.environ.get("DSAN_BENCH_SIZES", "100,1000").split(",")]
-    out = {"tree": tree, "api": os.environ.get("DSAN_AB_API", "grpc"),
+    policy = os.environ.get("DSAN_AB_POLICY", "dsan")
+    out = {"tree": tree, "api": os.environ.get("DSAN_AB_API", "grpc"), "policy": policy,
            "load": os.getloadavg()[0],
            "utc": time.strftime("%H:%M:%S", time.gmtime()),
-           "worlds": {str(n): measure(n) for n in sizes}}
+           "worlds": {str(n): measure(n, policy) for n in sizes}}
     print(json.dumps(out), flush=True)
     return 0
 
