@@ -232,7 +232,11 @@ class ScoringEngine:
         ok = self.feasibility.mask(pod, pub)[safe]
         if n_unknown:
             ok &= known
-        n_ok = int(np.count_nonzero(ok))
+        # The feasible candidates' positions: their count, and where a one-pass scorer's
+        # scores go back (ndarray.nonzero: ~1 us; count_nonzero plus flatnonzero's Python
+        # wrapper were ~4.5 on the development machine).
+        at = ok.nonzero()[0]
+        n_ok = len(at)
         stale: npt.NDArray[np.bool_] | None = None
         n_stale = 0
         if self.uses_telemetry:  # stale GPU nodes go to the fallback (sidecar.staleness)
@@ -247,13 +251,11 @@ class ScoringEngine:
         # --- model
         raw_fresh = None
         scaled = None  # (scores, best) when the scorer scaled its candidates itself
-        at = _NO_ROWS  # one_pass beside infeasible or unknown ones: where its scores go
         fell_back = 0
         if n_ok > n_stale:
             if everyone:
                 cand = rows
             elif one_pass is not None:  # fresh is ok: the positions serve both ways
-                at = np.flatnonzero(ok)
                 cand = rows[at]
             else:
                 cand = rows[fresh]
@@ -319,6 +321,5 @@ class ScoringEngine:
 
 
 _NO_MASK = np.zeros(0, dtype=bool)
-_NO_ROWS = np.zeros(0, dtype=np.int64)
 _FAILED_REASON = "dsan: insufficient CPU, memory or GPU share on this node"
 

@@ -440,3 +440,18 @@ def test_a_row_hint_is_read_only_when_it_spans_the_last_sync_to_now() -> None:
     snap.cpu_used[2] += 1.0
     plain.sync(snap, (snap.version, snap.version, []))  # no trust: hints never read
     assert plain.epoch[2] == plain.tick == 2
+
+
+def test_unique_rows_is_np_unique() -> None:
+    """headcache.unique_rows, the stale rows' dedupe, equals np.unique: sorted, each value
+    once, for repeats, one value, runs at both ends and the empty array."""
+    from dsan.model.headcache import unique_rows
+
+    rnd = np.random.default_rng(3)
+    cases = [np.zeros(0, dtype=np.int64), np.array([7]), np.array([5, 5, 5]),
+             np.array([9, 1, 1, 9]), np.arange(40)[::-1].copy()]
+    cases += [rnd.integers(0, hi, size).astype(np.int64)
+              for hi, size in ((3, 10), (50, 60), (5000, 1000), (2**40, 300))]
+    for rows in cases:
+        got = unique_rows(rows)
+        assert got.dtype == np.int64 and got.tolist() == np.unique(rows).tolist()
