@@ -49,7 +49,8 @@ def encode_priorities(names: Sequence[str], scores: npt.ArrayLike) -> bytes:
     if m == 0:
         return b"[]"
     s = np.asarray(scores, dtype=np.int64)
-    if s.shape != (m,) or s.min() < 0 or s.max() > MAX_EXTENDER_PRIORITY:
+    # One reduction for both bounds: as uint64 (modulo 2**64) a negative score is past 10.
+    if s.shape != (m,) or int(s.view(np.uint64).max()) > MAX_EXTENDER_PRIORITY:
         raise ValueError(f"need {m} scores in 0..{MAX_EXTENDER_PRIORITY}")
     parts = np.empty(2 * m, dtype=object)
     parts[0::2] = orjson.dumps(names).decode()[2:-2].split('","')

@@ -121,4 +121,24 @@ def test_priorities_encoding_refuses_scores_outside_extender_range() -> None:
         encode_priorities(["a", "b"], [3, 11])
     with pytest.raises(ValueError, match="2 scores"):
         encode_priorities(["a", "b"], [3])
+    with pytest.raises(ValueError, match=r"0\.\.10"):  # a negative one (wraps as uint64)
+        encode_priorities(["a", "b"], [-1, 3])
     assert encode_priorities([], []) == b"[]"
+    assert json.loads(encode_priorities(["a", "b"], [0, 10])) == [
+        {"Host": "a", "Score": 0}, {"Host": "b", "Score": 10}]
+
+
+def test_grpc_scores_encoding_refuses_scores_past_one_byte_varints() -> None:
+    import numpy as np
+
+    from sidecar.grpc_server import encode_scores
+
+    for bad in ([128], [-1, 5], [5, -(2**63)]):
+        for dtype in (np.int64, np.int32):
+            if dtype is np.int32 and min(bad) < -(2**31):
+                continue
+            with pytest.raises(ValueError, match=r"0\.\.127"):
+                encode_scores(np.array(bad, dtype=dtype))
+    assert encode_scores(np.array([0, 127], dtype=np.int32)) == \
+        encode_scores(np.array([0, 127], dtype=np.int64))
+    assert encode_scores(np.zeros(0, dtype=np.int64)) == b""
