@@ -62,6 +62,11 @@ def best_fit_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, 
     return tuple(int(g) for g in sorted(order[: pod.num_gpu]))
 
 
+#: Spans at most ``max_score`` times this are so small (subnormal) that ``max_score / span``
+#: would overflow float64: those are scaled by division instead (2x margin for rounding).
+TINY_SPAN = 2.0 / np.finfo(np.float64).max
+
+
 def normalize(
     scores: npt.ArrayLike, max_score: int = MAX_NODE_SCORE
 ) -> npt.NDArray[np.int64]:
@@ -79,7 +84,7 @@ def normalize(
         if not hi > lo:
             return np.full(s.shape, max_score, dtype=np.int64)
         span = hi - lo
-        if span < np.inf:
+        if np.inf > span > max_score * TINY_SPAN:
             out = s - lo
             out *= max_score / span
             return np.rint(out, out=out).astype(np.int64)
@@ -93,8 +98,10 @@ def normalize(
     else:
         with np.errstate(invalid="ignore", over="ignore"):
             span = hi - lo
-            if np.isfinite(span):
+            if np.inf > span > max_score * TINY_SPAN:
                 out = np.rint((s - lo) * (max_score / span))
+            elif np.isfinite(span):  # so small (subnormal) that max_score / span overflows
+                out = np.rint((s - lo) / span * max_score)
             else:  # the span overflows float64: scale both ends down first
                 out = np.rint((s / 2 - lo / 2) * (max_score / (hi / 2 - lo / 2)))
     if not all_finite:

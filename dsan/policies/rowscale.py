@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.base import normalize
+from dsan.policies.base import TINY_SPAN, normalize
 from dsan.twins import compiled_twin
 
 __all__ = ["compiled", "scale_rows", "scale_rows_py"]
@@ -50,7 +50,7 @@ def scale_rows_py(rawx: npt.NDArray[np.float64], rows: npt.NDArray[np.int64],
         return np.zeros(m, dtype=np.int64), -1, n_nan, n_unknown
     lo, hi = np.fmin.reduce(r), np.fmax.reduce(r)
     span = hi - lo
-    if 0 < span < np.inf:
+    if np.inf > span > max_score * TINY_SPAN:
         f = r - lo
         f *= max_score / span
         np.rint(f, out=f)
@@ -58,7 +58,7 @@ def scale_rows_py(rawx: npt.NDArray[np.float64], rows: npt.NDArray[np.int64],
             np.fmax(f, 0.0, out=f)  # NaN scores 0
         best = int(np.argmax(f))  # float argmax: same first maximum, cheaper
         return f.astype(np.int64), best, n_nan, n_unknown
-    # all equal, an infinite score or a span past float64: normalize's own cases
+    # all equal, an infinite score, a span past float64 or a subnormal one: normalize's
     fit = ~np.isnan(r)
     out = np.zeros(m, dtype=np.int64)
     out[fit] = normalize(r[fit], max_score)

@@ -7,6 +7,7 @@ scores); these properties pin them to per-node / NaN-aware definitions.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -79,6 +80,16 @@ def normalize_reference(scores: list[float], top: int) -> list[int]:
         else:
             out.append(int(np.rint((s / 2 - lo / 2) / (hi / 2 - lo / 2) * top)))
     return out
+
+
+@pytest.mark.parametrize(("values", "want"), [
+    ([0.0, 5e-324], [0, 100]), ([0.0, 1e-310, 5e-311], [0, 100, 50]),
+    ([1e-310, np.nan, 0.0, np.inf], [100, 0, 0, 0]), ([-5e-324, 0.0], [0, 100]),
+])
+def test_normalize_scales_a_subnormal_span(values: list[float], want: list[int]) -> None:
+    # max_score / span overflows float64 there (it once gave int64's minimum), and the
+    # halving reference above divides by zero
+    assert normalize(np.array(values), 100).tolist() == want
 
 
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=30),

@@ -73,6 +73,7 @@ def test_c_twin_gives_the_references_scores_winner_and_counts(seed: int, n: int,
 @pytest.mark.parametrize("x", [
     [1.0, np.nan, 2.0], [np.inf, 1.0], [-np.inf, 1.0, 2.0], [np.nan, np.nan],
     [1e308, -1e308, 0.0],  # a span past float64
+    [0.0, 1e-310, 5e-311], [5e-324, np.nan, 0.0],  # a subnormal span: max_score / span overflows
     [4.0, 4.0, 4.0], [4.0], [-0.0, 0.0], [0.0, -0.0, 1.0], [np.nan, 4.0, 4.0],
 ])
 def test_c_twin_on_normalizes_own_cases(x: list[float]) -> None:
@@ -81,6 +82,7 @@ def test_c_twin_on_normalizes_own_cases(x: list[float]) -> None:
     got = rowscale._scale_rows_c(rawx, rows, 100)
     ref = scale_rows_py(rawx, rows, 100)
     assert got[0].tolist() == ref[0].tolist() and got[1:] == ref[1:]
+    assert all(0 <= v <= 100 for v in ref[0].tolist())
 
 
 @needs_c
