@@ -9,8 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsan.filtering import feasible
+from dsan.policies import rowscale
 from dsan.policies.base import normalize
 from dsan.snapshot import ClusterSnapshot, PodSpec
+from sidecar import classpaths
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable
@@ -259,3 +261,43 @@ def test_rows_of_another_table_or_out_of_range_are_refused() -> None:
 def test_table_epochs_differ_between_caches_with_the_same_nodes() -> None:
     """A client's table from before a sidecar restart must not match the new process's."""
     assert setup(["2"])[0].snapshot().table_epoch != setup(["2"])[0].snapshot().table_epoch
+
+
+@pytest.mark.skipif(not rowscale.compiled, reason="dsan._rowscale not built (no C compiler)")
+@pytest.mark.parametrize("policy", ["fgd", "k8s-default"])
+def test_the_class_path_reply_stays_in_the_c_twin(policy: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C twin hands arrays of another dtype or layout to numpy without a word (session 9
+    found a settle served by numpy that way for two sessions): the class path's requests,
+    by name and by node-table rows, with unknown and infeasible candidates, must not."""
+    from dsan.policies.registry import make_scorer
+
+    fell_back: list[int] = []
+    twin = rowscale.scale_rows_py
+
+    def spy(*a: object) -> object:
+        fell_back.append(1)
+        return twin(*a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rowscale, "scale_rows_py", spy)
+    served: list[int] = []
+    c_twin = classpaths.scale_rows
+
+    def count(*a: object) -> object:
+        served.append(1)
+        return c_twin(*a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(classpaths, "scale_rows", count)
+    cache, names = setup(["2", "8", "4", "16", "1"])
+    eng = ScoringEngine(cache, make_scorer(policy), CpuFree("fb"), 60)
+    big = PodSpec(name="big", cpu_milli=3000, mem_mib=1)
+    for k, pod in enumerate((POD, big, POD, big)):
+        pub = cache.snapshot()
+        rows = np.array([pub.index[n] for n in names[::-1]], dtype=np.int64)
+        for req in ([*names, "gone"], NodeRows(rows, pub.table_epoch), names[1:3]):
+            res = eng.score(pod, req, assume=f"p{k}", defer=True)
+            assert res.best >= 0
+            eng.settle()
+    assert eng.cache_misses == 0
+    assert len(served) == 12  # every request took the class path
+    assert fell_back == []

@@ -10,12 +10,16 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsan.features import default_workload
+from dsan.model import headscan
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.serving import ServingModel
+from dsan.policies import dsan as dsan_policy
+from dsan.policies import logitscale
 from dsan.policies.dsan import DSANScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar import kubeobjects as ko
@@ -180,3 +184,41 @@ def test_one_pass_scaling_answers_as_the_general_path(data: st.DataObject) -> No
         for e in engines:
             e.settle()
     assert engines[0].policy_errors == engines[1].policy_errors == 0
+
+
+@pytest.mark.skipif(not (logitscale.compiled and headscan.compiled),
+                    reason="dsan._logitscale / dsan._headscan not built (no C compiler)")
+def test_the_one_pass_reply_and_its_settle_stay_in_the_c_twins(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A C twin hands arrays of another dtype or layout to numpy without a word (that hid a
+    numpy settle for two sessions): DSAN's one-pass replies (quantise, scale, winner) and
+    their settles (the head on the changed rows) must reach the C twins."""
+    fell_back: list[str] = []
+    for mod, name in ((logitscale, "scale_py"), (headscan, "request_rows_py"),
+                      (headscan, "few_head_py")):
+        twin = getattr(mod, name)
+
+        def spy(*a: object, _twin: Any = twin, _name: str = name, **kw: object) -> object:
+            fell_back.append(_name)
+            return _twin(*a, **kw)
+
+        monkeypatch.setattr(mod, name, spy)
+    served: list[int] = []
+    c_twin = dsan_policy.scale
+
+    def count(*a: object) -> object:
+        served.append(1)
+        return c_twin(*a)
+
+    monkeypatch.setattr(dsan_policy, "scale", count)
+    cache = _cache()
+    engine = ScoringEngine(cache, DSANScorer(ServingModel(MODEL, default_workload())),
+                           Untrusting(), 1e9, wall=lambda: NOW.timestamp() + 5)
+    for k in range(6):
+        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **POD_SHAPES[k % 2]),  # type: ignore[arg-type]
+                                cache.models)
+        res = engine.score(spec, NAMES[::2], assume=f"default/p{k}", defer=True)
+        assert res.best >= 0
+        engine.settle()
+    assert len(served) == 6 and engine.policy_errors == 0
+    assert fell_back == []
