@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -273,21 +274,9 @@ def test_the_class_path_reply_stays_in_the_c_twin(policy: str,
     from dsan.policies.registry import make_scorer
 
     fell_back: list[int] = []
-    twin = rowscale.scale_rows_py
-
-    def spy(*a: object) -> object:
-        fell_back.append(1)
-        return twin(*a)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(rowscale, "scale_rows_py", spy)
     served: list[int] = []
-    c_twin = classpaths.scale_rows
-
-    def count(*a: object) -> object:
-        served.append(1)
-        return c_twin(*a)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(classpaths, "scale_rows", count)
+    monkeypatch.setattr(rowscale, "scale_rows_py", _recording(rowscale.scale_rows_py, fell_back))
+    monkeypatch.setattr(classpaths, "scale_rows", _recording(classpaths.scale_rows, served))
     cache, names = setup(["2", "8", "4", "16", "1"])
     eng = ScoringEngine(cache, make_scorer(policy), CpuFree("fb"), 60)
     big = PodSpec(name="big", cpu_milli=3000, mem_mib=1)
@@ -301,3 +290,12 @@ def test_the_class_path_reply_stays_in_the_c_twin(policy: str,
     assert eng.cache_misses == 0
     assert len(served) == 12  # every request took the class path
     assert fell_back == []
+
+
+def _recording(fn: Any, calls: list[int]) -> Any:
+    """``fn``, noting each call in ``calls``."""
+    def wrapper(*a: object) -> object:
+        calls.append(1)
+        return fn(*a)
+    return wrapper
+
