@@ -25,6 +25,7 @@ import numpy.typing as npt
 import orjson
 
 from sidecar.podspec import PodError, PodSpecMemo, pod_key
+from sidecar.scoreresult import scores_past
 from sidecar.service import RequestError, ScoringService
 
 MAX_EXTENDER_PRIORITY = 10
@@ -49,8 +50,7 @@ def encode_priorities(names: Sequence[str], scores: npt.ArrayLike) -> bytes:
     if m == 0:
         return b"[]"
     s = np.asarray(scores, dtype=np.int64)
-    # One reduction for both bounds: as uint64 (modulo 2**64) a negative score is past 10.
-    if s.shape != (m,) or int(s.view(np.uint64).max()) > MAX_EXTENDER_PRIORITY:
+    if s.shape != (m,) or scores_past(s, MAX_EXTENDER_PRIORITY):
         raise ValueError(f"need {m} scores in 0..{MAX_EXTENDER_PRIORITY}")
     parts = np.empty(2 * m, dtype=object)
     parts[0::2] = orjson.dumps(names).decode()[2:-2].split('","')

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ScoreResult"]
+__all__ = ["ScoreResult", "scores_past"]
 
 
 # Not frozen: a frozen dataclass's __init__ sets each of the ten fields through
@@ -28,3 +28,15 @@ class ScoreResult:
     #: ``Published.table_epoch`` of the snapshot scored on (the client's table is current
     #: when it matches).
     table_epoch: int = 0
+
+
+def scores_past(scores: npt.NDArray[np.integer], hi: int) -> bool:
+    """Whether any score is outside 0..hi (what a reply encoder must refuse). For int64, the
+    engine's dtype, one reduction covers both bounds: viewed as uint64 a negative score
+    wraps past ``hi``."""
+    if not scores.size:
+        return False
+    if scores.dtype == np.int64:
+        return int(scores.view(np.uint64).max()) > hi
+    return bool(scores.min() < 0 or scores.max() > hi)
+
