@@ -28,6 +28,7 @@ import numpy.typing as npt
 import torch
 
 from dsan.features import PlacementCache
+from dsan.filtering import feasible
 from dsan.model import headscan
 from dsan.model.headmirror import FEW_ROWS, HeadMirror
 from dsan.model.net import DSANNet
@@ -40,7 +41,7 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 __all__ = ["MAX_CLASSES", "MAX_SETS", "REQUEST_COLUMNS", "HeadCache", "SetLogits", "class_key",
-           "unique_rows"]
+           "follow", "unique_rows"]
 
 #: Pod classes kept at once (each ~ n x (3H + 8) numbers); the oldest is dropped beyond.
 MAX_CLASSES = 32
@@ -66,6 +67,26 @@ def unique_rows(rows: I64) -> I64:
     keep[:1] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def follow(last: I64, changed: I64, pod: PodSpec, snap: ClusterSnapshot) -> I64:
+    """The candidates a pod class's next request will most likely send, given those of its
+    last request (``last``) and the nodes whose allocation ``changed`` since: ``last``
+    less the changed nodes that no longer fit ``pod``, plus the changed ones that now do
+    (on our view, as the sidecar filters). ``last`` itself (the same object) when that
+    moves nothing."""
+    if not changed.size:
+        return last
+    fits = feasible(pod, snap, changed)
+    if changed.size <= FEW_ROWS:  # a settle's one or two rows: no np.isin machinery
+        inside = np.array([bool((last == r).any()) for r in changed.tolist()], dtype=bool)
+    else:
+        inside = np.isin(changed, last)
+    drop, add = changed[inside & ~fits], changed[~inside & fits]
+    if not drop.size and not add.size:
+        return last
+    kept = last[~np.isin(last, drop)] if drop.size else last
+    return np.concatenate([kept, add]) if add.size else kept
 
 
 @dataclass(slots=True)
@@ -162,6 +183,9 @@ class HeadCache:
                 placements: PlacementCache) -> tuple[ClassRows, I64 | None]:
         """Sync the row tracker; ``pod``'s class with the rows of ``nodes`` whose node
         changed recomputed (returned, None if none)."""
+        return self._class_rows(self._sync(snap), pod, snap, nodes, node_cols, placements)
+
+    def _sync(self, snap: ClusterSnapshot) -> RowTracker:
         n = len(snap)
         t = self._tracker
         if t is None or len(t.epoch) != n:
@@ -170,6 +194,11 @@ class HeadCache:
         else:
             t.sync(snap, self._hint)
         self._hint = None
+        return t
+
+    def _class_rows(self, t: RowTracker, pod: PodSpec, snap: ClusterSnapshot, nodes: I64,
+                    node_cols: F32, placements: PlacementCache) -> tuple[ClassRows, I64 | None]:
+        n = len(snap)
         key = _class_of(pod, snap, placements)
         c = self._classes.get(key)
         if c is None:
@@ -184,47 +213,34 @@ class HeadCache:
                     if stale.size <= FEW_ROWS else unique_rows(stale))
             c.update(self._mirror.layer, pod, snap, rows, node_cols, placements, t.tick)
             self.rows_computed += len(rows)
-        c.last = nodes
+        c.last, c.seen = nodes, t.tick
         return c, rows
 
     def prefetch(self, pod: PodSpec, snap: ClusterSnapshot, node_cols: F32,
                  placements: PlacementCache) -> bool:
-        """Bring ``pod``'s class up to date with ``snap`` by serving its last candidates
-        again (rows the assumption changed, their logits under the last extremes): work the
-        next request of the class then finds done. False if the class has no last request."""
+        """Bring ``pod``'s class up to date with ``snap`` by serving what its next request
+        will most likely ask: its last candidates, less those that changed and no longer
+        fit the pod, plus those that changed and now do (an assumption fills one node, and
+        the assumption it replaced frees another). Their changed rows are recomputed and
+        their logits set under the candidates' extremes: work the next request of the class
+        then finds done. False if the class has no last request."""
         c = self._classes.get(_class_of(pod, snap, placements))
         t = self._tracker
         # Classes live only while the node count does (logits() starts over when it
         # changes), so an unchanged count means every row of c.last is in range.
         if c is None or c.last is None or t is None or len(t.epoch) != len(snap):
             return False
-        nodes = c.last
-        c, rows = self._update(pod, snap, nodes, node_cols, placements)
-        if rows is not None:  # else no row changed: the class is as its last request left it
-            self._set_rows(c, snap, nodes, rows)
-        return True
-
-    def _set_rows(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, rows: I64) -> None:
-        """:meth:`_set_logits` for a prefetch that just recomputed ``rows`` (of ``nodes``):
-        when the candidates' extremes are ones the class holds logits for (usually: the
-        assumption moved no extreme), only ``rows`` go through the head, and nothing else
-        is gathered over the candidates (the next request checks every node anyway, and a
-        logit is exact under its extremes whoever asks); new extremes take the full pass."""
-        lo, hi = headscan.extremes(c.quant, nodes)
-        e = c.sets.get((lo.tobytes(), hi.tobytes(), snap.telemetry is None))
-        if not isinstance(e, SetLogits):
+        t = self._sync(snap)
+        last = c.last
+        nodes = follow(last, np.flatnonzero(t.epoch > c.seen), pod, snap)
+        c, rows = self._class_rows(t, pod, snap, nodes, node_cols, placements)
+        # Every logit the next request reads, as it would find them: under the candidates'
+        # extremes, which may be a set held from before, whose logits of rows that changed
+        # under other extremes since are old too (not just ``rows``).
+        if nodes is not last or rows is not None:
             self._set_logits(c, snap, nodes)
-            return
-        ages = snap.telemetry_age_s
-        age = np.full(len(rows), np.inf) if ages is None else ages[rows]
-        # Every one of rows needs its logit: update() just stamped them with the tracker's
-        # tick, which no logit held under these extremes can carry (a row held at this tick
-        # would not have been stale).
-        # take, not quant[:, rows]: that gather comes out in Fortran order, which the C
-        # twins refuse (the numpy twins then served every settle)
-        q = c.quant.take(rows, axis=1)
-        e.logit[rows] = self._mirror.logits(c, snap, rows, q, lo, hi, age)
-        e.at[rows], e.age[rows] = c.at[rows], age
+        # else nothing changed: the class is as its last request left it
+        return True
 
     def _set_logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64) -> F64:
         """Logits from the class's :class:`SetLogits` of the candidates' extremes; only the

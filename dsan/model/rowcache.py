@@ -236,6 +236,9 @@ class ClassRows:
     computed: int = 0
     #: The candidates of the class's last request (re-served by ``HeadCache.prefetch``).
     last: I64 | None = None
+    #: The tracker's tick when the class last synced: rows whose epoch is past it changed
+    #: since (``HeadCache.prefetch`` re-checks whether they are candidates).
+    seen: int = 0
 
     @classmethod
     def empty(cls, n: int, h: int) -> ClassRows:

@@ -18,7 +18,7 @@ from dsan.features import (
     node_block,
     telemetry_of,
 )
-from dsan.filtering import allocate, feasible_nodes, release
+from dsan.filtering import allocate, feasible, feasible_nodes, release
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet, ModelConfig
@@ -316,8 +316,9 @@ def test_set_entries_are_bounded_per_class() -> None:
 
 def test_prefetch_after_an_assumption_leaves_the_next_request_only_gathering() -> None:
     """What the sidecar's settle() does after the reply (DSANScorer.after_assume): the
-    class's changed rows and their logits are brought up to date; the next request of the
-    class computes nothing and is still exact."""
+    class's changed rows and their logits are brought up to date, under the extremes of the
+    candidates the next request sends (the winner dropped once the pod no longer fits it);
+    that request computes and scores nothing and is still exact."""
     from dsan.policies.dsan import DSANScorer
 
     model = _random_residual(8)
@@ -334,13 +335,68 @@ def test_prefetch_after_an_assumption_leaves_the_next_request_only_gathering() -
         allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, default_workload()))
         computed = sm.head.rows_computed
         scorer.after_assume(pod, snap, best)
-        assert sm.head.rows_computed > computed  # the winner's row, off the request path
-        computed, scored = sm.head.rows_computed, sm.head.rows_scored
         nodes = feasible_nodes(pod, snap)
+        # the winner's row, off the request path, unless the pod no longer fits it
+        assert sm.head.rows_computed > computed or best not in nodes.tolist()
+        computed, scored = sm.head.rows_computed, sm.head.rows_scored
         _check(sm, model, pod, snap, np.roll(nodes, step + 1))
         assert sm.head.rows_computed == computed
-        if step == 0:  # the same set minus nothing: extremes as prefetched
-            assert sm.head.rows_scored == scored
+        assert sm.head.rows_scored == scored
+
+
+def test_prefetch_follows_nodes_that_start_or_stop_fitting() -> None:
+    """The prefetch serves the class's last candidates less the changed nodes that no
+    longer fit and plus those that now do (an assumption fills one node, the one it replaced
+    frees another): the next request over the new feasible set finds every logit held, and
+    stays exact."""
+    model = _random_residual(8)
+    snap = _snap(40, seed=17)
+    sm = ServingModel(model, default_workload())
+    assert sm.head is not None
+    pod = PODS[0]
+    nodes = feasible_nodes(pod, snap)
+    _check(sm, model, pod, snap, nodes)
+    # fill one candidate until the pod no longer fits it
+    full = int(nodes[len(nodes) // 2])
+    placed = []
+    while feasible(pod, snap, np.array([full]))[0]:
+        gpus = fgd_select_gpus(pod, snap, full, default_workload())
+        allocate(snap, pod, full, gpus)
+        placed.append(gpus)
+    assert sm.prefetch(pod, snap)
+    computed, scored = sm.head.rows_computed, sm.head.rows_scored
+    after = feasible_nodes(pod, snap)
+    assert full not in after.tolist()
+    _check(sm, model, pod, snap, np.roll(after, 3))
+    assert (sm.head.rows_computed, sm.head.rows_scored) == (computed, scored)
+    # free it again: it fits, and the prefetch brings it back among the candidates
+    release(snap, pod, full, placed[-1])
+    assert sm.prefetch(pod, snap)
+    computed, scored = sm.head.rows_computed, sm.head.rows_scored
+    back = feasible_nodes(pod, snap)
+    assert full in back.tolist()
+    _check(sm, model, pod, snap, np.roll(back, 5))
+    assert (sm.head.rows_computed, sm.head.rows_scored) == (computed, scored)
+
+
+def test_follow_drops_and_adds_only_changed_nodes() -> None:
+    """headcache.follow: a changed candidate that no longer fits leaves, a changed
+    non-candidate that fits joins, unchanged nodes stay as they were (even when they do not
+    fit: follow judges only what changed), and nothing moved returns the same object."""
+    from dsan.model.headcache import follow
+
+    snap = _snap(30, seed=18)
+    pod = PODS[0]
+    ok = feasible(pod, snap)
+    fit, unfit = np.flatnonzero(ok), np.flatnonzero(~ok)
+    assert len(fit) >= 6 and len(unfit) >= 2
+    last = np.concatenate([fit[:4], unfit[:1]])
+    assert follow(last, np.zeros(0, dtype=np.int64), pod, snap) is last
+    assert follow(last, fit[:2], pod, snap) is last  # changed but still fitting candidates
+    got = follow(last, np.array([fit[5], unfit[0], unfit[1]]), pod, snap)
+    assert got.tolist() == [*fit[:4].tolist(), fit[5]]
+    many = np.concatenate([fit[4:], unfit])  # past the few-row path
+    assert sorted(follow(last, many, pod, snap).tolist()) == fit.tolist()
 
 
 def test_prefetch_under_held_extremes_scores_only_the_changed_rows() -> None:
