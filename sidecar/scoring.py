@@ -206,12 +206,20 @@ class ScoringEngine:
         snap = pub.snap
         m = len(names)
         # --- featurize: names -> rows, feasibility and staleness on our view
+        all_known = True
         if given is not None:
             rows = given  # rows of this snapshot's table (NodeRows.resolve): all known
         else:
             assert not isinstance(names, NodeRows)
-            rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
-        if given is not None or rows.min() >= 0:  # the usual case: one reduction at most
+            # The usual case, every name known, costs no reduction: a miss raises and the
+            # lookup is redone with -1 for unknown names (rows.min() was ~3-5 us here).
+            try:
+                rows = np.fromiter(map(pub.index.__getitem__, names), dtype=np.int64, count=m)
+            except KeyError:
+                rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64,
+                                   count=m)
+                all_known = False
+        if all_known:
             n_unknown = 0
             known = _NO_MASK  # read only when n_unknown
         else:
