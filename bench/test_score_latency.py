@@ -246,6 +246,35 @@ def test_inprocess_score(benchmark: Any, n: int, policy: str) -> None:
 
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("n", SIZES)
+def test_inprocess_floor_after_settle(benchmark: Any, n: int, policy: str) -> None:
+    """The lookup+dot floor in the reply's conditions: each round first serves a request
+    and runs its settle, as between two timed replies, then times the floor on the next
+    request's names. Shown beside the budget, not judged: the budget's floor runs back to
+    back on warm caches, while every reply follows a settle that evicts them."""
+    w = world(n, policy)
+    calls = itertools.cycle(list(zip([f"bench-uid-{i}" for i in range(VARIANTS)], w.cands,
+                                     strict=True)))
+    names: list[str] = []
+
+    def settled() -> None:
+        nonlocal names
+        key, names = next(calls)
+        w.service.score("inprocess", w.spec, key, names, 100, defer=True)
+        w.service.settle()
+
+    def floor() -> int:
+        rows = np.fromiter(map(w.index.get, names, repeat(-1)), dtype=np.int64,
+                           count=len(names))
+        return int(np.argmax(w.vectors[rows] @ w.pod_vec))
+
+    record(benchmark, "inprocess-floor-after-settle", n, policy)
+    load_before = os.getloadavg()[0]
+    benchmark.pedantic(floor, setup=settled, rounds=ROUNDS, iterations=1, warmup_rounds=5)
+    summarize(benchmark, load_before)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("n", SIZES)
 def test_inprocess_score_inline(benchmark: Any, n: int, policy: str) -> None:
     """Score and assume in one call (the server's whole work per request, no deferral)."""
     w = world(n, policy)
