@@ -34,6 +34,9 @@ _SLOTS = np.arange(MAX_GPUS)[None, :]
 #: PlacementCache memo: used for up to this many changed rows; entries kept at most.
 _MEMO_ROWS = 8
 _MEMO_SIZE = 16_384
+#: Rows a chain of :meth:`PlacementCache.note_changes` records may list before the sync
+#: compares every node instead (the records of one sync interval are usually a few rows).
+_HINT_ROWS = 64
 
 
 class PlacementCache:
@@ -99,8 +102,16 @@ class PlacementCache:
         """With :meth:`trust_snapshot_versions`: the snapshot the next :meth:`get` passes
         went from version ``since`` to ``version`` by writes to ``rows`` alone (the sidecar's
         row-change log), so the sync compares only those rows. Read once, by the next sync;
-        ignored unless it spans exactly from the version last synced to that snapshot's."""
-        self._hint = (since, version, rows)
+        ignored unless it spans exactly from the version last synced to that snapshot's.
+
+        A record that continues one not read yet (from its version on) extends it: a
+        settle whose class had no changed row leaves this cache unsynced, and the next
+        record alone would no longer reach back to its last sync (an O(n) diff)."""
+        hint = self._hint
+        if hint is not None and hint[1] == since and len(hint[2]) + len(rows) <= _HINT_ROWS:
+            self._hint = (hint[0], version, [*hint[2], *rows])
+        else:
+            self._hint = (since, version, rows)
 
     def access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
         """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change:

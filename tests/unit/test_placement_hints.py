@@ -161,3 +161,38 @@ def test_a_relabelled_or_resized_node_is_recomputed_with_or_without_a_hint() -> 
             cache.note_changes(v, snap.version, [5, 7])
         for pod in PROBES:
             _assert_placement(cache.get(pod, snap, rows), pod, snap, rows)
+
+
+def test_records_between_two_syncs_chain_into_one_hint() -> None:
+    """One record per write, a read every few writes (a settle whose class had no changed
+    row does not sync the placement cache): the records chain, the sync compares only their
+    rows (never the full diff), and the numbers stay placement's."""
+    snap = _cluster(71)
+    cache = PlacementCache(default_workload())
+    cache.trust_snapshot_versions()
+    every = np.arange(len(snap), dtype=np.int64)
+    cache.get(PROBES[0], snap, every)
+
+    def no_full_diff(_: ClusterSnapshot) -> None:
+        raise AssertionError("full diff")
+
+    cache._track.sync = no_full_diff  # type: ignore[method-assign]
+    mover = _Mover(snap, 72)
+    for step in range(60):
+        v = snap.version
+        node = mover.step(step)
+        cache.note_changes(v, snap.version, [node])
+        if step % 4 == 3:
+            for pod in PROBES[:2]:
+                _assert_placement(cache.get(pod, snap, every), pod, snap, every)
+
+
+def test_a_chain_keeps_every_record_and_breaks_on_a_gap() -> None:
+    cache = PlacementCache(default_workload())
+    cache.note_changes(3, 4, [1])
+    cache.note_changes(4, 6, [2, 5])
+    assert cache._hint == (3, 6, [1, 2, 5])
+    cache.note_changes(7, 8, [9])  # does not continue the chain: replaces it
+    assert cache._hint == (7, 8, [9])
+    cache.note_changes(8, 9, list(range(64)))  # past the bound: the sync diffs every node
+    assert cache._hint == (8, 9, list(range(64)))
