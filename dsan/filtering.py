@@ -56,12 +56,17 @@ def _feasible_few(pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int6
     milli, need = pod.gpu_milli, pod.num_gpu
     gpus = need > 0 and milli > 0
     taints = snap.taint_mask
+    # Python scalars (.item()): the same float64 subtractions; the requests as numpy reads a
+    # Python scalar against float64 (float(), which rounds an int as numpy does), so every
+    # comparison is the vectorised one's.
+    cpu, mem = float(pod.cpu_milli), float(pod.mem_mib)
+    cpu_cap, cpu_used, mem_cap, mem_used = snap.cpu_cap, snap.cpu_used, snap.mem_cap, snap.mem_used
     for k, r in enumerate(rows.tolist()):
-        if not (snap.cpu_cap[r] - snap.cpu_used[r] >= pod.cpu_milli
-                and snap.mem_cap[r] - snap.mem_used[r] >= pod.mem_mib):
+        if not (cpu_cap.item(r) - cpu_used.item(r) >= cpu
+                and mem_cap.item(r) - mem_used.item(r) >= mem):
             continue
         if gpus:
-            if sum(f >= milli for f in snap.gpu_free[r].tolist()) < need:
+            if len([f for f in snap.gpu_free[r].tolist() if f >= milli]) < need:
                 continue
             if pod.gpu_models and int(snap.gpu_model[r]) not in pod.gpu_models:
                 continue
