@@ -82,15 +82,19 @@ def featurize_rows(
     allowed = set(pod.gpu_models)
     w = cache.workload
     n_shapes = min(TOP_SHAPES, len(w.freq))
-    access = cache.access(snap)[:n_shapes, rows].T.tolist() if n_shapes else [[]] * m
+    access = _access_rows(cache.access(snap), n_shapes, rows_l)
     # What the per-row tail reads (dsan.rowkernel's items), as Python scalars.
     items = []
     for r, j in enumerate(rows_l):
         before, frag_after, slot, fafter = pls[r]
         # numpy's exp, as featurize calls it: libm's may differ in the last bit. The clip
         # is exact, so Python's min/max (NaN stays NaN) replace np.clip's ~3 us per scalar.
-        delta = frag_after - before
-        fgd = float(1 / (1 + np.exp(min(max(delta / 1000, -50.0), 50.0))))
+        arg = min(max((frag_after - before) / 1000, -50.0), 50.0)
+        fgd = _FGD.get(arg)
+        if fgd is None:
+            if len(_FGD) >= _MEMO_SIZE:
+                _FGD.clear()
+            fgd = _FGD[arg] = float(1 / (1 + np.exp(arg)))
         items.append((
             int(snap.gpu_count.item(j)), snap.cpu_cap.item(j), snap.mem_cap.item(j),
             snap.cpu_used.item(j), snap.mem_used.item(j), snap.gpu_free[j].tolist(),
@@ -109,6 +113,35 @@ def featurize_rows(
     # two of it, as the assertion below pins) are zeroed with a slice, not a fancy index.
     x[:, _AGE0:N_NODE_FEATURES] = 0.0
     return x, q
+
+
+#: Bound of each memo below (cleared when full: the values repeat, so it fills again).
+_MEMO_SIZE = 4096
+#: FGD's score per clipped argument of numpy's exp: nodes go back and forth between a few
+#: states, so fragmentation deltas repeat, and a dict read costs less than numpy's scalar
+#: call. The same function of the same float, so the same bits (+0.0 and -0.0, one key
+#: here, both give exp 1.0; a NaN never matches, so it is computed each time).
+_FGD: dict[float, float] = {}
+#: The workload shapes' GPU-model access of each node as a list of bools, for one access
+#: array (:meth:`PlacementCache.access`, which makes a new array when the nodes' models
+#: change and never writes one it returned): (that array, held so that no other array can
+#: pass for it, the shape count, row -> list).
+_ACCESS: list[tuple[npt.NDArray[np.bool_], int, dict[int, list[bool]]]] = []
+
+
+def _access_rows(acc: npt.NDArray[np.bool_], n_shapes: int, rows: list[int]) -> list[list[bool]]:
+    """``acc[:n_shapes, rows].T.tolist()``, each node's list read once per access array (a
+    fancy index, a transpose and a conversion on every settle otherwise)."""
+    if not (_ACCESS and _ACCESS[0][0] is acc and _ACCESS[0][1] == n_shapes):
+        _ACCESS[:] = [(acc, n_shapes, {})]
+    memo = _ACCESS[0][2]
+    out = []
+    for j in rows:
+        got = memo.get(j)
+        if got is None:
+            got = memo[j] = acc[:n_shapes, j].tolist()
+        out.append(got)
+    return out
 
 
 #: pod_values as floats per pod shape (every field pod_values reads), bounded.
