@@ -42,6 +42,11 @@ class Staleness:
             return stale, int(np.count_nonzero(stale))
         return None, 0
 
+    def none(self, pub: Published) -> bool:
+        """No GPU node of ``pub`` has telemetry past the cutoff (the usual case: then
+        :meth:`mask` is None for every request on ``pub`` until the clock moves)."""
+        return not self._wall() - self._stale_s > self._oldest_gpu_telemetry(pub)
+
     def _oldest_gpu_telemetry(self, pub: Published) -> float:
         """The oldest telemetry time of any GPU node in ``pub`` (-inf: one never reported,
         inf: no GPU node), cached per publish (see the module docstring)."""

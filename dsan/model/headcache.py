@@ -31,6 +31,7 @@ from dsan.features import PlacementCache
 from dsan.filtering import feasible
 from dsan.model import headscan
 from dsan.model.headmirror import FEW_ROWS, HeadMirror
+from dsan.model.heldreply import Held
 from dsan.model.net import DSANNet
 from dsan.model.rowcache import ClassRows, Hint, RowTracker, class_key
 from dsan.rowfeatures import REQUEST_COLUMNS
@@ -98,10 +99,12 @@ class SetLogits:
     logit: F64  # (n,)
     at: I64  # (n,) the class row's tick (ClassRows.at) used; -2 never
     age: F64  # (n,) the telemetry age used (NaN never equals: recomputed every time)
+    lo: F64  # (5, 1) the extremes the logits are computed under
+    hi: F64  # (7, 1)
 
     @classmethod
-    def empty(cls, n: int) -> SetLogits:
-        return cls(np.zeros(n), np.full(n, -2, dtype=np.int64), np.full(n, np.nan))
+    def empty(cls, n: int, lo: F64, hi: F64) -> SetLogits:
+        return cls(np.zeros(n), np.full(n, -2, dtype=np.int64), np.full(n, np.nan), lo, hi)
 
 
 class HeadCache:
@@ -218,6 +221,23 @@ class HeadCache:
         c.last, c.seen = nodes, t.tick
         return c, rows
 
+    def held(self, pod: PodSpec, snap: ClusterSnapshot, placements: PlacementCache) -> Held | None:
+        """What ``pod``'s class holds for a request on ``snap`` (the tracker synced to it):
+        its logits under the extremes it last served, for :mod:`dsan.model.heldreply` to
+        check against the request's candidates and scale. None if the class holds none."""
+        t = self._tracker
+        if t is None or len(t.epoch) != len(snap):
+            return None
+        t = self._sync(snap)
+        c = self._classes.get(_class_of(pod, snap, placements))
+        if c is None or c.held_key is None or c.held_key[2] != (snap.telemetry is None):
+            return None
+        e = c.sets.get(c.held_key)  # gone when the embeddings moved (rederive) or evicted
+        if not isinstance(e, SetLogits):
+            return None
+        return Held(c.quant, e.lo, e.hi, c.at, t.epoch, e.at, e.age, snap.telemetry_age_s,
+                    e.logit)
+
     def prefetch(self, pod: PodSpec, snap: ClusterSnapshot, node_cols: F32,
                  placements: PlacementCache) -> bool:
         """Bring ``pod``'s class up to date with ``snap`` by serving what its next request
@@ -255,7 +275,8 @@ class HeadCache:
         if not isinstance(e, SetLogits):
             if len(c.sets) >= self.max_sets:
                 del c.sets[next(iter(c.sets))]
-            e = c.sets[key] = SetLogits.empty(len(snap))
+            e = c.sets[key] = SetLogits.empty(len(snap), lo, hi)
+        c.held_key = key
         todo, out = headscan.lookup(nodes, c.at, e.at, e.age, ages, e.logit)
         if todo.size == len(nodes):
             q = c.quant.take(nodes, axis=1)

@@ -239,6 +239,9 @@ class ClassRows:
     #: The tracker's tick when the class last synced: rows whose epoch is past it changed
     #: since (``HeadCache.prefetch`` re-checks whether they are candidates).
     seen: int = 0
+    #: The key in ``sets`` of the extremes last served (``HeadCache.held`` offers them to
+    #: the next request); None before the first
+    held_key: tuple[bytes, bytes, bool] | None = None
 
     @classmethod
     def empty(cls, n: int, h: int) -> ClassRows:

@@ -42,6 +42,7 @@ from dsan.features import (
 from dsan.model.embeddings import NodeEmbeddings
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.headcache import HeadCache
+from dsan.model.heldreply import Held
 from dsan.model.net import DSANNet
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
@@ -207,6 +208,14 @@ class ServingModel:
             return False
         self.refresh(snap)
         return self.head.prefetch(pod, snap, self.embeddings.node_cols, self._placements(snap))
+
+    def held(self, pod: PodSpec, snap: ClusterSnapshot) -> Held | None:
+        """What ``pod``'s class holds for a request on ``snap`` (:meth:`HeadCache.held`),
+        the embeddings refreshed first as for :meth:`logits`; None without a head cache."""
+        if self.head is None:
+            return None
+        self.refresh(snap)
+        return self.head.held(pod, snap, self._placements(snap))
 
     def logits(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.features import TargetWorkload, default_workload, fgd_select_gpus, schema_hash
+from dsan.model import heldreply
 from dsan.model.export import DEFAULT_DIR
 from dsan.model.serving import ServingModel
 from dsan.policies.logitscale import LOGIT_STEP, quantize_logits, scale
@@ -56,6 +57,17 @@ class DSANScorer:
         first maximum, in one pass (:func:`dsan.policies.logitscale.scale`): the sidecar's
         reply when every candidate is scored by this model."""
         return scale(self.serving.logits(pod, snap, nodes), max_score)
+
+    def score_held(self, pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int64],
+                   ok: npt.NDArray[np.bool_], max_score: int
+                   ) -> tuple[npt.NDArray[np.int64], int, int] | None:
+        """The sidecar's reply from the logits ``pod``'s class holds
+        (:mod:`dsan.model.heldreply`): candidates at ``rows`` (-1 unknown), feasibility
+        ``ok`` over every node; (scores, first feasible maximum, feasible count), exactly
+        :meth:`score_scaled` over the feasible candidates put back at their positions, or
+        None when the held logits do not apply (the caller then takes that path)."""
+        h = self.serving.held(pod, snap)
+        return None if h is None else heldreply.reply(h, rows, ok, max_score)
 
     def after_assume(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> None:
         """The sidecar calls this after the reply left, once ``pod`` is charged to ``node``:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from dsan.features import (
     FEATURE_NAMES,
@@ -25,15 +24,10 @@ from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
 from dsan.policies.base import normalize
 from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
-
-PODS = [
-    PodSpec("share", 4000, 16384, 1, 500),
-    PodSpec("share-small", 1000, 2048, 1, 250, priority=500, task_type=1),
-    PodSpec("whole", 8000, 32768, 2, 1000, gang_size=2),
-    PodSpec("cpu", 2000, 4096, image=1),
-    PodSpec("model", 4000, 8192, 1, 1000, gpu_models=(1,)),
-]
+from dsan.snapshot import ClusterSnapshot, PodSpec
+from tests.support.headworld import PODS
+from tests.support.headworld import random_residual as _random_residual
+from tests.support.headworld import random_snapshot as _snap
 
 
 def gate_on_telemetry(model: DSANNet) -> DSANNet:
@@ -45,35 +39,6 @@ def gate_on_telemetry(model: DSANNet) -> DSANNet:
         model.head.proj.weight[:, col] = 10.0
         model.head.proj.bias.fill_(-5.0)
     return model
-
-
-def _snap(n: int, seed: int) -> ClusterSnapshot:
-    rng = np.random.default_rng(seed)
-    gpus = rng.choice([0, 2, 4, 8], size=n)
-    snap = empty_snapshot(
-        [f"node-{(i * 7) % n:03d}" for i in range(n)],
-        rng.choice([32000, 64000, 96000], size=n),
-        rng.choice([131072, 262144], size=n),
-        gpus,
-        np.where(gpus > 0, rng.integers(0, 3, size=n), -1),
-        ["A100", "V100", "T4"],
-    )
-    snap.zone = (np.arange(n) // 20).astype(np.int32)
-    snap.rack = (np.arange(n) // 5).astype(np.int32)
-    snap.hourly_cost = rng.uniform(0.5, 3.0, size=n)
-    snap.images = [frozenset({1}) if i % 3 == 0 else frozenset() for i in range(n)]
-    snap.pod_count = rng.integers(0, 10, size=n).astype(np.int32)
-    snap.telemetry = rng.random((n, 6, 5)).astype(np.float32)
-    snap.telemetry_age_s = rng.uniform(0, 600, size=n)
-    snap.telemetry_age_s[rng.random(n) < 0.1] = np.inf  # no telemetry on some nodes
-    snap.cpu_used[:] = np.round(rng.uniform(0, 0.5, size=n) * snap.cpu_cap, -3)
-    snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 250, 500, 1000], (n, 8)), 0)
-    # Pairs of nodes in the same state: exact ties on every absolute quantity.
-    for a, b in ((1, 2), (5, 9)):
-        for col in (snap.cpu_cap, snap.cpu_used, snap.mem_cap, snap.mem_used, snap.gpu_count,
-                    snap.gpu_model, snap.gpu_free, snap.hourly_cost):
-            col[b] = col[a]
-    return snap
 
 
 def _reference(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot,
@@ -103,20 +68,6 @@ def _embed(model: DSANNet, snap: ClusterSnapshot) -> torch.Tensor:
             ei,
             ew,
         )
-
-
-def _random_residual(hidden: int = 16) -> DSANNet:
-    """A residual model whose every weight is non-zero (the shipped init zeroes some)."""
-    torch.manual_seed(1)
-    net = DSANNet(ModelConfig(hidden=hidden, head="residual"))
-    with torch.no_grad():
-        for lin in (net.head.skip, net.head.gpu_skip, net.head.mlp[2]):
-            assert isinstance(lin, nn.Linear)
-            nn.init.normal_(lin.weight, std=0.3)
-        last = net.head.mlp[2]
-        assert isinstance(last, nn.Linear)
-        last.bias.fill_(0.2)
-    return net
 
 
 def _check(sm: ServingModel, model: DSANNet, pod: PodSpec, snap: ClusterSnapshot,

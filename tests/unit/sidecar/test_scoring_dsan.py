@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsan.features import default_workload
-from dsan.model import headscan
+from dsan.model import headscan, heldreply
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.serving import ServingModel
 from dsan.policies import dsan as dsan_policy
@@ -186,16 +186,17 @@ def test_one_pass_scaling_answers_as_the_general_path(data: st.DataObject) -> No
     assert engines[0].policy_errors == engines[1].policy_errors == 0
 
 
-@pytest.mark.skipif(not (logitscale.compiled and headscan.compiled),
-                    reason="dsan._logitscale / dsan._headscan not built (no C compiler)")
+@pytest.mark.skipif(not (logitscale.compiled and headscan.compiled and heldreply.compiled),
+                    reason="dsan._logitscale / _headscan / _heldreply not built (no C compiler)")
 def test_the_one_pass_reply_and_its_settle_stay_in_the_c_twins(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A C twin hands arrays of another dtype or layout to numpy without a word (that hid a
-    numpy settle for two sessions): DSAN's one-pass replies (quantise, scale, winner) and
-    their settles (the head on the changed rows) must reach the C twins."""
+    numpy settle for two sessions): DSAN's one-pass replies (quantise, scale, winner), its
+    replies from held logits, and their settles (the head on the changed rows) must reach
+    the C twins."""
     fell_back: list[str] = []
     for mod, name in ((logitscale, "scale_py"), (headscan, "request_rows_py"),
-                      (headscan, "few_head_py")):
+                      (headscan, "few_head_py"), (heldreply, "held_py")):
         twin = getattr(mod, name)
 
         def spy(*a: object, _twin: Any = twin, _name: str = name, **kw: object) -> object:
@@ -211,14 +212,82 @@ def test_the_one_pass_reply_and_its_settle_stay_in_the_c_twins(
         return c_twin(*a)
 
     monkeypatch.setattr(dsan_policy, "scale", count)
+    held: list[int] = []
+    c_held = heldreply.reply
+
+    def count_held(*a: Any) -> Any:
+        got = c_held(*a)
+        held.append(got is not None)
+        return got
+
+    monkeypatch.setattr(heldreply, "reply", count_held)
     cache = _cache()
     engine = ScoringEngine(cache, DSANScorer(ServingModel(MODEL, default_workload())),
                            Untrusting(), 1e9, wall=lambda: NOW.timestamp() + 5)
-    for k in range(6):
-        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **POD_SHAPES[k % 2]),  # type: ignore[arg-type]
+    for k in range(12):  # two classes in turn, then one (its replies from the held logits)
+        shape = POD_SHAPES[k % 2] if k < 6 else POD_SHAPES[0]
+        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **shape),  # type: ignore[arg-type]
                                 cache.models)
         res = engine.score(spec, NAMES[::2], assume=f"default/p{k}", defer=True)
         assert res.best >= 0
         engine.settle()
-    assert len(served) == 6 and engine.policy_errors == 0
+    assert len(served) + sum(held) == 12 and engine.policy_errors == 0
+    assert sum(held) >= 3
     assert fell_back == []
+
+
+class Unheld(Unscaled):
+    """DSAN with ``score_scaled`` but without ``score_held``: the one-pass general path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.score_scaled = self.inner.score_scaled
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_the_held_reply_answers_as_the_general_path(data: st.DataObject) -> None:
+    """Pods of one class in a row, as kube-scheduler sends a ReplicaSet's, each reply
+    settled before the next: DSAN answers from the logits its class holds
+    (DSANScorer.score_held), and gives what the engine without that path gives; a
+    rotated, shortened or ghost-bearing list, or a bound pod in between, may send a
+    request down the general path, never to another answer."""
+    caches = [_cache(), _cache()]
+    held = DSANScorer(ServingModel(MODEL, default_workload()))
+    engines = [ScoringEngine(caches[0], held, Untrusting(), 1e9),
+               ScoringEngine(caches[1], Unheld(), Untrusting(), 1e9)]
+    assert engines[0]._score_held is not None and engines[1]._score_held is None
+    served: list[bool] = []
+    inner = held.score_held
+
+    def spy(*a: Any) -> Any:
+        got = inner(*a)
+        served.append(got is not None)
+        return got
+
+    held.score_held = spy  # type: ignore[method-assign]
+    engines[0]._score_held = spy
+    shape = POD_SHAPES[data.draw(st.integers(0, 1))]
+    for k in range(12):
+        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **shape),  # type: ignore[arg-type]
+                                caches[0].models)
+        start = data.draw(st.integers(0, len(NAMES) - 1))
+        names = NAMES[start:] + NAMES[:start]
+        change = data.draw(st.sampled_from(["none", "none", "short", "ghost", "bind"]))
+        if change == "short":
+            names = names[: data.draw(st.integers(1, len(names)))]
+        elif change == "ghost":
+            names = [*names, f"ghost-{k}"]
+        got = [e.score(spec, names, assume=f"default/p{k}", defer=True) for e in engines]
+        assert got[0].scores.tolist() == got[1].scores.tolist()
+        assert (got[0].best, got[0].unknown, got[0].infeasible, got[0].fallback) == \
+            (got[1].best, got[1].unknown, got[1].infeasible, got[1].fallback)
+        for e in engines:
+            e.settle()
+        if change == "bind":
+            obj = ko.pod(f"b{k}", uid=f"b{k}", node_name=NAMES[k % len(NAMES)],
+                         phase="Running", **shape)  # type: ignore[arg-type]
+            for c in caches:
+                c.upsert_pod(obj)
+    assert engines[0].policy_errors == engines[1].policy_errors == 0
+    assert sum(served) >= 3  # the path is taken, not only offered
