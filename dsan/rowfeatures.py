@@ -78,13 +78,12 @@ def featurize_rows(
         return x, quantities(pod, snap, rows, cache)
     rows_l: list[int] = rows.tolist()
     pls = cache.few(pod, snap, rows_l)
-    images, pods, price = snap.images, snap.pod_count, snap.hourly_cost
-    allowed = set(pod.gpu_models)
+    images = snap.images
     w = cache.workload
     n_shapes = min(TOP_SHAPES, len(w.freq))
     access = _access_rows(cache.access(snap), n_shapes, rows_l)
-    # What the per-row tail reads (dsan.rowkernel's items), as Python scalars.
-    items = []
+    # What the per-row tail reads beyond the snapshot's columns, as Python scalars.
+    extra = []
     for r, j in enumerate(rows_l):
         before, frag_after, slot, fafter = pls[r]
         # numpy's exp, as featurize calls it: libm's may differ in the last bit. The clip
@@ -95,23 +94,20 @@ def featurize_rows(
             if len(_FGD) >= _MEMO_SIZE:
                 _FGD.clear()
             fgd = _FGD[arg] = float(1 / (1 + np.exp(arg)))
-        items.append((
-            int(snap.gpu_count.item(j)), snap.cpu_cap.item(j), snap.mem_cap.item(j),
-            snap.cpu_used.item(j), snap.mem_used.item(j), snap.gpu_free[j].tolist(),
-            None if pods is None else pods.item(j), 1.0 if price is None else price.item(j),
+        extra.append((
             0.0 if images is None or pod.image < 0 else float(pod.image in images[j]),
-            1.0 if not allowed else float(snap.gpu_model.item(j) in allowed),
             before, frag_after, slot, fafter, fgd, access[r]))
     x = np.empty((m, N_FEATURES), dtype=np.float32)
     q = np.empty((m, 7))
-    x[:, :N_NODE_FEATURES] = node_cols
     # the pod's values, then the cluster-wide factor of shape1_room_gpu_bound
     pv = [*_pod_floats(pod), cache.room_factor(pod, snap)]
-    rowkernel.fill(x, q, pv, _NT, _SCALES, _shape_divisors(w, n_shapes), n_shapes,
-                   N_NODE_FEATURES, items)
-    # The rows hold zeros in the relative columns; the node block's age columns (the last
-    # two of it, as the assertion below pins) are zeroed with a slice, not a fancy index.
-    x[:, _AGE0:N_NODE_FEATURES] = 0.0
+    # The node block with its age columns (the last two of it, as the assertion below
+    # pins) zeroed: the rows hold zeros in the relative columns.
+    rowkernel.fill_rows(x, q, pv, _NT, _SCALES, _shape_divisors(w, n_shapes), n_shapes,
+                        N_NODE_FEATURES, _AGE0, node_cols,
+                        (snap.gpu_count, snap.cpu_cap, snap.mem_cap, snap.cpu_used,
+                         snap.mem_used, snap.gpu_free, snap.pod_count, snap.hourly_cost),
+                        rows_l, extra)
     return x, q
 
 

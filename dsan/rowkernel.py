@@ -7,6 +7,14 @@ settle's one or two rows cost ~25 us each in the interpreter, well under one in 
 evaluate the same IEEE double expressions in the same order, so they write the same bits;
 :data:`fill` is the C one when it was built and ``DSAN_PURE_PYTHON`` is unset, else the
 Python one. ``tests/unit/test_rowkernel.py`` pins both to :func:`dsan.features.featurize`.
+(The sign of a NaN is not pinned: where two NaNs meet in a + or a *, which one the result
+carries is the compiler's choice of operand order; no snapshot holds a NaN amount.)
+
+:func:`fill_rows_py` and its C twin ``dsan._rowkernel.fill_rows`` are what the featurizer
+calls: the whole rows, the node's values read from the snapshot's arrays (in C without a
+Python object per value, ~10 ``.item()`` reads per row otherwise), then :func:`fill_py`'s
+tail; the C one shares the row writer of ``fill``. ``tests/unit/test_rowkernel_rows.py``
+pins the two to each other, ``tests/unit/test_rowkernel.py`` each to ``featurize``.
 
 ``items`` holds, per row, what the tail reads of the node and its what-if placement, in this
 order: GPU count, CPU and memory capacity, CPU and memory used, the free GPU milli-slots
@@ -34,6 +42,10 @@ F64 = npt.NDArray[np.float64]
 #: The workload's shape divisors (:func:`dsan.rowfeatures._shape_divisors`): CPU (float),
 #: the distinct GPU shares (ints), each shape's index into them, GPU count (int), CPU-only.
 Divisors = tuple[list[float], list[int], list[int], list[int], list[bool]]
+#: The snapshot's columns a row reads: GPU count, CPU and memory capacity, CPU and memory
+#: used, free GPU shares (n, 8), pod count and hourly price (each None when absent). The C
+#: twin takes int32 counts and shares and float64 amounts, and defers on anything else.
+Columns = tuple[Any, Any, Any, Any, Any, Any, Any, Any]
 _SIX_ZEROS = (0.0,) * 6
 
 
@@ -126,15 +138,48 @@ def _hostable(cpu_after: float, free_after: list[int], access: list[bool],
     return out
 
 
-def _compiled() -> Callable[..., None] | None:
-    """The C twin's ``fill``, or None (:func:`dsan.twins.compiled_twin`)."""
-    kernel = compiled_twin("dsan._rowkernel")
-    if kernel is None:
-        return None
-    fill_c: Callable[..., None] = kernel.fill
-    return fill_c
+def fill_rows_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float, float],
+                 divs: Divisors, n_shapes: int, start: int, age0: int, node_cols: F32,
+                 cols: Columns, rows: list[int], extra: Sequence[tuple[Any, ...]]) -> None:
+    """Whole rows: ``x[:, :start]`` is ``node_cols`` with its columns from ``age0`` on
+    zeroed, the rest :func:`fill_py` of the items that ``cols`` (the snapshot's columns, see
+    :data:`Columns`) and ``extra`` make: per row, the image-present column, fragmentation
+    before and after, the slot, the free slots after, FGD's score and the shapes' access.
+    What the node reads comes from the arrays here, so the C twin reads them without a
+    Python object per value. (The GPU-model column of an item is read by neither twin.)"""
+    gpu_count, cpu_cap, mem_cap, cpu_used, mem_used, gpu_free, pods, price = cols
+    items = [(int(gpu_count.item(j)), cpu_cap.item(j), mem_cap.item(j), cpu_used.item(j),
+              mem_used.item(j), gpu_free[j].tolist(), None if pods is None else pods.item(j),
+              1.0 if price is None else price.item(j), image, 1.0, before, frag_after, slot,
+              fafter, fgd, access)
+             for j, (image, before, frag_after, slot, fafter, fgd, access)
+             in zip(rows, extra, strict=True)]
+    x[:, :start] = node_cols
+    fill_py(x, q, pv, nt, scales, divs, n_shapes, start, items)
+    x[:, age0:start] = 0.0
 
 
-compiled = _compiled()
-#: The twin :func:`dsan.rowfeatures.featurize_rows` calls.
+def _compiled() -> Any:
+    """``dsan._rowkernel``, or None (:func:`dsan.twins.compiled_twin`)."""
+    return compiled_twin("dsan._rowkernel")
+
+
+_C = _compiled()
+#: The C twin's ``fill``, or None.
+compiled: Callable[..., None] | None = None if _C is None else _C.fill
+
+
+def _fill_rows_c(*args: Any) -> None:
+    """``dsan._rowkernel.fill_rows``; on arrays of another dtype or layout (TypeError) the
+    Python twin, which rewrites every entry the C one may have written."""
+    try:
+        _C.fill_rows(*args)
+    except TypeError:
+        fill_rows_py(*args)
+
+
+#: The item-level twin (the core of :func:`fill_rows_py`; its C twin pins the row writer
+#: that ``fill_rows``'s C twin shares).
 fill: Callable[..., None] = compiled or fill_py
+#: The twin :func:`dsan.rowfeatures.featurize_rows` calls.
+fill_rows: Callable[..., None] = _fill_rows_c if _C is not None else fill_rows_py

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dsan import rowkernel
 from dsan.features import default_workload
 from dsan.model import headscan, heldreply
 from dsan.model.export import DEFAULT_DIR, load
@@ -186,17 +187,20 @@ def test_one_pass_scaling_answers_as_the_general_path(data: st.DataObject) -> No
     assert engines[0].policy_errors == engines[1].policy_errors == 0
 
 
-@pytest.mark.skipif(not (logitscale.compiled and headscan.compiled and heldreply.compiled),
-                    reason="dsan._logitscale / _headscan / _heldreply not built (no C compiler)")
+@pytest.mark.skipif(not (logitscale.compiled and headscan.compiled and heldreply.compiled
+                         and rowkernel.compiled),
+                    reason="dsan._logitscale / _headscan / _heldreply / _rowkernel not built "
+                           "(no C compiler)")
 def test_the_one_pass_reply_and_its_settle_stay_in_the_c_twins(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A C twin hands arrays of another dtype or layout to numpy without a word (that hid a
     numpy settle for two sessions): DSAN's one-pass replies (quantise, scale, winner), its
-    replies from held logits, and their settles (the head on the changed rows) must reach
-    the C twins."""
+    replies from held logits, and their settles (the changed rows' features, the head on
+    them) must reach the C twins."""
     fell_back: list[str] = []
     for mod, name in ((logitscale, "scale_py"), (headscan, "request_rows_py"),
-                      (headscan, "few_head_py"), (heldreply, "held_py")):
+                      (headscan, "few_head_py"), (heldreply, "held_py"),
+                      (rowkernel, "fill_rows_py")):
         twin = getattr(mod, name)
 
         def spy(*a: object, _twin: Any = twin, _name: str = name, **kw: object) -> object:
