@@ -52,7 +52,13 @@ _FEW = 4
 def _feasible_few(pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int64]) -> BOOL:
     """:func:`feasible` on a few rows, check for check the same (float64 and integer
     comparisons on the same values; tests/unit/test_fast_paths.py pins both paths)."""
-    out = np.zeros(len(rows), dtype=bool)
+    return np.array(feasible_rows(pod, snap, rows.tolist()), dtype=bool)
+
+
+def feasible_rows(pod: PodSpec, snap: ClusterSnapshot, rows: list[int]) -> list[bool]:
+    """:func:`feasible` of a few ``rows`` as Python bools, for callers that write them one
+    by one (the sidecar's feasibility cache after an assumption: no index array to build)."""
+    out = [False] * len(rows)
     milli, need = pod.gpu_milli, pod.num_gpu
     gpus = need > 0 and milli > 0
     taints = snap.taint_mask
@@ -61,7 +67,7 @@ def _feasible_few(pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int6
     # comparison is the vectorised one's.
     cpu, mem = float(pod.cpu_milli), float(pod.mem_mib)
     cpu_cap, cpu_used, mem_cap, mem_used = snap.cpu_cap, snap.cpu_used, snap.mem_cap, snap.mem_used
-    for k, r in enumerate(rows.tolist()):
+    for k, r in enumerate(rows):
         if not (cpu_cap.item(r) - cpu_used.item(r) >= cpu
                 and mem_cap.item(r) - mem_used.item(r) >= mem):
             continue

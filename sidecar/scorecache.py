@@ -27,14 +27,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.filtering import feasible
+from dsan.filtering import feasible, feasible_rows
 from dsan.policies.base import Scorer
-from dsan.snapshot import PodSpec
+from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar.cache import GraphCache
 from sidecar.published import Published
 
 #: Classes kept at once; the least recently created is dropped beyond it (a few MB at most).
 MAX_CLASSES = 64
+#: Rows written since a mask's last check that are rechecked one by one (an assumption and
+#: the one it replaced write two); more go through the vectorised check.
+_FEW_ROWS = 8
 
 
 @dataclass(slots=True)
@@ -184,8 +187,7 @@ class FeasibleCache:
                     e = None
                 else:
                     if rows:
-                        idx = np.array(sorted(set(rows)), dtype=np.int64)
-                        e.ok[idx] = feasible(pod, snap, idx)
+                        self._recheck(pod, snap, e.ok, sorted(set(rows)))
                     e.changes = pub.changes
         else:
             e = None
@@ -195,6 +197,18 @@ class FeasibleCache:
                 del self._masks[next(iter(self._masks))]
             e = self._masks[key] = _Mask(pub.index, pub.changes, feasible(pod, snap))
         return e.ok
+
+    @staticmethod
+    def _recheck(pod: PodSpec, snap: ClusterSnapshot, ok: npt.NDArray[np.bool_],
+                 rows: list[int]) -> None:
+        """``ok[rows] = feasible(pod, snap, rows)``; a few rows (an assumption's) as scalar
+        writes of :func:`feasible_rows`, without index and result arrays."""
+        if len(rows) <= _FEW_ROWS:
+            for r, v in zip(rows, feasible_rows(pod, snap, rows), strict=True):
+                ok[r] = v
+        else:
+            idx = np.array(rows, dtype=np.int64)
+            ok[idx] = feasible(pod, snap, idx)
 
     def clear(self) -> None:
         self._masks.clear()
