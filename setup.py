@@ -1,6 +1,7 @@
 """Build lines of the compiled twins; everything else is in pyproject.toml.
 
-``dsan._rowkernel`` (dsan/_rowkernel.c) is the C twin of :func:`dsan.rowkernel.fill_py`,
+``dsan._rowkernel`` (dsan/_rowkernel.c, its row writer in dsan/_rowtail.h) is the C twin of
+:func:`dsan.rowkernel.fill_py` and :func:`dsan.rowkernel.fill_rows_py`,
 ``dsan._headscan`` (dsan/_headscan.c) of the numpy passes in :mod:`dsan.model.headscan`,
 ``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.rowcache.store_py`,
 ``dsan._logitscale`` (dsan/_logitscale.c) of :func:`dsan.policies.logitscale.scale_py`,
@@ -15,8 +16,10 @@ from setuptools import Extension, setup
 
 
 def _twin(name: str) -> Extension:
-    # depends: a change to the shared buffer helpers rebuilds every twin
-    return Extension(f"dsan.{name}", [f"dsan/{name}.c"], depends=["dsan/_buffer.h"],
+    # depends: a change to the shared buffer helpers (or to _rowkernel's row writer,
+    # dsan/_rowtail.h) rebuilds the twins that include them
+    headers = ["dsan/_buffer.h", *(["dsan/_rowtail.h"] if name == "_rowkernel" else [])]
+    return Extension(f"dsan.{name}", [f"dsan/{name}.c"], depends=headers,
                      extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
 
 
