@@ -1,4 +1,5 @@
-"""The scoring engine's answers from the per-pod-class score cache (FGD, k8s-default).
+"""The scoring engine's answers from what is cached per pod class: raw scores (FGD,
+k8s-default) or a model's held logits (DSAN, :func:`score_held`).
 
 :class:`~sidecar.scoring.ScoringEngine` tries :func:`score_class` first for a scorer with a
 ``cache_key`` (a :class:`~sidecar.scorecache.ScoreCache` entry of raw scores over every node,
@@ -11,7 +12,7 @@ instead of the scorer). Both give the engine's uncached answer exactly
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import repeat
 
 import numpy as np
@@ -19,13 +20,19 @@ import numpy.typing as npt
 
 from dsan.policies.base import normalize
 from dsan.policies.rowscale import scale_rows
-from dsan.snapshot import PodSpec
+from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar.candidates import NodeRows, NoKnownNodes, unknown_message
 from sidecar.published import Published
 from sidecar.scorecache import ScoreCache
 from sidecar.scoreresult import ScoreResult
 
-__all__ = ["score_cached", "score_class"]
+__all__ = ["HeldScorer", "score_cached", "score_class", "score_held"]
+
+#: A scorer's reply from what it holds for a pod's class (``DSANScorer.score_held``):
+#: (pod, snapshot, candidate rows with -1 for unknown names, feasibility of every node,
+#: max_score) -> (scores, position of the first feasible maximum, feasible count), or None.
+HeldScorer = Callable[[PodSpec, ClusterSnapshot, npt.NDArray[np.int64], npt.NDArray[np.bool_],
+                       int], tuple[npt.NDArray[np.int64], int, int] | None]
 
 
 def score_class(classes: ScoreCache, pod: PodSpec, key: Hashable, pub: Published,
@@ -89,4 +96,32 @@ def score_cached(classes: ScoreCache, pod: PodSpec, key: Hashable, pub: Publishe
         fallback=0, version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
         model_s=t2 - t1,
         total_s=t3 - t0,
+    )
+
+
+def score_held(held: HeldScorer, pod: PodSpec, names: Sequence[str] | NodeRows,
+               given: npt.NDArray[np.int64] | None, ok: npt.NDArray[np.bool_], max_score: int,
+               pub: Published, t0: float) -> ScoreResult | None:
+    """The scorer's reply from the logits it holds for ``pod``'s class
+    (:mod:`dsan.model.heldreply`), ``ok`` the feasibility of every node; None whenever the
+    scorer says the general path must answer (which then gives the same scores) or raises
+    (the general path asks again, and degrades if need be)."""
+    m = len(names)
+    if given is not None:
+        rows = given
+    else:
+        assert not isinstance(names, NodeRows)
+        rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
+    t1 = time.perf_counter()
+    try:
+        got = held(pod, pub.snap, rows, ok, max_score)
+    except Exception:
+        return None
+    if got is None:
+        return None
+    out, best, n_ok = got
+    t2 = time.perf_counter()
+    return ScoreResult(
+        scores=out, best=best, unknown=0, infeasible=m - n_ok, fallback=0, version=pub.version,
+        table_epoch=pub.table_epoch, featurize_s=t1 - t0, model_s=t2 - t1, total_s=t2 - t0,
     )

@@ -47,7 +47,7 @@ from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
 from sidecar.candidates import NodeRows, NoKnownNodes, unknown_message
-from sidecar.classpaths import score_cached, score_class
+from sidecar.classpaths import score_cached, score_class, score_held
 from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
 from sidecar.scoreresult import ScoreResult
@@ -201,43 +201,16 @@ class ScoringEngine:
                     res = None
                 if res is not None:
                     return res
-        if self._score_held is not None and max_score >= 1:
-            res = self._score_from_held(pod, names, rows, max_score, pub, t0)
+        # DSAN: the logits its pod class holds, unless a GPU node is stale (the fallback
+        # then scores it, which only the general path does)
+        if (self._score_held is not None and max_score >= 1
+                and not (self.uses_telemetry and not self._staleness.none(pub))):
+            self._feed(pub)
+            res = score_held(self._score_held, pod, names, rows,
+                             self.feasibility.mask(pod, pub), max_score, pub, t0)
             if res is not None:
                 return res
         return self._score_general(pod, names, rows, max_score, pub, t0, try_cached)
-
-    def _score_from_held(self, pod: PodSpec, names: Sequence[str] | NodeRows,
-                         given: npt.NDArray[np.int64] | None, max_score: int, pub: Published,
-                         t0: float) -> ScoreResult | None:
-        """The scorer's reply from the logits it holds for the pod's class, when no GPU node
-        is stale (else the fallback scores some: the general path); None whenever the
-        scorer says the general path must answer (it then gives the same scores)."""
-        assert self._score_held is not None
-        if self.uses_telemetry and not self._staleness.none(pub):
-            return None
-        m = len(names)
-        if given is not None:
-            rows = given
-        else:
-            assert not isinstance(names, NodeRows)
-            rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
-        ok = self.feasibility.mask(pod, pub)
-        self._feed(pub)
-        t1 = time.perf_counter()
-        try:
-            got = self._score_held(pod, pub.snap, rows, ok, max_score)
-        except Exception:  # the general path asks the scorer again, and degrades if need be
-            return None
-        if got is None:
-            return None
-        out, best, n_ok = got
-        t2 = time.perf_counter()
-        return ScoreResult(
-            scores=out, best=best, unknown=0, infeasible=m - n_ok, fallback=0,
-            version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
-            model_s=t2 - t1, total_s=t2 - t0,
-        )
 
     def _score_general(self, pod: PodSpec, names: Sequence[str] | NodeRows,
                        given: npt.NDArray[np.int64] | None, max_score: int, pub: Published,
