@@ -5,6 +5,8 @@ one DSAN trusting, one not, give the same scores and winners request after reque
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -57,10 +59,11 @@ class Untrusting:
 NOW = datetime.now(UTC)
 
 
-def _cache() -> GraphCache:
+def _cache(clock: Callable[[], float] = time.monotonic) -> GraphCache:
     # A fixed wall clock: telemetry ages (and so DSAN's answers) stay put while the test
     # runs, so hypothesis replays the same example.
-    cache = GraphCache(SidecarConfig(telemetry_stale_s=1e9), wall=lambda: NOW.timestamp() + 5)
+    cache = GraphCache(SidecarConfig(telemetry_stale_s=1e9), clock=clock,
+                       wall=lambda: NOW.timestamp() + 5)
     cache.replace_nodes(NODES)
     now = NOW
     for i, node in enumerate(NODES):
@@ -256,7 +259,9 @@ def test_the_held_reply_answers_as_the_general_path(data: st.DataObject) -> None
     (DSANScorer.score_held), and gives what the engine without that path gives; a
     rotated, shortened or ghost-bearing list, or a bound pod in between, may send a
     request down the general path, never to another answer."""
-    caches = [_cache(), _cache()]
+    # A fixed monotonic clock too: on a loaded machine a slow example would otherwise see
+    # the published snapshot's age run out and a republish between two requests.
+    caches = [_cache(lambda: 0.0), _cache(lambda: 0.0)]
     held = DSANScorer(ServingModel(MODEL, default_workload()))
     engines = [ScoringEngine(caches[0], held, Untrusting(), 1e9),
                ScoringEngine(caches[1], Unheld(), Untrusting(), 1e9)]
