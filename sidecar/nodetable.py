@@ -48,6 +48,10 @@ def parse_node(obj: Mapping[str, Any]) -> NodeRow:
     cpu = float(parse_quantity(alloc.get("cpu", 0), f"Node {name} allocatable.cpu")) * 1000
     mem = float(parse_quantity(alloc.get("memory", 0), f"Node {name} allocatable.memory"))
     gpus = int(parse_quantity(alloc.get(RESOURCE_GPU, 0), f"Node {name} allocatable gpu"))
+    # A finite quantity past float64 ("1e400") would become inf here, and inf capacity NaN
+    # features; no real node has it.
+    if not (math.isfinite(cpu) and math.isfinite(mem)):
+        raise ValueError(f"Node {name}: allocatable cpu or memory past any real node's")
     topo = Topology.from_labels(labels)
     cost = parse_float_label(labels.get(LABEL_HOURLY_COST))
     return (name, cpu, mem / 2**20, min(gpus, MAX_GPUS), labels.get(LABEL_GPU_MODEL), topo,

@@ -145,9 +145,13 @@ def test_bad_objects_are_counted_not_raised() -> None:
     cache, _ = make(1)
     cache.upsert_node({"metadata": {"name": "x"}, "status": {"allocatable": {"cpu": "lots"}}})
     cache.upsert_node({"nope": 1})
+    # finite as a quantity, past float64 as a number: refused, not stored as inf
+    for cpu, mem in (("1e400", "1Gi"), ("4", "1e400Ki")):
+        cache.upsert_node({"metadata": {"name": "y"},
+                           "status": {"allocatable": {"cpu": cpu, "memory": mem}}})
     cache.upsert_pod({"metadata": {"uid": "u"}, "spec": {"nodeName": "n0", "containers": 5}})
     cache.upsert_telemetry({"kind": "GPUTelemetry", "metadata": {"name": "n0"}})
-    assert cache.stats.bad_objects == {"node": 2, "pod": 1, "telemetry": 1}
+    assert cache.stats.bad_objects == {"node": 4, "pod": 1, "telemetry": 1}
     assert len(cache) == 1
 
 
