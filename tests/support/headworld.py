@@ -10,7 +10,7 @@ from torch import nn
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
-__all__ = ["PODS", "random_residual", "random_snapshot"]
+__all__ = ["PODS", "base_snapshot", "random_residual", "random_snapshot"]
 
 PODS = [
     PodSpec("share", 4000, 16384, 1, 500),
@@ -21,8 +21,9 @@ PODS = [
 ]
 
 
-def random_snapshot(n: int, seed: int) -> ClusterSnapshot:
-    rng = np.random.default_rng(seed)
+def base_snapshot(n: int, rng: np.random.Generator) -> ClusterSnapshot:
+    """n nodes of random sizes, 0-8 GPUs of three models, 5 nodes a rack, 20 a zone, names
+    out of row order; nothing allocated."""
     gpus = rng.choice([0, 2, 4, 8], size=n)
     snap = empty_snapshot(
         [f"node-{(i * 7) % n:03d}" for i in range(n)],
@@ -34,6 +35,14 @@ def random_snapshot(n: int, seed: int) -> ClusterSnapshot:
     )
     snap.zone = (np.arange(n) // 20).astype(np.int32)
     snap.rack = (np.arange(n) // 5).astype(np.int32)
+    return snap
+
+
+def random_snapshot(n: int, seed: int) -> ClusterSnapshot:
+    """:func:`base_snapshot` with prices, images, pod counts, telemetry (none on ~10 % of
+    the nodes), half the CPU and some GPU slots taken, and two pairs of identical nodes."""
+    rng = np.random.default_rng(seed)
+    snap = base_snapshot(n, rng)
     snap.hourly_cost = rng.uniform(0.5, 3.0, size=n)
     snap.images = [frozenset({1}) if i % 3 == 0 else frozenset() for i in range(n)]
     snap.pod_count = rng.integers(0, 10, size=n).astype(np.int32)

@@ -71,8 +71,8 @@ def _value(draw: st.DrawFn, lo: float, hi: float) -> float:
     return draw(st.floats(lo, hi))
 
 
-@st.composite
-def _case(draw: st.DrawFn) -> tuple[list[float], Any, int, list[tuple[Any, ...]]]:
+def pod_values(draw: st.DrawFn) -> tuple[list[float], Any]:
+    """A row call's pod values and shape divisors (``pv``, ``divs``), now and then odd."""
     pv = [_value(draw, 0.0, 1.0) for _ in range(NT + 15)]
     pv += [_value(draw, 0.0, 64000.0), _value(draw, 0.0, 1e6), _value(draw, 0.0, 8000.0),
            float(draw(st.integers(0, 8))), _value(draw, 0.0, 1000.0),
@@ -84,6 +84,13 @@ def _case(draw: st.DrawFn) -> tuple[list[float], Any, int, list[tuple[Any, ...]]
             [draw(st.integers(0, len(shares) - 1)) for _ in range(shapes)],
             [draw(st.integers(1, 8)) for _ in range(shapes)],
             [draw(st.booleans()) for _ in range(shapes)])
+    return pv, divs
+
+
+@st.composite
+def _case(draw: st.DrawFn) -> tuple[list[float], Any, int, list[tuple[Any, ...]]]:
+    pv, divs = pod_values(draw)
+    shapes = len(divs[0])
     items = []
     for _ in range(draw(st.integers(1, SMALL_ROWS))):
         cnt = draw(st.integers(0, 8))

@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 from dsan import rowkernel
 from dsan.features import default_workload
 from dsan.rowfeatures import SMALL_ROWS, _shape_divisors
-from tests.unit.test_rowkernel import NT, SCALES, START, WIDTH, _same_bits, _value
+from tests.unit.test_rowkernel import NT, SCALES, START, WIDTH, _same_bits, _value, pod_values
 
 needs_c = pytest.mark.skipif(rowkernel._C is None, reason="dsan._rowkernel not built")
 AGE0 = START - 2
@@ -25,16 +25,8 @@ _AMOUNT = st.one_of(st.floats(0.0, 1e6), st.sampled_from([0.0, -0.0, np.inf, -np
 
 @st.composite
 def _case(draw: st.DrawFn) -> tuple[Any, ...]:
-    pv = [_value(draw, 0.0, 1.0) for _ in range(NT + 15)]
-    pv += [_value(draw, 0.0, 64000.0), _value(draw, 0.0, 1e6), _value(draw, 0.0, 8000.0),
-           float(draw(st.integers(0, 8))), _value(draw, 0.0, 1000.0),
-           _value(draw, 0.0, 1000.0), float(draw(st.integers(0, 1))), _value(draw, 0.0, 1.0)]
-    shapes = draw(st.integers(0, 8))
-    shares = sorted(set(draw(st.lists(st.integers(1, 1000), min_size=1, max_size=4))))
-    divs = ([draw(st.floats(1.0, 64000.0)) for _ in range(shapes)], shares,
-            [draw(st.integers(0, len(shares) - 1)) for _ in range(shapes)],
-            [draw(st.integers(1, 8)) for _ in range(shapes)],
-            [draw(st.booleans()) for _ in range(shapes)])
+    pv, divs = pod_values(draw)
+    shapes = len(divs[0])
     amount = hnp.arrays(np.float64, N, elements=_AMOUNT)
     cols = (draw(hnp.arrays(np.int32, N, elements=st.integers(0, 8))), draw(amount),
             draw(amount), draw(amount), draw(amount),

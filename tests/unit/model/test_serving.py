@@ -20,23 +20,14 @@ from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
 from dsan.policies.dsan import DSANScorer
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.snapshot import ClusterSnapshot, PodSpec
+from tests.support.headworld import base_snapshot
 
 
 def _snap(n: int = 40, seed: int = 0) -> ClusterSnapshot:
     rng = np.random.default_rng(seed)
-    gpus = rng.choice([0, 2, 4, 8], size=n)
-    snap = empty_snapshot(
-        [f"node-{(i * 7) % n:03d}" for i in range(n)],
-        rng.choice([32000, 64000, 96000], size=n),
-        rng.choice([131072, 262144], size=n),
-        gpus,
-        np.where(gpus > 0, rng.integers(0, 3, size=n), -1),
-        ["A100", "V100", "T4"],
-    )
-    snap.zone = (np.arange(n) // 20).astype(np.int32)
-    snap.rack = (np.arange(n) // 5).astype(np.int32)
-    snap.nvlink = np.where(gpus >= 4, np.arange(n) // 2, -1).astype(np.int32)
+    snap = base_snapshot(n, rng)
+    snap.nvlink = np.where(snap.gpu_count >= 4, np.arange(n) // 2, -1).astype(np.int32)
     snap.hourly_cost = rng.uniform(0.5, 3.0, size=n)
     snap.telemetry = rng.random((n, 6, 5)).astype(np.float32)
     snap.telemetry_age_s = rng.uniform(0, 60, size=n)

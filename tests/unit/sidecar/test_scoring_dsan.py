@@ -219,15 +219,8 @@ def test_the_one_pass_reply_and_its_settle_stay_in_the_c_twins(
         return c_twin(*a)
 
     monkeypatch.setattr(dsan_policy, "scale", count)
-    held: list[int] = []
-    c_held = heldreply.reply
-
-    def count_held(*a: Any) -> Any:
-        got = c_held(*a)
-        held.append(got is not None)
-        return got
-
-    monkeypatch.setattr(heldreply, "reply", count_held)
+    held: list[bool] = []
+    monkeypatch.setattr(heldreply, "reply", _answers(heldreply.reply, held))
     cache = _cache()
     engine = ScoringEngine(cache, DSANScorer(ServingModel(MODEL, default_workload())),
                            Untrusting(), 1e9, wall=lambda: NOW.timestamp() + 5)
@@ -241,6 +234,16 @@ def test_the_one_pass_reply_and_its_settle_stay_in_the_c_twins(
     assert len(served) + sum(held) == 12 and engine.policy_errors == 0
     assert sum(held) >= 3
     assert fell_back == []
+
+
+def _answers(fn: Callable[..., Any], seen: list[bool]) -> Callable[..., Any]:
+    """``fn``, recording for each call whether it answered (not None)."""
+    def spy(*a: Any) -> Any:
+        got = fn(*a)
+        seen.append(got is not None)
+        return got
+
+    return spy
 
 
 class Unheld(Unscaled):
@@ -267,15 +270,7 @@ def test_the_held_reply_answers_as_the_general_path(data: st.DataObject) -> None
                ScoringEngine(caches[1], Unheld(), Untrusting(), 1e9)]
     assert engines[0]._score_held is not None and engines[1]._score_held is None
     served: list[bool] = []
-    inner = held.score_held
-
-    def spy(*a: Any) -> Any:
-        got = inner(*a)
-        served.append(got is not None)
-        return got
-
-    held.score_held = spy  # type: ignore[method-assign]
-    engines[0]._score_held = spy
+    engines[0]._score_held = _answers(held.score_held, served)
     shape = POD_SHAPES[data.draw(st.integers(0, 1))]
     for k in range(16):  # drawn lists, then four plain ones (their replies must be held)
         spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **shape),  # type: ignore[arg-type]
