@@ -181,12 +181,7 @@ def test_one_pass_scaling_answers_as_the_general_path(data: st.DataObject) -> No
                                    unique=True))
         for _ in range(data.draw(st.integers(0, 2))):  # names the cache never heard of
             names.insert(data.draw(st.integers(0, len(names))), f"ghost-{k}-{len(names)}")
-        got = [e.score(spec, names, assume=f"default/p{k}", defer=True) for e in engines]
-        assert got[0].scores.tolist() == got[1].scores.tolist()
-        assert (got[0].best, got[0].unknown, got[0].infeasible, got[0].fallback) == \
-            (got[1].best, got[1].unknown, got[1].infeasible, got[1].fallback)
-        for e in engines:
-            e.settle()
+        _same_answer(engines, spec, names, f"default/p{k}")
     assert engines[0].policy_errors == engines[1].policy_errors == 0
 
 
@@ -236,6 +231,17 @@ def test_the_one_pass_reply_and_its_settle_stay_in_the_c_twins(
     assert fell_back == []
 
 
+def _same_answer(engines: list[ScoringEngine], spec: PodSpec, names: list[str],
+                 key: str) -> None:
+    """Both engines score ``names`` for ``spec`` alike (scores, winner, counts), then settle."""
+    got = [e.score(spec, names, assume=key, defer=True) for e in engines]
+    assert got[0].scores.tolist() == got[1].scores.tolist()
+    assert (got[0].best, got[0].unknown, got[0].infeasible, got[0].fallback) == \
+        (got[1].best, got[1].unknown, got[1].infeasible, got[1].fallback)
+    for e in engines:
+        e.settle()
+
+
 def _answers(fn: Callable[..., Any], seen: list[bool]) -> Callable[..., Any]:
     """``fn``, recording for each call whether it answered (not None)."""
     def spy(*a: Any) -> Any:
@@ -283,12 +289,7 @@ def test_the_held_reply_answers_as_the_general_path(data: st.DataObject) -> None
             names = names[: data.draw(st.integers(1, len(names)))]
         elif change == "ghost":
             names = [*names, f"ghost-{k}"]
-        got = [e.score(spec, names, assume=f"default/p{k}", defer=True) for e in engines]
-        assert got[0].scores.tolist() == got[1].scores.tolist()
-        assert (got[0].best, got[0].unknown, got[0].infeasible, got[0].fallback) == \
-            (got[1].best, got[1].unknown, got[1].infeasible, got[1].fallback)
-        for e in engines:
-            e.settle()
+        _same_answer(engines, spec, names, f"default/p{k}")
         if change == "bind":
             obj = ko.pod(f"b{k}", uid=f"b{k}", node_name=NAMES[k % len(NAMES)],
                          phase="Running", **shape)  # type: ignore[arg-type]
