@@ -20,7 +20,8 @@ Fast path (:mod:`sidecar.classpaths`): a scorer with a ``cache_key`` (FGD, k8s-d
 served from a :class:`~sidecar.scorecache.ScoreCache` (raw scores and feasibility of every
 node per pod class, recomputed only on changed rows), and the winner is assumed under the same
 lock with the published snapshot patched in place, so the next request needs no O(n)
-republish.
+republish. A scorer with ``score_held`` (DSAN) first answers from the logits its pod class
+holds (:mod:`dsan.model.heldreply`: one C pass when they apply, else the general path).
 
 Deferred bookkeeping (``defer=True``, what both APIs use): the winner's assumption, the served
 class's refresh of that row (scores, or for a scorer scored in full its feasibility,
@@ -204,7 +205,7 @@ class ScoringEngine:
         # DSAN: the logits its pod class holds, unless a GPU node is stale (the fallback
         # then scores it, which only the general path does)
         if (self._score_held is not None and max_score >= 1
-                and not (self.uses_telemetry and not self._staleness.none(pub))):
+                and (not self.uses_telemetry or self._staleness.none(pub))):
             self._feed(pub)
             res = score_held(self._score_held, pod, names, rows,
                              self.feasibility.mask(pod, pub), max_score, pub, t0)
