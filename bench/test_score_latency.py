@@ -141,6 +141,20 @@ class World:
         gc.freeze()
 
 
+    def requests(self) -> Iterator[tuple[str, list[str]]]:
+        """(pod key, candidate names) for each call in turn: every call a different pod than
+        the last (its assumption replaces that pod's previous one), so the snapshot changes
+        between calls but the cluster never fills up."""
+        return itertools.cycle(list(zip([f"bench-uid-{i}" for i in range(VARIANTS)], self.cands,
+                                        strict=True)))
+
+
+def lookup_dot(w: World, names: list[str]) -> int:
+    """The in-process floor: names to rows, the gather and the dot product, the argmax."""
+    rows = np.fromiter(map(w.index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+    return int(np.argmax(w.vectors[rows] @ w.pod_vec))
+
+
 _WORLDS: dict[tuple[int, str], World] = {}
 
 
@@ -204,9 +218,7 @@ def test_inprocess_floor_lookup_dot(benchmark: Any, n: int) -> None:
     lists = itertools.cycle(w.cands)
 
     def floor() -> int:
-        names = next(lists)
-        rows = np.fromiter(map(w.index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
-        return int(np.argmax(w.vectors[rows] @ w.pod_vec))
+        return lookup_dot(w, next(lists))
 
     record(benchmark, "inprocess", n, "floor:lookup+dot")
     run(benchmark, floor)
@@ -219,10 +231,7 @@ def test_inprocess_score(benchmark: Any, n: int, policy: str) -> None:
     deferred; the settle() (assume + class refresh, what the servers run after the reply)
     is timed separately between rounds and recorded beside it."""
     w = world(n, policy)
-    # Every call a different pod than the last (its assumption replaces that pod's previous
-    # one), so the snapshot changes between calls but the cluster never fills up.
-    calls = itertools.cycle(list(zip([f"bench-uid-{i}" for i in range(VARIANTS)], w.cands,
-                                     strict=True)))
+    calls = w.requests()
     settle: list[float] = []
 
     def call() -> object:
@@ -252,8 +261,7 @@ def test_inprocess_floor_after_settle(benchmark: Any, n: int, policy: str) -> No
     request's names. Shown beside the budget, not judged: the budget's floor runs back to
     back on warm caches, while every reply follows a settle that evicts them."""
     w = world(n, policy)
-    calls = itertools.cycle(list(zip([f"bench-uid-{i}" for i in range(VARIANTS)], w.cands,
-                                     strict=True)))
+    calls = w.requests()
     names: list[str] = []
 
     def settled() -> None:
@@ -263,9 +271,7 @@ def test_inprocess_floor_after_settle(benchmark: Any, n: int, policy: str) -> No
         w.service.settle()
 
     def floor() -> int:
-        rows = np.fromiter(map(w.index.get, names, repeat(-1)), dtype=np.int64,
-                           count=len(names))
-        return int(np.argmax(w.vectors[rows] @ w.pod_vec))
+        return lookup_dot(w, names)
 
     record(benchmark, "inprocess-floor-after-settle", n, policy)
     load_before = os.getloadavg()[0]
@@ -278,8 +284,7 @@ def test_inprocess_floor_after_settle(benchmark: Any, n: int, policy: str) -> No
 def test_inprocess_score_inline(benchmark: Any, n: int, policy: str) -> None:
     """Score and assume in one call (the server's whole work per request, no deferral)."""
     w = world(n, policy)
-    calls = itertools.cycle(list(zip([f"bench-uid-{i}" for i in range(VARIANTS)], w.cands,
-                                     strict=True)))
+    calls = w.requests()
 
     def call() -> object:
         key, names = next(calls)
