@@ -278,17 +278,6 @@ class HeadCache:
             e = c.sets[key] = SetLogits.empty(len(snap), lo, hi)
         c.held_key = key
         todo, out = headscan.lookup(nodes, c.at, e.at, e.age, ages, e.logit)
-        if todo.size == len(nodes):
-            q = c.quant.take(nodes, axis=1)
-            age = np.full(len(nodes), np.inf) if ages is None else ages[nodes]
-            e.logit[nodes] = self._mirror.logits(c, snap, nodes, q, lo, hi, age)
-            e.at[nodes], e.age[nodes] = c.at[nodes], age
-            out = e.logit[nodes]  # read back: a node listed twice reads what was kept
-        elif todo.size:
-            sub = nodes[todo]
-            sub_age = np.full(len(sub), np.inf) if ages is None else ages[sub]
-            q = c.quant.take(sub, axis=1)
-            e.logit[sub] = self._mirror.logits(c, snap, sub, q, lo, hi, sub_age)
-            e.at[sub], e.age[sub] = c.at[sub], sub_age
-            out[todo] = e.logit[sub]
+        if todo.size:
+            self._mirror.set_logits(c, snap, nodes, todo, lo, hi, e.logit, e.at, e.age, out)
         return out

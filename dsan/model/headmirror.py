@@ -36,6 +36,11 @@ __all__ = ["FEW_ROWS", "HeadMirror"]
 
 #: Up to this many rows go through the few-row head (:meth:`HeadMirror._few`).
 FEW_ROWS = 4
+#: Up to this many rows :meth:`HeadMirror.set_logits` computes in one C call; above,
+#: numpy's BLAS products are as fast or faster (session 12, 2-core machine, per call: 1 row
+#: 3 vs 19 us, 50 rows 22 vs 57, 300 rows 114 vs 131, 500 rows 205 vs 206, 1,000 rows 395
+#: vs 344).
+C_HEAD_MAX = 512
 
 
 class HeadMirror:
@@ -158,6 +163,30 @@ class HeadMirror:
         out += lin
         out += self._b2
         return out.astype(np.float64)
+
+    def set_logits(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, todo: I64,
+                   lo: F64, hi: F64, e_logit: F64, e_at: I64, e_age: F64, out: F64) -> None:
+        """The head on the candidates ``nodes[todo]`` under their set's extremes ``lo`` /
+        ``hi``, written where the head cache keeps a set's logits: each logit at its row
+        of ``e_logit`` with the class row's tick in ``e_at`` and the telemetry age it was
+        computed at in ``e_age``, and ``out[todo]`` read back. Up to :data:`C_HEAD_MAX`
+        rows in one call of :func:`dsan.model.headscan.head_logits` (request columns, MLP,
+        linear term, stores) when it is built; more through :meth:`logits`, whose BLAS
+        products win there."""
+        ages = snap.telemetry_age_s
+        if headscan.compiled and len(todo) <= C_HEAD_MAX:
+            self.rows_scored += len(todo)
+            z = (c.att, self._gq, self._u1, self._ud) if self._uses_z else None
+            headscan.head_logits(nodes, todo, c.quant, lo, hi, _HIB, ages, _LOG1P_HOUR,
+                                 snap.telemetry is not None, c.present, c.dead, c.req_w, c.pre,
+                                 self._w1g, self._b1, self._w2, float(self._dead_out),
+                                 self._b2, c.at, e_logit, e_at, e_age, out, z)
+            return
+        sub = nodes if len(todo) == len(nodes) else nodes[todo]
+        age = np.full(len(sub), np.inf) if ages is None else ages[sub]
+        e_logit[sub] = self.logits(c, snap, sub, c.quant.take(sub, axis=1), lo, hi, age)
+        e_at[sub], e_age[sub] = c.at[sub], age
+        out[todo] = e_logit[sub]  # read back: a node listed twice reads what was kept
 
     def _few(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, q: F64, lo: F64,
              hi: F64, age: F64) -> F64:

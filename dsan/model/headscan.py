@@ -131,6 +131,53 @@ def few_head_py(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32,
     return out
 
 
+def head_logits_py(nodes: I64, todo: I64, quant: F64, lo: F64, hi: F64, hib: BOOL,
+                   ages: F64 | None, log1p_hour: float, tel: bool, present: F32, dead: BOOL,
+                   req_w: F32,
+                   pre: F32, w1g: F32, b1: F32, w2: F32, dead_out: float, b2: float,
+                   c_at: I64, e_logit: F64, e_at: I64, e_age: F64, out: F64,
+                   z: Z | None) -> None:
+    """The whole head on the candidates ``nodes[todo]`` of a class, written where the head
+    cache keeps it: :func:`request_rows_py` on the class's quantities ``quant`` (7, n) and
+    the rows' telemetry ages (``ages``, n; None without telemetry: inf) transformed as
+    :func:`dsan.features.age_columns` does (``log1p_hour``: its scale), :func:`few_head_py`,
+    then the linear term
+    ``pre[:, 2H] + xr . req_w[:, 2H]`` and the last bias ``b2`` in float32; each logit at its
+    row of ``e_logit`` (float64) with the class row's tick ``c_at`` in ``e_at`` and its age
+    in ``e_age``, and ``out[todo]`` read back from ``e_logit`` (a node listed twice reads
+    what was kept)."""
+    if not len(todo):
+        return
+    sub = nodes[todo]
+    h2 = len(b1)
+    age = np.full(len(sub), np.inf) if ages is None else ages[sub]
+    tel_age = np.log1p(np.where(age == age, np.minimum(age, 1e9), 0.0)) / log1p_hour
+    xr, is_dead = request_rows_py(quant.take(sub, axis=1), lo, hi, hib, tel_age, age, tel,
+                                  present, dead, sub)
+    if z is None or not is_dead.any():
+        logit = few_head_py(xr, is_dead, sub, req_w, pre, w1g, b1, w2, dead_out, z)
+    else:  # dead rows with z: no g term, as the many-row head leaves them out of g w1g
+        logit = np.empty(len(sub), dtype=np.float32)
+        att, gq, u1, ud = z
+        d = att[sub] + np.einsum("mr,mr->m", xr, gq[sub])
+        a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
+        hid = u1[sub] + a0[:, None] * ud[sub]
+        live = ~is_dead
+        if live.any():
+            logit[live] = few_head_py(xr[live], is_dead[live], sub[live], req_w, pre, w1g, b1,
+                                      w2, dead_out, z)
+        logit[is_dead] = np.maximum(hid[is_dead], 0.0) @ w2
+    dot = np.zeros(len(sub), dtype=np.float32)
+    for i in range(9):  # the 9-term dot in C's order: i ascending, float32 adds
+        dot += xr[:, i] * req_w[i, h2]
+    logit += pre[sub, h2] + dot
+    logit += np.float32(b2)
+    e_logit[sub] = logit.astype(np.float64)
+    e_at[sub] = c_at[sub]
+    e_age[sub] = age
+    out[todo] = e_logit[sub]
+
+
 def _request_rows_c(q: F64, lo: F64, hi: F64, hib: BOOL, tel_age: F64, ages: F64, tel: bool,
                     present: F32, dead: BOOL, nodes: I64) -> tuple[F32, BOOL]:
     m = len(nodes)
@@ -153,6 +200,23 @@ def _few_head_c(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32,
     except TypeError:
         return few_head_py(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, z)
     return out
+
+
+def _head_logits_c(nodes: I64, todo: I64, quant: F64, lo: F64, hi: F64, hib: BOOL,
+                   ages: F64 | None, log1p_hour: float, tel: bool, present: F32, dead: BOOL,
+                   req_w: F32,
+                   pre: F32, w1g: F32, b1: F32, w2: F32, dead_out: float, b2: float,
+                   c_at: I64, e_logit: F64, e_at: I64, e_age: F64, out: F64,
+                   z: Z | None) -> None:
+    zs = (None, None, None, None) if z is None else z
+    try:
+        _C.head_logits(nodes, todo, quant, lo, hi, hib, ages, log1p_hour, tel, present, dead,
+                       req_w, pre, w1g, b1, w2, dead_out, b2, c_at, e_logit, e_at, e_age, out,
+                       *zs)
+    except TypeError:
+        head_logits_py(nodes, todo, quant, lo, hi, hib, ages, log1p_hour, tel, present, dead,
+                       req_w, pre, w1g, b1, w2, dead_out, b2, c_at, e_logit, e_at, e_age, out,
+                       z)
 
 
 def _stale_c(nodes: I64, at: I64, epoch: I64) -> I64:
@@ -209,3 +273,4 @@ lookup: Callable[[I64, I64, I64, F64, F64 | None, F64], tuple[I64, F64]] = (
 request_rows: Callable[..., tuple[F32, BOOL]] = (
     _request_rows_c if compiled else request_rows_py)
 few_head: Callable[..., F32] = _few_head_c if compiled else few_head_py
+head_logits: Callable[..., None] = _head_logits_c if compiled else head_logits_py

@@ -81,7 +81,7 @@ def test_the_settle_path_stays_in_the_c_twins(monkeypatch: pytest.MonkeyPatch) -
     snap = _snap(40, seed=8)
     sm = ServingModel(model, default_workload())
     fell_back: list[str] = []
-    for name in ("request_rows_py", "few_head_py"):
+    for name in ("request_rows_py", "few_head_py", "head_logits_py"):
         twin = getattr(headscan, name)
 
         def spy(*a: object, _twin: object = twin, _name: str = name) -> object:
@@ -107,3 +107,47 @@ def test_the_settle_path_stays_in_the_c_twins(monkeypatch: pytest.MonkeyPatch) -
         few_seen += 2 <= sm.head.rows_scored - before <= headmirror.FEW_ROWS
     assert few_seen
     assert fell_back == []
+
+
+@pytest.mark.parametrize("which", ["shipped", "gated", "mlp"])
+def test_set_logits_in_one_call_matches_the_numpy_head(which: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """HeadMirror.set_logits' one-call head (the C twin when built) against the numpy head
+    it hands rows to above C_HEAD_MAX, on the same class rows and extremes: the same rows,
+    ticks and ages written, logits to float32 rounding; absent telemetry and skewed ages
+    included."""
+    if which == "shipped":
+        model, _ = load(DEFAULT_DIR)
+    else:
+        torch.manual_seed(6)
+        model = DSANNet(ModelConfig(hidden=8))
+        if which == "gated":
+            gate_on_telemetry(model)
+    rng = np.random.default_rng(23)
+    bare = _snap(40, seed=25)
+    bare.telemetry = bare.telemetry_age_s = None
+    for snap in (_snap(40, seed=24), bare):
+        if snap.telemetry_age_s is not None:
+            snap.telemetry_age_s[::6] = np.nan
+            snap.telemetry_age_s[2::9] = -0.5
+        sm = ServingModel(model, default_workload())
+        assert sm.head is not None
+        head, mirror = sm.head, sm.head._mirror
+        for pod in PODS:
+            nodes = feasible_nodes(pod, snap)
+            sm.logits(pod, snap, nodes)
+            c = head._classes[_class_of(pod, snap, sm._placements(snap))]
+            lo, hi = headscan.extremes(c.quant, nodes)
+            todo = np.flatnonzero(rng.random(len(nodes)) < 0.5).astype(np.int64)
+            n = len(snap)
+            got = [np.zeros(n), np.full(n, -2, dtype=np.int64), np.full(n, np.nan),
+                   np.zeros(len(nodes))]
+            ref = [a.copy() for a in got]
+            mirror.set_logits(c, snap, nodes, todo, lo, hi, *got)
+            monkeypatch.setattr(headmirror, "C_HEAD_MAX", -1)
+            mirror.set_logits(c, snap, nodes, todo, lo, hi, *ref)
+            monkeypatch.undo()
+            np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+            for g, r in zip(got[1:3], ref[1:3], strict=True):
+                np.testing.assert_array_equal(g, r)
+            np.testing.assert_allclose(got[3], ref[3], rtol=1e-5, atol=1e-5)

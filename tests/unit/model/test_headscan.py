@@ -191,3 +191,108 @@ def test_few_head_of_another_layout_goes_to_numpy() -> None:
 def test_pure_python_is_chosen_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSAN_PURE_PYTHON", "1")
     assert headscan._compiled() is None
+
+
+def _class_head(seed: int, n: int, m: int, k: int, h2: int, with_z: bool, dead_rate: float,
+                telemetry: bool, odd: bool) -> tuple[tuple[Any, ...], Any]:
+    """head_logits' arguments on a random class: quantities with ties at the extremes,
+    ages fresh, past the hour, infinite, NaN or negative (a skewed clock), rows cached dead
+    or not, candidates with repeats when ``odd``; and the z arrays (None without z)."""
+    rng = np.random.default_rng(seed)
+
+    def f32(*shape: int) -> Any:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    quant = rng.choice([-1.0, 0.0, 0.5, 1.0, 2.0], size=(7, n))
+    nodes = (rng.choice(n, size=m) if odd else rng.permutation(np.arange(m) % n)).astype(
+        np.int64)
+    q = quant.take(nodes, axis=1)
+    lo, hi = q[:5].min(axis=1, keepdims=True), q.max(axis=1, keepdims=True)
+    ages = (rng.choice([0.0, 3.5, 7200.0, np.inf, np.nan, -0.5], n) if odd
+            else rng.choice([0.0, 3.5, 60.0], n)) if telemetry else None
+    todo = np.sort(rng.choice(m, size=k, replace=False)).astype(np.int64)
+    b1, w2 = f32(h2), f32(h2)
+    z = (f32(n) * 4, f32(n, 9), f32(n, h2), f32(n, h2)) if with_z else None
+    args = (nodes, todo, quant, lo, hi, rng.random(5) < 0.5, ages, float(np.log1p(3600.0)),
+            telemetry, rng.choice([0.0, 1.0], n).astype(np.float32), rng.random(n) < dead_rate,
+            f32(9, h2 + 1), f32(n, h2 + 1), f32(h2, h2), b1, w2,
+            float(np.maximum(b1, 0.0) @ w2), float(rng.standard_normal()),
+            rng.integers(0, 9, n), rng.standard_normal(n), np.full(n, -2, dtype=np.int64),
+            np.full(n, np.nan), np.zeros(m))
+    return args, z
+
+
+def _head_logits(twin: Any, args: tuple[Any, ...], z: Any) -> tuple[Any, ...]:
+    """Run ``twin`` on fresh copies of the arrays it writes; (e_logit, e_at, e_age, out)."""
+    e_logit, e_at, e_age, out = (a.copy() for a in args[19:23])
+    twin(*args[:19], e_logit, e_at, e_age, out, z)
+    return e_logit, e_at, e_age, out
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), m=st.integers(1, 30),
+       h2=st.sampled_from([2, 16, 64]), with_z=st.booleans(),
+       dead_rate=st.sampled_from([0.0, 0.5, 1.0]), telemetry=st.booleans(), odd=st.booleans(),
+       data=st.data())
+def test_head_logits_twins_agree(seed: int, n: int, m: int, h2: int, with_z: bool,
+                                 dead_rate: float, telemetry: bool, odd: bool,
+                                 data: st.DataObject) -> None:
+    """The whole head in one call: the same rows written (the class tick and the age
+    exactly, NaN ages included), the logits to float32 rounding (the MLP's sums run in
+    another order than BLAS's), a dead row without z exactly, every other row untouched,
+    and ``out`` read back from what was kept (repeated candidates included)."""
+    k = data.draw(st.integers(1, m))
+    args, z = _class_head(seed, n, m, k, h2, with_z, dead_rate, telemetry, odd)
+    got = _head_logits(headscan._head_logits_c, args, z)
+    ref = _head_logits(headscan.head_logits_py, args, z)
+    nodes, todo = args[0], args[1]
+    rows = np.unique(nodes[todo])
+    untouched = np.setdiff1d(np.arange(n), rows)
+    for g, r, before in zip(got[:3], ref[:3], args[19:22], strict=True):
+        assert g[untouched].tobytes() == r[untouched].tobytes() == before[untouched].tobytes()
+    assert got[1].tobytes() == ref[1].tobytes()
+    assert got[2].tobytes() == ref[2].tobytes()
+    np.testing.assert_allclose(got[0][rows], ref[0][rows], rtol=2e-5, atol=2e-5 * h2)
+    for e_logit, out in (got[0], got[3]), (ref[0], ref[3]):
+        assert out[todo].tobytes() == e_logit[nodes[todo]].tobytes()
+        rest = np.setdiff1d(np.arange(m), todo)
+        assert (out[rest] == 0.0).all()
+    if not with_z:  # a dead row is relu(b1) . w2 + its linear term in both, exactly
+        _, dead = headscan.request_rows_py(
+            args[2].take(nodes[todo], axis=1), args[3], args[4], args[5],
+            _tel_age(args[6], nodes[todo]), _age(args[6], nodes[todo]), args[8], args[9],
+            args[10], nodes[todo])
+        d = nodes[todo][dead]
+        assert got[0][d].tobytes() == ref[0][d].tobytes()
+
+
+def _age(ages: Any, rows: Any) -> Any:
+    return np.full(len(rows), np.inf) if ages is None else ages[rows]
+
+
+def _tel_age(ages: Any, rows: Any) -> Any:
+    age = _age(ages, rows)
+    return np.log1p(np.where(age == age, np.minimum(age, 1e9), 0.0)) / np.log1p(3600.0)
+
+
+@needs_c
+def test_head_logits_of_another_layout_goes_to_numpy() -> None:
+    args, z = _class_head(4, 10, 8, 5, 16, False, 0.5, True, False)
+    strided = list(args)
+    strided[13] = np.asfortranarray(args[13])  # w1g
+    got = _head_logits(headscan._head_logits_c, tuple(strided), z)
+    ref = _head_logits(headscan.head_logits_py, tuple(strided), z)
+    assert [a.tobytes() for a in got] == [a.tobytes() for a in ref]  # numpy computed both
+
+
+@needs_c
+def test_head_logits_refuses_out_of_range_candidates_before_writing() -> None:
+    args, _ = _class_head(5, 10, 8, 5, 16, False, 0.0, True, False)
+    bad = list(args)
+    bad[0] = args[0].copy()
+    bad[0][args[1][-1]] = 10  # the last todo entry names a node past n
+    e_logit = args[19].copy()
+    with pytest.raises(IndexError):
+        headscan._C.head_logits(*bad[:19], e_logit, *args[20:23], None, None, None, None)
+    assert e_logit.tobytes() == args[19].tobytes()
