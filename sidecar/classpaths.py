@@ -111,7 +111,11 @@ def score_held(held: HeldScorer, pod: PodSpec, names: Sequence[str] | NodeRows,
         rows = given
     else:
         assert not isinstance(names, NodeRows)
-        rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
+        # every name known, the usual case, without get's default (a miss raises: redo)
+        try:
+            rows = np.fromiter(map(pub.index.__getitem__, names), dtype=np.int64, count=m)
+        except KeyError:
+            rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
     t1 = time.perf_counter()
     try:
         got = held(pod, pub.snap, rows, ok, max_score)

@@ -197,7 +197,8 @@ def test_the_one_pass_reply_and_its_settle_stay_in_the_c_twins(
     them) must reach the C twins."""
     fell_back: list[str] = []
     for mod, name in ((logitscale, "scale_py"), (headscan, "request_rows_py"),
-                      (headscan, "few_head_py"), (heldreply, "held_py"),
+                      (headscan, "few_head_py"), (headscan, "head_logits_py"),
+                      (heldreply, "held_py"),
                       (rowkernel, "fill_rows_py")):
         twin = getattr(mod, name)
 
