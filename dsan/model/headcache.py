@@ -202,9 +202,12 @@ class HeadCache:
         return t
 
     def _class_rows(self, t: RowTracker, pod: PodSpec, snap: ClusterSnapshot, nodes: I64,
-                    node_cols: F32, placements: PlacementCache) -> tuple[ClassRows, I64 | None]:
+                    node_cols: F32, placements: PlacementCache, key: Hashable = None
+                    ) -> tuple[ClassRows, I64 | None]:
+        """``key``: ``pod``'s :func:`_class_of`, when the caller has it."""
         n = len(snap)
-        key = _class_of(pod, snap, placements)
+        if key is None:
+            key = _class_of(pod, snap, placements)
         c = self._classes.get(key)
         if c is None:
             if len(self._classes) >= self.max_classes:
@@ -246,7 +249,8 @@ class HeadCache:
         the assumption it replaced frees another). Their changed rows are recomputed and
         their logits set under the candidates' extremes: work the next request of the class
         then finds done. False if the class has no last request."""
-        c = self._classes.get(_class_of(pod, snap, placements))
+        key = _class_of(pod, snap, placements)
+        c = self._classes.get(key)
         t = self._tracker
         # Classes live only while the node count does (logits() starts over when it
         # changes), so an unchanged count means every row of c.last is in range.
@@ -255,7 +259,7 @@ class HeadCache:
         t = self._sync(snap)
         last = c.last
         nodes = follow(last, np.flatnonzero(t.epoch > c.seen), pod, snap)
-        c, rows = self._class_rows(t, pod, snap, nodes, node_cols, placements)
+        c, rows = self._class_rows(t, pod, snap, nodes, node_cols, placements, key)
         # Every logit the next request reads, as it would find them: under the candidates'
         # extremes, which may be a set held from before, whose logits of rows that changed
         # under other extremes since are old too (not just ``rows``).
