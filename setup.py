@@ -6,7 +6,8 @@
 ``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.rowcache.store_py`,
 ``dsan._logitscale`` (dsan/_logitscale.c) of :func:`dsan.policies.logitscale.scale_py`,
 ``dsan._rowscale`` (dsan/_rowscale.c) of :func:`dsan.policies.rowscale.scale_rows_py`,
-``dsan._heldreply`` (dsan/_heldreply.c) of :func:`dsan.model.heldreply.held_py`.
+``dsan._heldreply`` (dsan/_heldreply.c) of :func:`dsan.model.heldreply.held_py`,
+``dsan._rowsync`` (dsan/_rowsync.c) of :func:`dsan.rowsync.sync_rows_py`.
 All are optional: without a C compiler the build skips them and the Python twins serve
 (same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
 from the Python twins.
@@ -24,4 +25,4 @@ def _twin(name: str) -> Extension:
 
 
 setup(ext_modules=[_twin(n) for n in ("_rowkernel", "_headscan", "_classrows", "_logitscale",
-                                     "_rowscale", "_heldreply")])
+                                     "_rowscale", "_heldreply", "_rowsync")])

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from dsan.rowsync import sync_rows
+
 F64 = npt.NDArray[np.float64]
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -222,23 +224,12 @@ class AllocationTracker:
 
     def sync_rows(self, snap: ClusterSnapshot, rows: Sequence[int]) -> None:
         """:meth:`sync` when the caller knows every node outside ``rows`` is unchanged since
-        the last sync (a row-change log): the same comparisons on those rows only, as
-        Python scalars (a few rows; numpy's per-call cost would dominate)."""
-        changed = [r for r in sorted(set(rows))
-                   if snap.cpu_used.item(r) != self.cpu_used.item(r)
-                   or snap.gpu_free[r].tolist() != self.gpu_free[r].tolist()
-                   or snap.cpu_cap.item(r) != self.cpu_cap.item(r)
-                   or snap.gpu_model.item(r) != self.gpu_model.item(r)
-                   or snap.gpu_count.item(r) != self.gpu_count.item(r)]
-        if changed:
-            self.tick += 1
-            for r in changed:  # row by row: one or two rows, numpy index arrays cost more
-                self.epoch[r] = self.tick
-                self.cpu_used[r] = snap.cpu_used[r]
-                self.gpu_free[r] = snap.gpu_free[r]
-                self.cpu_cap[r] = snap.cpu_cap[r]
-                self.gpu_count[r] = snap.gpu_count[r]
-                self.gpu_model[r] = snap.gpu_model[r]
+        the last sync (a row-change log): the same comparisons on those rows only
+        (:func:`dsan.rowsync.sync_rows`: a few rows, where numpy's per-call cost would
+        dominate)."""
+        self.tick = sync_rows(((self.cpu_used, snap.cpu_used), (self.gpu_free, snap.gpu_free),
+                               (self.cpu_cap, snap.cpu_cap), (self.gpu_count, snap.gpu_count),
+                               (self.gpu_model, snap.gpu_model)), self.epoch, self.tick, rows)
 
     def stale(self, computed_at: I64, nodes: I64) -> I64:
         """The entries of ``nodes`` whose cached value predates their node's last change."""

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from dsan.features import PlacementCache
 from dsan.rowfeatures import REQUEST_COLUMNS, featurize_rows
+from dsan.rowsync import Pair, sync_rows
 from dsan.snapshot import ClusterSnapshot, PodSpec, _rows_differ
 from dsan.twins import compiled_twin
 
@@ -75,7 +76,7 @@ class RowTracker:
             if (hint is not None and hint[0] == seen_version and hint[1] == snap.version
                     and (self.pod_count is None) == (snap.pod_count is None)):
                 self._seen = (snap, snap.version)
-                self._record_few(snap, self._differing(snap, sorted(set(hint[2]))))
+                self.tick = sync_rows(self._pairs(snap), self.epoch, self.tick, hint[2])
                 return
         self._seen = (snap, snap.version)
         diff = (snap.cpu_used != self.cpu_used) | (snap.mem_used != self.mem_used)
@@ -87,28 +88,15 @@ class RowTracker:
             self.pod_count = None if snap.pod_count is None else snap.pod_count.copy()
         self._record(snap, np.flatnonzero(diff))
 
-    def _differing(self, snap: ClusterSnapshot, rows: list[int]) -> list[int]:
-        """The rows of ``rows`` whose state differs from the recorded one: the same
-        comparisons as the full diff, on Python scalars (a hint names one or two rows)."""
-        now, was = snap.pod_count, self.pod_count
-        return [r for r in rows
-                if snap.cpu_used.item(r) != self.cpu_used.item(r)
-                or snap.mem_used.item(r) != self.mem_used.item(r)
-                or snap.gpu_free[r].tolist() != self.gpu_free[r].tolist()
-                or (now is not None and was is not None and now.item(r) != was.item(r))]
-
-    def _record_few(self, snap: ClusterSnapshot, changed: list[int]) -> None:
-        """:meth:`_record` of a few rows, row by row (no index arrays to build)."""
-        if changed:
-            self.tick += 1
-            was, now = self.pod_count, snap.pod_count
-            for r in changed:
-                self.epoch[r] = self.tick
-                self.cpu_used[r] = snap.cpu_used[r]
-                self.mem_used[r] = snap.mem_used[r]
-                self.gpu_free[r] = snap.gpu_free[r]
-                if was is not None and now is not None:
-                    was[r] = now[r]
+    def _pairs(self, snap: ClusterSnapshot) -> tuple[Pair, ...]:
+        """The columns the full diff compares, as :func:`dsan.rowsync.sync_rows` pairs
+        (the pod counts when both sides have them, as there)."""
+        pairs: tuple[Pair, ...] = ((self.cpu_used, snap.cpu_used),
+                                   (self.mem_used, snap.mem_used),
+                                   (self.gpu_free, snap.gpu_free))
+        if self.pod_count is not None and snap.pod_count is not None:
+            pairs += ((self.pod_count, snap.pod_count),)
+        return pairs
 
     def touch(self, rows: I64) -> None:
         """Mark ``rows`` changed for every class (their absolute feature columns moved)."""
