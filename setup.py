@@ -3,7 +3,8 @@
 ``dsan._rowkernel`` (dsan/_rowkernel.c, its row writer in dsan/_rowtail.h) is the C twin of
 :func:`dsan.rowkernel.fill_py` and :func:`dsan.rowkernel.fill_rows_py`,
 ``dsan._headscan`` (dsan/_headscan.c) of the numpy passes in :mod:`dsan.model.headscan`,
-``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.rowcache.store_py`,
+``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.classrows.store_py` and
+:func:`~dsan.model.classrows.first_py` (the few-row first layer, dsan/_firstsum.h),
 ``dsan._logitscale`` (dsan/_logitscale.c) of :func:`dsan.policies.logitscale.scale_py`,
 ``dsan._rowscale`` (dsan/_rowscale.c) of :func:`dsan.policies.rowscale.scale_rows_py`,
 ``dsan._heldreply`` (dsan/_heldreply.c) of :func:`dsan.model.heldreply.held_py`,
@@ -17,9 +18,10 @@ from setuptools import Extension, setup
 
 
 def _twin(name: str) -> Extension:
-    # depends: a change to the shared buffer helpers (or to _rowkernel's row writer,
-    # dsan/_rowtail.h) rebuilds the twins that include them
-    headers = ["dsan/_buffer.h", *(["dsan/_rowtail.h"] if name == "_rowkernel" else [])]
+    # depends: a change to the shared buffer helpers (or to the row writer, dsan/_rowtail.h,
+    # the few-row sum or the store) rebuilds the twins that include them
+    headers = ["dsan/_buffer.h", *(["dsan/_rowtail.h"] if name == "_rowkernel" else []),
+               *(["dsan/_firstsum.h", "dsan/_storerows.h"] if name == "_classrows" else [])]
     return Extension(f"dsan.{name}", [f"dsan/{name}.c"], depends=headers,
                      extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
 

@@ -1,5 +1,5 @@
 /* The end of ClassRows.update (dsan/model/rowcache.py), compiled: the C twin of
- * dsan.model.rowcache.store_py (read that first; this mirrors it operation by operation).
+ * dsan.model.classrows.store_py (read that first; this mirrors it operation by operation).
  *
  * Why C: after the first-layer matmul, a settle's one or two recomputed rows are stored in
  * ~10 numpy calls on (2, 65)-sized arrays (~15 us, all per-call cost); here one loop.
@@ -9,6 +9,8 @@
  * either), and copies. The matmul and the attention reduction stay in numpy.
  */
 #include "_buffer.h"
+#include "_firstsum.h"
+#include "_storerows.h"
 #include <math.h>
 #include <string.h>
 
@@ -25,7 +27,7 @@ static int get(PyObject *o, Py_buffer *b, const char *fmt, Py_ssize_t size, int 
 #define N_BUF 12
 
 /* store(first, h, rows, bias, req_top, req_age, ages, pre, present, dead, quant, q, at,
- * tick): see dsan.model.rowcache.store_py. ages is None without telemetry. */
+ * tick): see dsan.model.classrows.store_py. ages is None without telemetry. */
 static PyObject *store(PyObject *self, PyObject *args)
 {
     PyObject *o[N_BUF];
@@ -77,29 +79,8 @@ static PyObject *store(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    for (Py_ssize_t k = 0; k < m; k++) {
-        const long long r = rows[k] < 0 ? rows[k] + n : rows[k];
-        const float *src = first + k * (h + w) + h;
-        float *dst = pre + r * w;
-        for (Py_ssize_t i = 0; i < w; i++)
-            dst[i] = src[i] + bias[i]; /* p2 += bias; pre[rows] = p2 */
-        const float pres = has_ages && isfinite(ages[r]) ? 1.0f : 0.0f;
-        /* top = p2[:, :2H] + req_top (+ present * req_w[-1, :2H]); dead = max <= -1e-5 */
-        float mx = -INFINITY;
-        int nan = 0;
-        for (Py_ssize_t i = 0; i < h2; i++) {
-            float t = dst[i] + top_add[i];
-            if (has_ages)
-                t = t + pres * req_age[i];
-            nan |= t != t;
-            mx = t > mx ? t : mx;
-        }
-        present[r] = pres;
-        dead[r] = !nan && h2 > 0 && mx <= -1e-5f;
-        for (int j = 0; j < 7; j++)
-            quant[j * n + r] = q[k * 7 + j];
-        at[r] = tick;
-    }
+    const Store s = {n, h, w, h2, bias, top_add, req_age, ages, pre, present, dead, quant, at};
+    store_rows(&s, first, rows, m, q, tick);
     ret = Py_None;
     Py_INCREF(ret);
 done:
@@ -109,7 +90,38 @@ done:
     return ret;
 }
 
+/* first(x, w, c0, out): see dsan.model.classrows.first_py. */
+static PyObject *first(PyObject *self, PyObject *args)
+{
+    PyObject *o[3];
+    Py_ssize_t c0;
+    Py_buffer b[3];
+    int got = 0;
+    PyObject *ret = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOnO", &o[0], &o[1], &c0, &o[2]))
+        return NULL;
+    for (; got < 3; got++)
+        if (get(o[got], &b[got], "f", 4, 2, got == 2) < 0)
+            goto done;
+    const Py_ssize_t m = b[0].shape[0], f = b[0].shape[1], k = b[1].shape[1];
+    if (b[1].shape[0] != f || b[2].shape[0] != m || b[2].shape[1] != k || f < 1 || c0 < 0
+        || c0 > k) {
+        PyErr_SetString(PyExc_TypeError, "x (m, f), w (f, k) and out (m, k) expected");
+        goto done;
+    }
+    first_sum(b[0].buf, m, f, b[1].buf, k, c0, b[2].buf);
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
+    {"first", first, METH_VARARGS,
+     "first(x, w, c0, out): the C twin of dsan.model.classrows.first_py."},
     {"store", store, METH_VARARGS,
      "store(p2, rows, bias, req_top, req_age, ages, pre, present, dead, quant, q, at, tick)"},
     {NULL, NULL, 0, NULL},
@@ -117,7 +129,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "dsan._classrows",
-    "The end of ClassRows.update in C (dsan.model.rowcache.store_py).",
+    "The end of ClassRows.update in C (dsan.model.classrows.store_py).",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dsan.features import PlacementCache
+from dsan.model.classrows import FEW, first, store
 from dsan.rowfeatures import REQUEST_COLUMNS, featurize_rows
 from dsan.rowsync import Pair, sync_rows
 from dsan.snapshot import ClusterSnapshot, PodSpec, _rows_differ
-from dsan.twins import compiled_twin
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -115,55 +114,6 @@ class RowTracker:
                 self.pod_count[changed] = snap.pod_count[changed]
 
 
-def store_py(first: F32, h: int, rows: I64, bias: F32, req_top: F32, req_age: F32,
-             ages: F64 | None, pre: F32, present: F32, dead: BOOL, quant: F64, q: F64,
-             at: I64, tick: int) -> None:
-    """Store recomputed ``rows`` of a class (the end of :meth:`ClassRows.update`): ``first``
-    (m, H + 2H + 1) are their first-layer outputs without biases (query, then proj and the
-    linear logit terms), ``q`` (m, 7) their quantities; ``ages`` the telemetry ages (None
-    without telemetry). ``dsan._classrows.store`` is the C twin (same float32 operations:
-    ~15 us of numpy calls on a settle's one or two rows, ~1 in C)."""
-    p2 = first[:, h:]
-    p2 += bias
-    pre[rows] = p2
-    # Largest pre-activation any request can give (relative and age columns lie in
-    # [0, 1]; tel_present, a gate in trained models, as now); a small margin keeps float
-    # rounding on the exact side.
-    top = p2[:, : len(req_top)] + req_top
-    # age_columns' tel_present without its tel_age (a log per row): absent telemetry or
-    # an unknown age reads 0, as there (and adds nothing to the bound).
-    if ages is None:
-        present[rows] = 0.0
-    else:
-        now = np.isfinite(ages[rows])
-        present[rows] = now
-        top += now[:, None] * req_age
-    dead[rows] = top.max(axis=1) <= -1e-5
-    quant[:, rows] = q.T
-    at[rows] = tick
-
-
-def _store_c(first: F32, h: int, rows: I64, bias: F32, req_top: F32, req_age: F32,
-             ages: F64 | None, pre: F32, present: F32, dead: BOOL, quant: F64, q: F64,
-             at: I64, tick: int) -> None:
-    try:
-        _C.store(first, h, rows, bias, req_top, req_age, ages, pre, present, dead, quant, q,
-                 at, tick)
-    except TypeError:  # arrays of another layout or dtype: the numpy twin
-        store_py(first, h, rows, bias, req_top, req_age, ages, pre, present, dead, quant, q,
-                 at, tick)
-
-
-def _compiled() -> Any:
-    """``dsan._classrows``, or None (:func:`dsan.twins.compiled_twin`)."""
-    return compiled_twin("dsan._classrows")
-
-
-_C = _compiled()
-#: The twin :meth:`ClassRows.update` calls.
-store = _store_c if _C is not None else store_py
-
-
 #: (version since, version now, rows written in between) of one snapshot object.
 Hint = tuple[int, int, Sequence[int]]
 
@@ -214,6 +164,8 @@ class ClassRows:
     req_lin: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     #: (2H,) the most the relative columns can add to a pre-activation (each lies in [0, 1])
     req_top: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    #: (2H,) req_w's last row (tel_present's weights) without the linear term, contiguous
+    req_age: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     #: (n,) the ReLU layer is zero whatever the relative and age columns (each in [0, 1])
     #: are, given ``present`` (tel_present when the row was computed)
     dead: BOOL = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
@@ -242,7 +194,10 @@ class ClassRows:
                node_cols: F32, placements: PlacementCache, tick: int) -> None:
         """Recompute ``rows`` (unique) from the current snapshot; ``node_cols`` is the node
         block of all nodes."""
-        h = layer.h
+        h, m = layer.h, len(rows)
+        # without z the query columns are read by nothing: the few-row sum skips them
+        c0 = 0 if layer.uses_z else h
+        ages = None if snap.telemetry is None else snap.telemetry_age_s
         x, q = featurize_rows(pod, snap, rows, node_cols[rows], placements)
         if self.w_abs.size == 0:  # first rows of the class: its weights (pod columns known now)
             w = layer.of_class(x[0])
@@ -251,17 +206,24 @@ class ClassRows:
             w[:, REQUEST_COLUMNS] = 0.0  # featurize_rows leaves them zero; belt and braces
             self.w_abs = np.ascontiguousarray(w.T)
             self.req_top = np.maximum(self.req_w[:-1, : 2 * h], 0.0).sum(0)
-        pre = x @ self.w_abs
+            self.req_age = np.ascontiguousarray(self.req_w[-1, : 2 * h])
+        if m <= FEW:  # one summation order for every few-row batch (BLAS's moves with m)
+            pre = np.empty((m, self.w_abs.shape[1]), dtype=np.float32)
+            first(x, self.w_abs, c0, pre)
+        else:
+            pre = x @ self.w_abs
+        self._query(layer, rows, pre)
+        # The rest (biases, the rows stored, which are dead) in store_py or its C twin.
+        store(pre, h, rows, layer.bias, self.req_top, self.req_age, ages, self.pre,
+              self.present, self.dead, self.quant, q, self.at, tick)
+        self.computed += m
+
+    def _query(self, layer: FirstLayer, rows: I64, pre: F32) -> None:
+        """The rows' queries and attention terms from their first-layer outputs ``pre``."""
         if layer.uses_z:
-            qv = pre[:, :h] + layer.b_query
+            qv = pre[:, : layer.h] + layer.b_query
             self.qv[rows] = qv
             self.att[rows] = np.einsum("mh,mh->m", qv, layer.key_diff[rows])
-        # The rest (biases, the rows stored, which are dead) in store_py or its C twin.
-        ages = snap.telemetry_age_s
-        store(pre, h, rows, layer.bias, self.req_top, self.req_w[-1, : 2 * h],
-              None if snap.telemetry is None else ages, self.pre, self.present, self.dead,
-              self.quant, q, self.at, tick)
-        self.computed += len(rows)
 
     def rederive(self, layer: FirstLayer) -> None:
         """New embeddings, same weights (``layer.key_diff`` moved): ``att`` from the stored

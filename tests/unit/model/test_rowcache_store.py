@@ -1,4 +1,4 @@
-"""dsan.model.rowcache.store_py and its C twin (dsan/_classrows.c) store the same bits:
+"""dsan.model.classrows.store_py and its C twin (dsan/_classrows.c) store the same bits:
 pre-activations, presence, the dead flags (float32 maxima at the -1e-5 margin, NaN rows),
 quantities and ticks. The head cache served by either stays pinned to the model by
 test_serving_headcache.py (DSAN_PURE_PYTHON=1 runs it on the numpy twin)."""
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsan.model import rowcache
+from dsan.model import classrows
 
-needs_c = pytest.mark.skipif(rowcache._C is None, reason="dsan._classrows not built")
+needs_c = pytest.mark.skipif(classrows._C is None, reason="dsan._classrows not built")
 
 
 def _case(seed: int, n: int, m: int, h: int, ages: str) -> tuple[Any, ...]:
@@ -53,7 +53,7 @@ def _store(twin: Any, case: tuple[Any, ...], n: int) -> list[bytes]:
        h=st.integers(1, 8), ages=st.sampled_from(["none", "mixed"]))
 def test_the_twins_store_the_same_bits(seed: int, n: int, m: int, h: int, ages: str) -> None:
     case = _case(seed, n, min(m, n), h, ages)
-    assert _store(rowcache._store_c, case, n) == _store(rowcache.store_py, case, n)
+    assert _store(classrows._store_c, case, n) == _store(classrows.store_py, case, n)
 
 
 @needs_c
@@ -65,8 +65,8 @@ def test_the_dead_margin_is_compared_in_float32_as_numpy_does() -> None:
     first[0, h : h + 2] = np.float32(-1e-5)
     case = (first, h, np.array([0], dtype=np.int64), np.zeros(3, dtype=np.float32),
             np.zeros(2, dtype=np.float32), np.zeros(2, dtype=np.float32), None, np.zeros((1, 7)))
-    got = _store(rowcache._store_c, case, 1)
-    assert got == _store(rowcache.store_py, case, 1)
+    got = _store(classrows._store_c, case, 1)
+    assert got == _store(classrows.store_py, case, 1)
     assert got[2] == b"\x01"
 
 
@@ -74,14 +74,15 @@ def test_the_dead_margin_is_compared_in_float32_as_numpy_does() -> None:
 def test_arrays_of_another_layout_take_the_numpy_twin() -> None:
     case = list(_case(3, 10, 4, 3, "mixed"))
     case[0] = np.asfortranarray(case[0])
-    assert _store(rowcache._store_c, tuple(case), 10) == _store(rowcache.store_py, tuple(case), 10)
+    assert (_store(classrows._store_c, tuple(case), 10)
+            == _store(classrows.store_py, tuple(case), 10))
     case[2] = np.array([0, 10], dtype=np.int64)  # out of range: IndexError in both
     case[0], case[7] = case[0][:2], case[7][:2]
-    for twin in (rowcache._store_c, rowcache.store_py):
+    for twin in (classrows._store_c, classrows.store_py):
         with pytest.raises(IndexError):
             _store(twin, tuple(case), 10)
 
 
 def test_pure_python_is_chosen_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSAN_PURE_PYTHON", "1")
-    assert rowcache._compiled() is None
+    assert classrows._compiled() is None
