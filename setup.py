@@ -8,7 +8,9 @@
 ``dsan._logitscale`` (dsan/_logitscale.c) of :func:`dsan.policies.logitscale.scale_py`,
 ``dsan._rowscale`` (dsan/_rowscale.c) of :func:`dsan.policies.rowscale.scale_rows_py`,
 ``dsan._heldreply`` (dsan/_heldreply.c) of :func:`dsan.model.heldreply.held_py`,
-``dsan._rowsync`` (dsan/_rowsync.c) of :func:`dsan.rowsync.sync_rows_py`.
+``dsan._memorows`` (dsan/_memorows.c, sharing the row writer, the sum and the store) of
+:func:`dsan.model.memorows.update_py`, ``dsan._rowsync`` (dsan/_rowsync.c) of
+:func:`dsan.rowsync.sync_rows_py`.
 All are optional: without a C compiler the build skips them and the Python twins serve
 (same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
 from the Python twins.
@@ -20,11 +22,13 @@ from setuptools import Extension, setup
 def _twin(name: str) -> Extension:
     # depends: a change to the shared buffer helpers (or to the row writer, dsan/_rowtail.h,
     # the few-row sum or the store) rebuilds the twins that include them
-    headers = ["dsan/_buffer.h", *(["dsan/_rowtail.h"] if name == "_rowkernel" else []),
-               *(["dsan/_firstsum.h", "dsan/_storerows.h"] if name == "_classrows" else [])]
+    headers = ["dsan/_buffer.h",
+               *(["dsan/_rowtail.h"] if name in ("_rowkernel", "_memorows") else []),
+               *(["dsan/_firstsum.h", "dsan/_storerows.h"]
+                 if name in ("_classrows", "_memorows") else [])]
     return Extension(f"dsan.{name}", [f"dsan/{name}.c"], depends=headers,
                      extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
 
 
 setup(ext_modules=[_twin(n) for n in ("_rowkernel", "_headscan", "_classrows", "_logitscale",
-                                     "_rowscale", "_heldreply", "_rowsync")])
+                                     "_rowscale", "_heldreply", "_memorows", "_rowsync")])

@@ -328,7 +328,7 @@ static int write_row(const Common *c, const Row *in, float *dst, Py_ssize_t widt
 }
 
 /* A row's free_after and access lists into in; 0, or -1 with an exception set. */
-static int row_lists(PyObject *fafter_o, PyObject *access_o, int n_shapes, Row *in)
+static inline int row_lists(PyObject *fafter_o, PyObject *access_o, int n_shapes, Row *in)
 {
     in->nfa = ints(fafter_o, in->fafter, MAX_GPUS, "free_after");
     if (in->nfa < 0)

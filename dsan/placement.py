@@ -169,38 +169,30 @@ class PlacementCache:
         """:meth:`get` of a few ``rows`` as Python values, per row (frag_before, frag_after,
         slot, free_after): the same entries, memo and so numbers as :meth:`get`. Rows that
         are current or whose states are in the memo cost a few scalar reads and writes
-        instead of ~20 numpy calls on one- or two-row arrays (a settle's rows); any other
-        row sends the call through :meth:`get`."""
-        self._sync(snap)
-        shape = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
-        entry = self._entries.get(shape)
-        if entry is not None and self._adopted is None and len(rows) <= _MEMO_ROWS:
-            e_before, e_after, e_slot, e_free, e_at = entry
-            epoch, tick, before, before_at = (self._track.epoch, self._track.tick,
-                                              self._before, self._before_at)
-            if len(self._memo_before) + len(self._memo_after) > _MEMO_SIZE:
-                self._forget()
-            for r in rows:
-                if e_at.item(r) >= epoch.item(r):
-                    continue  # current
-                key = _state_key(snap, r)
-                if before_at.item(r) < epoch.item(r):
-                    b = self._memo_before.get(key)
-                    if b is None:
-                        break
-                    before[r], before_at[r] = b, tick
-                got = self._memo_after.get((shape, key))
-                if got is None:
-                    break
-                e_before[r] = before[r]
-                e_after[r], e_slot[r], e_free[r] = got
-                e_at[r] = tick
-            else:
-                return [(e_before.item(r), e_after.item(r), e_slot.item(r), e_free[r].tolist())
-                        for r in rows]
+        (:func:`recall_py`) instead of ~20 numpy calls on one- or two-row arrays (a
+        settle's rows); any other row sends the call through :meth:`get`."""
+        memo = self.memo(pod, snap, len(rows))
+        if memo is not None and recall_py(memo, key_columns(snap), rows):
+            e_before, e_after, e_slot, e_free = memo[1:5]
+            return [(e_before.item(r), e_after.item(r), e_slot.item(r), e_free[r].tolist())
+                    for r in rows]
         pl = self.get(pod, snap, np.array(rows, dtype=np.int64))
         return [(pl.frag_before.item(i), pl.frag_after.item(i), pl.slot.item(i),
                  pl.free_after[i].tolist()) for i in range(len(rows))]
+
+    def memo(self, pod: PodSpec, snap: ClusterSnapshot, m: int) -> Memo | None:
+        """Synced with ``snap``: what :func:`recall_py` (or :mod:`dsan.model.memorows`) reads and
+        writes to serve ``m`` rows of ``pod``'s shape from the memo, or None where the memo
+        cannot serve (no entry for the shape yet, fragmentation to adopt, too many rows)."""
+        self._sync(snap)
+        shape = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
+        entry = self._entries.get(shape)
+        if entry is None or self._adopted is not None or m > _MEMO_ROWS:
+            return None
+        if len(self._memo_before) + len(self._memo_after) > _MEMO_SIZE:
+            self._forget()
+        return (shape, *entry, self._track.epoch, self._before, self._before_at,
+                self._track.tick, self._memo_before, self._memo_after)
 
     def _prepare(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
@@ -274,8 +266,52 @@ _Entry = tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArr
 def _state_key(snap: ClusterSnapshot, r: int) -> tuple[float, int, int, bytes]:
     """Everything node ``r``'s fragmentation reads: free CPU (the same float64 subtraction
     as the vectorised one), GPU count, GPU model, the free share of every slot."""
-    return (snap.cpu_cap.item(r) - snap.cpu_used.item(r), snap.gpu_count.item(r),
-            snap.gpu_model.item(r), snap.gpu_free[r].tobytes())
+    return _key_of(*key_columns(snap), r)
+
+
+def key_columns(snap: ClusterSnapshot) -> tuple[Any, Any, Any, Any, Any]:
+    """The columns :func:`_key_of` reads, in its order."""
+    return snap.cpu_cap, snap.cpu_used, snap.gpu_count, snap.gpu_model, snap.gpu_free
+
+
+def _key_of(cpu_cap: Any, cpu_used: Any, gpu_count: Any, gpu_model: Any, gpu_free: Any,
+            r: int) -> tuple[float, int, int, bytes]:
+    """:func:`_state_key` from the columns (``dsan/_memorows.c`` builds the same tuple)."""
+    return (cpu_cap.item(r) - cpu_used.item(r), gpu_count.item(r), gpu_model.item(r),
+            gpu_free[r].tobytes())
+
+
+#: :meth:`PlacementCache.memo`: the pod's shape, its entry (frag before, after, slot, free
+#: after, tick computed), the nodes' epochs, the current fragmentation and its tick per node,
+#: the tracker's tick, and the two memos (state -> fragmentation; (shape, state) -> what-if).
+Memo = tuple[tuple[float, int, int], F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64],
+             npt.NDArray[np.int64], npt.NDArray[np.int64], F64, npt.NDArray[np.int64], int,
+             dict[Any, float], dict[Any, tuple[float, int, npt.NDArray[np.int64]]]]
+
+
+def recall_py(memo: Memo, key_cols: tuple[Any, Any, Any, Any, Any], rows: list[int]) -> bool:
+    """Bring the memo's entry up to date on ``rows`` (a few): current rows are left as they
+    are, the others are filled from the memos. False at the first row the memos lack (the
+    rows before it stay filled; the caller takes :meth:`PlacementCache.get`). ``key_cols``:
+    the snapshot's columns that the state key reads, in :func:`_key_of`'s order."""
+    (shape, e_before, e_after, e_slot, e_free, e_at, epoch, before, before_at, tick,
+     memo_before, memo_after) = memo
+    for r in rows:
+        if e_at.item(r) >= epoch.item(r):
+            continue  # current
+        key = _key_of(*key_cols, r)
+        if before_at.item(r) < epoch.item(r):
+            b = memo_before.get(key)
+            if b is None:
+                return False
+            before[r], before_at[r] = b, tick
+        got = memo_after.get((shape, key))
+        if got is None:
+            return False
+        e_before[r] = before[r]
+        e_after[r], e_slot[r], e_free[r] = got
+        e_at[r] = tick
+    return True
 
 
 def cached_placements(

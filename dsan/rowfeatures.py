@@ -78,37 +78,54 @@ def featurize_rows(
         return x, quantities(pod, snap, rows, cache)
     rows_l: list[int] = rows.tolist()
     pls = cache.few(pod, snap, rows_l)
-    images = snap.images
     w = cache.workload
     n_shapes = min(TOP_SHAPES, len(w.freq))
     access = _access_rows(cache.access(snap), n_shapes, rows_l)
     # What the per-row tail reads beyond the snapshot's columns, as Python scalars.
-    extra = []
-    for r, j in enumerate(rows_l):
-        before, frag_after, slot, fafter = pls[r]
-        # numpy's exp, as featurize calls it: libm's may differ in the last bit. The clip
-        # is exact, so Python's min/max (NaN stays NaN) replace np.clip's ~3 us per scalar.
-        arg = min(max((frag_after - before) / 1000, -50.0), 50.0)
-        fgd = _FGD.get(arg)
-        if fgd is None:
-            if len(_FGD) >= _MEMO_SIZE:
-                _FGD.clear()
-            fgd = _FGD[arg] = float(1 / (1 + np.exp(arg)))
-        extra.append((
-            0.0 if images is None or pod.image < 0 else float(pod.image in images[j]),
-            before, frag_after, slot, fafter, fgd, access[r]))
+    images = snap.images
+    extra = [(0.0 if images is None or pod.image < 0 else float(pod.image in images[j]),
+              before, frag_after, slot, fafter, _fgd(frag_after, before), access[r])
+             for r, (j, (before, frag_after, slot, fafter)) in enumerate(zip(rows_l, pls,
+                                                                            strict=True))]
     x = np.empty((m, N_FEATURES), dtype=np.float32)
     q = np.empty((m, 7))
-    # the pod's values, then the cluster-wide factor of shape1_room_gpu_bound
-    pv = [*_pod_floats(pod), cache.room_factor(pod, snap)]
+    pv, nt, divs = tail_values(pod, snap, cache, n_shapes)
     # The node block with its age columns (the last two of it, as the assertion below
     # pins) zeroed: the rows hold zeros in the relative columns.
-    rowkernel.fill_rows(x, q, pv, _NT, _SCALES, _shape_divisors(w, n_shapes), n_shapes,
-                        N_NODE_FEATURES, _AGE0, node_cols,
-                        (snap.gpu_count, snap.cpu_cap, snap.mem_cap, snap.cpu_used,
-                         snap.mem_used, snap.gpu_free, snap.pod_count, snap.hourly_cost),
-                        rows_l, extra)
+    rowkernel.fill_rows(x, q, pv, nt, _SCALES, divs, n_shapes, N_NODE_FEATURES, _AGE0,
+                        node_cols, columns(snap), rows_l, extra)
     return x, q
+
+
+def tail_values(pod: PodSpec, snap: ClusterSnapshot, cache: PlacementCache,
+                n_shapes: int) -> tuple[list[float], int, Divisors]:
+    """The call-wide values of the row writer: the pod's values then the cluster-wide
+    factor of ``shape1_room_gpu_bound``, the task-type count, the shapes' divisors."""
+    pv = [*_pod_floats(pod), cache.room_factor(pod, snap)]
+    return pv, _NT, _shape_divisors(cache.workload, n_shapes)
+
+
+def columns(snap: ClusterSnapshot) -> rowkernel.Columns:
+    """The snapshot's columns the row writer reads (:data:`dsan.rowkernel.Columns`)."""
+    return (snap.gpu_count, snap.cpu_cap, snap.mem_cap, snap.cpu_used, snap.mem_used,
+            snap.gpu_free, snap.pod_count, snap.hourly_cost)
+
+
+def _fgd(frag_after: float, before: float) -> float:
+    """FGD's score of a placement, as featurize computes it (numpy's exp: libm's may
+    differ in the last bit), through the memo. The clip is exact, so Python's min/max (NaN
+    stays NaN) replace np.clip's ~3 us per scalar."""
+    arg = min(max((frag_after - before) / 1000, -50.0), 50.0)
+    got = _FGD.get(arg)
+    return fgd_of(arg) if got is None else got
+
+
+def fgd_of(arg: float) -> float:
+    """FGD's score of a clipped argument, computed and memoised (:data:`_FGD`)."""
+    if len(_FGD) >= _MEMO_SIZE:
+        _FGD.clear()
+    got = _FGD[arg] = float(1 / (1 + np.exp(arg)))
+    return got
 
 
 #: Bound of each memo below (cleared when full: the values repeat, so it fills again).

@@ -10,7 +10,8 @@ class and node, ``+ W[:, req] x_req``, added per request by :mod:`dsan.model.hea
 A class keeps, per node, those pre-activations and the float64 quantities the relative
 columns are computed from, and recomputes a node's row only after its allocation changed
 (CPU, memory, GPUs, pod count: :class:`RowTracker`); usually one or two rows per request,
-through the few-row featurizer :func:`dsan.rowfeatures.featurize_rows`.
+through the few-row featurizer :func:`dsan.rowfeatures.featurize_rows`, or for rows whose
+placements are in the memo in one call (:func:`dsan.model.memorows.update_few`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy.typing as npt
 
 from dsan.features import PlacementCache
 from dsan.model.classrows import FEW, first, store
+from dsan.model.memorows import update_few
 from dsan.rowfeatures import REQUEST_COLUMNS, featurize_rows
 from dsan.rowsync import Pair, sync_rows
 from dsan.snapshot import ClusterSnapshot, PodSpec, _rows_differ
@@ -193,11 +195,22 @@ class ClassRows:
     def update(self, layer: FirstLayer, pod: PodSpec, snap: ClusterSnapshot, rows: I64,
                node_cols: F32, placements: PlacementCache, tick: int) -> None:
         """Recompute ``rows`` (unique) from the current snapshot; ``node_cols`` is the node
-        block of all nodes."""
+        block of all nodes. Up to :data:`~dsan.model.classrows.FEW` rows whose placements
+        the memo holds are done in one call (:func:`dsan.model.memorows.update_few`); the
+        general path below gives the same bits."""
         h, m = layer.h, len(rows)
         # without z the query columns are read by nothing: the few-row sum skips them
         c0 = 0 if layer.uses_z else h
         ages = None if snap.telemetry is None else snap.telemetry_age_s
+        if m <= FEW and self.w_abs.size:
+            first_out = np.empty((m, self.w_abs.shape[1]), dtype=np.float32)
+            if update_few(pod, snap, rows, node_cols, placements,
+                          (self.w_abs, c0, h, layer.bias, self.req_top, self.req_age, ages,
+                           self.pre, self.present, self.dead, self.quant, self.at, tick,
+                           first_out)):
+                self._query(layer, rows, first_out)
+                self.computed += m
+                return
         x, q = featurize_rows(pod, snap, rows, node_cols[rows], placements)
         if self.w_abs.size == 0:  # first rows of the class: its weights (pod columns known now)
             w = layer.of_class(x[0])
@@ -207,7 +220,7 @@ class ClassRows:
             self.w_abs = np.ascontiguousarray(w.T)
             self.req_top = np.maximum(self.req_w[:-1, : 2 * h], 0.0).sum(0)
             self.req_age = np.ascontiguousarray(self.req_w[-1, : 2 * h])
-        if m <= FEW:  # one summation order for every few-row batch (BLAS's moves with m)
+        if m <= FEW:  # the same sum as update_few's, whichever path computes the row
             pre = np.empty((m, self.w_abs.shape[1]), dtype=np.float32)
             first(x, self.w_abs, c0, pre)
         else:
