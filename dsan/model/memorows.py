@@ -113,17 +113,24 @@ update: Callable[..., bool] = _update_c if _C is not None else update_py
 
 
 def update_few(pod: PodSpec, snap: ClusterSnapshot, rows_a: I64, node_cols: F32,
-               cache: PlacementCache, cls: Cls) -> bool:
+               cache: PlacementCache, cls: Cls, plan: list[Any]) -> bool:
     """:data:`update` of the class rows ``rows_a`` (unique, at most
     :data:`dsan.model.classrows.FEW`), ``node_cols`` the node block of *all* nodes; False
-    when the memo cannot serve them (the class is then unwritten)."""
+    when the memo cannot serve them (the class is then unwritten). ``plan`` is the class's
+    own list of the row writer's call-wide values, filled here on its first call and again
+    whenever the placement cache's workload changes: the pod's values and the cluster-wide
+    room factor are the class's (its key holds every pod field they read, and the factor's
+    bit), the shapes' divisors the workload's."""
     # the access first: a GPU-model relabel empties the memo (its keys hold model indices)
     access = cache.access(snap)
     memo = cache.memo(pod, snap, len(rows_a))
     if memo is None:
         return False
-    n_shapes = min(TOP_SHAPES, len(cache.workload.freq))
-    pv, nt, divs = rowfeatures.tail_values(pod, snap, cache, n_shapes)
+    w = cache.workload
+    if not plan or plan[0] is not w:
+        n_shapes = min(TOP_SHAPES, len(w.freq))
+        plan[:] = [w, *rowfeatures.tail_values(pod, snap, cache, n_shapes), n_shapes]
+    _, pv, nt, divs, n_shapes = plan
     return update(rows_a.tolist(), memo, (*rowfeatures.columns(snap), snap.gpu_model),
                   (pv, nt, rowfeatures._SCALES, divs, n_shapes, N_NODE_FEATURES,
                    rowfeatures._AGE0, node_cols, access, snap.images, pod.image,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -168,6 +169,9 @@ class ClassRows:
     req_top: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     #: (2H,) req_w's last row (tel_present's weights) without the linear term, contiguous
     req_age: F32 = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    #: The row writer's call-wide values for the class (:func:`dsan.model.memorows.
+    #: update_few` fills and reads it)
+    few_plan: list[Any] = field(default_factory=list)
     #: (n,) the ReLU layer is zero whatever the relative and age columns (each in [0, 1])
     #: are, given ``present`` (tel_present when the row was computed)
     dead: BOOL = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
@@ -207,7 +211,7 @@ class ClassRows:
             if update_few(pod, snap, rows, node_cols, placements,
                           (self.w_abs, c0, h, layer.bias, self.req_top, self.req_age, ages,
                            self.pre, self.present, self.dead, self.quant, self.at, tick,
-                           first_out)):
+                           first_out), self.few_plan):
                 self._query(layer, rows, first_out)
                 self.computed += m
                 return
