@@ -24,6 +24,7 @@ def _twin(name: str) -> Extension:
     # the few-row sum or the store) rebuilds the twins that include them
     headers = ["dsan/_buffer.h",
                *(["dsan/_rowtail.h"] if name in ("_rowkernel", "_memorows") else []),
+               *(["dsan/_memowalk.h"] if name == "_memorows" else []),
                *(["dsan/_firstsum.h", "dsan/_storerows.h"]
                  if name in ("_classrows", "_memorows") else [])]
     return Extension(f"dsan.{name}", [f"dsan/{name}.c"], depends=headers,

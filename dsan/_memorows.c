@@ -8,10 +8,11 @@
  * interpreter and numpy per-call cost for arithmetic that takes a few. Here it is one
  * call, reading the snapshot's, the entry's and the memo's values where they lie.
  * Why it stays exact: the memo keys are built with the same values and types as
- * dsan.placement._key_of (so the dicts answer as they would to Python), the memo's values
- * and the entry are copied, FGD's exp comes from the same memo (a miss calls the Python
- * function that fills it), and the row is written by dsan/_rowtail.h's write_row, the row
- * writer of dsan._rowkernel (built with -ffp-contract=off); the first layer is
+ * dsan.placementmemo._key_of (dsan/_memowalk.h: the dicts answer as they would to Python),
+ * the memo's values and the entry are copied, FGD's exp comes from the same memo (a miss
+ * calls the Python function that fills it), and the row is written by dsan/_rowtail.h's
+ * write_row, the row writer of dsan._rowkernel (built with -ffp-contract=off); the first
+ * layer is
  * dsan/_firstsum.h's ordered float32 sum and the store dsan/_storerows.h's, both shared
  * with dsan._classrows.
  * A memo miss answers False before anything of the class is written (the entry rows
@@ -24,6 +25,7 @@
 
 #include "_buffer.h"
 #include "_firstsum.h"
+#include "_memowalk.h"
 #include "_rowtail.h"
 #include "_storerows.h"
 
@@ -108,110 +110,6 @@ static int take(PyObject **o, Arrays *a)
 }
 
 #define ARR(a, i, T) ((T *)(a)->b[i].buf)
-
-/* dsan.placement._key_of(row j): (free CPU, GPU count, GPU model, free shares as bytes). */
-static PyObject *state_key(Arrays *a, Py_ssize_t j)
-{
-    PyObject *key = PyTuple_New(4);
-    if (key == NULL)
-        return NULL;
-    PyObject *v[4] = {
-        PyFloat_FromDouble(ARR(a, C_CPU_CAP, double)[j] - ARR(a, C_CPU_USED, double)[j]),
-        PyLong_FromLong(ARR(a, C_COUNT, int)[j]), PyLong_FromLong(ARR(a, C_MODEL, int)[j]),
-        PyBytes_FromStringAndSize((const char *)(ARR(a, C_FREE, int) + j * MAX_GPUS),
-                                  MAX_GPUS * sizeof(int))};
-    for (int i = 0; i < 4; i++) {
-        if (v[i] == NULL) {
-            for (int k = i + 1; k < 4; k++)
-                Py_XDECREF(v[k]);
-            Py_DECREF(key);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(key, i, v[i]); /* steals */
-    }
-    return key;
-}
-
-/* placement.recall_py for row j: 1 recalled (or current), 0 a memo miss, -1 an error. */
-static int recall(Arrays *a, Py_ssize_t j, PyObject *shape, long long tick, PyObject *mb,
-                  PyObject *ma)
-{
-    long long *e_at = ARR(a, E_AT, long long), *before_at = ARR(a, BEFORE_AT, long long);
-    const long long *epoch = ARR(a, EPOCH, long long);
-    double *before = ARR(a, BEFORE, double);
-    if (e_at[j] >= epoch[j])
-        return 1;
-    PyObject *key = state_key(a, j);
-    if (key == NULL)
-        return -1;
-    int ret = -1;
-    PyObject *pair = NULL;
-    if (before_at[j] < epoch[j]) {
-        PyObject *b = PyDict_GetItemWithError(mb, key); /* borrowed */
-        if (b == NULL) {
-            ret = PyErr_Occurred() ? -1 : 0;
-            goto done;
-        }
-        double v = PyFloat_AsDouble(b);
-        if (v == -1.0 && PyErr_Occurred())
-            goto done;
-        before[j] = v;
-        before_at[j] = tick;
-    }
-    pair = PyTuple_Pack(2, shape, key);
-    PyObject *got = pair == NULL ? NULL : PyDict_GetItemWithError(ma, pair);
-    if (got == NULL) {
-        ret = pair != NULL && !PyErr_Occurred() ? 0 : -1;
-        goto done;
-    }
-    /* (frag_after, slot, free_after): a float, an int and an int64 array of MAX_GPUS */
-    if (!PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 3) {
-        PyErr_SetString(PyExc_TypeError, "a memo value of another form");
-        goto done;
-    }
-    double after = PyFloat_AsDouble(PyTuple_GET_ITEM(got, 0));
-    long slot = PyLong_AsLong(PyTuple_GET_ITEM(got, 1));
-    if (PyErr_Occurred())
-        goto done;
-    Py_buffer fb;
-    if (dsan_buffer(PyTuple_GET_ITEM(got, 2), &fb, "q", 8, 0) < 0)
-        goto done;
-    if (fb.ndim != 1 || fb.shape[0] != MAX_GPUS) {
-        dsan_bad_shape(&fb);
-        goto done;
-    }
-    ARR(a, E_BEFORE, double)[j] = before[j];
-    ARR(a, E_AFTER, double)[j] = after;
-    ARR(a, E_SLOT, long long)[j] = slot;
-    memcpy(ARR(a, E_FREE, long long) + j * MAX_GPUS, fb.buf, MAX_GPUS * sizeof(long long));
-    PyBuffer_Release(&fb);
-    e_at[j] = tick;
-    ret = 1;
-done:
-    Py_DECREF(key);
-    Py_XDECREF(pair);
-    return ret;
-}
-
-/* FGD's score of the clipped argument, as dsan.rowfeatures._fgd reads it: the memo's value,
- * or fgd_of(arg) (which fills the memo) on a miss. 0, or -1 with an exception set. */
-static int fgd_score(double arg, PyObject *memo, PyObject *fgd_of, double *out)
-{
-    PyObject *k = PyFloat_FromDouble(arg);
-    if (k == NULL)
-        return -1;
-    PyObject *v = PyDict_GetItemWithError(memo, k); /* borrowed */
-    if (v != NULL)
-        Py_INCREF(v);
-    else if (!PyErr_Occurred())
-        v = PyObject_CallOneArg(fgd_of, k);
-    Py_DECREF(k);
-    if (v == NULL)
-        return -1;
-    *out = PyFloat_AsDouble(v);
-    Py_DECREF(v);
-    return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
-}
 
 /* One row's features into x (width columns) and its quantities into q: rows_py's loop. */
 static int features(Arrays *a, Py_ssize_t j, const Common *c, int start, int age0,
@@ -321,8 +219,14 @@ static PyObject *update(PyObject *self, PyObject *args)
         js[r] = j < 0 ? j + n : j; /* as numpy's .item(j) reads it */
     }
     /* the walk first, over every row: a miss leaves the class unwritten */
+    const Walk walk = {ARR(&a, E_BEFORE, double), ARR(&a, E_AFTER, double),
+                       ARR(&a, E_SLOT, long long), ARR(&a, E_FREE, long long),
+                       ARR(&a, E_AT, long long), ARR(&a, EPOCH, long long),
+                       ARR(&a, BEFORE, double), ARR(&a, BEFORE_AT, long long),
+                       ARR(&a, C_CPU_CAP, double), ARR(&a, C_CPU_USED, double),
+                       ARR(&a, C_COUNT, int), ARR(&a, C_MODEL, int), ARR(&a, C_FREE, int)};
     for (Py_ssize_t r = 0; r < m; r++) {
-        int got = recall(&a, js[r], shape, tick, mb, ma);
+        int got = recall(&walk, js[r], shape, tick, mb, ma);
         if (got < 0)
             goto done;
         if (got == 0) {

@@ -3,11 +3,12 @@
 The what-ifs themselves (:func:`~dsan.whatif.placement`: fragmentation before and after
 placing a pod on each candidate) are :mod:`dsan.whatif`'s pure functions. The cache keeps
 their results per pod shape for every node, recomputes only the nodes whose allocation
-changed (with a memo for the few-row case), and :func:`cached_placements` batches several
-decisions into one what-if call. One implementation for the featurizer
-(:mod:`dsan.features`), DSAN's serving caches and the simulator's rollouts. This module also
-exports :mod:`dsan.whatif`'s names and :func:`~dsan.gpuchoice.fgd_select_gpus`, which lived
-here before: :mod:`dsan.features` re-exports all of them from here.
+changed (with a memo for the few-row case, walked by :mod:`dsan.placementmemo`), and
+:func:`cached_placements` batches several decisions into one what-if call. One
+implementation for the featurizer (:mod:`dsan.features`), DSAN's serving caches and the
+simulator's rollouts. This module also exports :mod:`dsan.whatif`'s names and
+:func:`~dsan.gpuchoice.fgd_select_gpus`, which lived here before: :mod:`dsan.features`
+re-exports all of them from here.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy.typing as npt
 
 from dsan.clusterwide import cluster_gpu_bound, room_factor, takes_several_gpus
 from dsan.gpuchoice import fgd_select_gpus
+from dsan.placementmemo import Memo, key_columns, recall_py, state_key
 from dsan.policies.frag import node_frag
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
@@ -127,10 +129,10 @@ class PlacementCache:
         self._memo_after.clear()
 
     def _state_keys(self, snap: ClusterSnapshot, rows: npt.NDArray[np.int64]) -> list[Any]:
-        """:func:`_state_key` of each of ``rows`` (a few)."""
+        """:func:`state_key` of each of ``rows`` (a few)."""
         if len(self._memo_before) + len(self._memo_after) > _MEMO_SIZE:
             self._forget()  # bounded; states repeat, so it fills again quickly
-        return [_state_key(snap, r) for r in rows.tolist()]
+        return [state_key(snap, r) for r in rows.tolist()]
 
     def adopt_fragmentation(self, frag: F64) -> None:
         """Take ``frag`` as every node's fragmentation at the next :meth:`get`: it must be
@@ -261,57 +263,6 @@ class PlacementCache:
 
 
 _Entry = tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
-
-
-def _state_key(snap: ClusterSnapshot, r: int) -> tuple[float, int, int, bytes]:
-    """Everything node ``r``'s fragmentation reads: free CPU (the same float64 subtraction
-    as the vectorised one), GPU count, GPU model, the free share of every slot."""
-    return _key_of(*key_columns(snap), r)
-
-
-def key_columns(snap: ClusterSnapshot) -> tuple[Any, Any, Any, Any, Any]:
-    """The columns :func:`_key_of` reads, in its order."""
-    return snap.cpu_cap, snap.cpu_used, snap.gpu_count, snap.gpu_model, snap.gpu_free
-
-
-def _key_of(cpu_cap: Any, cpu_used: Any, gpu_count: Any, gpu_model: Any, gpu_free: Any,
-            r: int) -> tuple[float, int, int, bytes]:
-    """:func:`_state_key` from the columns (``dsan/_memorows.c`` builds the same tuple)."""
-    return (cpu_cap.item(r) - cpu_used.item(r), gpu_count.item(r), gpu_model.item(r),
-            gpu_free[r].tobytes())
-
-
-#: :meth:`PlacementCache.memo`: the pod's shape, its entry (frag before, after, slot, free
-#: after, tick computed), the nodes' epochs, the current fragmentation and its tick per node,
-#: the tracker's tick, and the two memos (state -> fragmentation; (shape, state) -> what-if).
-Memo = tuple[tuple[float, int, int], F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64],
-             npt.NDArray[np.int64], npt.NDArray[np.int64], F64, npt.NDArray[np.int64], int,
-             dict[Any, float], dict[Any, tuple[float, int, npt.NDArray[np.int64]]]]
-
-
-def recall_py(memo: Memo, key_cols: tuple[Any, Any, Any, Any, Any], rows: list[int]) -> bool:
-    """Bring the memo's entry up to date on ``rows`` (a few): current rows are left as they
-    are, the others are filled from the memos. False at the first row the memos lack (the
-    rows before it stay filled; the caller takes :meth:`PlacementCache.get`). ``key_cols``:
-    the snapshot's columns that the state key reads, in :func:`_key_of`'s order."""
-    (shape, e_before, e_after, e_slot, e_free, e_at, epoch, before, before_at, tick,
-     memo_before, memo_after) = memo
-    for r in rows:
-        if e_at.item(r) >= epoch.item(r):
-            continue  # current
-        key = _key_of(*key_cols, r)
-        if before_at.item(r) < epoch.item(r):
-            b = memo_before.get(key)
-            if b is None:
-                return False
-            before[r], before_at[r] = b, tick
-        got = memo_after.get((shape, key))
-        if got is None:
-            return False
-        e_before[r] = before[r]
-        e_after[r], e_slot[r], e_free[r] = got
-        e_at[r] = tick
-    return True
 
 
 def cached_placements(

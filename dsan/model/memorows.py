@@ -8,8 +8,8 @@ memo walk of :meth:`PlacementCache.few`, each row's inputs as Python objects, th
 block's gather, the first layer, the store) around a few microseconds of arithmetic.
 
 :func:`update_py` (the reference) and ``dsan._memorows.update`` (C, built by ``setup.py``)
-are twins with one signature: the memo walk (:func:`dsan.placement.recall_py`), each row's
-features as :func:`dsan.rowfeatures.featurize_rows` writes them (:func:`rows_py`: FGD's
+are twins with one signature: the memo walk (:func:`dsan.placementmemo.recall_py`), each
+row's features as :func:`dsan.rowfeatures.featurize_rows` writes them (:func:`rows_py`: FGD's
 score through its memo, the image column, the shapes' GPU-model access, then
 :func:`dsan.rowkernel.fill_rows_py`'s row), the first layer
 (:func:`dsan.model.classrows.first_py`) and the store (:func:`dsan.model.classrows.store_py`);
@@ -30,7 +30,7 @@ import numpy.typing as npt
 from dsan import rowfeatures, rowkernel
 from dsan.features import N_NODE_FEATURES, TOP_SHAPES, PlacementCache
 from dsan.model import classrows
-from dsan.placement import Memo, recall_py
+from dsan.placementmemo import Memo, recall_py
 from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.twins import compiled_twin
 
