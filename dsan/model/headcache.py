@@ -263,7 +263,8 @@ class HeadCache:
         # Every logit the next request reads, as it would find them: under the candidates'
         # extremes, which may be a set held from before, whose logits of rows that changed
         # under other extremes since are old too (not just ``rows``).
-        if nodes is not last or rows is not None:
+        # (none when every last candidate stopped fitting and none joined: no extremes)
+        if nodes.size and (nodes is not last or rows is not None):
             self._set_logits(c, snap, nodes)
         # else nothing changed: the class is as its last request left it
         return True

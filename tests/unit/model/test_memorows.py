@@ -96,17 +96,11 @@ def _run(seed: int, which: str, steps: int, on_call: Callable[..., Any] | None =
     return fast, general, served[0]
 
 
-def _prefetch(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot) -> bool | None:
-    """``sm.prefetch``; None where it raises ValueError: HeadCache.prefetch takes the
-    extremes of an empty candidate set when every candidate of the class's last request
-    stopped fitting and no changed node joined (the sidecar counts a settle error)."""
-    try:
-        return sm.prefetch(pod, snap)
-    except ValueError:
-        return None
+def _prefetch(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot) -> bool:
+    return sm.prefetch(pod, snap)
 
 
-def _prefetch_general(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot) -> bool | None:
+def _prefetch_general(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot) -> bool:
     with _general_path():
         return _prefetch(sm, pod, snap)
 

@@ -462,3 +462,25 @@ def test_unique_rows_is_np_unique() -> None:
     for rows in cases:
         got = unique_rows(rows)
         assert got.dtype == np.int64 and got.tolist() == np.unique(rows).tolist()
+
+
+def test_prefetch_after_every_candidate_stopped_fitting() -> None:
+    """The settle's prefetch when the class's last candidates all stopped fitting and no
+    changed node joined: nothing to serve (it once took the extremes of an empty set and
+    raised ValueError, which the sidecar counted as a settle error); the next request with
+    candidates that fit again is scored as the model scores it."""
+    model, _ = load(DEFAULT_DIR)
+    snap = _snap(30, seed=25)
+    pod = next(p for p in PODS if p.name == "model")
+    sm = ServingModel(model, default_workload())
+    nodes = feasible_nodes(pod, snap)
+    assert len(nodes) >= 2
+    sm.logits(pod, snap, nodes)
+    saved = snap.gpu_free.copy()
+    snap.gpu_free[nodes] = 0  # every candidate's GPUs taken: none fits any more
+    assert not feasible(pod, snap)[nodes].any()
+    assert sm.prefetch(pod, snap)
+    snap.gpu_free[:] = saved
+    got = sm.logits(pod, snap, nodes)
+    ref = ServingModel(model, default_workload(), fast=False).logits(pod, snap, nodes)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
