@@ -256,6 +256,33 @@ e1:
     return ret;
 }
 
+/* One row's 9 request columns into xr, as dsan.model.headscan.request_rows_py computes
+ * them: the min-max ranks of its quantities q[j * stride] (j < 7) within lo / hi (hib: higher
+ * is better), the two "ties with the best" flags, the telemetry age column tel_age clipped
+ * at 1 and the presence flag; 1 if every column lies in [0, 1] (NaN: 0). Shared by
+ * request_rows (gathered quantities) and head_logits (the class's, in place). */
+static int request_columns(const double *q, Py_ssize_t stride, const double *lo,
+                           const double *hi, const char *hib, double tel_age, int present,
+                           float *xr)
+{
+    double v[9];
+    for (int j = 0; j < 5; j++) {
+        const double lj = lo[j], hj = hi[j], x = q[j * stride];
+        v[j < 4 ? j : 6] = hj > lj ? (hib[j] ? x - lj : hj - x) / (hj - lj) : 1.0;
+    }
+    v[4] = q[5 * stride] >= hi[5];
+    v[5] = q[6 * stride] >= hi[6] - 1e-9;
+    v[7] = tel_age > 1.0 ? 1.0 : tel_age;
+    v[8] = present;
+    int bounded = 1;
+    for (int j = 0; j < 9; j++) {
+        const float f = (float)v[j];
+        xr[j] = f;
+        bounded &= f >= 0.0f && f <= 1.0f; /* NaN: not bounded */
+    }
+    return bounded;
+}
+
 /* request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, dead_out):
  * the head's 9 request columns of m rows (any m: the many-row head takes it too when built)
  * into xr (m, 9) float32 and which rows are dead into dead_out (m,): see
@@ -309,23 +336,9 @@ static PyObject *request_rows(PyObject *self, PyObject *args)
         if (row(nodes, k, n) < 0)
             goto r11;
     int bounded = 1;
-    for (Py_ssize_t k = 0; k < m; k++) {
-        double v[9];
-        for (int j = 0; j < 5; j++) {
-            const double lj = lo[j], hj = hi[j], x = q[j * m + k];
-            v[j < 4 ? j : 6] = hj > lj ? (hib[j] ? x - lj : hj - x) / (hj - lj) : 1.0;
-        }
-        v[4] = q[5 * m + k] >= hi[5];
-        v[5] = q[6 * m + k] >= hi[6] - 1e-9;
-        const double t = tel_age[k];
-        v[7] = t > 1.0 ? 1.0 : t;
-        v[8] = tel && isfinite(ages[k]);
-        for (int j = 0; j < 9; j++) {
-            const float f = (float)v[j];
-            xr[k * 9 + j] = f;
-            bounded &= f >= 0.0f && f <= 1.0f; /* NaN: not bounded */
-        }
-    }
+    for (Py_ssize_t k = 0; k < m; k++)
+        bounded &= request_columns(q + k, m, lo, hi, hib, tel_age[k], tel && isfinite(ages[k]),
+                                   xr + k * 9);
     /* dead as cached, with the row's telemetry presence unchanged, when every request
      * column lies in [0, 1] */
     for (Py_ssize_t k = 0; k < m; k++) {
@@ -592,23 +605,11 @@ static PyObject *head_logits(PyObject *self, PyObject *args)
     int bounded = 1; /* request_rows' columns, exactly */
     for (Py_ssize_t t = 0; t < k; t++) {
         const Py_ssize_t r = row(nodes, row(todo, t, m), n);
-        double v[9];
-        for (int j = 0; j < 5; j++) {
-            const double lj = lo[j], hj = hi[j], x = q[j * n + r];
-            v[j < 4 ? j : 6] = hj > lj ? (hib[j] ? x - lj : hj - x) / (hj - lj) : 1.0;
-        }
-        v[4] = q[5 * n + r] >= hi[5];
-        v[5] = q[6 * n + r] >= hi[6] - 1e-9;
-        /* age_columns: NaN -> 0, capped at 1e9, log1p over log1p(1 h), at most 1 */
+        /* age_columns: NaN -> 0, capped at 1e9, log1p over log1p(1 h) */
         const double age = ages ? ages[r] : INFINITY;
         const double t_age = log1p(age == age ? (age < 1e9 ? age : 1e9) : 0.0) / log1p_hour;
-        v[7] = t_age > 1.0 ? 1.0 : t_age;
-        v[8] = tel && isfinite(age);
-        for (int j = 0; j < 9; j++) {
-            const float f = (float)v[j];
-            xr[t * 9 + j] = f;
-            bounded &= f >= 0.0f && f <= 1.0f; /* NaN: not bounded */
-        }
+        bounded &= request_columns(q + r, n, lo, hi, hib, t_age, tel && isfinite(age),
+                                   xr + t * 9);
     }
     for (Py_ssize_t t = 0; t < k; t++) {
         const Py_ssize_t r = row(nodes, row(todo, t, m), n);
