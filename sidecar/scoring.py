@@ -26,8 +26,9 @@ holds (:mod:`dsan.model.heldreply`: one C pass when they apply, else the general
 Deferred bookkeeping (``defer=True``, what both APIs use): the winner's assumption, the served
 class's refresh of that row (scores, or for a scorer scored in full its feasibility,
 :class:`~sidecar.scorecache.FeasibleCache`) and a scorer's optional ``after_assume(pod, snap,
-row)`` hook are kept pending and done by :meth:`ScoringEngine.settle`, which the servers call
-*after* the reply has left (HTTP: after the socket write; gRPC: the RPC-done callback).
+row, feasible)`` hook (``feasible``: that feasibility of every node, or None) are kept
+pending and done by :meth:`ScoringEngine.settle`, which the servers call *after* the reply
+has left (HTTP: after the socket write; gRPC: the RPC-done callback).
 kube-scheduler waits for the scores, not for our bookkeeping. Every request and filter settles
 a pending assumption first under the same lock, so each request sees exactly the state it
 would have seen with the assumption done inline (at most one is ever pending).
@@ -164,18 +165,19 @@ class ScoringEngine:
         if self.on_assume is not None:
             self.on_assume()
         try:
+            ok = None
             if self._cached:
                 ckey = self.classes.key(pod)
                 if ckey is not None:
                     self.classes.lookup(pod, ckey, self.cache.snapshot())
             else:  # the class's feasibility of the winner's row, off the next reply's path
-                self.feasibility.mask(pod, self.cache.snapshot())
+                ok = self.feasibility.mask(pod, self.cache.snapshot())
             if self._after_assume is not None:
                 pub = self.cache.snapshot()
                 row = pub.index.get(node, -1)
                 if row >= 0:
                     self._feed(pub)
-                    self._after_assume(pod, pub.snap, row)
+                    self._after_assume(pod, pub.snap, row, ok)
         except Exception:  # only warm-up work failed: the next request recomputes it
             self.settle_errors += 1
             if self.settle_errors == 1 or self.settle_errors % 1000 == 0:

@@ -40,6 +40,7 @@ from dsan.snapshot import ClusterSnapshot, PodSpec
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
 
 __all__ = ["MAX_CLASSES", "MAX_SETS", "REQUEST_COLUMNS", "HeadCache", "SetLogits", "class_key",
            "follow", "unique_rows"]
@@ -70,15 +71,17 @@ def unique_rows(rows: I64) -> I64:
     return s[keep]
 
 
-def follow(last: I64, changed: I64, pod: PodSpec, snap: ClusterSnapshot) -> I64:
+def follow(last: I64, changed: I64, pod: PodSpec, snap: ClusterSnapshot,
+           ok: BOOL | None = None) -> I64:
     """The candidates a pod class's next request will most likely send, given those of its
     last request (``last``) and the nodes whose allocation ``changed`` since: ``last``
     less the changed nodes that no longer fit ``pod``, plus the changed ones that now do
     (on our view, as the sidecar filters). ``last`` itself (the same object) when that
-    moves nothing."""
+    moves nothing. ``ok``: ``feasible(pod, snap)`` over every node when the caller has it
+    (the sidecar's feasibility cache), else the changed rows are checked here."""
     if not changed.size:
         return last
-    fits = feasible(pod, snap, changed)
+    fits = feasible(pod, snap, changed) if ok is None else ok[changed]
     # membership through a mask over all nodes: O(n + m), no sort (np.isin sorts)
     member = np.zeros(len(snap), dtype=bool)
     member[last] = True
@@ -242,13 +245,14 @@ class HeadCache:
                     e.logit)
 
     def prefetch(self, pod: PodSpec, snap: ClusterSnapshot, node_cols: F32,
-                 placements: PlacementCache) -> bool:
+                 placements: PlacementCache, ok: BOOL | None = None) -> bool:
         """Bring ``pod``'s class up to date with ``snap`` by serving what its next request
         will most likely ask: its last candidates, less those that changed and no longer
         fit the pod, plus those that changed and now do (an assumption fills one node, and
         the assumption it replaced frees another). Their changed rows are recomputed and
         their logits set under the candidates' extremes: work the next request of the class
-        then finds done. False if the class has no last request."""
+        then finds done. False if the class has no last request. ``ok``: as for
+        :func:`follow`."""
         key = _class_of(pod, snap, placements)
         c = self._classes.get(key)
         t = self._tracker
@@ -258,7 +262,7 @@ class HeadCache:
             return False
         t = self._sync(snap)
         last = c.last
-        nodes = follow(last, np.flatnonzero(t.epoch > c.seen), pod, snap)
+        nodes = follow(last, np.flatnonzero(t.epoch > c.seen), pod, snap, ok)
         c, rows = self._class_rows(t, pod, snap, nodes, node_cols, placements, key)
         # Every logit the next request reads, as it would find them: under the candidates'
         # extremes, which may be a set held from before, whose logits of rows that changed

@@ -200,14 +200,18 @@ class ServingModel:
         if self._cache is not None:
             self._cache.note_changes(since, version, rows)
 
-    def prefetch(self, pod: PodSpec, snap: ClusterSnapshot) -> bool:
+    def prefetch(self, pod: PodSpec, snap: ClusterSnapshot,
+                 feasible: npt.NDArray[np.bool_] | None = None) -> bool:
         """Off the request path (after the reply, e.g. right after an assumption): update
         ``pod``'s class to ``snap`` so its next request only gathers. Exact either way: the
-        next request checks every row again. False if there was nothing to do."""
+        next request checks every row again. False if there was nothing to do.
+        ``feasible``: ``pod``'s feasibility of every node of ``snap``, when the caller has
+        it (:func:`dsan.model.headcache.follow` then reads it instead of checking again)."""
         if self.head is None:
             return False
         self.refresh(snap)
-        return self.head.prefetch(pod, snap, self.embeddings.node_cols, self._placements(snap))
+        return self.head.prefetch(pod, snap, self.embeddings.node_cols, self._placements(snap),
+                                  feasible)
 
     def held(self, pod: PodSpec, snap: ClusterSnapshot) -> Held | None:
         """What ``pod``'s class holds for a request on ``snap`` (:meth:`HeadCache.held`),

@@ -69,11 +69,14 @@ class DSANScorer:
         h = self.serving.held(pod, snap)
         return None if h is None else heldreply.reply(h, rows, ok, max_score)
 
-    def after_assume(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> None:
+    def after_assume(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                     feasible: npt.NDArray[np.bool_] | None = None) -> None:
         """The sidecar calls this after the reply left, once ``pod`` is charged to ``node``:
-        the class's changed rows are recomputed now instead of on its next request."""
+        the class's changed rows are recomputed now instead of on its next request.
+        ``feasible``: the sidecar's feasibility of every node for ``pod`` on ``snap`` (its
+        feasibility cache, :func:`dsan.filtering.feasible`'s mask exactly), or None."""
         del node  # every row that changed is found by the head cache's tracker
-        self.serving.prefetch(pod, snap)
+        self.serving.prefetch(pod, snap, feasible)
 
     def trust_snapshot_versions(self) -> None:
         """The caller (the sidecar's scoring engine) bumps ``ClusterSnapshot.version`` on every

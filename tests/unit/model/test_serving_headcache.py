@@ -348,6 +348,10 @@ def test_follow_drops_and_adds_only_changed_nodes() -> None:
     assert got.tolist() == [*fit[:4].tolist(), fit[5]]
     many = np.concatenate([fit[4:], unfit])  # past the few-row path
     assert sorted(follow(last, many, pod, snap).tolist()) == fit.tolist()
+    # the caller's feasibility of every node (the sidecar's cache) gives the same lists
+    for changed in (fit[:2], np.array([fit[5], unfit[0], unfit[1]]), many):
+        assert (follow(last, changed, pod, snap, ok).tolist()
+                == follow(last, changed, pod, snap).tolist())
 
 
 def test_prefetch_under_held_extremes_scores_only_the_changed_rows() -> None:

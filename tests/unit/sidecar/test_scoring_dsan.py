@@ -49,8 +49,9 @@ class Untrusting:
               nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         return self.inner.score(pod, snap, nodes)
 
-    def after_assume(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> None:
-        self.inner.after_assume(pod, snap, node)
+    def after_assume(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                     feasible: npt.NDArray[np.bool_] | None = None) -> None:
+        self.inner.after_assume(pod, snap, node, feasible)
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         return self.inner.select_gpus(pod, snap, node)
@@ -298,3 +299,31 @@ def test_the_held_reply_answers_as_the_general_path(data: st.DataObject) -> None
                 c.upsert_pod(obj)
     assert engines[0].policy_errors == engines[1].policy_errors == 0
     assert served[-3:] == [True] * 3  # the path is taken, not only offered
+
+
+def test_the_settle_hands_the_scorer_its_feasibility_of_every_node() -> None:
+    """The settle passes DSAN's after_assume the engine's cached feasibility (which
+    headcache.follow reads instead of checking the changed rows again): for the pod just
+    assumed, on the snapshot the hook gets, exactly dsan.filtering.feasible's mask."""
+    from dsan.filtering import feasible
+
+    cache = _cache()
+    scorer = DSANScorer(ServingModel(MODEL, default_workload()))
+    engine = ScoringEngine(cache, scorer, Untrusting(), 1e9)
+    seen: list[bool] = []
+    inner = scorer.after_assume
+
+    def hook(pod: PodSpec, snap: ClusterSnapshot, node: int,
+             ok: npt.NDArray[np.bool_] | None = None) -> None:
+        assert ok is not None
+        seen.append(bool(np.array_equal(ok, feasible(pod, snap))))
+        inner(pod, snap, node, ok)
+
+    engine._after_assume = hook
+    for k in range(8):
+        shape = POD_SHAPES[k % len(POD_SHAPES)]
+        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **shape),  # type: ignore[arg-type]
+                                cache.models)
+        engine.score(spec, NAMES, assume=f"default/p{k}", defer=True)
+        assert engine.settle()
+    assert seen == [True] * 8
