@@ -447,79 +447,6 @@ mlp_row(const float *x, int is_dead, Py_ssize_t r, const float *req_w, Py_ssize_
     return s;
 }
 
-/* few_head(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, out, att, gq, u1, ud): the
- * few-row head's MLP on m rows into out (m,) float32, before the linear term and the last
- * bias: see dsan.model.headscan.few_head_py and mlp_row. att, gq, u1 and ud are None for a
- * head whose MLP ignores z. The sums run in another order than BLAS's, so live rows may
- * differ from numpy in float32 rounding. Dead rows without z get dead_out itself (exact);
- * with z, rows the caller found dead must not be passed (the caller takes numpy there). */
-static PyObject *few_head(PyObject *self, PyObject *args)
-{
-    PyObject *o[13];
-    float dead_out;
-    Py_buffer b[13];
-    int held = 0;
-    PyObject *ret = NULL;
-    float *work = NULL;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOfOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6], &o[7], &dead_out, &o[8], &o[9], &o[10], &o[11], &o[12]))
-        return NULL;
-    const int uses_z = o[9] != Py_None;
-    /* format, item size, writable, rows (see get) of xr dead nodes req_w pre w1g b1 w2 out
-     * att gq u1 ud */
-    static const char *fmt[13] = {"f", "?", "q", "f", "f", "f", "f", "f", "f", "f", "f", "f",
-                                  "f"};
-    static const Py_ssize_t size[13] = {4, 1, 8, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4};
-    static const int wr[13] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
-    static const Py_ssize_t rows[13] = {-1, 0, 0, 9, -1, -1, 0, 0, 0, 0, -1, -1, -1};
-    const int count = uses_z ? 13 : 9;
-    for (; held < count; held++)
-        if (get(o[held], &b[held], fmt[held], size[held], wr[held], rows[held]) < 0)
-            goto done;
-    const Py_ssize_t m = b[2].shape[0], n = b[4].shape[0], h2 = b[6].shape[0];
-    const Py_ssize_t wd = b[3].shape[1];
-    int ok = b[0].shape[0] == m && b[0].shape[1] == 9 && b[1].shape[0] == m && wd == h2 + 1
-             && b[4].shape[1] == wd && b[5].shape[0] == h2 && b[5].shape[1] == h2
-             && b[7].shape[0] == h2 && b[8].shape[0] == m;
-    if (uses_z)
-        ok = ok && b[9].shape[0] == n && b[10].shape[0] == n && b[10].shape[1] == 9
-             && b[11].shape[0] == n && b[11].shape[1] == h2 && b[12].shape[0] == n
-             && b[12].shape[1] == h2;
-    if (!ok) {
-        PyErr_SetString(PyExc_TypeError, "arrays of inconsistent shapes");
-        goto done;
-    }
-    const char *dead = b[1].buf;
-    const long long *nodes = b[2].buf;
-    float *out = b[8].buf;
-    if ((work = PyMem_Malloc(2 * (size_t)h2 * sizeof(float) + 1)) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < m; k++) {
-        const Py_ssize_t r = row(nodes, k, n);
-        if (r < 0)
-            goto done;
-        if (dead[k] && uses_z) {
-            PyErr_SetString(PyExc_TypeError, "dead rows with z: numpy's");
-            goto done;
-        }
-        out[k] = mlp_row((const float *)b[0].buf + k * 9, dead[k], r, b[3].buf, wd, b[4].buf,
-                         b[5].buf, b[6].buf, b[7].buf, h2, dead_out,
-                         uses_z ? b[9].buf : NULL, uses_z ? b[10].buf : NULL,
-                         uses_z ? b[11].buf : NULL, uses_z ? b[12].buf : NULL, work,
-                         work + h2);
-    }
-    ret = Py_None;
-    Py_INCREF(ret);
-done:
-    PyMem_Free(work);
-    while (held-- > 0)
-        PyBuffer_Release(&b[held]);
-    return ret;
-}
-
 /* head_logits(nodes, todo, quant, lo, hi, hib, ages, log1p_hour, tel, present, dead, req_w,
  *             pre, w1g, b1, w2, dead_out, b2, c_at, e_logit, e_at, e_age, out, att, gq, u1,
  *             ud):
@@ -649,8 +576,6 @@ static PyMethodDef methods[] = {
      "request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, dead_out)"},
     {"lookup", lookup, METH_VARARGS,
      "lookup(nodes, at, e_at, e_age, ages, e_logit, out, todo) -> count"},
-    {"few_head", few_head, METH_VARARGS,
-     "few_head(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, out, att, gq, u1, ud)"},
     {"head_logits", head_logits, METH_VARARGS,
      "head_logits(nodes, todo, quant, lo, hi, hib, ages, log1p_hour, tel, present, dead, "
      "req_w, pre, w1g, b1, w2, dead_out, b2, c_at, e_logit, e_at, e_age, out, att, gq, u1, "

@@ -30,7 +30,7 @@ import torch
 from dsan.features import PlacementCache
 from dsan.filtering import feasible
 from dsan.model import headscan
-from dsan.model.headmirror import FEW_ROWS, HeadMirror
+from dsan.model.headmirror import HeadMirror
 from dsan.model.heldreply import Held
 from dsan.model.net import DSANNet
 from dsan.model.rowcache import ClassRows, Hint, RowTracker, class_key
@@ -45,6 +45,9 @@ BOOL = npt.NDArray[np.bool_]
 __all__ = ["MAX_CLASSES", "MAX_SETS", "REQUEST_COLUMNS", "HeadCache", "SetLogits", "class_key",
            "follow", "unique_rows"]
 
+#: Up to this many stale rows are sorted as a Python set (a settle's one or two: np.unique's
+#: sort machinery costs ~5 us), more by :func:`unique_rows`.
+FEW_ROWS = 4
 #: Pod classes kept at once (each ~ n x (3H + 8) numbers); the oldest is dropped beyond.
 MAX_CLASSES = 32
 #: Candidate-set extremes kept per class (each 3 x n numbers); the oldest is dropped beyond.

@@ -4,9 +4,11 @@ A mirror holds the module's weights as numpy float32 arrays and, per node, what 
 embeddings give the head: the streams' key difference (the :class:`~dsan.model.rowcache.
 FirstLayer` every class's rows are computed with), the request columns' share of the
 attention score, and the streams' values through the MLP's z half. Given a class's cached
-rows and a candidate set's extremes, :meth:`HeadMirror.logits` runs the 9 request columns,
-the attention over the two streams, ReLU and the 3H -> 2H -> 1 MLP on the rows asked for,
-with two exact shortcuts: no attention when the MLP ignores z, and no MLP for rows whose ReLU
+rows and a candidate set's extremes, :meth:`HeadMirror.set_logits` computes the head on
+the rows asked for in one call of :func:`dsan.model.headscan.head_logits` (C, or its numpy
+twin), and above :data:`C_HEAD_MAX` rows :meth:`HeadMirror.logits` runs the 9 request
+columns, the attention over the two streams, ReLU and the 3H -> 2H -> 1 MLP in numpy, with
+two exact shortcuts: no attention when the MLP ignores z, and no MLP for rows whose ReLU
 layer no request can open. It keeps no per-request state: which rows to score, and under which
 extremes, is the head cache's business. Weights are read from the module at every full
 embedding refresh (``ServingModel`` refreshes when a parameter is written), so a retrained
@@ -32,11 +34,10 @@ F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-__all__ = ["FEW_ROWS", "HeadMirror"]
+__all__ = ["C_HEAD_MAX", "HeadMirror"]
 
-#: Up to this many rows go through the few-row head (:meth:`HeadMirror._few`).
-FEW_ROWS = 4
-#: Up to this many rows :meth:`HeadMirror.set_logits` computes in one C call; above,
+#: Up to this many rows :meth:`HeadMirror.set_logits` computes in one call of
+#: :func:`dsan.model.headscan.head_logits` (its C twin when built); above,
 #: numpy's BLAS products are as fast or faster (session 12, 2-core machine, per call: 1 row
 #: 3 vs 19 us, 50 rows 22 vs 57, 300 rows 114 vs 131, 500 rows 205 vs 206, 1,000 rows 395
 #: vs 344).
@@ -117,10 +118,8 @@ class HeadMirror:
         ``age`` (m,), under the candidate set's extremes ``lo`` (5, 1) and ``hi`` (7, 1)."""
         h = self.h
         self.rows_scored += len(nodes)
-        if len(nodes) <= FEW_ROWS:
-            return self._few(c, snap, nodes, q, lo, hi, age)
         m, h2 = len(nodes), 2 * h
-        if headscan.compiled:  # the request columns and dead rows in one C pass (_few's)
+        if headscan.compiled:  # the request columns and dead rows in one C pass
             capped = np.where(age == age, np.minimum(age, 1e9), 0.0)  # as age_columns
             xr, dead = headscan.request_rows(q, lo, hi, _HIB, np.log1p(capped) / _LOG1P_HOUR,
                                              age, snap.telemetry is not None, c.present,
@@ -171,10 +170,10 @@ class HeadMirror:
         of ``e_logit`` with the class row's tick in ``e_at`` and the telemetry age it was
         computed at in ``e_age``, and ``out[todo]`` read back. Up to :data:`C_HEAD_MAX`
         rows in one call of :func:`dsan.model.headscan.head_logits` (request columns, MLP,
-        linear term, stores) when it is built; more through :meth:`logits`, whose BLAS
-        products win there."""
+        linear term, stores; its numpy twin without the C build); more through
+        :meth:`logits`, whose BLAS products win there."""
         ages = snap.telemetry_age_s
-        if headscan.compiled and len(todo) <= C_HEAD_MAX:
+        if len(todo) <= C_HEAD_MAX:
             self.rows_scored += len(todo)
             z = (c.att, self._gq, self._u1, self._ud) if self._uses_z else None
             headscan.head_logits(nodes, todo, c.quant, lo, hi, _HIB, ages, _LOG1P_HOUR,
@@ -187,33 +186,6 @@ class HeadMirror:
         e_logit[sub] = self.logits(c, snap, sub, c.quant.take(sub, axis=1), lo, hi, age)
         e_at[sub], e_age[sub] = c.at[sub], age
         out[todo] = e_logit[sub]  # read back: a node listed twice reads what was kept
-
-    def _few(self, c: ClassRows, snap: ClusterSnapshot, nodes: I64, q: F64, lo: F64,
-             hi: F64, age: F64) -> F64:
-        """:meth:`logits` on up to :data:`FEW_ROWS` rows (a settle's changed rows, usually
-        one) in four calls instead of ~50 numpy ones: numpy's per-call cost, not arithmetic,
-        is the price of a few rows. The 9 request columns are the same float64 expressions
-        (``_minmax_rows``; ``age_columns`` with the same ``np.log1p``) on Python floats or
-        in C (:func:`dsan.model.headscan.request_rows_py` and its twin), so ``xr`` holds
-        the same float32 values; the MLP is :func:`~dsan.model.headscan.few_head_py` or its
-        C twin, whose sums may differ from the many-row path's in float32 rounding (pinned
-        by the head mirror tests); a dead row gets the same ``relu(b1) . w2`` as in
-        :meth:`logits`, and the linear term is summed as there, so a dead row's logit is
-        the many-row path's exactly."""
-        h2 = 2 * self.h
-        capped = [(a if a < 1e9 else 1e9) if a == a else 0.0 for a in age.tolist()]
-        tel_age = np.log1p(capped) / _LOG1P_HOUR  # numpy's log1p, as age_columns
-        # The request columns and the dead rows, as logits() decides them (headscan).
-        xr, dead = headscan.request_rows(q, lo, hi, _HIB, tel_age, age,
-                                         snap.telemetry is not None, c.present, c.dead, nodes)
-        z = (c.att, self._gq, self._u1, self._ud) if self._uses_z else None
-        out = headscan.few_head(xr, dead, nodes, c.req_w, c.pre, self._w1g, self._b1,
-                                self._w2, float(self._dead_out), z)
-        # The linear term as logits() sums it: a (m, 9) x (9,) product, whose rounding can
-        # differ from column 2H of the (m, 9) x (9, 2H + 1) one by a float32 ulp.
-        out += c.pre[:, h2].take(nodes) + xr @ c.req_lin
-        out += self._b2
-        return out.astype(np.float64)
 
 
 def _b(b: F32 | None, k: int) -> F32:

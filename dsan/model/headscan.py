@@ -10,13 +10,13 @@ vectorised reductions win above). Gathers, comparisons, minima and maxima have o
 order, so both give the same bits; where numpy's choice could show (a NaN among the values,
 or a zero extreme: which signed zero), the C extremes defer to numpy. A C call that is
 handed arrays of another layout or dtype also defers to numpy. :data:`stale`,
-:data:`extremes`, :data:`lookup` and :data:`request_rows` (the few-row head's request
-columns, the same float64 expressions in C) are the C ones when built and
-``DSAN_PURE_PYTHON`` is unset, and so is :data:`few_head` (the few-row head's MLP: ~25 numpy
-calls on 1-4 rows, 9 us, against 2 us in C), the one twin pair that agrees to float32
-rounding only: its sums run in another order than BLAS's (the many-row head differs from
-either in the same way; a dead row is exact in both). ``tests/unit/model/test_headscan.py``
-pins the twins to each other.
+:data:`extremes`, :data:`lookup` and :data:`request_rows` (the head's request columns, the
+same float64 expressions in C) are the C ones when built and ``DSAN_PURE_PYTHON`` is unset,
+and so is :data:`head_logits` (the whole head on a set's changed candidates: request columns,
+MLP, linear term and the stores in one call; 1 row ~3 us, 50 rows ~22), the one twin pair
+that agrees to float32 rounding only: its MLP's sums run in another order than BLAS's
+(:func:`few_head_py` is its numpy MLP). ``tests/unit/model/test_headscan.py`` pins the twins
+to each other.
 """
 
 from __future__ import annotations
@@ -96,8 +96,9 @@ Z = tuple[F32, F32, F32, F32]
 
 def few_head_py(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32, b1: F32,
                 w2: F32, dead_out: float, z: Z | None) -> F32:
-    """The few-row head's MLP on ``nodes`` ((m,) float32, before the linear term and the
-    last bias), as :meth:`dsan.model.headmirror.HeadMirror.logits` computes it: with ``xr``
+    """The head's MLP on ``nodes`` ((m,) float32, before the linear term and the last bias;
+    :func:`head_logits_py`'s, ``mlp_row`` in dsan/_headscan.c), as
+    :meth:`dsan.model.headmirror.HeadMirror.logits` computes it: with ``xr``
     (m, 9) the request columns and ``pre`` (n, 2H + 1) the class's first-layer rows,
     g = relu(xr req_w[:, :2H] + pre[:, :2H]); with z (``z``), the 2-way attention
     alpha_0 = sigmoid(-(att + xr . gq)) and relu(u1 + alpha_0 ud + g w1g) . w2, a dead row
@@ -154,19 +155,7 @@ def head_logits_py(nodes: I64, todo: I64, quant: F64, lo: F64, hi: F64, hib: BOO
     tel_age = np.log1p(np.where(age == age, np.minimum(age, 1e9), 0.0)) / log1p_hour
     xr, is_dead = request_rows_py(quant.take(sub, axis=1), lo, hi, hib, tel_age, age, tel,
                                   present, dead, sub)
-    if z is None or not is_dead.any():
-        logit = few_head_py(xr, is_dead, sub, req_w, pre, w1g, b1, w2, dead_out, z)
-    else:  # dead rows with z: no g term, as the many-row head leaves them out of g w1g
-        logit = np.empty(len(sub), dtype=np.float32)
-        att, gq, u1, ud = z
-        d = att[sub] + np.einsum("mr,mr->m", xr, gq[sub])
-        a0 = 1.0 / (1.0 + np.exp(np.clip(d, -80.0, 80.0)))
-        hid = u1[sub] + a0[:, None] * ud[sub]
-        live = ~is_dead
-        if live.any():
-            logit[live] = few_head_py(xr[live], is_dead[live], sub[live], req_w, pre, w1g, b1,
-                                      w2, dead_out, z)
-        logit[is_dead] = np.maximum(hid[is_dead], 0.0) @ w2
+    logit = few_head_py(xr, is_dead, sub, req_w, pre, w1g, b1, w2, dead_out, z)
     dot = np.zeros(len(sub), dtype=np.float32)
     for i in range(9):  # the 9-term dot in C's order: i ascending, float32 adds
         dot += xr[:, i] * req_w[i, h2]
@@ -187,19 +176,6 @@ def _request_rows_c(q: F64, lo: F64, hi: F64, hib: BOOL, tel_age: F64, ages: F64
     except TypeError:
         return request_rows_py(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes)
     return xr, out
-
-
-def _few_head_c(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32, b1: F32,
-                w2: F32, dead_out: float, z: Z | None) -> F32:
-    if z is not None and dead.any():  # numpy's exp and sums, as the many-row head's
-        return few_head_py(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, z)
-    out = np.empty(len(nodes), dtype=np.float32)
-    zs = (None, None, None, None) if z is None else z
-    try:
-        _C.few_head(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, out, *zs)
-    except TypeError:
-        return few_head_py(xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, z)
-    return out
 
 
 def _head_logits_c(nodes: I64, todo: I64, quant: F64, lo: F64, hi: F64, hib: BOOL,
@@ -272,5 +248,4 @@ lookup: Callable[[I64, I64, I64, F64, F64 | None, F64], tuple[I64, F64]] = (
     _lookup_c if compiled else lookup_py)
 request_rows: Callable[..., tuple[F32, BOOL]] = (
     _request_rows_c if compiled else request_rows_py)
-few_head: Callable[..., F32] = _few_head_c if compiled else few_head_py
 head_logits: Callable[..., None] = _head_logits_c if compiled else head_logits_py

@@ -141,53 +141,6 @@ def test_request_rows_twins_give_the_same_columns_and_dead_rows(
     assert dc.dtype == dp.dtype == np.bool_ and dc.tolist() == dp.tolist()
 
 
-def _head(seed: int, n: int, m: int, h2: int, with_z: bool, dead_rate: float) -> tuple[Any, ...]:
-    rng = np.random.default_rng(seed)
-
-    def f32(*shape: int) -> Any:
-        return rng.standard_normal(shape).astype(np.float32)
-
-    xr = rng.choice([0.0, 0.25, 1.0], size=(m, 9)).astype(np.float32)
-    dead = rng.random(m) < dead_rate
-    nodes = rng.integers(-n, n, m).astype(np.int64)
-    b1 = f32(h2)
-    w2 = f32(h2)
-    z = (f32(n) * 40, f32(n, 9), f32(n, h2), f32(n, h2)) if with_z else None
-    return (xr, dead, nodes, f32(9, h2 + 1), f32(n, h2 + 1), f32(h2, h2), b1, w2,
-            float(np.maximum(b1, 0.0) @ w2), z)
-
-
-@needs_c
-@settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), m=st.integers(1, 4),
-       h2=st.sampled_from([2, 16, 64]), with_z=st.booleans(),
-       dead_rate=st.sampled_from([0.0, 0.5, 1.0]))
-def test_few_head_twins_agree_and_dead_rows_are_exact(
-        seed: int, n: int, m: int, h2: int, with_z: bool, dead_rate: float) -> None:
-    """The few-row head's MLP: the C twin's sums run in another order than numpy's BLAS, so
-    live rows agree to float32 rounding; a dead row without z is relu(b1) . w2 itself, and
-    with z any dead row goes to numpy (whose exp and sums the many-row head shares)."""
-    args = _head(seed, n, m, h2, with_z, dead_rate)
-    got, ref = headscan._few_head_c(*args), headscan.few_head_py(*args)
-    assert got.dtype == ref.dtype == np.float32 and got.shape == ref.shape == (m,)
-    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5 * h2)
-    dead = args[1]
-    if with_z and dead.any():
-        assert got.tobytes() == ref.tobytes()
-    elif not with_z:
-        assert got[dead].tobytes() == ref[dead].tobytes()
-        assert (got[dead] == np.float32(args[8])).all()
-
-
-@needs_c
-def test_few_head_of_another_layout_goes_to_numpy() -> None:
-    xr, dead, nodes, req_w, pre, w1g, b1, w2, dead_out, z = _head(3, 8, 3, 16, False, 0.0)
-    strided = np.asfortranarray(w1g)
-    got = headscan._few_head_c(xr, dead, nodes, req_w, pre, strided, b1, w2, dead_out, z)
-    ref = headscan.few_head_py(xr, dead, nodes, req_w, pre, strided, b1, w2, dead_out, z)
-    assert got.tobytes() == ref.tobytes()  # numpy computed both
-
-
 def test_pure_python_is_chosen_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSAN_PURE_PYTHON", "1")
     assert headscan._compiled() is None
