@@ -132,8 +132,8 @@ static int parse_common(PyObject *pvo, int nt, PyObject *divso, int n_shapes, Co
     Py_ssize_t npv = doubles(pvo, c->pv, MAX_POD, 0, "pod values");
     if (npv < 0)
         return -1;
-    if (nt < 0 || npv != nt + 23) {
-        PyErr_SetString(PyExc_ValueError, "pod values: expected task types + 23 entries");
+    if (nt < 0 || npv != nt + 24) {
+        PyErr_SetString(PyExc_ValueError, "pod values: expected task types + 24 entries");
         return -1;
     }
     c->nt = nt;
@@ -189,6 +189,7 @@ static int write_row(const Common *c, const Row *in, float *dst, Py_ssize_t widt
     const double rc = pv[nt + 15], rm = pv[nt + 16], rg = pv[nt + 17], k = pv[nt + 18];
     const double gm_used = pv[nt + 19], gm_min = pv[nt + 20], sharing = pv[nt + 21];
     const double room = pv[nt + 22]; /* dsan.clusterwide.room_factor */
+    const double cpu_bound = pv[nt + 23]; /* dsan.clusterwide.cpu_bound_factor */
     const double rq0 = rc / cpu_scale, rq1 = rm / mem_scale, rq2 = rg / gpu_scale;
     /* free[:cnt] and free_after[:cnt] as Python slices them */
     Py_ssize_t nlive = cnt < 0 ? (nfree + cnt > 0 ? nfree + cnt : 0)
@@ -242,6 +243,8 @@ static int write_row(const Common *c, const Row *in, float *dst, Py_ssize_t widt
     Py_ssize_t o = 0;
     for (int i = 0; i < nt + 13; i++)
         v[o++] = pv[i];
+    /* cpu_bound_cpu_per_gpu: node_cpu_per_gpu times the factor, as featurize multiplies */
+    v[nt + 11] = (cnt > 0 ? c0 / (double)cnt : 0.0) / cpu_scale * cpu_bound;
     v[o++] = in->image;
     v[o++] = in->has_pods ? in->pods / 64 : 0.0;
     v[o++] = of0;

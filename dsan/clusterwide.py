@@ -10,6 +10,15 @@ gpuspec33 and gpushare40 (session 8's x_single screen, sessions 8-9). The featur
 fast scorer (:mod:`dsan.train.linear`) and the serving cache's class key
 (:mod:`dsan.model.headcache`) all call :func:`room_factor`, so the simulator and the sidecar
 read the same bit from the same snapshot.
+
+The same holds for CPU-only pods (session 13): preferring nodes with much CPU per GPU
+(``node_cpu_per_gpu``) keeps the GPUs of CPU-poor nodes usable while the GPU nodes' CPU and
+GPUs run out together (cpu235, cpu250), and strands GPUs once their CPU runs out clearly
+faster (cpu300: +0.83 unallocated GPU points against the same tie-break left off;
+docs/results/dsan_openb.md, session 13). :func:`cpu_bound_factor` is 1 for a CPU-only pod
+while the GPU nodes are :func:`cluster_cpu_bound`: the factor of ``cpu_bound_cpu_per_gpu``,
+whose skip weight cancels the tie-break's. A column that is 0 until the bit is set leaves
+every decision where it is not set bit for bit as it was, the seed scenario's included.
 """
 
 from __future__ import annotations
@@ -28,6 +37,42 @@ def cluster_gpu_bound(snap: ClusterSnapshot) -> bool:
     gpu_free = int(snap.gpu_free.sum(dtype="int64"))
     cpu_free = cpu_cap - float(snap.cpu_used.sum())
     return gpu_free * cpu_cap < cpu_free * gpu_cap
+
+
+#: A cluster is CPU-bound when its used CPU share exceeds this times its used GPU share.
+#: Chosen between the CPU-heavy files the tie-break helps and the one it harms: over the
+#: FGD protocol, used CPU over used GPU stays at 0.93-1.03 on cpu250 and 1.14-1.23 on
+#: cpu300 (session 13, FGD runs, seed 7).
+CPU_BOUND_RATIO = 1.1
+
+
+def cluster_cpu_bound(snap: ClusterSnapshot) -> bool:
+    """True when the GPU nodes' used CPU share is above :data:`CPU_BOUND_RATIO` times their
+    used GPU share (their CPU runs out clearly first). Only nodes with GPUs count: the
+    tie-break is about CPU-only pods on GPU nodes, and CPU-only nodes would let a CPU-heavy
+    service tier set the bit (the seed scenario with the whole cluster's CPU: 13 % of its
+    decisions; with the GPU nodes' CPU: none). Compared as cross products of the totals;
+    False for a cluster without GPUs or CPU on them. An empty cluster is not CPU-bound."""
+    gpu_cap = int(snap.gpu_count.sum()) * 1000
+    on_gpu = snap.gpu_count > 0
+    cpu_cap = float(snap.cpu_cap[on_gpu].sum())
+    if gpu_cap <= 0 or not cpu_cap > 0:
+        return False
+    gpu_used = gpu_cap - int(snap.gpu_free.sum(dtype="int64"))
+    cpu_used = float(snap.cpu_used[on_gpu].sum())
+    return cpu_used * gpu_cap > CPU_BOUND_RATIO * gpu_used * cpu_cap
+
+
+def takes_cpu_only(pod: PodSpec) -> bool:
+    """featurize's pod_is_cpu_only: no GPU or no GPU share asked."""
+    return pod.num_gpu == 0 or pod.gpu_milli <= 0
+
+
+def cpu_bound_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
+    """1.0 for a CPU-only pod in a cluster that is :func:`cluster_cpu_bound`, else 0.0: the
+    factor of ``cpu_bound_cpu_per_gpu`` (``node_cpu_per_gpu`` times this). The cluster sums
+    are taken only for CPU-only pods."""
+    return 1.0 if takes_cpu_only(pod) and cluster_cpu_bound(snap) else 0.0
 
 
 def takes_whole_gpus(pod: PodSpec) -> bool:

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.api.types import TASK_TYPES
-from dsan.clusterwide import room_factor
+from dsan.clusterwide import cpu_bound_factor, room_factor
 from dsan.featureschema import (
     AGE_COLUMNS,
     CPU_SCALE,
@@ -182,7 +182,8 @@ def featurize(
 def pod_values(pod: PodSpec) -> list[Any]:
     """The pod's scalars, in :func:`featurize_batch`'s order: its ``len(TASK_TYPES) + 13``
     business columns, then cpu per GPU, log memory, the request (cpu, mem, GPU total), the
-    GPU count k, the GPU share used and needed per GPU, and whether it shares a GPU."""
+    GPU count k, the GPU share used and needed per GPU, and whether it shares a GPU. The
+    business slot of ``cpu_bound_cpu_per_gpu`` holds 0.0: the row writers fill it per node."""
     k = pod.num_gpu if pod.gpu_milli > 0 else 0
     gtot = float(k * pod.gpu_milli)
     return (
@@ -190,7 +191,7 @@ def pod_values(pod: PodSpec) -> list[Any]:
         + [np.tanh(pod.priority / 1000), pod.priority > 0, pod.gang_size / 8]
         + [pod.gang_size > 1, pod.cpu_milli / CPU_SCALE, pod.mem_mib / MEM_SCALE]
         + [k / MAX_GPUS, pod.gpu_milli / 1000, gtot / GPU_SCALE]
-        + [pod.is_sharing, k == 0, bool(pod.gpu_models), len(pod.gpu_models) / 8]
+        + [pod.is_sharing, k == 0, 0.0, len(pod.gpu_models) / 8]  # 0.0: see below
         + [pod.cpu_milli / max(1, k) / CPU_SCALE, np.log1p(pod.mem_mib) / np.log1p(MEM_SCALE)]
         + [pod.cpu_milli, pod.mem_mib, gtot, k, pod.gpu_milli * (k > 0)]
         + [max(pod.gpu_milli, 1), pod.is_sharing]
@@ -226,6 +227,8 @@ def featurize_batch(
     pod_rows = []
     # shape1_room_gpu_bound's per-decision factor: cluster-wide, so one number per decision
     factors = np.array([room_factor(p, sn) for p, sn in zip(pods, snaps, strict=True)])
+    # cpu_bound_cpu_per_gpu's, the same way
+    cfactors = np.array([cpu_bound_factor(p, sn) for p, sn in zip(pods, snaps, strict=True)])
     at = 0
     with_cache = [i for i in range(len(nd)) if caches is not None and caches[i] is not None]
     pre = dict(
@@ -283,7 +286,7 @@ def featurize_batch(
         cpu_cap, mem_cap, cnt, cpu_used, mem_used = cols[0]
         acc = accs[0] if s else None
         seg = None
-        fac = factors
+        fac, cfac = factors, cfactors
     else:
         seg = np.repeat(np.arange(len(nd)), sizes)
         pv = np.array(pod_rows, dtype=np.float64).T[:, seg]
@@ -299,12 +302,14 @@ def featurize_batch(
             np.concatenate(c) for c in zip(*cols, strict=True)
         )
         acc = np.concatenate(accs, axis=1) if s else None
-        fac = factors[seg]
+        fac, cfac = factors[seg], cfactors[seg]
     m = len(free)
     nt = len(TASK_TYPES)
     k, gm_used, gm_min, sharing = pv[nt + 18 :]
     r = np.empty((N_FEATURES - N_NODE_FEATURES, m))  # business + derived, one row a column
     r[: nt + 13] = pv[: nt + 13]
+    # cpu_bound_cpu_per_gpu: node_cpu_per_gpu (in float64, as the row kernels) times the factor
+    r[nt + 11] = np.divide(cpu_cap, cnt, out=np.zeros(m), where=cnt > 0) / CPU_SCALE * cfac
     i = nt + 13
     r[i], r[i + 1] = ext[0], ext[1]
     caps = np.empty((3, m))

@@ -80,7 +80,11 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(u, "pod_gpu_total", "GPU milli", "/8000")
     add(u, "pod_is_sharing", "bool", "0 < gpu_milli < 1000")
     add(u, "pod_is_cpu_only", "bool", "num_gpu == 0")
-    add(u, "pod_has_model_constraint", "bool", "gpu_models non-empty")
+    # Replaces pod_has_model_constraint (pod_allowed_models > 0; 0 in the seed scenario):
+    # what cancels the openb stage's CPU-pod tie-break while CPU runs out first (session 13).
+    bound = "node_cpu_per_gpu (/128000) if the pod is CPU-only and the GPU nodes' used CPU"
+    bound += " share is above 1.1x their used GPU share, else 0"
+    add("derived", "cpu_bound_cpu_per_gpu", "millicores", bound)
     add(u, "pod_allowed_models", "models", "/8")
     add(u, "pod_image_local", "bool", "node already has the image")
     add(u, "node_pod_count", "pods", "/64")
@@ -170,8 +174,8 @@ def markdown() -> str:
         f" (n, T={DEFAULT_T}, C={len(TELEMETRY_CHANNELS)}), channels"
         f" {', '.join(TELEMETRY_CHANNELS)}. Fragmentation follows FGD (`dsan.policies.frag`)"
         " against the target workload; `rel_*` and `is_best_*` are relative to the candidate"
-        " set; `shape1_room_gpu_bound` is the one column that reads the whole cluster"
-        " (`dsan.clusterwide`).",
+        " set; `shape1_room_gpu_bound` and `cpu_bound_cpu_per_gpu` are the two columns that read"
+        " the whole cluster (`dsan.clusterwide`).",
         "",
         "| # | name | tier | unit | normalisation |",
         "|---|---|---|---|---|",

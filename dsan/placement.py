@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.clusterwide import cluster_gpu_bound, room_factor, takes_several_gpus
+from dsan.clusterwide import (
+    cluster_cpu_bound,
+    cluster_gpu_bound,
+    cpu_bound_factor,
+    room_factor,
+    takes_cpu_only,
+    takes_several_gpus,
+)
 from dsan.gpuchoice import fgd_select_gpus
 from dsan.placementmemo import Memo, key_columns, recall_py, state_key
 from dsan.policies.frag import node_frag
@@ -75,8 +82,10 @@ class PlacementCache:
         #: See :meth:`trust_snapshot_versions`: the snapshot object and version last synced.
         self._trust = False
         self._seen: tuple[ClusterSnapshot | None, int] = (None, -1)
-        #: With trust: (snapshot, version, telemetry version, cluster_gpu_bound) last computed.
+        #: With trust: (snapshot, version, telemetry version, cluster_gpu_bound) last computed,
+        #: and the same for cluster_cpu_bound.
         self._bound: tuple[ClusterSnapshot | None, int, int, bool] = (None, -1, -1, False)
+        self._cpu_bound: tuple[ClusterSnapshot | None, int, int, bool] = (None, -1, -1, False)
         self._hint: tuple[int, int, Sequence[int]] | None = None
 
     def trust_snapshot_versions(self) -> None:
@@ -98,6 +107,17 @@ class PlacementCache:
         if seen is not snap or version != snap.version or tver != snap.telemetry_version:
             bound = cluster_gpu_bound(snap)
             self._bound = (snap, snap.version, snap.telemetry_version, bound)
+        return 1.0 if bound else 0.0
+
+    def cpu_bound_factor(self, pod: PodSpec, snap: ClusterSnapshot) -> float:
+        """:func:`dsan.clusterwide.cpu_bound_factor`, its cluster sums (taken for CPU-only
+        pods) cached as :meth:`room_factor`'s."""
+        if not self._trust or not takes_cpu_only(pod):
+            return cpu_bound_factor(pod, snap)
+        seen, version, tver, bound = self._cpu_bound
+        if seen is not snap or version != snap.version or tver != snap.telemetry_version:
+            bound = cluster_cpu_bound(snap)
+            self._cpu_bound = (snap, snap.version, snap.telemetry_version, bound)
         return 1.0 if bound else 0.0
 
     def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:

@@ -100,8 +100,9 @@ def featurize_rows(
 def tail_values(pod: PodSpec, snap: ClusterSnapshot, cache: PlacementCache,
                 n_shapes: int) -> tuple[list[float], int, Divisors]:
     """The call-wide values of the row writer: the pod's values then the cluster-wide
-    factor of ``shape1_room_gpu_bound``, the task-type count, the shapes' divisors."""
-    pv = [*_pod_floats(pod), cache.room_factor(pod, snap)]
+    factors of ``shape1_room_gpu_bound`` and ``cpu_bound_cpu_per_gpu``, the task-type
+    count, the shapes' divisors."""
+    pv = [*_pod_floats(pod), cache.room_factor(pod, snap), cache.cpu_bound_factor(pod, snap)]
     return pv, _NT, _shape_divisors(cache.workload, n_shapes)
 
 

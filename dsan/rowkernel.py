@@ -54,10 +54,11 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
     """Write row ``r``'s tail into ``x[r, start:]`` (zeros after the shape columns) and its
     quantities into ``q[r]`` for each ``items[r]``. ``pv``: the pod's values
     (:func:`dsan.features.pod_values` as floats, ``nt`` task types first), then the
-    decision's :func:`dsan.clusterwide.room_factor`."""
+    decision's :func:`dsan.clusterwide.room_factor` and
+    :func:`~dsan.clusterwide.cpu_bound_factor`."""
     cpu_scale, mem_scale, gpu_scale = scales
     head = [*pv[: nt + 13], 0.0, 0.0, 0.0, 0.0, 0.0, *pv[nt + 13 : nt + 15]]
-    rc, rm, rg, k, gm_used, gm_min, sharing, room = pv[nt + 15 :]
+    rc, rm, rg, k, gm_used, gm_min, sharing, room, cpu_bound = pv[nt + 15 :]
     rq0, rq1, rq2 = rc / cpu_scale, rm / mem_scale, rg / gpu_scale
     pad = [0.0] * (x.shape[1] - start - (nt + 60 + n_shapes))
     out: list[list[float]] = []
@@ -84,6 +85,8 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
         dot = rq0 * cu + rq1 * mu + rq2 * (1 - fa2)
         cl, gl = a0 / cpu_scale, a2 / gpu_scale
         bestfit = 1 - (0.5 * cl + 0.5 * gl)
+        # cpu_bound_cpu_per_gpu: node_cpu_per_gpu times the factor, as featurize
+        per_gpu = (c0 / cnt if cnt > 0 else 0.0) / cpu_scale * cpu_bound
         delta = frag_after - before
         fgd_int = math.floor(fgd * 100) / 100
         live = free[:cnt]  # present GPU slots
@@ -92,6 +95,7 @@ def fill_py(x: F32, q: F64, pv: list[float], nt: int, scales: tuple[float, float
         fitting = float(len([f for f in live if f >= gm_min]))
         cost = price * max(of0, of2)
         row = head.copy()
+        row[nt + 11] = per_gpu
         row[nt + 13] = image
         row[nt + 14] = 0.0 if pods is None else pods / 64
         row[nt + 15 : nt + 18] = of0, of1, of2

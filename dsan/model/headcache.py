@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from dsan.clusterwide import takes_cpu_only
 from dsan.features import PlacementCache
 from dsan.filtering import feasible
 from dsan.model import headscan
@@ -56,10 +57,16 @@ MAX_SETS = 4
 
 def _class_of(pod: PodSpec, snap: ClusterSnapshot, placements: PlacementCache) -> Hashable:
     """The cache's class of ``pod``: :func:`class_key`, marked when the cluster-wide bit of
-    ``shape1_room_gpu_bound`` (:func:`dsan.clusterwide.room_factor`) is set, so a class's
-    rows are all computed under one value of it and a flip never leaves stale rows."""
+    ``shape1_room_gpu_bound`` (:func:`dsan.clusterwide.room_factor`) is set or, for a
+    CPU-only pod, that of ``cpu_bound_cpu_per_gpu`` (:func:`dsan.clusterwide.cpu_bound_factor`),
+    so a class's rows are all computed under one value of each and a flip never leaves stale
+    rows."""
     key = class_key(pod)
-    return (key, "gpu-bound") if placements.room_factor(pod, snap) else key
+    if placements.room_factor(pod, snap):
+        return (key, "gpu-bound")
+    if takes_cpu_only(pod) and placements.cpu_bound_factor(pod, snap):
+        return (key, "cpu-bound")
+    return key
 
 
 def unique_rows(rows: I64) -> I64:

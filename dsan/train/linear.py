@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dsan.clusterwide import room_factor
+from dsan.clusterwide import cpu_bound_factor, room_factor
 from dsan.features import (
     CPU_SCALE,
     FEATURE_NAMES,
@@ -144,6 +144,9 @@ COLUMNS: dict[str, Callable[[_Ctx], F64]] = {
     "node_gpu_partly_used": lambda c: ((c.gfree > 0) & (c.gfree < c.gpu_cap)).astype(np.float64),
     # shape 1's room where a 2+ whole-GPU pod meets a cluster that runs out of GPUs first
     "shape1_room_gpu_bound": lambda c: _hostable(c, 1) * room_factor(c.pod, c.snap),
+    # node_cpu_per_gpu for a CPU-only pod while the GPU nodes' CPU runs out first
+    "cpu_bound_cpu_per_gpu": lambda c: _frac(c.cpu_cap, c.cnt) / CPU_SCALE
+    * cpu_bound_factor(c.pod, c.snap),
     **{
         f"shape{k}_hostable_after": (lambda c, k=k: _hostable(c, k))  # type: ignore[misc]
         for k in range(TOP_SHAPES)

@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsan.clusterwide import cluster_gpu_bound, room_factor, takes_whole_gpus
+from dsan.clusterwide import (
+    CPU_BOUND_RATIO,
+    cluster_cpu_bound,
+    cluster_gpu_bound,
+    cpu_bound_factor,
+    room_factor,
+    takes_whole_gpus,
+)
 from dsan.features import FEATURE_NAMES, PlacementCache, featurize, node_block
 from dsan.policies.target import TargetWorkload
 from dsan.rowfeatures import featurize_rows
@@ -123,3 +130,92 @@ def test_the_placement_cache_computes_the_bit_once_per_trusted_version(
     snap.gpu_free[0, :] = 0
     snap.gpu_free[1, :2] = 0  # 6 of 8 taken, written in place without a bump
     assert untrusted.room_factor(WHOLE, snap) == room_factor(WHOLE, snap) == 1.0
+
+
+# cpu_bound_cpu_per_gpu (session 13): node_cpu_per_gpu for CPU-only pods while the GPU
+# nodes' used CPU share is above CPU_BOUND_RATIO x their used GPU share.
+CPG = FEATURE_NAMES.index("cpu_bound_cpu_per_gpu")
+NODE_CPG = FEATURE_NAMES.index("node_cpu_per_gpu")
+
+
+@pytest.mark.parametrize(
+    ("gpu_used", "cpu_used", "bound"),
+    [
+        (0, 0.0, False),  # empty: nothing used, not CPU-bound
+        (0, 1000.0, True),  # CPU used, no GPU used: any CPU use is "faster"
+        (4, 70400.0, False),  # used CPU 0.55 == 1.1 x used GPU 0.5: not above
+        (4, 72000.0, True),  # 0.5625 > 0.55
+        (6, 16000.0, False),  # GPU-bound
+    ],
+)
+def test_cpu_bound_is_used_cpu_share_above_1_1x_used_gpu_share(
+    gpu_used: int, cpu_used: float, bound: bool
+) -> None:
+    assert CPU_BOUND_RATIO == 1.1
+    snap = _cluster(gpu_used, 0.0)
+    snap.cpu_used[:] = cpu_used / 2  # spread over both nodes: the bit reads the totals
+    assert cluster_cpu_bound(snap) is bound
+    assert cpu_bound_factor(CPU_ONLY, snap) == float(bound)
+    assert cpu_bound_factor(PodSpec("z", 1.0, 1.0, 2, 0), snap) == float(bound)
+    for pod in (WHOLE, ONE_GPU, SHARING):
+        assert cpu_bound_factor(pod, snap) == 0.0
+
+
+def test_a_cluster_without_gpus_is_never_cpu_bound() -> None:
+    snap = empty_snapshot(["a"], [64000], [262144], [0], [-1], [])
+    snap.cpu_used[0] = 60000.0
+    assert not cluster_cpu_bound(snap) and cpu_bound_factor(CPU_ONLY, snap) == 0.0
+
+
+def test_only_the_gpu_nodes_cpu_counts() -> None:
+    """A busy CPU-only node does not make the cluster CPU-bound; a busy GPU node does."""
+    snap = empty_snapshot(["g", "c"], [64000, 64000], [262144] * 2, [4, 0], [0, -1], ["M"])
+    snap.gpu_free[0, :2] = 0  # GPU used 0.5
+    snap.cpu_used[1] = 64000.0  # the CPU-only node full: whole-cluster CPU used 0.5 + ...
+    snap.cpu_used[0] = 32000.0  # ... GPU node CPU used 0.5: not above 1.1 x 0.5
+    assert not cluster_cpu_bound(snap)
+    snap.cpu_used[0] = 36000.0  # 0.5625 > 0.55
+    assert cluster_cpu_bound(snap)
+
+
+@pytest.mark.parametrize("bound", [True, False])
+@pytest.mark.parametrize(
+    "pod", [WHOLE, ONE_GPU, SHARING, CPU_ONLY], ids=["whole", "one-gpu", "sharing", "cpu"]
+)
+def test_cpu_bound_column_is_cpu_per_gpu_only_for_cpu_pods_in_a_cpu_bound_cluster(
+    bound: bool, pod: PodSpec
+) -> None:
+    snap = _cluster(2, 48000.0 if bound else 16000.0)  # used CPU 0.375 vs GPU 0.25, or 0.125
+    assert cluster_cpu_bound(snap) is bound
+    nodes = np.arange(2, dtype=np.int64)
+    x, _ = featurize(pod, snap, nodes, _target())
+    assert x[:, NODE_CPG].min() > 0
+    want = x[:, NODE_CPG] if pod is CPU_ONLY and bound else np.zeros(2, dtype=np.float32)
+    np.testing.assert_array_equal(x[:, CPG], want)
+    got, _ = featurize_rows(pod, snap, nodes, node_block(snap, nodes), PlacementCache(_target()))
+    np.testing.assert_array_equal(got[:, CPG], want)
+
+
+def test_the_placement_cache_computes_the_cpu_bit_once_per_trusted_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dsan.placement as placement_mod
+
+    calls: list[int] = []
+
+    def counted(snap: ClusterSnapshot) -> bool:
+        calls.append(snap.version)
+        return cluster_cpu_bound(snap)
+
+    monkeypatch.setattr(placement_mod, "cluster_cpu_bound", counted)
+    snap = _cluster(gpu_used=0, cpu_used=16000.0)  # CPU-bound: no GPU used
+    cache = PlacementCache(_target())
+    cache.trust_snapshot_versions()
+    assert [cache.cpu_bound_factor(CPU_ONLY, snap) for _ in range(3)] == [1.0, 1.0, 1.0]
+    assert calls == [0]
+    assert cache.cpu_bound_factor(WHOLE, snap) == 0.0 and calls == [0]  # GPU pods: no sums
+    snap.gpu_free[:, :2] = 0  # half the GPUs taken: no longer CPU-bound
+    snap.version += 1
+    assert cache.cpu_bound_factor(CPU_ONLY, snap) == 0.0 and calls == [0, 1]
+    untrusted = PlacementCache(_target())
+    snap.gpu_free[:] = 1000  # written in place without a bump
+    assert untrusted.cpu_bound_factor(CPU_ONLY, snap) == cpu_bound_factor(CPU_ONLY, snap) == 1.0

@@ -45,7 +45,7 @@ def test_hand_computed_values() -> None:
     np.testing.assert_allclose(f("cpu_free_after"), [0.625, 88000 / 96000], rtol=1e-6)
     np.testing.assert_allclose(f("gpu_free_before"), [0.65, 1.0])
     np.testing.assert_allclose(f("gpu_free_after"), [0.3, 3300 / 4000], rtol=1e-6)
-    np.testing.assert_allclose(f("bestfit_score"), [0.80625, 0.45], rtol=1e-6)
+    np.testing.assert_allclose(f("cpu_bound_cpu_per_gpu"), [0, 0])  # a GPU pod: always 0
     # FGD: node a hosts the 500-milli shape before (GPU 0) and not after (300 + 300 left):
     # fragment 300 -> 600. Node b: 0 -> 300 (one GPU left with 300 < 500).
     np.testing.assert_allclose(f("frag_before") * 8000, [300, 0], atol=1e-3)
@@ -61,6 +61,19 @@ def test_hand_computed_values() -> None:
     np.testing.assert_allclose(f("shape0_hostable_after") * 8, [0, 6])
     np.testing.assert_allclose(f("pod_is_sharing"), [1, 1])
     np.testing.assert_allclose(f("tel_present"), [0, 0])
+
+
+def test_cpu_bound_cpu_per_gpu_by_hand() -> None:
+    """node_cpu_per_gpu for a CPU-only pod while used CPU > 1.1 x used GPU (shares)."""
+    snap = _two_nodes()  # CPU used 16000 / 160000 = 0.1, GPU used 700 / 6000 = 0.117
+    pod = PodSpec("c", cpu_milli=8000, mem_mib=16384)
+    col = COL["cpu_bound_cpu_per_gpu"]
+    x, _ = featurize(pod, snap, np.array([0, 1]), _target())
+    np.testing.assert_array_equal(x[:, col], [0, 0])
+    snap.cpu_used[1] = 40000  # CPU used 0.35 > 1.1 x 0.117: CPU-bound
+    x, _ = featurize(pod, snap, np.array([0, 1]), _target())
+    np.testing.assert_allclose(x[:, col], [64000 / 2 / 128000, 96000 / 4 / 128000])
+    np.testing.assert_array_equal(x[:, col], x[:, COL["node_cpu_per_gpu"]])
 
 
 def test_fragmentation_matches_the_fgd_tracker() -> None:

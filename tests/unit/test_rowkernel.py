@@ -77,7 +77,8 @@ def pod_values(draw: st.DrawFn) -> tuple[list[float], Any]:
     pv += [_value(draw, 0.0, 64000.0), _value(draw, 0.0, 1e6), _value(draw, 0.0, 8000.0),
            float(draw(st.integers(0, 8))), _value(draw, 0.0, 1000.0),
            _value(draw, 0.0, 1000.0), float(draw(st.integers(0, 1))),
-           _value(draw, 0.0, 1.0)]  # the cluster-wide factor of shape1_room_gpu_bound
+           _value(draw, 0.0, 1.0),  # the cluster-wide factor of shape1_room_gpu_bound
+           _value(draw, 0.0, 1.0)]  # and that of cpu_bound_cpu_per_gpu
     shapes = draw(st.integers(0, 8))
     shares = sorted(set(draw(st.lists(st.integers(1, 1000), min_size=1, max_size=4))))
     divs = ([draw(st.floats(1.0, 64000.0)) for _ in range(shapes)], shares,
@@ -151,7 +152,7 @@ def _flat(items: list[tuple[Any, ...]]) -> list[float]:
 @needs_c
 def test_the_c_twin_refuses_wrong_buffers_and_layouts() -> None:
     divs = _shape_divisors(default_workload(), 8)
-    pv = [0.0] * (NT + 23)
+    pv = [0.0] * (NT + 24)
     item = (4, 1.0, 1.0, 0.0, 0.0, [1000] * 8, None, 1.0, 0.0, 1.0, 0.0, 0.0, 0, [0] * 8,
             0.5, [True] * 8)
     c = rowkernel.compiled

@@ -76,7 +76,7 @@ def test_the_c_twin_writes_the_python_twins_bits(case: tuple[Any, ...]) -> None:
 
 def _plain() -> tuple[Any, ...]:
     divs = _shape_divisors(default_workload(), 8)
-    pv = [0.5] * (NT + 23)
+    pv = [0.5] * (NT + 24)
     cols = (np.full(N, 4, np.int32), np.full(N, 64000.0), np.full(N, 1e5), np.zeros(N),
             np.zeros(N), np.full((N, 8), 1000, np.int32), None, None)
     extra = [(0.0, 10.0, 20.0, 0, [500] + [1000] * 7, 0.5, [True] * 8)]

@@ -1,14 +1,14 @@
-"""The serving head cache and the one cluster-wide column (shape1_room_gpu_bound): when the
-cluster's GPU-bound bit flips through a change on a node outside the candidates, a
-whole-GPU pod's cached rows must not be reused (dsan.model.headcache keys its classes by
-the bit)."""
+"""The serving head cache and the cluster-wide columns (shape1_room_gpu_bound; since session
+13 cpu_bound_cpu_per_gpu): when a cluster bit flips through a change on a node outside the
+candidates, the pod's cached rows must not be reused (dsan.model.headcache keys its classes
+by the bits)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from dsan.clusterwide import cluster_gpu_bound
+from dsan.clusterwide import cluster_cpu_bound, cluster_gpu_bound
 from dsan.features import FEATURE_NAMES, default_workload
 from dsan.filtering import feasible_nodes
 from dsan.model.serving import ServingModel
@@ -40,3 +40,37 @@ def test_a_flip_of_the_cluster_bit_elsewhere_recomputes_a_whole_gpu_pods_rows() 
         bits.append(cluster_gpu_bound(snap))
         _check(sm, model, WHOLE, snap, nodes)
     assert bits == [True, False, True]
+
+
+CPU_BOUND = FEATURE_NAMES.index("cpu_bound_cpu_per_gpu")
+CPU = next(p for p in PODS if p.name == "cpu")
+
+
+def test_a_flip_of_the_cpu_bound_bit_elsewhere_recomputes_a_cpu_pods_rows() -> None:
+    """The same for cpu_bound_cpu_per_gpu (session 13): the GPU nodes' CPU-bound bit flips
+    through the CPU use of a GPU node outside the candidates; a CPU-only pod's cached rows
+    must follow it."""
+    model = _random_residual(8)
+    with torch.no_grad():  # make the column decide: a large weight for CPU-only pods
+        model.head.skip.weight[0, CPU_BOUND] = -5.0
+    snap = _snap(40, seed=32)
+    sm = ServingModel(model, default_workload())
+    nodes = feasible_nodes(CPU, snap)[:-1].astype(np.int64)
+    gpu_nodes = np.flatnonzero(snap.gpu_count > 0)
+    other = int(np.setdiff1d(gpu_nodes, nodes)[-1]) if np.setdiff1d(gpu_nodes, nodes).size \
+        else int(gpu_nodes[-1])
+    nodes = nodes[nodes != other]
+    # the GPU nodes' CPU use set so that their used CPU share sits half of that node's
+    # capacity share below 1.1x the used GPU share: the node idle, not CPU-bound; full, bound
+    on = snap.gpu_count > 0
+    cap = np.where(on, snap.cpu_cap, 0.0).astype(np.float64)
+    total, mine = float(cap.sum()), float(cap[other])
+    gpu_used = 1 - snap.gpu_free.sum() / (1000.0 * snap.gpu_count.sum())
+    share = 1.1 * gpu_used - 0.5 * mine / total
+    snap.cpu_used[:] = np.where(on, cap * (total * share / (total - mine)), 0.0)
+    bits = []
+    for used in (0.0, mine, 0.0):
+        snap.cpu_used[other] = used
+        bits.append(cluster_cpu_bound(snap))
+        _check(sm, model, CPU, snap, nodes)
+    assert bits == [False, True, False]

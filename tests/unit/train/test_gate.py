@@ -9,7 +9,15 @@ import torch
 from dsan.features import FEATURE_NAMES
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.train.gate import GATE_FEATURE, OPENB_ONLY, TRAINED, freeze, gate, gate_margin
+from dsan.train.gate import (
+    GATE_FEATURE,
+    OPENB_ONLY,
+    QUERY_CUT,
+    TRAINED,
+    freeze,
+    gate,
+    gate_margin,
+)
 
 
 def _train_steps(model: DSANNet, opt: torch.optim.Optimizer, set_col: int | None = None,
@@ -106,3 +114,34 @@ def test_the_residual_never_reads_the_openb_only_columns() -> None:
         a, va = model.score(x, z, *args)
         b, vb = model.score(y, z, *args)
     assert torch.equal(a, b) and torch.equal(va, vb)
+
+
+def test_the_attention_query_never_reads_the_query_cut_columns() -> None:
+    """cpu_bound_cpu_per_gpu (session 13) is cut from the fusion's query too: after gate()
+    and training steps on rows where it varies, the attention's output (what the residual
+    reads with telemetry) does not depend on it; the other columns' query weights train."""
+    torch.manual_seed(3)
+    model = DSANNet(ModelConfig(hidden=32, head="residual"))
+    cut = [FEATURE_NAMES.index(n) for n in QUERY_CUT]
+    assert set(QUERY_CUT) <= set(OPENB_ONLY)
+    assert float(model.fusion.query.weight[:, cut].abs().min()) > 0  # random at start
+    gate(model)
+    before = model.fusion.query.weight.detach().clone()
+    opt = torch.optim.Adam(freeze(model), lr=0.5)
+    tel = FEATURE_NAMES.index(GATE_FEATURE)
+    for _ in range(3):  # the streams through the fusion, so its query gets gradients
+        xx = torch.rand(20, len(FEATURE_NAMES))
+        xx[:, tel] = 1.0
+        z, _ = model.fusion(xx, torch.randn(20, 2, model.hidden))
+        opt.zero_grad()
+        (z * torch.randn_like(z)).sum().backward()
+        opt.step()
+    w = model.fusion.query.weight.detach()
+    assert float(w[:, cut].abs().max()) == 0.0
+    assert not torch.equal(w, before)  # the rest trained
+    x = torch.rand(30, len(FEATURE_NAMES))
+    y = x.clone()
+    y[:, cut] = torch.rand(30, len(cut)) * 5
+    s = torch.randn(30, 2, model.hidden)
+    with torch.no_grad():
+        assert torch.equal(model.fusion(x, s)[0], model.fusion(y, s)[0])

@@ -191,13 +191,13 @@ def test_openb_stage_writes_the_skip_weights(tmp_path: Path) -> None:
     from dsan.train.scenario_train import openb_stage
 
     path = tmp_path / "skip.json"
-    path.write_text(json.dumps({"features": ["bestfit_score"], "weights": [0.25]}))
+    path.write_text(json.dumps({"features": ["least_allocated"], "weights": [0.25]}))
     model, manifest = openb_stage(ScenarioArgs(openb_skip=str(path)))
     w = model.head.skip.weight[0]
-    assert float(w[FEATURE_NAMES.index("bestfit_score")]) == pytest.approx(0.25)
+    assert float(w[FEATURE_NAMES.index("least_allocated")]) == pytest.approx(0.25)
     assert float(w.abs().sum()) == pytest.approx(0.25)
     assert float(torch.nn.functional.softplus(model.head.prior_scale)) == pytest.approx(1.0)
-    assert manifest["training"]["skip_weights"] == {"bestfit_score": 0.25}
+    assert manifest["training"]["skip_weights"] == {"least_allocated": 0.25}
 
 
 def test_imitation_tolerance_narrows_the_teacher_labels() -> None:
