@@ -83,7 +83,7 @@ def _specs() -> tuple[FeatureSpec, ...]:
     # Replaces pod_has_model_constraint (pod_allowed_models > 0; 0 in the seed scenario):
     # what cancels the openb stage's CPU-pod tie-break while CPU runs out first (session 13).
     bound = "node_cpu_per_gpu (/128000) if the pod is CPU-only and the GPU nodes' used CPU"
-    bound += " share is above 1.1x their used GPU share, else 0"
+    bound += " share is at least 0.1 and above 1.1x their used GPU share, else 0"
     add("derived", "cpu_bound_cpu_per_gpu", "millicores", bound)
     add(u, "pod_allowed_models", "models", "/8")
     add(u, "pod_image_local", "bool", "node already has the image")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dsan.clusterwide import (
+    CPU_BOUND_MIN_SHARE,
     CPU_BOUND_RATIO,
     cluster_cpu_bound,
     cluster_gpu_bound,
@@ -142,7 +143,9 @@ NODE_CPG = FEATURE_NAMES.index("node_cpu_per_gpu")
     ("gpu_used", "cpu_used", "bound"),
     [
         (0, 0.0, False),  # empty: nothing used, not CPU-bound
-        (0, 1000.0, True),  # CPU used, no GPU used: any CPU use is "faster"
+        (0, 16000.0, True),  # CPU used (0.125), no GPU used
+        (0, 12799.0, False),  # the same under the floor (CPU_BOUND_MIN_SHARE, 0.1)
+        (0, 12800.0, True),  # at it
         (4, 70400.0, False),  # used CPU 0.55 == 1.1 x used GPU 0.5: not above
         (4, 72000.0, True),  # 0.5625 > 0.55
         (6, 16000.0, False),  # GPU-bound
@@ -151,7 +154,7 @@ NODE_CPG = FEATURE_NAMES.index("node_cpu_per_gpu")
 def test_cpu_bound_is_used_cpu_share_above_1_1x_used_gpu_share(
     gpu_used: int, cpu_used: float, bound: bool
 ) -> None:
-    assert CPU_BOUND_RATIO == 1.1
+    assert CPU_BOUND_RATIO == 1.1 and CPU_BOUND_MIN_SHARE == 0.1
     snap = _cluster(gpu_used, 0.0)
     snap.cpu_used[:] = cpu_used / 2  # spread over both nodes: the bit reads the totals
     assert cluster_cpu_bound(snap) is bound

@@ -75,11 +75,12 @@ def _reference_featurize(
     b += [one * (pod.gang_size > 1), one * pod.cpu_milli / CPU_SCALE, one * pod.mem_mib / MEM_SCALE]
     b += [one * k / MAX_GPUS, one * pod.gpu_milli / 1000, one * gtot / GPU_SCALE]
     # session 13: node_cpu_per_gpu for a CPU-only pod when the GPU nodes' used CPU share is
-    # above 1.1x their used GPU share (plain quotients here)
+    # above 1.1x their used GPU share and at least 0.1 (plain quotients here)
     g = snap.gpu_count > 0
     gpu_used = 1 - snap.gpu_free.sum() / max(1.0, 1000.0 * snap.gpu_count.sum())
     cpu_used = snap.cpu_used[g].sum() / max(1e-300, snap.cpu_cap[g].sum())
-    cpu_bound = g.any() and snap.cpu_cap[g].sum() > 0 and cpu_used > 1.1 * gpu_used
+    cpu_bound = (g.any() and snap.cpu_cap[g].sum() > 0 and cpu_used > 1.1 * gpu_used
+                 and cpu_used >= 0.1)
     factor = float(k == 0 and cpu_bound)
     b += [one * pod.is_sharing, one * (k == 0), _frac(cpu_cap, cnt) / CPU_SCALE * factor]
     b.append(one * len(pod.gpu_models) / 8)
