@@ -5,13 +5,16 @@ Four groups, in this column order (see docs/features.md, generated from :data:`F
 * **base** (24): static node capacity, GPU model one-hot, topology, price;
 * **monitoring** (32): per telemetry channel the last, mean, max, min, std and slope of the
   node's last T samples, plus sample age;
-* **business** (24): the pod's task type, priority, gang (dependencies) and requests, also
+* **business** (23): the pod's task type, priority, gang (dependencies) and requests, also
   relative to the node;
-* **derived** (48): the hand-written heuristics as signals (LeastAllocated,
+* **derived** (49): the hand-written heuristics as signals (LeastAllocated,
   BalancedAllocation, Tetris alignment, DotProd, BestFit leftovers, FGD fragmentation delta)
   and how many target-workload shapes the node could still host, so the network can at worst
   copy the best heuristic; shape 1's room once more for pods asking for 2+ whole GPUs when
-  the cluster runs out of GPUs before CPU (the one cluster-wide input, :mod:`dsan.clusterwide`).
+  the cluster runs out of GPUs before CPU, and the node's CPU per GPU once more for CPU-only
+  pods when the GPU nodes run out of CPU first (the two cluster-wide inputs,
+  :mod:`dsan.clusterwide`; the second sits at column 71, among the business columns, where
+  the column it replaced was).
 
 The schema (names, units, normalisations, hash) is :mod:`dsan.featureschema`, re-exported
 here so that callers import features from one place.
