@@ -13,7 +13,7 @@ re-exports all of them from here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -82,10 +82,10 @@ class PlacementCache:
         #: See :meth:`trust_snapshot_versions`: the snapshot object and version last synced.
         self._trust = False
         self._seen: tuple[ClusterSnapshot | None, int] = (None, -1)
-        #: With trust: (snapshot, version, telemetry version, cluster_gpu_bound) last computed,
-        #: and the same for cluster_cpu_bound.
-        self._bound: tuple[ClusterSnapshot | None, int, int, bool] = (None, -1, -1, False)
-        self._cpu_bound: tuple[ClusterSnapshot | None, int, int, bool] = (None, -1, -1, False)
+        #: With trust, per cluster bit (its function): (snapshot, version, telemetry
+        #: version, bit) last computed.
+        self._bits: dict[Callable[[ClusterSnapshot], bool],
+                         tuple[ClusterSnapshot, int, int, bool]] = {}
         self._hint: tuple[int, int, Sequence[int]] | None = None
 
     def trust_snapshot_versions(self) -> None:
@@ -103,22 +103,23 @@ class PlacementCache:
         featurizer, all on one version."""
         if not self._trust or not takes_several_gpus(pod):
             return room_factor(pod, snap)
-        seen, version, tver, bound = self._bound
-        if seen is not snap or version != snap.version or tver != snap.telemetry_version:
-            bound = cluster_gpu_bound(snap)
-            self._bound = (snap, snap.version, snap.telemetry_version, bound)
-        return 1.0 if bound else 0.0
+        return 1.0 if self._bit(cluster_gpu_bound, snap) else 0.0
 
     def cpu_bound_factor(self, pod: PodSpec, snap: ClusterSnapshot) -> float:
         """:func:`dsan.clusterwide.cpu_bound_factor`, its cluster sums (taken for CPU-only
         pods) cached as :meth:`room_factor`'s."""
         if not self._trust or not takes_cpu_only(pod):
             return cpu_bound_factor(pod, snap)
-        seen, version, tver, bound = self._cpu_bound
-        if seen is not snap or version != snap.version or tver != snap.telemetry_version:
-            bound = cluster_cpu_bound(snap)
-            self._cpu_bound = (snap, snap.version, snap.telemetry_version, bound)
-        return 1.0 if bound else 0.0
+        return 1.0 if self._bit(cluster_cpu_bound, snap) else 0.0
+
+    def _bit(self, compute: Callable[[ClusterSnapshot], bool], snap: ClusterSnapshot) -> bool:
+        """``compute(snap)``, once per snapshot object and (telemetry) version."""
+        got = self._bits.get(compute)
+        if got is None or got[0] is not snap or got[1:3] != (snap.version,
+                                                                snap.telemetry_version):
+            got = (snap, snap.version, snap.telemetry_version, compute(snap))
+            self._bits[compute] = got
+        return got[3]
 
     def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
         """With :meth:`trust_snapshot_versions`: the snapshot the next :meth:`get` passes

@@ -5,13 +5,17 @@ by the bits)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
 from dsan.clusterwide import cluster_cpu_bound, cluster_gpu_bound
 from dsan.features import FEATURE_NAMES, default_workload
 from dsan.filtering import feasible_nodes
+from dsan.model.net import DSANNet
 from dsan.model.serving import ServingModel
+from dsan.snapshot import ClusterSnapshot, PodSpec
 from tests.unit.model.test_serving_headcache import PODS, _check, _random_residual, _snap
 
 ROOM = FEATURE_NAMES.index("shape1_room_gpu_bound")
@@ -34,12 +38,21 @@ def test_a_flip_of_the_cluster_bit_elsewhere_recomputes_a_whole_gpu_pods_rows() 
     gpu_share = snap.gpu_free.sum() / (1000.0 * snap.gpu_count.sum())
     cpu_share = gpu_share + 0.5 * mine / total
     snap.cpu_used[:] = cap * (total * (1 - cpu_share) / (total - mine))
+    assert _flips(sm, model, WHOLE, snap, nodes, other, mine, cluster_gpu_bound) == [
+        True, False, True]
+
+
+def _flips(sm: ServingModel, model: DSANNet, pod: PodSpec, snap: ClusterSnapshot,
+           nodes: np.ndarray, other: int, mine: float,
+           bit: Callable[[ClusterSnapshot], bool]) -> list[bool]:
+    """Node ``other`` idle, full, idle again: the cluster bit each time, the served logits
+    checked against a fresh forward each time."""
     bits = []
     for used in (0.0, mine, 0.0):
         snap.cpu_used[other] = used
-        bits.append(cluster_gpu_bound(snap))
-        _check(sm, model, WHOLE, snap, nodes)
-    assert bits == [True, False, True]
+        bits.append(bit(snap))
+        _check(sm, model, pod, snap, nodes)
+    return bits
 
 
 CPU_BOUND = FEATURE_NAMES.index("cpu_bound_cpu_per_gpu")
@@ -68,9 +81,5 @@ def test_a_flip_of_the_cpu_bound_bit_elsewhere_recomputes_a_cpu_pods_rows() -> N
     gpu_used = 1 - snap.gpu_free.sum() / (1000.0 * snap.gpu_count.sum())
     share = 1.1 * gpu_used - 0.5 * mine / total
     snap.cpu_used[:] = np.where(on, cap * (total * share / (total - mine)), 0.0)
-    bits = []
-    for used in (0.0, mine, 0.0):
-        snap.cpu_used[other] = used
-        bits.append(cluster_cpu_bound(snap))
-        _check(sm, model, CPU, snap, nodes)
-    assert bits == [False, True, False]
+    assert _flips(sm, model, CPU, snap, nodes, other, mine, cluster_cpu_bound) == [
+        False, True, False]
