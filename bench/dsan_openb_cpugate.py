@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dsan.clusterwide import takes_cpu_only
 from dsan.features import TargetWorkload
 from dsan.sim import paths
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
@@ -70,8 +71,7 @@ class Switched:
         self.gate = gate
 
     def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray) -> np.ndarray:
-        cpu_only = pod.num_gpu == 0 or pod.gpu_milli <= 0
-        use = self.alt if cpu_only and self.gate(snap) else self.main
+        use = self.alt if takes_cpu_only(pod) and self.gate(snap) else self.main
         return use.score(pod, snap, nodes)
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:

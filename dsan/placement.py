@@ -115,8 +115,8 @@ class PlacementCache:
     def _bit(self, compute: Callable[[ClusterSnapshot], bool], snap: ClusterSnapshot) -> bool:
         """``compute(snap)``, once per snapshot object and (telemetry) version."""
         got = self._bits.get(compute)
-        if got is None or got[0] is not snap or got[1:3] != (snap.version,
-                                                                snap.telemetry_version):
+        if (got is None or got[0] is not snap or got[1] != snap.version
+                or got[2] != snap.telemetry_version):
             got = (snap, snap.version, snap.telemetry_version, compute(snap))
             self._bits[compute] = got
         return got[3]

@@ -27,7 +27,6 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from dsan.clusterwide import takes_cpu_only
 from dsan.features import PlacementCache
 from dsan.filtering import feasible
 from dsan.model import headscan
@@ -64,7 +63,7 @@ def _class_of(pod: PodSpec, snap: ClusterSnapshot, placements: PlacementCache) -
     key = class_key(pod)
     if placements.room_factor(pod, snap):
         return (key, "gpu-bound")
-    if takes_cpu_only(pod) and placements.cpu_bound_factor(pod, snap):
+    if placements.cpu_bound_factor(pod, snap):  # 0 for any pod asking for GPUs
         return (key, "cpu-bound")
     return key
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dsan.clusterwide import cpu_bound_factor, room_factor
+from dsan.clusterwide import cpu_bound_factor, room_factor, takes_cpu_only
 from dsan.features import (
     CPU_SCALE,
     FEATURE_NAMES,
@@ -258,7 +258,7 @@ class LinearFGDScorer:
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
         base = self.scale * self.fgd.score(pod, snap, nodes)
-        cpu_only = pod.num_gpu == 0 or pod.gpu_milli <= 0  # featurize's pod_is_cpu_only
+        cpu_only = takes_cpu_only(pod)  # featurize's pod_is_cpu_only
         active, w = self._by_class[(not cpu_only, pod.is_sharing)]
         if not active:
             return base
