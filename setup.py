@@ -2,7 +2,8 @@
 
 ``dsan._rowkernel`` (dsan/_rowkernel.c, its row writer in dsan/_rowtail.h) is the C twin of
 :func:`dsan.rowkernel.fill_py` and :func:`dsan.rowkernel.fill_rows_py`,
-``dsan._headscan`` (dsan/_headscan.c) of the numpy passes in :mod:`dsan.model.headscan`,
+``dsan._headscan`` (dsan/_headscan.c, its request-row and MLP passes in dsan/_headrows.h)
+of the numpy passes in :mod:`dsan.model.headscan`,
 ``dsan._classrows`` (dsan/_classrows.c) of :func:`dsan.model.classrows.store_py` and
 :func:`~dsan.model.classrows.first_py` (the few-row first layer, dsan/_firstsum.h),
 ``dsan._logitscale`` (dsan/_logitscale.c) of :func:`dsan.policies.logitscale.scale_py`,
@@ -21,10 +22,11 @@ from setuptools import Extension, setup
 
 def _twin(name: str) -> Extension:
     # depends: a change to the shared buffer helpers (or to the row writer, dsan/_rowtail.h,
-    # the few-row sum or the store) rebuilds the twins that include them
+    # the few-row sum, the store or the head's row passes) rebuilds the twins that include them
     headers = ["dsan/_buffer.h",
                *(["dsan/_rowtail.h"] if name in ("_rowkernel", "_memorows") else []),
                *(["dsan/_memowalk.h"] if name == "_memorows" else []),
+               *(["dsan/_headrows.h"] if name == "_headscan" else []),
                *(["dsan/_firstsum.h", "dsan/_storerows.h"]
                  if name in ("_classrows", "_memorows") else [])]
     return Extension(f"dsan.{name}", [f"dsan/{name}.c"], depends=headers,

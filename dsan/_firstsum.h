@@ -17,7 +17,7 @@
 
 /* out[i * k + j] for rows i < m and columns c0 <= j < k, from x (m, f) and w (f, k), f >= 1.
  * Cloned for AVX2 (picked at load time where the CPU has it; no "fma" target, so the
- * clones give the same bits), as dsan/_headscan.c's mlp_row. */
+ * clones give the same bits), as dsan/_headrows.h's mlp_row. */
 __attribute__((optimize("O3"), target_clones("avx2", "default"))) static void first_sum(const float *x, Py_ssize_t m, Py_ssize_t f, const float *w,
                       Py_ssize_t k, Py_ssize_t c0, float *out)
 {

@@ -97,7 +97,7 @@ Z = tuple[F32, F32, F32, F32]
 def few_head_py(xr: F32, dead: BOOL, nodes: I64, req_w: F32, pre: F32, w1g: F32, b1: F32,
                 w2: F32, dead_out: float, z: Z | None) -> F32:
     """The head's MLP on ``nodes`` ((m,) float32, before the linear term and the last bias;
-    :func:`head_logits_py`'s, ``mlp_row`` in dsan/_headscan.c), as
+    :func:`head_logits_py`'s, ``mlp_row`` in dsan/_headrows.h), as
     :meth:`dsan.model.headmirror.HeadMirror.logits` computes it: with ``xr``
     (m, 9) the request columns and ``pre`` (n, 2H + 1) the class's first-layer rows,
     g = relu(xr req_w[:, :2H] + pre[:, :2H]); with z (``z``), the 2-way attention
