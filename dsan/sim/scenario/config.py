@@ -67,6 +67,20 @@ class ScaleUpConfig:
 
 
 @dataclass(frozen=True)
+class OverprovisioningConfig:
+    """Cluster-autoscaler over-provisioning: ``pods`` placeholder pods (pause containers at a
+    priority below every workload pod) that hold ``cpu_milli`` / ``mem_mib`` each on the CPU
+    nodes, so warm capacity exists that no workload pod holds. A pod that fits no Ready node
+    evicts placeholders on one; the evicted placeholders go pending, and the booting node
+    they trigger is theirs to wait for (:mod:`dsan.sim.scenario.overprovision`). 0 (the
+    shipped scenario) turns it off; on, it needs ``scale_up.ready_nodes_first``."""
+
+    pods: int = 0
+    cpu_milli: float = 8000.0
+    mem_mib: float = 30520.0
+
+
+@dataclass(frozen=True)
 class ContentionConfig:
     #: CPU demand/capacity above which co-located pods interfere.
     threshold: float = 0.7
@@ -200,6 +214,7 @@ class ScenarioConfig:
     startup: StartupConfig = StartupConfig()
     scale_down: ScaleDownConfig = ScaleDownConfig()
     scale_up: ScaleUpConfig = ScaleUpConfig()
+    overprovisioning: OverprovisioningConfig = OverprovisioningConfig()
     contention: ContentionConfig = ContentionConfig()
     locality: LocalityConfig = LocalityConfig()
     training: TrainingConfig = TrainingConfig()
@@ -274,6 +289,18 @@ class ScenarioConfig:
             raise ValueError("training.max_duration_s must be >= min_duration_s")
         if self.metrics.telemetry_len < 1 or self.metrics.telemetry_interval_s <= 0:
             raise ValueError("metrics.telemetry_len and telemetry_interval_s must be > 0")
+        op = self.overprovisioning
+        if op.pods < 0 or op.cpu_milli <= 0 or op.mem_mib <= 0:
+            raise ValueError("overprovisioning: need pods >= 0 and cpu_milli, mem_mib > 0")
+        if op.pods and not self.scale_up.ready_nodes_first:
+            # Without it a pod that fits no Ready node boots an off node instead of evicting
+            # a placeholder: the placeholders would hold capacity and never hand it over.
+            raise ValueError("overprovisioning.pods > 0 needs scale_up.ready_nodes_first: true")
+        if op.pods and not any(
+            g.gpus == 0 and g.cpu_milli >= op.cpu_milli and g.mem_mib >= op.mem_mib
+            for g in self.cluster.node_groups
+        ):
+            raise ValueError("overprovisioning: no CPU node group fits one placeholder")
         return self
 
 

@@ -71,6 +71,9 @@ class Engine(SchedulingMixin, ProgressMixin):
             used = np.array(
                 [s.cpu_used.sum(), s.mem_used.sum(), self.gpu_cap.sum() - s.gpu_free.sum()]
             )
+            if self.ph.size:  # placeholders hold requests but use nothing
+                used[0] -= self.ph.held_cpu
+                used[1] -= float(self.ph.held_mem().sum())
             cap = np.array([s.cpu_cap @ billed, s.mem_cap @ billed, self.gpu_cap @ billed])
             self.acc.used_integral += used * dt
             self.acc.cap_integral += cap
@@ -111,7 +114,7 @@ class Engine(SchedulingMixin, ProgressMixin):
         sample = np.stack(
             [
                 np.minimum(1.0, (self.demand + self.web_demand) / s.cpu_cap),
-                s.mem_used / s.mem_cap,
+                (s.mem_used - self.ph.held_mem() if self.ph.size else s.mem_used) / s.mem_cap,
                 gpu_util,
                 np.where(gpu, (self.gpu_cap - s.gpu_free.sum(axis=1)) / gcap, 0.0),
                 np.where(gpu & self.on, 0.25 + 0.75 * gpu_util, 0.0),
@@ -210,6 +213,8 @@ class Engine(SchedulingMixin, ProgressMixin):
         if burst.any():
             out["burst"] = self._burst_summary()
         out["p99_tail_causes"] = self._tail_causes(lat[sub], wait[sub])
+        if self.ph.size:
+            out["overprovisioning"] = self.ph.summary()
         out["pods_submitted"] = int(sub.sum())
         out["sim_hours"] = self.horizon / 3600.0
         return out

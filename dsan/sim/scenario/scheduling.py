@@ -1,4 +1,5 @@
-"""The scheduling pass: priority order, gangs all or nothing, preemption, bind and start-up."""
+"""The scheduling pass: priority order, gangs all or nothing, preemption, bind and start-up;
+then the over-provisioning placeholders, if the scenario has them (:mod:`overprovision`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dsan.filtering import allocate, feasible, release
 from dsan.sim.scenario import preemption
 from dsan.sim.scenario.state import PENDING, READY, STARTING, Decision, EngineState
 from dsan.sim.scenario.workload import BE
+from dsan.snapshot import PodSpec
 
 
 class SchedulingMixin(EngineState):
@@ -21,6 +23,8 @@ class SchedulingMixin(EngineState):
         revisited only when capacity was freed or they gained pods.
         """
         if not self.groups:
+            if self.ph.size:
+                self._place_placeholders()
             return
         for q in self.groups.values():  # drop units that finished or got placed meanwhile
             while q and self.pod_state[self._unit_pods(q[0])[0]] != PENDING:
@@ -44,6 +48,8 @@ class SchedulingMixin(EngineState):
                 if not ok:
                     break
                 q.popleft()
+        if self.ph.size:
+            self._place_placeholders()
 
     def _place(self, pods: list[int]) -> Generator[Decision, int, bool]:
         """Place all of ``pods`` or none (gang): roll back partial placements."""
@@ -53,6 +59,8 @@ class SchedulingMixin(EngineState):
             nodes = np.flatnonzero(feasible(spec, self.snap))
             if self.cfg.scale_up.ready_nodes_first and nodes.size:
                 nodes = self._ready_first(nodes)
+            if self.ph.size and not (nodes.size and self._node_ready(int(nodes[0]))):
+                nodes = self._make_room(spec, nodes)
             if nodes.size == 0:
                 for q in placed:
                     release(self.snap, self.wl.pods[q], int(self.pod_node[q]), self.pod_gpus[q])
@@ -86,6 +94,40 @@ class SchedulingMixin(EngineState):
         if ready.any():
             return nodes[ready]
         return nodes[on] if on.any() else nodes
+
+    def _node_ready(self, node: int) -> bool:
+        return bool(self.on[node]) and bool(self.boot_done[node] <= self.now)
+
+    def _make_room(self, spec: PodSpec, nodes: np.ndarray) -> np.ndarray:
+        """No Ready node fits ``spec``: evict placeholders on one if that makes it fit (then
+        it is the only node offered), else keep ``nodes`` (booting or off ones)."""
+        node, k = self.ph.room(spec, self.snap, self.on & (self.boot_done <= self.now))
+        if node < 0:
+            return nodes
+        for _ in self.ph.evict(node, k):
+            release(self.snap, self.ph.spec, node, ())
+            if self._on_release is not None:
+                self._on_release(self.ph.spec, self.snap, node, ())
+        assert self.snap.pod_count is not None
+        if self.snap.pod_count[node] == 0:  # the pod may yet fail (a gang rolled back)
+            self.empty_since[node] = self.now
+        return np.array([node], dtype=np.int64)
+
+    def _place_placeholders(self) -> None:
+        """The pending placeholders, by the default scheduler's rule (:mod:`overprovision`)."""
+        for i in self.ph.pending():
+            node = self.ph.target(self.snap, self.on, self.boot_done, self.now)
+            if node < 0:
+                return
+            allocate(self.snap, self.ph.spec, node, ())
+            if self._on_bind is not None:
+                self._on_bind(self.ph.spec, self.snap, node, ())
+            booted = not self.on[node]
+            if booted:
+                self.on[node] = True
+                self.boot_done[node] = self.now + self.cfg.startup.node_boot_s
+            self.empty_since[node] = np.inf
+            self.ph.bind(i, node, booted)
 
     def _bind(self, p: int) -> None:
         node, spec, st = int(self.pod_node[p]), self.wl.pods[p], self.cfg.startup

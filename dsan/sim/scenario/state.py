@@ -18,6 +18,7 @@ from dsan.policies.base import best_fit_gpus
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.metrics import Accumulator
+from dsan.sim.scenario.overprovision import PlaceholderPool
 from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
@@ -103,6 +104,7 @@ class EngineState:
         self.job_done = np.full(J, np.nan)
         self.job_kind = np.array([j.kind for j in wl.jobs], dtype=np.int64)
         self.on = np.ones(n, dtype=bool)
+        self.ph = PlaceholderPool(cfg.overprovisioning, self.snap)
         self.empty_since = np.zeros(n)
         self.boot_done = np.zeros(n)
         self.image_ready: dict[tuple[int, int], float] = {}

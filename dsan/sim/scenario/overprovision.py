@@ -1,0 +1,121 @@
+"""Cluster-autoscaler over-provisioning: placeholder pods that keep warm capacity powered.
+
+The recipe platform teams use with the cluster-autoscaler (its FAQ, "How can I configure
+overprovisioning"): a Deployment of pause pods under a PriorityClass below every workload's.
+They hold requests, so the nodes they sit on stay up; a workload pod that fits nowhere
+preempts them and binds at once, and the evicted placeholders go pending, which is what
+makes the autoscaler boot a node. The boot is then theirs to wait for, not the workload's.
+
+The scenario option ``overprovisioning`` (off in the shipped YAML; it needs
+``scale_up.ready_nodes_first``, because a scheduler that may bind to an off node would boot
+one rather than preempt) gives every policy the same pool. This module is the pool's state
+and its two rules, free of the engine; :mod:`dsan.sim.scenario.scheduling` wires it in:
+
+* **Preemption.** A workload pod that fits no Ready node is offered the one Ready node where
+  evicting the fewest placeholders makes it fit (kube-scheduler's DefaultPreemption: every
+  victim has the same priority, so the fewest victims win; ties to the lowest node index).
+  The policy under test has that one node to choose, as kube-scheduler skips scoring when
+  one node is feasible.
+* **Placement.** Pending placeholders are placed after each scheduling pass by the default
+  scheduler's rule, not by the policy under test (the Deployment is not opted in): the Ready
+  CPU node with the largest free CPU fraction after placement (LeastAllocated); else a
+  booting one by the same rule; else the smallest off CPU node that fits, which it boots
+  (cluster-autoscaler's least-waste expander). Only CPU nodes: the recipe pins the pool to
+  a node group, and GPU nodes' CPU belongs to the GPU jobs queued for them.
+
+Placeholders are pods in the snapshot (allocated CPU and memory, ``pod_count``), as
+kube-scheduler and the sidecar see them; they use nothing, so the engine leaves them out of
+utilisation and telemetry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from dsan.filtering import feasible
+from dsan.sim.scenario.config import OverprovisioningConfig
+from dsan.snapshot import ClusterSnapshot, PodSpec
+
+#: Below every workload priority of the scenario (best effort is 0).
+PRIORITY = -1
+
+
+class PlaceholderPool:
+    """Where each placeholder sits (-1: pending) and how many sit on each node."""
+
+    def __init__(self, cfg: OverprovisioningConfig, snap: ClusterSnapshot) -> None:
+        self.size = cfg.pods
+        self.spec = PodSpec("overprovisioning", cfg.cpu_milli, cfg.mem_mib, priority=PRIORITY)
+        self.node = np.full(cfg.pods, -1, dtype=np.int64)
+        self.on_node = np.zeros(len(snap), dtype=np.int64)
+        self._cpu_nodes = snap.gpu_count == 0
+        #: Placeholders evicted by workload pods, and nodes booted for placeholders.
+        self.evictions = 0
+        self.boots = 0
+
+    @property
+    def held_cpu(self) -> float:
+        """Millicores the bound placeholders hold (allocated in the snapshot, never used)."""
+        return float(self.on_node.sum()) * self.spec.cpu_milli
+
+    def held_mem(self) -> np.ndarray:
+        """MiB held per node."""
+        return self.on_node * self.spec.mem_mib
+
+    def pending(self) -> list[int]:
+        return np.flatnonzero(self.node < 0).tolist()
+
+    def room(self, pod: PodSpec, snap: ClusterSnapshot, ready: np.ndarray) -> tuple[int, int]:
+        """``(node, k)``: the Ready node where evicting the fewest placeholders (``k``) lets
+        ``pod`` fit, ties to the lowest index; ``(-1, 0)`` if evicting cannot make it fit."""
+        if not self.on_node.any():
+            return -1, 0
+        held_cpu = self.on_node * self.spec.cpu_milli
+        held_mem = self.held_mem()
+        # The snapshot as if every placeholder were gone: the other checks (GPUs, taints)
+        # are feasible()'s own, so a preemption never offers a node the pod cannot use.
+        bare = dataclasses.replace(snap, cpu_used=snap.cpu_used - held_cpu,
+                                   mem_used=snap.mem_used - held_mem)
+        ok = feasible(pod, bare) & ready & (self.on_node > 0)
+        if not ok.any():
+            return -1, 0
+        short_cpu = np.maximum(0.0, pod.cpu_milli - (snap.cpu_cap - snap.cpu_used))
+        short_mem = np.maximum(0.0, pod.mem_mib - (snap.mem_cap - snap.mem_used))
+        k = np.maximum(np.ceil(short_cpu / self.spec.cpu_milli),
+                       np.ceil(short_mem / self.spec.mem_mib)).astype(np.int64)
+        k = np.where(ok, k, np.iinfo(np.int64).max)
+        node = int(np.argmin(k))  # argmin: the first of equals, i.e. the lowest index
+        return node, int(max(k[node], 1))
+
+    def evict(self, node: int, k: int) -> list[int]:
+        """Mark ``k`` of ``node``'s placeholders pending; return them."""
+        out = np.flatnonzero(self.node == node)[:k].tolist()
+        if len(out) != k:
+            raise ValueError(f"node {node} holds {len(out)} placeholders, not {k}")
+        self.node[out] = -1
+        self.on_node[node] -= k
+        self.evictions += k
+        return out
+
+    def target(self, snap: ClusterSnapshot, on: np.ndarray, boot_done: np.ndarray,
+               now: float) -> int:
+        """The node the next pending placeholder goes to (module docstring), or -1."""
+        fits = feasible(self.spec, snap) & self._cpu_nodes
+        for tier in (fits & on & (boot_done <= now), fits & on):
+            if tier.any():
+                free = (snap.cpu_cap - snap.cpu_used - self.spec.cpu_milli) / snap.cpu_cap
+                return int(np.argmax(np.where(tier, free, -np.inf)))
+        if not fits.any():
+            return -1
+        return int(np.argmin(np.where(fits, snap.cpu_cap, np.inf)))
+
+    def bind(self, i: int, node: int, booted: bool) -> None:
+        self.node[i] = node
+        self.on_node[node] += 1
+        self.boots += int(booted)
+
+    def summary(self) -> dict[str, int]:
+        return {"placeholders": self.size, "bound": int(self.on_node.sum()),
+                "evictions": self.evictions, "boots": self.boots}
