@@ -56,6 +56,15 @@ def add(sim_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,u
         p.add_argument(
             "--scenario", default="seed-table1", help="shipped scenario name or YAML path"
         )
+        p.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            dest="settings",
+            help="override one scenario setting, dotted, the value as YAML; repeatable "
+            "(e.g. --set scale_up.ready_nodes_first=true --set overprovisioning.pods=32)",
+        )
         p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
         p.add_argument("--png", type=Path, default=None, help="utilisation-over-time plot path")
         p.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
@@ -173,7 +182,7 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> Pa
 
 def _main(args: argparse.Namespace) -> int:
     try:
-        cfg = load(args.scenario)
+        cfg = load(args.scenario, args.settings)
         policies = parse_policies(args.policies)
         seeds = parse_seeds(args)
         hours = (

@@ -7,7 +7,9 @@ and out-of-range values are rejected at load time with the dotted path of the ba
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -308,8 +310,33 @@ def from_dict(data: dict[str, Any]) -> ScenarioConfig:
     return build(ScenarioConfig, data, what="scenario").validate()
 
 
-def load(name_or_path: str) -> ScenarioConfig:
-    """Load a shipped scenario by name (``seed-table1``) or a YAML file by path."""
+def with_settings(data: dict[str, Any], settings: Sequence[str]) -> dict[str, Any]:
+    """``data`` with each ``dotted.key=value`` of ``settings`` set, the value read as YAML
+    (``32``, ``true``, ``[8, 16]``); sections are created as needed, and validation then names
+    an unknown key or a bad value as for the file itself."""
+    out = copy.deepcopy(data)
+    for item in settings:
+        key, sep, text = item.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise ValueError(f"--set {item!r}: want dotted.key=value")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--set {item!r}: value is not YAML: {exc}") from None
+        node = out
+        for part in path[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                raise ValueError(f"--set {item!r}: {part} is not a section")
+            node = nxt
+        node[path[-1]] = value
+    return out
+
+
+def load(name_or_path: str, settings: Sequence[str] = ()) -> ScenarioConfig:
+    """Load a shipped scenario by name (``seed-table1``) or a YAML file by path, with
+    ``settings`` (``dotted.key=value``, :func:`with_settings`) applied on top."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
@@ -328,6 +355,11 @@ def load(name_or_path: str) -> ScenarioConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ValueError(f"{where}: not valid YAML: {exc}") from None
+    if settings:
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: expected a mapping")
+        data = with_settings(data, settings)
+        where += " with --set " + " ".join(settings)
     try:
         return from_dict(data)
     except ValueError as exc:

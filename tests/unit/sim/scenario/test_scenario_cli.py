@@ -73,6 +73,10 @@ def test_burst_reports_the_burst(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (["--seeds", "5-3"], "empty seed range"),
         (["--scenario", "missing"], "unknown scenario"),
         (["--policies", "k8s-default", "--jobs", "0"], "--jobs must be >= 1"),
+        (["--set", "overprovisioning.podz=4"], "unknown keys ['podz']"),
+        (["--set", "overprovisioning.pods=4"], "needs scale_up.ready_nodes_first"),
+        (["--set", "hours"], "want dotted.key=value"),
+        (["--set", "hours.x=1"], "hours is not a section"),
     ],
 )
 def test_bad_input_is_a_clear_error(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dsan.sim.scenario import calibrate
-from dsan.sim.scenario.config import from_dict, load
+from dsan.sim.scenario.config import from_dict, load, with_settings
 
 
 def test_shipped_seed_table1_matches_the_article_cluster() -> None:
@@ -86,3 +86,21 @@ def test_version_1_files_still_load_with_default_targets() -> None:
     assert cfg.version == 1 and cfg.load_targets.gpu_mean == 0.65
     with pytest.raises(ValueError, match=r"load_targets: unknown keys \['gpu'\]"):
         from_dict({**base, "version": 1, "load_targets": {"gpu": 0.7}})
+
+
+def test_settings_override_the_file_by_dotted_key() -> None:
+    cfg = load("seed-table1", ["scale_up.ready_nodes_first=true", "overprovisioning.pods=32",
+                               "batch.executors=[8, 16]", "hours=2.5"])
+    assert cfg.scale_up.ready_nodes_first is True and cfg.overprovisioning.pods == 32
+    assert cfg.batch.executors == (8, 16) and cfg.hours == 2.5
+    assert cfg.training == load("seed-table1").training  # the rest is the file's
+    data = {"batch": {"jobs_per_h": 1.0}}
+    assert with_settings(data, ["batch.jobs_per_h=2"]) == {"batch": {"jobs_per_h": 2}}
+    assert data == {"batch": {"jobs_per_h": 1.0}}  # the input is not changed
+
+
+def test_a_bad_setting_is_named() -> None:
+    with pytest.raises(ValueError, match=r"with --set hours=-1: hours must be > 0"):
+        load("seed-table1", ["hours=-1"])
+    with pytest.raises(ValueError, match="value is not YAML"):
+        load("seed-table1", ["hours=[1"])
