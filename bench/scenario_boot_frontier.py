@@ -395,12 +395,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1-3")
     ap.add_argument("--baselines", default="k8s-default,tetris,fgd")
     ap.add_argument("--rows", default="", help="only teacher rows whose label contains this")
-    ap.add_argument("--scenario", default="seed-table1", help="shipped scenario or YAML path "
-                    "(e.g. a copy with scale_up.ready_nodes_first: true)")
+    ap.add_argument("--scenario", default="seed-table1", help="shipped scenario or YAML path")
+    ap.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
+                    help="a scenario setting, as `dsan sim --set` (e.g. "
+                    "scale_up.ready_nodes_first=true, overprovisioning.pods=64)")
     a = ap.parse_args(argv)
     lo, _, hi = a.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
-    cfg = load(a.scenario)
+    cfg = load(a.scenario, a.settings)
     counted: dict[tuple[str, int], _Counted] = {}
 
     def factory(name: str, seed: int, wl: Workload, engine: Engine) -> Scorer:
@@ -420,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         return counted[name, seed]
 
     started = time.strftime("%H:%M:%S", time.gmtime())
-    print(f"{a.scenario}, seeds {a.seeds}, one process, {started} UTC; load {_load()}\n")
+    what = " ".join([a.scenario, *(f"--set {x}" for x in a.settings)])
+    print(f"{what}, seeds {a.seeds}, one process, {started} UTC; load {_load()}\n")
     print(
         "| policy | util % | P99 s (mean) | P99 s per seed | SLA % | cost "
         "| tail pods per seed: queued / boot / pull / start "
