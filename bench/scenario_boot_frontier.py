@@ -51,6 +51,7 @@ from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
 from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.train.scenario_teachers import PackingRescue, powered
 from dsan.train.teachers import WEB_TYPE, Anchored, Composite
 
 Make = Callable[[TargetWorkload], Scorer]
@@ -97,11 +98,8 @@ def _slot_headroom(snap: ClusterSnapshot, on: np.ndarray) -> float:
     return float(slots[on & (snap.gpu_count == 0)].sum()) * 8000
 
 
-def _powered(snap: ClusterSnapshot) -> np.ndarray:
-    """Powered-on as DSAN can see it: pods bound or a warm image cache (booting included)."""
-    assert snap.pod_count is not None and snap.images is not None
-    warm = np.fromiter((len(x) > 0 for x in snap.images), dtype=bool, count=len(snap))
-    return np.asarray((snap.pod_count > 0) | warm)
+#: Powered-on as DSAN can see it: pods bound or a warm image cache (booting included).
+_powered = powered
 
 
 def _prewarm(
@@ -116,7 +114,7 @@ def _prewarm(
     return s + 5000.0 * (off & (cap == cap[off].max()))
 
 
-class Keep(Composite):
+class Keep(PackingRescue):
     """Session 5: the packing teacher with smarter boots, for CPU pods other than web (an
     experiment: ``h_min`` > 0 reads a cluster-wide sum that no DSAN feature holds).
 
@@ -124,6 +122,7 @@ class Keep(Composite):
       of a 16-core one), not fullest-after-placement first as in ``Composite``;
     * ``rescue``: a powered node that is empty in its 10-minute grace period comes first among
       the powered ones (otherwise it powers off and is booted back by the next wave);
+      these two are ``packing-rescue`` (dsan.train.scenario_teachers.PackingRescue);
     * ``spread``: the emptiest powered node first instead of the fullest;
     * ``h_min``: while the powered CPU nodes hold fewer than ``h_min`` millicores of free
       executor slots, the pod boots the largest powered-off node ahead of the next wave.
@@ -132,23 +131,17 @@ class Keep(Composite):
     def __init__(
         self, target: TargetWorkload, rescue: float = 0.0, spread: bool = False, h_min: float = 0.0
     ) -> None:
-        super().__init__(target)
-        self.rescue, self.spread, self.h_min = rescue, spread, h_min
+        super().__init__(target, rescue)
+        self.spread, self.h_min = spread, h_min
 
     def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray) -> np.ndarray:
         s = super().score(pod, snap, nodes)
-        if pod.num_gpu > 0 or pod.task_type == WEB_TYPE:
+        if pod.num_gpu > 0 or pod.task_type == WEB_TYPE or not (self.spread or self.h_min > 0):
             return s
-        assert snap.pod_count is not None
         on_all = _powered(snap)
-        on, count = on_all[nodes], snap.pod_count[nodes]
-        cap = snap.cpu_cap[nodes]
-        after = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / cap, 1.0)
-        # Composite's fill term (10 x after) ranks off nodes smallest first: replace it there.
-        s = s + np.where(on, 0.0, -10.0 * after + 20.0 * cap / 64000.0)
-        s = s + self.rescue * ((count == 0) & on)
         if self.spread:
-            s = s - 20.0 * after * on
+            after = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / snap.cpu_cap[nodes], 1.0)
+            s = s - 20.0 * after * on_all[nodes]
         if self.h_min > 0 and _slot_headroom(snap, on_all) < self.h_min:
             s = _prewarm(s, snap, nodes, on_all, 0.0)
         return s

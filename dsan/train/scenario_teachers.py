@@ -1,4 +1,5 @@
-"""Scenario-stage teachers added in session 7, and the registry the trainer looks names up in.
+"""Scenario-stage teachers added in sessions 7 and 14, and the registry the trainer looks
+names up in.
 
 ``anchored-gpufill`` is ``anchored-drivers`` (``dsan.train.teachers.Anchored`` with batch
 drivers spread) with one change for GPU pods: among the powered-on, cool GPU nodes it takes
@@ -10,6 +11,15 @@ through the powered set, and the one part of it a placement still controls is th
 others empty and power off (docs/results/table1.md, session 7: +0.45 points on seeds 1-3,
 +0.56 on seeds 4-15, the CPU side unchanged). Everything it reads (pod count, image cache,
 the GPUs' free shares, FGD's score) is in DSAN's features.
+
+``packing-rescue`` (session 14) is the packing teacher (``scenario``) with two boot-aware
+rules for CPU pods other than web, session 5's ``Keep`` with ``rescue`` 50
+(bench/scenario_boot_frontier.py): a powered-off node is taken largest first (one 64-core
+boot rather than four 16-core ones), and a powered node that is empty, i.e. in its
+scale-down grace period, comes first among the powered ones (otherwise it powers off and the
+next wave boots it back). With cluster-autoscaler semantics and over-provisioning
+placeholders (``scale_up.ready_nodes_first``, ``overprovisioning``) it is the teacher that
+wins utilisation and P99 there (docs/results/table1.md, session 14).
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import numpy.typing as npt
 
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec
-from dsan.train.teachers import SCENARIO_TEACHERS, Anchored, Composite
+from dsan.train.teachers import SCENARIO_TEACHERS, WEB_TYPE, Anchored, Composite
 
 
 def gpu_allocated(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -52,8 +62,42 @@ class AnchoredGpuFill(Anchored):
         return base - 9.0 * fn + 10.0 * gpu_allocated(snap, nodes)
 
 
+def powered(snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
+    """Powered on as DSAN can see it: pods bound or a warm image cache (booting included)."""
+    assert snap.pod_count is not None and snap.images is not None
+    warm = np.fromiter((len(x) > 0 for x in snap.images), dtype=bool, count=len(snap))
+    return np.asarray((snap.pod_count > 0) | warm)
+
+
+class PackingRescue(Composite):
+    """The packing teacher, off nodes largest first, emptied powered nodes first (module
+    docstring): for CPU pods other than web, ``Composite``'s score plus
+    ``-10 after + 20 cap / 64 cores`` on a powered-off node (its fill term ranked those
+    smallest first) and ``rescue`` on a powered node with no pod."""
+
+    name = "packing-rescue"
+
+    def __init__(self, target: TargetWorkload | None, rescue: float = 50.0) -> None:
+        super().__init__(target)
+        self.rescue = rescue
+
+    def score(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        s = np.asarray(super().score(pod, snap, nodes), dtype=np.float64)
+        if pod.num_gpu > 0 or pod.task_type == WEB_TYPE:
+            return s
+        assert snap.pod_count is not None
+        on, count = powered(snap)[nodes], snap.pod_count[nodes]
+        cap = snap.cpu_cap[nodes]
+        after = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / cap, 1.0)
+        s = s + np.where(on, 0.0, -10.0 * after + 20.0 * cap / 64000.0)
+        return s + self.rescue * ((count == 0) & on)
+
+
 #: Every scenario-stage teacher by name (``dsan train --scenario ... --scenario-teacher NAME``).
 TEACHERS: dict[str, Callable[[TargetWorkload | None], Composite]] = {
     **SCENARIO_TEACHERS,
     "anchored-gpufill": partial(AnchoredGpuFill, spread_drivers=True),
+    "packing-rescue": PackingRescue,
 }

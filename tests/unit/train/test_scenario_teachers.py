@@ -1,4 +1,5 @@
-"""Session 7's teacher (``anchored-gpufill``) and the registry the scenario trainer reads."""
+"""Session 7's and 14's teachers (``anchored-gpufill``, ``packing-rescue``) and the registry
+the scenario trainer reads."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ from dsan.filtering import allocate
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.snapshot import ClusterSnapshot, PodSpec
-from dsan.train.scenario_teachers import TEACHERS, AnchoredGpuFill, gpu_allocated
+from dsan.train.scenario_teachers import (
+    TEACHERS,
+    AnchoredGpuFill,
+    PackingRescue,
+    gpu_allocated,
+    powered,
+)
 from dsan.train.scenario_train import ScenarioArgs
-from dsan.train.teachers import SCENARIO_TEACHERS, Anchored
+from dsan.train.teachers import SCENARIO_TEACHERS, Anchored, Composite
 
 CFG = load_scenario("seed-table1")
 
@@ -71,3 +78,26 @@ def test_cpu_pods_score_exactly_as_anchored_drivers() -> None:
     new = TEACHERS["anchored-gpufill"](None)
     for pod in (_pod("web", 2000.0), _pod("batch"), _pod("batch", 8000.0)):
         assert np.array_equal(new.score(pod, snap, cpu), ref.score(pod, snap, cpu))
+
+
+def test_packing_rescue_takes_an_emptied_powered_node_first_and_boots_the_largest() -> None:
+    snap = _snap()
+    assert snap.pod_count is not None and snap.images is not None
+    cpu = np.flatnonzero(snap.gpu_count == 0)
+    off16 = int(cpu[snap.cpu_cap[cpu] == 16000][0])
+    off64 = int(cpu[snap.cpu_cap[cpu] == 64000][0])
+    busy, emptied = (int(i) for i in cpu[snap.cpu_cap[cpu] == 32000][:2])
+    allocate(snap, _pod("batch", 16000.0), busy, ())
+    snap.images[emptied] = frozenset({2})  # in its grace period: no pod, a warm image cache
+    assert powered(snap)[[off16, off64, busy, emptied]].tolist() == [False, False, True, True]
+    cand = np.array([off16, off64, busy, emptied], dtype=np.int64)
+    pack, rescue = Composite(None), TEACHERS["packing-rescue"](None)
+    assert isinstance(rescue, PackingRescue)
+    batch = _pod("batch")
+    p, r = pack.score(batch, snap, cand), rescue.score(batch, snap, cand)
+    assert cand[np.argsort(-p)].tolist() == [busy, emptied, off16, off64]  # the fullest first
+    assert cand[np.argsort(-r)].tolist() == [emptied, busy, off64, off16]
+    # on a powered node the two differ by the rescue term alone
+    np.testing.assert_allclose((r - p)[2:], [0.0, 50.0])
+    for pod in (_pod("web", 2000.0), _pod("train", 11300.0, gpus=1)):  # not theirs to change
+        assert np.array_equal(rescue.score(pod, snap, cand), pack.score(pod, snap, cand))
