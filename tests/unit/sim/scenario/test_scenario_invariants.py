@@ -17,10 +17,17 @@ def _check(eng: Engine, deciding_job: int = -1) -> None:
     assert np.isin(eng.pod_state[placed], (PENDING, STARTING, RUNNING)).all()
     n = len(eng.snap)
     nodes = eng.pod_node[placed]
-    np.testing.assert_allclose(eng.snap.cpu_used, np.bincount(nodes, eng.pod_cpu[placed], n))
-    np.testing.assert_allclose(eng.snap.mem_used, np.bincount(nodes, eng.pod_mem[placed], n))
+    # over-provisioning placeholders hold requests too (none unless the config has them)
+    ph = eng.ph
+    held = ph.node[ph.node >= 0]
+    assert (ph.on_node == np.bincount(held, minlength=n)).all()
+    assert not (eng.snap.gpu_count[held] > 0).any()  # CPU nodes only
+    cpu, mem = ph.on_node * ph.spec.cpu_milli, ph.on_node * ph.spec.mem_mib
+    np.testing.assert_allclose(eng.snap.cpu_used, np.bincount(nodes, eng.pod_cpu[placed], n) + cpu)
+    np.testing.assert_allclose(eng.snap.mem_used, np.bincount(nodes, eng.pod_mem[placed], n) + mem)
     assert eng.snap.pod_count is not None
-    assert (eng.snap.pod_count == np.bincount(nodes, minlength=n)).all()
+    assert (eng.snap.pod_count == np.bincount(nodes, minlength=n) + ph.on_node).all()
+    assert eng.on[held].all()  # a node that holds a placeholder never scales down
     gpu_used = eng.gpu_cap.sum() - eng.snap.gpu_free.sum()
     assert gpu_used == int((eng.pod_gmilli[placed]).sum())
     # gangs are all or nothing: a training job has either every worker placed or none
@@ -31,10 +38,12 @@ def _check(eng: Engine, deciding_job: int = -1) -> None:
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.integers(0, 10_000))
-def test_random_policy_keeps_books_straight(seed: int) -> None:
+@given(st.integers(0, 10_000), st.sampled_from([0, 3]))
+def test_random_policy_keeps_books_straight(seed: int, placeholders: int) -> None:
     cfg = tiny_config(
         hours=1.0,
+        scale_up={"ready_nodes_first": placeholders > 0},
+        overprovisioning={"pods": placeholders, "cpu_milli": 4000, "mem_mib": 8192},
         training={
             "jobs_per_h": 30.0,
             "gpu_count_probs": {"1": 0.5, "2": 0.3, "4": 0.2},
