@@ -98,9 +98,6 @@ def _slot_headroom(snap: ClusterSnapshot, on: np.ndarray) -> float:
     return float(slots[on & (snap.gpu_count == 0)].sum()) * 8000
 
 
-#: Powered-on as DSAN can see it: pods bound or a warm image cache (booting included).
-_powered = powered
-
 
 def _prewarm(
     s: np.ndarray, snap: ClusterSnapshot, nodes: np.ndarray, on: np.ndarray, min_cap: float
@@ -138,7 +135,7 @@ class Keep(PackingRescue):
         s = super().score(pod, snap, nodes)
         if pod.num_gpu > 0 or pod.task_type == WEB_TYPE or not (self.spread or self.h_min > 0):
             return s
-        on_all = _powered(snap)
+        on_all = powered(snap)
         if self.spread:
             after = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / snap.cpu_cap[nodes], 1.0)
             s = s - 20.0 * after * on_all[nodes]
@@ -174,7 +171,7 @@ class Swing(Composite):
             return (
                 1000.0 * (1 - gpu_node) + 500.0 * pool + 200.0 * cool - 10.0 * np.minimum(count, 10)
             )
-        on_all = _powered(snap)
+        on_all = powered(snap)
         on = on_all[nodes].astype(np.float64)
         cool = np.where(pool | (cap <= 16000), cool, 1.0)
         s = (
@@ -306,14 +303,14 @@ class Oracle(Composite):
         if pod.num_gpu > 0 or pod.task_type == WEB_TYPE:
             return s
         assert snap.pod_count is not None
-        on_all = _powered(snap)
-        powered = float(snap.cpu_cap[on_all & (snap.gpu_count == 0)].sum())
+        on_all = powered(snap)
+        on_cpu = float(snap.cpu_cap[on_all & (snap.gpu_count == 0)].sum())
         goal = self.capacity[min(int(self.engine.now // 60), self.capacity.size - 1)]
         on, count, cap = on_all[nodes], snap.pod_count[nodes], snap.cpu_cap[nodes]
         after = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / cap, 1.0)
         s = s + np.where(on, 0.0, -10.0 * after + 20.0 * cap / 64000.0)
         s = s + 50.0 * ((count == 0) & on)
-        if powered < goal:
+        if on_cpu < goal:
             s = s - 20.0 * after * on
             s = _prewarm(s, snap, nodes, on_all, 0.0)
         return s

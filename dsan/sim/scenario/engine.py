@@ -72,8 +72,8 @@ class Engine(SchedulingMixin, ProgressMixin):
                 [s.cpu_used.sum(), s.mem_used.sum(), self.gpu_cap.sum() - s.gpu_free.sum()]
             )
             if self.ph.size:  # placeholders hold requests but use nothing
-                used[0] -= self.ph.held_cpu
-                used[1] -= float(self.ph.held_mem().sum())
+                used[0] -= self.ph.bound * self.ph.spec.cpu_milli
+                used[1] -= self.ph.bound * self.ph.spec.mem_mib
             cap = np.array([s.cpu_cap @ billed, s.mem_cap @ billed, self.gpu_cap @ billed])
             self.acc.used_integral += used * dt
             self.acc.cap_integral += cap

@@ -56,9 +56,9 @@ class PlaceholderPool:
         self.boots = 0
 
     @property
-    def held_cpu(self) -> float:
-        """Millicores the bound placeholders hold (allocated in the snapshot, never used)."""
-        return float(self.on_node.sum()) * self.spec.cpu_milli
+    def bound(self) -> int:
+        """Placeholders on a node (their requests are allocated in the snapshot, never used)."""
+        return int(self.on_node.sum())
 
     def held_mem(self) -> np.ndarray:
         """MiB held per node."""
@@ -117,5 +117,5 @@ class PlaceholderPool:
         self.boots += int(booted)
 
     def summary(self) -> dict[str, int]:
-        return {"placeholders": self.size, "bound": int(self.on_node.sum()),
+        return {"placeholders": self.size, "bound": self.bound,
                 "evictions": self.evictions, "boots": self.boots}
