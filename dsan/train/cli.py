@@ -87,7 +87,12 @@ def run(ns: argparse.Namespace) -> int:
             sa = ScenarioArgs(**{**_kwargs(ScenarioArgs, ns), "scenario": ns.scenario})
         except (TypeError, ValueError) as exc:
             raise SystemExit(f"dsan train --scenario: {exc}") from None
-        print(json.dumps(train_scenario(sa), indent=2, default=str))
+        if sa.select_seeds:
+            from dsan.train.selection import select
+
+            print(json.dumps(select(sa), indent=2, default=str))
+        else:
+            print(json.dumps(train_scenario(sa), indent=2, default=str))
         return 0
     try:
         a = Args(**_kwargs(Args, ns), extra={"init_weights": ns.init_weights})

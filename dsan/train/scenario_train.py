@@ -103,6 +103,11 @@ class ScenarioArgs:
     model_dir: str = ""
     export: bool = True
     progress: bool = True
+    #: Train each of these seeds and ship the one best on full validation days
+    #: (:mod:`dsan.train.selection`); empty = train ``seed`` alone.
+    select_seeds: tuple[int, ...] = ()
+    validate_seeds: tuple[int, ...] = (10_001, 10_002, 10_003)
+    validate_hours: float = 24.0
 
     def __post_init__(self) -> None:
         if self.window_h <= 0 or not self.start_hours or self.record_every < 1:
@@ -112,6 +117,15 @@ class ScenarioArgs:
         if self.scenario_teacher not in SCENARIO_TEACHERS:
             known = ", ".join(SCENARIO_TEACHERS)
             raise ValueError(f"ScenarioArgs: scenario_teacher must be one of {known}")
+        if self.select_seeds and (
+            not self.validate_seeds
+            or self.validate_hours <= 0
+            or len(set(self.select_seeds)) != len(self.select_seeds)
+        ):
+            raise ValueError(
+                "ScenarioArgs: --select-seeds needs distinct seeds, --validate-seeds and "
+                "--validate-hours > 0"
+            )
 
     def reward(self) -> ScenarioReward:
         return ScenarioReward(
