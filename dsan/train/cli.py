@@ -41,8 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         kw: dict[str, Any] = {"default": argparse.SUPPRESS, "help": f"default ({shown})"}
         if isinstance(default, bool):
             p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
-        elif isinstance(default, tuple):
-            p.add_argument(flag, nargs="+", type=type(default[0]), **kw)
+        elif isinstance(default, tuple):  # an empty default is a tuple of seeds (ints)
+            p.add_argument(flag, nargs="+", type=type(default[0]) if default else int, **kw)
         else:
             p.add_argument(flag, type=type(default), **kw)
     p.add_argument(
