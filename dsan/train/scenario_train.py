@@ -108,6 +108,7 @@ class ScenarioArgs:
     select_seeds: tuple[int, ...] = ()
     validate_seeds: tuple[int, ...] = (10_001, 10_002, 10_003)
     validate_hours: float = 24.0
+    select_jobs: int = 1  # seeds trained and validated in parallel processes
 
     def __post_init__(self) -> None:
         if self.window_h <= 0 or not self.start_hours or self.record_every < 1:
@@ -120,11 +121,12 @@ class ScenarioArgs:
         if self.select_seeds and (
             not self.validate_seeds
             or self.validate_hours <= 0
+            or self.select_jobs < 1
             or len(set(self.select_seeds)) != len(self.select_seeds)
         ):
             raise ValueError(
-                "ScenarioArgs: --select-seeds needs distinct seeds, --validate-seeds and "
-                "--validate-hours > 0"
+                "ScenarioArgs: --select-seeds needs distinct seeds, --validate-seeds, "
+                "--validate-hours > 0 and --select-jobs >= 1"
             )
 
     def reward(self) -> ScenarioReward:

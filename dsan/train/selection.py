@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,32 +71,44 @@ def rank_key(v: dict[str, Any]) -> tuple[float, float, float, float]:
     )
 
 
-def select(a: ScenarioArgs) -> dict[str, Any]:
-    """Train ``a.select_seeds``, validate each, copy the winner to ``a.model_dir``."""
+def candidate(sub: ScenarioArgs) -> dict[str, Any]:
+    """One seed: train it (unless ``resume`` finds it trained) and validate it (unless
+    ``resume`` finds this validation recorded)."""
     from dsan.train.scenario_train import train
 
+    seed_out = Path(sub.out)
+    trained = (seed_out / "summary.json").is_file() and (Path(sub.model_dir) / MANIFEST).is_file()
+    if not (sub.resume and trained):
+        train(sub)
+    cached = seed_out / "validation.json"
+    v = json.loads(cached.read_text()) if sub.resume and cached.is_file() else {}
+    if (v.get("seeds"), v.get("hours")) != (list(sub.validate_seeds), sub.validate_hours):
+        v = validate(sub.scenario, sub.model_dir, sub.validate_seeds, sub.validate_hours)
+        v["seeds"] = list(sub.validate_seeds)
+        cached.write_text(json.dumps(v, indent=2) + "\n")
+    return {"training_seed": sub.seed, **v}
+
+
+def select(a: ScenarioArgs) -> dict[str, Any]:
+    """Train ``a.select_seeds`` (``a.select_jobs`` at a time), validate each, copy the winner
+    to ``a.model_dir``."""
     out = Path(a.out)
     final_dir = Path(a.model_dir) if a.model_dir else out / "model"
-    rows: list[dict[str, Any]] = []
-    for s in a.select_seeds:
-        sub = replace(
+    subs = [
+        replace(
             a,
             seed=s,
             out=str(out / f"seed{s}"),
             model_dir=str(out / f"seed{s}" / "model"),
             select_seeds=(),
         )
-        seed_out = Path(sub.out)
-        done = seed_out / "summary.json"
-        if not (a.resume and done.is_file() and (Path(sub.model_dir) / MANIFEST).is_file()):
-            train(sub)
-        cached = seed_out / "validation.json"
-        v = json.loads(cached.read_text()) if a.resume and cached.is_file() else {}
-        if (v.get("seeds"), v.get("hours")) != (list(a.validate_seeds), a.validate_hours):
-            v = validate(a.scenario, sub.model_dir, a.validate_seeds, a.validate_hours)
-            v["seeds"] = list(a.validate_seeds)
-            cached.write_text(json.dumps(v, indent=2) + "\n")
-        rows.append({"training_seed": s, **v})
+        for s in a.select_seeds
+    ]
+    if a.select_jobs > 1:  # seeds are independent and each trains on one thread
+        with ProcessPoolExecutor(max_workers=min(a.select_jobs, len(subs))) as pool:
+            rows = list(pool.map(candidate, subs))
+    else:
+        rows = [candidate(sub) for sub in subs]
     best = min(rows, key=rank_key)
     if final_dir.resolve() != Path(best["model_dir"]).resolve():
         # Replace, not merge: a stale model.ts or .pt2 from another seed must not survive.

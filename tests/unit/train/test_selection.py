@@ -41,6 +41,8 @@ def test_select_args_are_checked() -> None:
         ScenarioArgs(select_seeds=(1, 2), validate_seeds=())
     with pytest.raises(ValueError, match="select-seeds"):
         ScenarioArgs(select_seeds=(1, 2), validate_hours=0.0)
+    with pytest.raises(ValueError, match="select-jobs"):
+        ScenarioArgs(select_seeds=(1, 2), select_jobs=0)
 
 
 def test_select_trains_each_seed_ships_the_best_and_resumes(tmp_path: Path) -> None:
@@ -77,6 +79,16 @@ def test_select_trains_each_seed_ships_the_best_and_resumes(tmp_path: Path) -> N
     assert manifest["eval"]["selection"]["chosen_seed"] == best["training_seed"]
     assert manifest["version"].startswith(f"dsan-scenario-{best['training_seed']}-")
     assert len(manifest["eval"]["selection"]["candidates"]) == 2
+
+    # two seeds at a time: the same models, validations and choice as one at a time
+    par = select(ScenarioArgs(**{**a.__dict__, "out": str(tmp_path / "par"), "select_jobs": 2}))
+    assert par["chosen_seed"] == got["chosen_seed"]
+    for s in (1, 2):
+        one, two = tmp_path / f"seed{s}", tmp_path / "par" / f"seed{s}"
+        assert (one / "model/weights.pt").read_bytes() == (two / "model/weights.pt").read_bytes()
+        assert json.loads((one / "validation.json").read_text())["days"] == json.loads(
+            (two / "validation.json").read_text()
+        )["days"]
 
     # --resume: trained and validated seeds are kept, not redone
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed*/*.json")}
