@@ -22,6 +22,7 @@ selection is fitted to the report (Table 1 uses 1-3; the default here is 10001-1
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -105,7 +106,9 @@ def select(a: ScenarioArgs) -> dict[str, Any]:
         for s in a.select_seeds
     ]
     if a.select_jobs > 1:  # seeds are independent and each trains on one thread
-        with ProcessPoolExecutor(max_workers=min(a.select_jobs, len(subs))) as pool:
+        # spawn, not fork: a parent that has already run autograd cannot fork safely
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(a.select_jobs, len(subs)), mp_context=ctx) as pool:
             rows = list(pool.map(candidate, subs))
     else:
         rows = [candidate(sub) for sub in subs]
