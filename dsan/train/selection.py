@@ -26,6 +26,7 @@ import multiprocessing
 import shutil
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,15 +45,10 @@ def validate(
     scenario: str, model_dir: str | Path, seeds: tuple[int, ...], hours: float
 ) -> dict[str, Any]:
     """The model at ``model_dir`` on full days of ``scenario``: per-seed rows and means."""
-    from dsan.policies.registry import make_scorer
-    from dsan.policies.target import TargetWorkload
     from dsan.sim.scenario.config import load as load_scenario
-    from dsan.sim.scenario.runner import run_policy
+    from dsan.sim.scenario.runner import default_factory, run_policy
 
-    def factory(name: str, seed: int, wl: Any, engine: Any) -> Any:
-        target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
-        return make_scorer(name, seed=seed, target_workload=target, model_dir=str(model_dir))
-
+    factory = partial(default_factory, model_dir=str(model_dir))
     cfg = load_scenario(scenario)
     days = []
     for s in seeds:

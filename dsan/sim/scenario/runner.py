@@ -22,15 +22,19 @@ from dsan.sim.scheduler import select_node
 ScorerFactory = Callable[[str, int, Workload, Engine], Scorer]
 
 
-def default_factory(name: str, seed: int, wl: Workload, engine: Engine) -> Scorer:
-    """Registry scorers; FGD's target workload is this run's own pod mix (as FGD builds it)."""
+def default_factory(
+    name: str, seed: int, wl: Workload, engine: Engine, **options: Any
+) -> Scorer:
+    """Registry scorers; FGD's target workload is this run's own pod mix (as FGD builds it).
+    ``options`` go to the scorer's ``make`` (e.g. DSAN's ``model_dir``, through
+    ``functools.partial``)."""
     from dsan.policies.registry import make_scorer
     from dsan.policies.target import TargetWorkload
 
     target = None
     if name in ("fgd", "dsan"):
         target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
-    return make_scorer(name, seed=seed, target_workload=target)
+    return make_scorer(name, seed=seed, target_workload=target, **options)
 
 
 def run_policy(
