@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import fields
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 from dsan.train.ppo import Args
 from dsan.train.scenario_train import ScenarioArgs
@@ -27,11 +27,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     # One flag per field of either mode's Args; unset flags take the chosen mode's default.
     defaults: dict[str, dict[str, Any]] = {}
+    items: dict[str, type] = {}  # a tuple field's element type, from its annotation
     for cls in (Args, ScenarioArgs):
+        hints = get_type_hints(cls)
         for f in fields(cls):
             if f.name not in ("extra", "scenario"):
                 d = f.default if not callable(f.default_factory) else f.default_factory()
                 defaults.setdefault(f.name, {})[cls.__name__] = d
+                if isinstance(d, tuple):
+                    items[f.name] = get_args(hints[f.name])[0]
     for name, by_mode in defaults.items():
         default = next(iter(by_mode.values()))
         flag = "--" + name.replace("_", "-")
@@ -41,8 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         kw: dict[str, Any] = {"default": argparse.SUPPRESS, "help": f"default ({shown})"}
         if isinstance(default, bool):
             p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
-        elif isinstance(default, tuple):  # an empty default is a tuple of seeds (ints)
-            p.add_argument(flag, nargs="+", type=type(default[0]) if default else int, **kw)
+        elif isinstance(default, tuple):
+            p.add_argument(flag, nargs="+", type=items[name], **kw)
         else:
             p.add_argument(flag, type=type(default), **kw)
     p.add_argument(

@@ -55,7 +55,8 @@ def validate(
         r = run_policy(cfg, "dsan", s, hours=hours, factory=factory)
         days.append({"seed": s, **{k: float(r[k]) for k in METRICS}})
     means = {k: float(np.mean([d[k] for d in days])) for k in METRICS}
-    return {"model_dir": str(model_dir), "hours": hours, "days": days, **means}
+    return {"model_dir": str(model_dir), "seeds": list(seeds), "hours": hours, "days": days,
+            **means}
 
 
 def rank_key(v: dict[str, Any]) -> tuple[float, float, float, float]:
@@ -81,7 +82,6 @@ def candidate(sub: ScenarioArgs) -> dict[str, Any]:
     v = json.loads(cached.read_text()) if sub.resume and cached.is_file() else {}
     if (v.get("seeds"), v.get("hours")) != (list(sub.validate_seeds), sub.validate_hours):
         v = validate(sub.scenario, sub.model_dir, sub.validate_seeds, sub.validate_hours)
-        v["seeds"] = list(sub.validate_seeds)
         cached.write_text(json.dumps(v, indent=2) + "\n")
     return {"training_seed": sub.seed, **v}
 
