@@ -505,6 +505,16 @@ snapshot patch, ~2 us; coarse telemetry ages).
   three times at 1,000 nodes (load ~4.5): 2 workers (as now) p50 365-454 us, 1 worker
   413-537, `grpc.optimization_target=latency` 362-453, `grpc.http2.bdp_probe=0` 463-560:
   nothing outside the noise, so unchanged; `grpc.aio`, tried in session 4, was slower.
+* **score-gateway with `GOMAXPROCS=1`** (session 16, 2026-12-05 12:20-12:24 UTC, load
+  1.2-1.6; the gateway's environment only, the Go client at its default; alternated six
+  times at 1,000 nodes, back to back): the median drops in every pair (DSAN 472-683 us
+  against 562-868, the no-op 330-461 against 379-607), the p99 does not (DSAN 1,218-2,052
+  against 1,315-2,010; no-op 748-1,172 against 709-1,201). The budget is on the p99, so the
+  gateway keeps Go's default; `GOMAXPROCS` in its container's environment is the knob
+  where a lower median matters. The same run found no serving regression since session 12:
+  its tree (23dd001) and HEAD alternated three times give in-process DSAN p50 87-89 against
+  94-96 us, settle 132-136 against 143-145 us, through the gateway p50 572-607 against
+  562-621 us (the session 15 model is served by the same code).
 
 ## Reproduce
 
