@@ -8,7 +8,8 @@ Both APIs call :meth:`ScoringEngine.score`. Phases, each timed into the latency 
 * **model**: the served :class:`~dsan.policies.base.Scorer` on the fresh candidates, the
   fallback scorer on the stale ones (its own featurization happens inside ``score``);
 * **normalise**: each group min-max scaled onto 0..max_score separately (two scorers' raw
-  scales are not comparable), unknown or infeasible nodes get 0. A scorer with
+  scales are not comparable), unknown or infeasible nodes get 0; then ties at the top go to
+  the lowest node name (:mod:`sidecar.tiebreak`), so the reply names one best node. A scorer with
   ``score_scaled(pod, snap, nodes, max_score)`` (DSAN: :mod:`dsan.policies.logitscale`)
   returns the normalised scores and the first maximum of its own ``score`` in one pass when
   no candidate goes to the fallback (the usual case); that time counts as model.
@@ -55,6 +56,7 @@ from sidecar.scorecache import FeasibleCache, ScoreCache
 from sidecar.scoreresult import ScoreResult
 from sidecar.scorerfeed import ScorerFeed
 from sidecar.staleness import Staleness
+from sidecar.tiebreak import NameRank, lowest_name_wins
 
 __all__ = ["ScoreResult", "ScoringEngine"]
 
@@ -109,6 +111,8 @@ class ScoringEngine:
         self.settle_errors = 0
         #: Deferred assumptions the next request applied first (its settle() came late).
         self.settled_by_next = 0
+        #: Ties at the top go to the lowest node name (sidecar.tiebreak); ranks per table.
+        self._name_rank = NameRank()
         #: Called once per assumption made (the service counts them in its metrics).
         self.on_assume: Callable[[], None] | None = None
 
@@ -131,9 +135,12 @@ class ScoringEngine:
             if isinstance(names, NodeRows):
                 rows = names.resolve(pub)
                 res = self._score(pod, names, rows, max_score, pub, t0)
+                res.scores, res.best = lowest_name_wins(
+                    res.scores, res.best, rows=rows, rank=self._name_rank.of(pub.snap.names))
                 winner = pub.snap.names[int(rows[res.best])] if res.best >= 0 else ""
             else:
                 res = self._score(pod, names, None, max_score, pub, t0)
+                res.scores, res.best = lowest_name_wins(res.scores, res.best, names)
                 winner = names[res.best] if res.best >= 0 else ""
             if assume and winner:
                 if defer:

@@ -187,8 +187,10 @@ def test_sidecar_cache_follows_node_and_pod_changes(stack: Stack) -> None:
         "node adds reach the cache", lambda: stack.metric("dsan_sidecar_cache_nodes") == before + 3
     )
     probe, pair = Probe(stack, ns, "cache-0002"), ["cache-0000", "cache-0001"]
+    # Two equal empty nodes tie: the lowest name keeps the top score (sidecar.tiebreak).
     _eventually(
-        "equal empty nodes score equal", lambda: (s := probe(pair))["cache-0000"] == s["cache-0001"]
+        "equal empty nodes tie",
+        lambda: (s := probe(pair))["cache-0000"] == s["cache-0001"] + 1,
     )
     _preload(stack.core, ns, "cache-0001", 6, "busy")
     _eventually(
@@ -197,7 +199,7 @@ def test_sidecar_cache_follows_node_and_pod_changes(stack: Stack) -> None:
     stack.core.delete_namespaced_pod("busy", ns, grace_period_seconds=0)
     _eventually(
         "a deleted pod leaves the cache",
-        lambda: (s := probe(pair))["cache-0001"] == s["cache-0000"],
+        lambda: (s := probe(pair))["cache-0000"] == s["cache-0001"] + 1,
     )
     stack.core.delete_node("cache-0000")
     _eventually(

@@ -88,15 +88,15 @@ def test_stale_telemetry_nodes_go_to_the_fallback_when_the_policy_reads_telemetr
     rows = cache.snapshot().index
     assert primary.calls == [[rows["n0"], rows["n1"]]]
     assert fallback.calls == [[rows["n2"], rows["n3"]]]
-    # Each group is normalised on its own scale.
-    assert res.scores.tolist() == [0, 100, 0, 100] and res.fallback == 2
+    # Each group is normalised on its own scale; the two tops tie, and n1 < n3 keeps it.
+    assert res.scores.tolist() == [0, 100, 0, 99] and res.fallback == 2
     # A heuristic reads no telemetry: no fallback at all.
     heuristic = CpuFree("fgd")
     res = ScoringEngine(cache, heuristic, CpuFree("x"), 30.0).score(POD, names)
     assert res.fallback == 0 and len(heuristic.calls[0]) == 4
 
 
-def test_equal_scores_all_get_the_max_and_nan_scores_rank_lowest() -> None:
+def test_equal_scores_go_to_the_lowest_name_and_nan_scores_rank_lowest() -> None:
     cache, names = setup(["4", "4", "4"])
 
     class Nan(CpuFree):
@@ -104,8 +104,8 @@ def test_equal_scores_all_get_the_max_and_nan_scores_rank_lowest() -> None:
                   nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
             return np.array([1.0, np.nan, 2.0])
 
-    assert ScoringEngine(cache, CpuFree(), CpuFree(), 60).score(POD, names).scores.tolist() == \
-        [100, 100, 100]
+    res = ScoringEngine(cache, CpuFree(), CpuFree(), 60).score(POD, ["n2", "n0", "n1"])
+    assert res.scores.tolist() == [99, 100, 99] and res.best == 1
     assert ScoringEngine(cache, Nan(), CpuFree(), 60).score(POD, names).scores.tolist() == \
         [0, 0, 100]
 

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsan.snapshot import PodSpec
+from sidecar import kubeobjects as ko
+from sidecar.cache import GraphCache
+from sidecar.candidates import NodeRows
+from sidecar.config import SidecarConfig
+from sidecar.scoring import ScoringEngine
+from sidecar.tiebreak import NameRank, lowest_name_wins
+from tests.unit.sidecar.test_scoring import CpuFree
+
+
+def test_a_single_top_is_returned_as_is() -> None:
+    scores = np.array([3, 10, 7], dtype=np.int64)
+    out, best = lowest_name_wins(scores, 1, ["b", "a", "c"])
+    assert out is scores and best == 1
+
+
+def test_tied_tops_keep_it_for_the_lowest_name_only_and_the_input_is_not_written() -> None:
+    scores = np.array([10, 4, 10, 10], dtype=np.int64)
+    out, best = lowest_name_wins(scores, 0, ["n3", "n0", "n10", "n2"])
+    assert out.tolist() == [9, 4, 10, 9] and best == 2  # "n10" < "n2" < "n3": names, not numbers
+    assert scores.tolist() == [10, 4, 10, 10]
+
+
+def test_nothing_scorable_or_a_zero_top_is_left_alone() -> None:
+    zeros = np.zeros(3, dtype=np.int64)
+    assert lowest_name_wins(zeros, -1, ["a", "b", "c"]) == (zeros, -1)
+    assert lowest_name_wins(zeros, 0, ["a", "b", "c"])[1] == 0
+
+
+def test_name_rank_is_rebuilt_only_for_a_new_name_list() -> None:
+    r = NameRank()
+    names = ["c", "a", "b"]
+    first = r.of(names)
+    assert first.tolist() == [2, 0, 1] and r.of(names) is first
+    assert r.of(["b", "a"]).tolist() == [1, 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50)), min_size=1, max_size=30))
+def test_rows_and_names_pick_the_same_position(cands: list[tuple[int, int]]) -> None:
+    """A request of table rows (gRPC) ties like the same request by name (HTTP), repeated
+    candidates included; the winner is the first position holding the lowest tied name."""
+    table = [f"node-{i}" for i in range(51)]
+    rows = np.array([r for _, r in cands], dtype=np.int64)
+    scores = np.array([s for s, _ in cands], dtype=np.int64)
+    best = int(np.argmax(scores))
+    by_name = lowest_name_wins(scores, best, [table[r] for r in rows.tolist()])
+    by_row = lowest_name_wins(scores, best, rows=rows, rank=NameRank().of(table))
+    assert by_name[0].tolist() == by_row[0].tolist() and by_name[1] == by_row[1]
+    if scores[best] > 0:
+        top = by_name[0] == scores[best]
+        assert top.sum() == 1 and top[by_name[1]]
+        tied = [table[r] for r, s in zip(rows.tolist(), scores.tolist(), strict=True)
+                if s == scores[best]]
+        assert table[rows[by_name[1]]] == min(tied)
+
+
+def test_the_engine_assumes_the_lowest_tied_name_by_name_and_by_row() -> None:
+    pod = PodSpec(name="p", cpu_milli=1000, mem_mib=100)
+    for by_rows in (False, True):
+        cache = GraphCache(SidecarConfig())
+        cache.replace_nodes([ko.node(n, cpu="8", gpus=0) for n in ("w2", "w0", "w1")])
+        eng = ScoringEngine(cache, CpuFree(), CpuFree("fb"), 60)
+        pub = cache.snapshot()
+        names = ["w1", "w2", "w0"]
+        req = (NodeRows(np.array([pub.index[n] for n in names], dtype=np.int64),
+                        pub.table_epoch) if by_rows else names)
+        res = eng.score(pod, req, max_score=10, assume="default/p")
+        assert res.scores.tolist() == [9, 9, 10] and res.best == 2
+        # The assumption charged w0 (the reply's one best node); the next pod now ties w1/w2.
+        res = eng.score(pod, req, max_score=10)
+        assert res.scores.tolist() == [10, 9, 0] and res.best == 0
