@@ -67,7 +67,7 @@ def score_class(classes: ScoreCache, pod: PodSpec, key: Hashable, pub: Published
     return ScoreResult(
         scores=out, best=best, unknown=n_unknown, infeasible=n_nan - n_unknown,
         fallback=0, version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
-        model_s=t2 - t1, total_s=t2 - t0,
+        model_s=t2 - t1, total_s=t2 - t0, rows=rows,
     )
 
 
@@ -94,8 +94,7 @@ def score_cached(classes: ScoreCache, pod: PodSpec, key: Hashable, pub: Publishe
     return ScoreResult(
         scores=out, best=best, unknown=n_unknown, infeasible=m - n_unknown - n_ok,
         fallback=0, version=pub.version, table_epoch=pub.table_epoch, featurize_s=t1 - t0,
-        model_s=t2 - t1,
-        total_s=t3 - t0,
+        model_s=t2 - t1, total_s=t3 - t0, rows=rows,
     )
 
 
@@ -128,4 +127,5 @@ def score_held(held: HeldScorer, pod: PodSpec, names: Sequence[str] | NodeRows,
     return ScoreResult(
         scores=out, best=best, unknown=0, infeasible=m - n_ok, fallback=0, version=pub.version,
         table_epoch=pub.table_epoch, featurize_s=t1 - t0, model_s=t2 - t1, total_s=t2 - t0,
+        rows=rows,
     )

@@ -28,6 +28,9 @@ class ScoreResult:
     #: ``Published.table_epoch`` of the snapshot scored on (the client's table is current
     #: when it matches).
     table_epoch: int = 0
+    #: The candidates' rows in that snapshot, request order (an unknown name's entry is not
+    #: a row; such a candidate scores 0). None where a path did not resolve them.
+    rows: npt.NDArray[np.int64] | None = None
 
 
 def scores_past(scores: npt.NDArray[np.integer], hi: int) -> bool:

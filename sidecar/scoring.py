@@ -135,13 +135,17 @@ class ScoringEngine:
             if isinstance(names, NodeRows):
                 rows = names.resolve(pub)
                 res = self._score(pod, names, rows, max_score, pub, t0)
-                res.scores, res.best = lowest_name_wins(
-                    res.scores, res.best, rows=rows, rank=self._name_rank.of(pub.snap.names))
-                winner = pub.snap.names[int(rows[res.best])] if res.best >= 0 else ""
             else:
                 res = self._score(pod, names, None, max_score, pub, t0)
-                res.scores, res.best = lowest_name_wins(res.scores, res.best, names)
-                winner = names[res.best] if res.best >= 0 else ""
+            if res.rows is not None:
+                res.scores, res.best = lowest_name_wins(
+                    res.scores, res.best, res.rows, self._name_rank.of(pub.snap.names))
+            if res.best < 0:
+                winner = ""
+            elif isinstance(names, NodeRows):
+                winner = pub.snap.names[int(names.rows[res.best])]
+            else:
+                winner = names[res.best]
             if assume and winner:
                 if defer:
                     self._pending = (assume, pod, winner)
@@ -326,7 +330,7 @@ class ScoringEngine:
         return ScoreResult(
             scores=out, best=best, unknown=n_unknown, infeasible=m - n_unknown - n_ok,
             fallback=n_stale + fell_back, version=pub.version, table_epoch=pub.table_epoch,
-            featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0,
+            featurize_s=t1 - t0, model_s=t2 - t1, total_s=t3 - t0, rows=rows,
         )
 
     def filter(self, pod: PodSpec, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:

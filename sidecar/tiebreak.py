@@ -20,8 +20,6 @@ the informer happened to list nodes in).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import numpy.typing as npt
 
@@ -49,30 +47,23 @@ class NameRank:
 
 
 def lowest_name_wins(
-    scores: I64,
-    best: int,
-    names: Sequence[str] | None = None,
-    rows: I64 | None = None,
-    rank: I64 | None = None,
+    scores: I64, best: int, rows: I64, rank: I64
 ) -> tuple[I64, int]:
     """``(scores, best)`` with a single top score: among the positions scored like ``best``,
-    the lowest name keeps it and the others get one less. Names come from ``names`` (in
-    request order) or, for a request of table rows, from ``rank[rows]``. ``scores`` is never
-    written: a tie returns a copy (a reply may hand out an array the scorer keeps)."""
+    the lowest name (``rank[rows]``, :class:`NameRank`) keeps it and the others get one less;
+    of two positions of one node, the first. ``scores`` is never written: a tie returns a new
+    array (a reply may hand out one the scorer keeps). Only tied positions' rows are read,
+    and they are known nodes (unknown and infeasible ones score 0, the top is >= 1)."""
     if best < 0:
         return scores, best
-    top = int(scores[best])
+    top = scores[best]
     if top <= 0:  # min-max scaling gives the top max_score >= 1; nothing to demote below 0
         return scores, best
-    tied = (scores == top).nonzero()[0]
+    eq = scores == top
+    tied = eq.nonzero()[0]
     if len(tied) < 2:
         return scores, best
-    if rows is not None and rank is not None:
-        win = int(tied[np.argmin(rank[rows[tied]])])
-    else:
-        assert names is not None
-        win = min(tied.tolist(), key=names.__getitem__)
-    out = scores.copy()
-    out[tied] = top - 1
+    win = int(tied[np.argmin(rank[rows[tied]])])
+    out = scores - eq  # the tied positions one less, in one pass
     out[win] = top
     return out, win

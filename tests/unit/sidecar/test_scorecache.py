@@ -27,7 +27,7 @@ from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.podspec import podspec_from_pod
 from sidecar.scoring import ScoringEngine
-from sidecar.tiebreak import lowest_name_wins
+from sidecar.tiebreak import NameRank, lowest_name_wins
 
 SCORERS = {"fgd": FGDScorer, "k8s-default": K8sDefaultScorer}
 
@@ -61,7 +61,7 @@ def reference(policy: str, pod: PodSpec, cache: GraphCache,
     out[ok] = normalize(SCORERS[policy]().score(pod, snap, rows[ok]), 100)
     best = int(np.argmax(np.where(ok, out, -1)))
     # One top score: ties go to the lowest node name (sidecar.tiebreak).
-    out, best = lowest_name_wins(out, best, [snap.names[r] for r in rows.tolist()])
+    out, best = lowest_name_wins(out, best, rows, NameRank().of(snap.names))
     return out.tolist(), best
 
 
@@ -375,7 +375,8 @@ def test_cached_feasibility_equals_a_fresh_check_after_any_change(
             want = np.zeros(len(rows), dtype=np.int64)
             if ok.any():
                 want[ok] = normalize(scorer.score(spec, snap, rows[ok]), 100)
-                want, _ = lowest_name_wins(want, int(np.argmax(np.where(ok, want, -1))), cand)
+                want, _ = lowest_name_wins(want, int(np.argmax(np.where(ok, want, -1))), rows,
+                                           NameRank().of(snap.names))
             assert res.scores.tolist() == want.tolist(), (step, kind)
             assert res.infeasible == int((~ok).sum())
         elif kind == "bind" and names:

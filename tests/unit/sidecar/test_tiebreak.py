@@ -13,24 +13,35 @@ from sidecar.scoring import ScoringEngine
 from sidecar.tiebreak import NameRank, lowest_name_wins
 from tests.unit.sidecar.test_scoring import CpuFree
 
+TABLE = ["n3", "n0", "n10", "n2", "a"]
+RANK = NameRank().of(TABLE)
+
 
 def test_a_single_top_is_returned_as_is() -> None:
     scores = np.array([3, 10, 7], dtype=np.int64)
-    out, best = lowest_name_wins(scores, 1, ["b", "a", "c"])
+    out, best = lowest_name_wins(scores, 1, np.array([0, 1, 2]), RANK)
     assert out is scores and best == 1
 
 
 def test_tied_tops_keep_it_for_the_lowest_name_only_and_the_input_is_not_written() -> None:
     scores = np.array([10, 4, 10, 10], dtype=np.int64)
-    out, best = lowest_name_wins(scores, 0, ["n3", "n0", "n10", "n2"])
+    out, best = lowest_name_wins(scores, 0, np.array([0, 1, 2, 3]), RANK)
     assert out.tolist() == [9, 4, 10, 9] and best == 2  # "n10" < "n2" < "n3": names, not numbers
     assert scores.tolist() == [10, 4, 10, 10]
 
 
+def test_only_tied_rows_are_read() -> None:
+    """An unknown name's entry (a sentinel past the table, scored 0) is never looked up."""
+    scores = np.array([0, 7, 7], dtype=np.int64)
+    out, best = lowest_name_wins(scores, 1, np.array([99, 0, 4]), RANK)
+    assert out.tolist() == [0, 6, 7] and best == 2  # "a" < "n3"
+
+
 def test_nothing_scorable_or_a_zero_top_is_left_alone() -> None:
     zeros = np.zeros(3, dtype=np.int64)
-    assert lowest_name_wins(zeros, -1, ["a", "b", "c"]) == (zeros, -1)
-    assert lowest_name_wins(zeros, 0, ["a", "b", "c"])[1] == 0
+    rows = np.array([0, 1, 2])
+    assert lowest_name_wins(zeros, -1, rows, RANK) == (zeros, -1)
+    assert lowest_name_wins(zeros, 0, rows, RANK)[1] == 0
 
 
 def test_name_rank_is_rebuilt_only_for_a_new_name_list() -> None:
@@ -43,22 +54,22 @@ def test_name_rank_is_rebuilt_only_for_a_new_name_list() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50)), min_size=1, max_size=30))
-def test_rows_and_names_pick_the_same_position(cands: list[tuple[int, int]]) -> None:
-    """A request of table rows (gRPC) ties like the same request by name (HTTP), repeated
-    candidates included; the winner is the first position holding the lowest tied name."""
-    table = [f"node-{i}" for i in range(51)]
+def test_one_top_at_the_first_position_of_the_lowest_tied_name(
+        cands: list[tuple[int, int]]) -> None:
+    table = [f"node-{i}" for i in range(51)][::-1]
     rows = np.array([r for _, r in cands], dtype=np.int64)
     scores = np.array([s for s, _ in cands], dtype=np.int64)
     best = int(np.argmax(scores))
-    by_name = lowest_name_wins(scores, best, [table[r] for r in rows.tolist()])
-    by_row = lowest_name_wins(scores, best, rows=rows, rank=NameRank().of(table))
-    assert by_name[0].tolist() == by_row[0].tolist() and by_name[1] == by_row[1]
-    if scores[best] > 0:
-        top = by_name[0] == scores[best]
-        assert top.sum() == 1 and top[by_name[1]]
-        tied = [table[r] for r, s in zip(rows.tolist(), scores.tolist(), strict=True)
-                if s == scores[best]]
-        assert table[rows[by_name[1]]] == min(tied)
+    out, win = lowest_name_wins(scores, best, rows, NameRank().of(table))
+    if scores[best] == 0:
+        assert win == best and out is scores
+        return
+    top = int(scores[best])
+    tied = [i for i, s in enumerate(scores.tolist()) if s == top]
+    names = [table[r] for r in rows.tolist()]
+    want = min(tied, key=lambda i: (names[i], i))
+    assert win == want and (out == top).sum() == 1
+    assert out.tolist() == [s - (s == top) + (i == want) for i, s in enumerate(scores.tolist())]
 
 
 def test_the_engine_assumes_the_lowest_tied_name_by_name_and_by_row() -> None:
