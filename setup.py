@@ -11,7 +11,8 @@ of the numpy passes in :mod:`dsan.model.headscan`,
 ``dsan._heldreply`` (dsan/_heldreply.c) of :func:`dsan.model.heldreply.held_py`,
 ``dsan._memorows`` (dsan/_memorows.c, sharing the row writer, the sum and the store) of
 :func:`dsan.model.memorows.update_py`, ``dsan._rowsync`` (dsan/_rowsync.c) of
-:func:`dsan.rowsync.sync_rows_py`.
+:func:`dsan.rowsync.sync_rows_py`, ``dsan._tiebreak`` (dsan/_tiebreak.c) of
+:func:`sidecar.tiebreak.lowest_name_wins_py`.
 All are optional: without a C compiler the build skips them and the Python twins serve
 (same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
 from the Python twins.
@@ -34,4 +35,5 @@ def _twin(name: str) -> Extension:
 
 
 setup(ext_modules=[_twin(n) for n in ("_rowkernel", "_headscan", "_classrows", "_logitscale",
-                                     "_rowscale", "_heldreply", "_memorows", "_rowsync")])
+                                     "_rowscale", "_heldreply", "_memorows", "_rowsync",
+                                     "_tiebreak")])

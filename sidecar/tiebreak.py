@@ -20,10 +20,14 @@ the informer happened to list nodes in).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NameRank", "lowest_name_wins"]
+from dsan.twins import compiled_twin
+
+__all__ = ["NameRank", "compiled", "lowest_name_wins", "lowest_name_wins_py"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -46,7 +50,7 @@ class NameRank:
         return self._rank
 
 
-def lowest_name_wins(
+def lowest_name_wins_py(
     scores: I64, best: int, rows: I64, rank: I64
 ) -> tuple[I64, int]:
     """``(scores, best)`` with a single top score: among the positions scored like ``best``,
@@ -64,6 +68,39 @@ def lowest_name_wins(
     if len(tied) < 2:
         return scores, best
     win = int(tied[np.argmin(rank[rows[tied]])])
+    return _demote(scores, eq, win), win
+
+
+def _demote(scores: I64, eq: npt.NDArray[np.bool_], win: int) -> I64:
+    top = scores[win]
     out = scores - eq  # the tied positions one less, in one pass
     out[win] = top
+    return out
+
+
+def _lowest_name_wins_c(
+    scores: I64, best: int, rows: I64, rank: I64
+) -> tuple[I64, int]:
+    try:
+        win: int = _C.tie(scores, best, rows, rank)
+    except TypeError:  # not C-contiguous int64 arrays: numpy
+        return lowest_name_wins_py(scores, best, rows, rank)
+    if win == -1:
+        return scores, best
+    if win < 0:  # a tied row outside the table: numpy's IndexError says so
+        return lowest_name_wins_py(scores, best, rows, rank)
+    out = np.empty_like(scores)
+    _C.demote(scores, win, out)
     return out, win
+
+
+def _compiled() -> Any:
+    """``dsan._tiebreak``, or None (:func:`dsan.twins.compiled_twin`)."""
+    return compiled_twin("dsan._tiebreak")
+
+
+_C = _compiled()
+compiled = _C is not None
+#: The twin the engine calls: the C one (``dsan/_tiebreak.c``) when built and
+#: ``DSAN_PURE_PYTHON`` is unset; ``tests/unit/sidecar/test_tiebreak.py`` pins them together.
+lowest_name_wins = _lowest_name_wins_c if compiled else lowest_name_wins_py
