@@ -68,14 +68,9 @@ def lowest_name_wins_py(
     if len(tied) < 2:
         return scores, best
     win = int(tied[np.argmin(rank[rows[tied]])])
-    return _demote(scores, eq, win), win
-
-
-def _demote(scores: I64, eq: npt.NDArray[np.bool_], win: int) -> I64:
-    top = scores[win]
     out = scores - eq  # the tied positions one less, in one pass
     out[win] = top
-    return out
+    return out, win
 
 
 def _lowest_name_wins_c(
