@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+# The bench directory (its test module) and the repository root (the `bench` package it imports).
+sys.path.insert(0, str(Path(__file__).parents[1]))
 sys.path.insert(0, str(Path(__file__).parent))
 from test_score_latency import POLICIES, SIZES, VARIANTS, pod, world
 

@@ -59,6 +59,7 @@ import grpc
 import numpy as np
 import pytest
 
+from bench.pinning import Placement, pinned
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
@@ -465,17 +466,33 @@ def go_requests(w: World, api: str) -> bytes:
 GAP = "1ms"
 
 
-@pytest.mark.parametrize("pace", ["", "paced"])
+@pytest.mark.parametrize("pace", ["", "paced", "pinned"])
 @pytest.mark.parametrize("policy", ["noop", *POLICIES])
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("api", ["grpc", "gateway", "http"])
 def test_go_client(benchmark: Any, http_servers: Any, grpc_servers: Any, gateway_servers: Any,
                    api: str, n: int, policy: str, pace: str) -> None:
-    """Back to back (the server's post-reply settle competes with the next call), and paced
-    as kube-scheduler calls (the settle runs in the gap)."""
+    """Back to back (the server's post-reply settle competes with the next call), paced as
+    kube-scheduler calls (the settle runs in the gap), and back to back with the sidecar on a
+    core of its own (``pinned``: the chart's ``sidecar.exclusiveCpus``; bench/pinning.py)."""
     exe = go_client()
     srv, _ = {"grpc": grpc_servers, "http": http_servers,
               "gateway": gateway_servers}[api](n, policy)
+    if pace == "pinned":
+        try:
+            placement = Placement.split()
+        except ValueError as e:
+            pytest.skip(str(e))
+        callers = [srv.proc.pid] if api == "gateway" else []
+        with pinned(placement, [os.getpid()], callers):
+            go_row(benchmark, exe, srv, api, n, policy, pace, set(placement.callers))
+        return
+    go_row(benchmark, exe, srv, api, n, policy, pace, None)
+
+
+def go_row(benchmark: Any, exe: Path, srv: Any, api: str, n: int, policy: str, pace: str,
+           client_cpus: set[int] | None) -> None:
+    """One Go-client row: ROUNDS calls timed by the Go process, on ``client_cpus`` if given."""
     wire = "http" if api == "http" else "grpc"
     stdin = go_requests(world(n, policy if policy != "noop" else POLICIES[0]), wire)
     record(benchmark, f"{api}-go-{pace}" if pace else f"{api}-go", n, policy)
@@ -486,8 +503,10 @@ def test_go_client(benchmark: Any, http_servers: Any, grpc_servers: Any, gateway
     def once() -> None:
         # The Go process times each call itself; this process only serves (GIL free).
         out = subprocess.run([str(exe), "-kind", wire, "-addr", f"127.0.0.1:{srv.port}",
-                              "-rounds", str(ROUNDS), "-gap", GAP if pace else "0"],
-                             input=stdin, capture_output=True)
+                              "-rounds", str(ROUNDS), "-gap", GAP if pace == "paced" else "0"],
+                             input=stdin, capture_output=True,
+                             preexec_fn=(None if client_cpus is None else
+                                         lambda: os.sched_setaffinity(0, client_cpus)))
         assert out.returncode == 0, out.stderr.decode()[-2000:]
         got.update(json.loads(out.stdout))
 
