@@ -110,8 +110,10 @@ OVERRIDE: dict[str, Any] = {
 
 #: scoreVia: gateway, every gateway value changed from its default.
 GATEWAY: dict[str, Any] = {
-    "scheduler": {"scoreVia": "gateway", "extender": {"weight": 7, "httpTimeout": "80ms"}},
-    "sidecar": {"config": {"relay_socket": "/run/dsan-relay/score.sock"}},
+    "scheduler": {"scoreVia": "gateway", "extender": {"weight": 7, "httpTimeout": "80ms"},
+                  "resources": {"requests": {"cpu": "1500m", "memory": "256Mi"}}},
+    # The latency deployment: the sidecar on a CPU of its own (a Guaranteed pod).
+    "sidecar": {"config": {"relay_socket": "/run/dsan-relay/score.sock"}, "exclusiveCpus": 1},
     "gateway": {"listen": "127.0.0.1:50077", "conns": 2, "maxMessageBytes": 4194304,
                 "healthInterval": "250ms"},
 }
@@ -315,6 +317,40 @@ def test_score_gateway_runs_only_with_score_via_gateway_and_carries_its_values(
     assert {"name": "relay", "emptyDir": {}} in spec["volumes"]
 
 
+def test_exclusive_cpus_make_every_request_a_limit_and_the_sidecar_cpus_whole(
+    rendered: Rendered,
+) -> None:
+    values = rendered.values
+    n = values["sidecar"]["exclusiveCpus"]
+    given = {"kube-scheduler": values["scheduler"]["resources"],
+             "sidecar": values["sidecar"]["resources"],
+             "score-gateway": values["gateway"]["resources"]}
+    spec = rendered.one("Deployment")["spec"]["template"]["spec"]
+    for c in spec["containers"]:
+        if not n:
+            assert c["resources"] == given[c["name"]]
+            continue
+        want = dict(given[c["name"]]["requests"])
+        if c["name"] == "sidecar":
+            want["cpu"] = str(n)  # a quantity string, as the API types spell it
+        assert c["resources"] == {"requests": want, "limits": want}, c["name"]
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (["sidecar.exclusiveCpus=1.5"], "must be a whole number of CPUs, got 1.5"),
+    (["sidecar.exclusiveCpus=1", "gateway.resources.requests.memory=null",
+      "scheduler.scoreVia=gateway", "sidecar.config.relay_socket=/run/d/s.sock"],
+     "needs cpu and memory requests on every container of the scheduler pod; score-gateway"),
+])
+def test_exclusive_cpus_refuse_what_cannot_be_guaranteed(
+    helm: Helm, sets: list[str], message: str
+) -> None:
+    out = subprocess.run(
+        [str(helm.binary), "template", "x", str(CHART), *(a for s in sets for a in ("--set", s))],
+        capture_output=True, text=True, env=helm.env)
+    assert out.returncode != 0 and message in out.stderr, out.stderr
+
+
 def test_score_via_gateway_without_a_relay_socket_is_refused(helm: Helm) -> None:
     out = subprocess.run(
         [str(helm.binary), "template", "x", str(CHART), "--set", "scheduler.scoreVia=gateway"],
@@ -372,6 +408,10 @@ def test_apiserver_accepts_every_rendered_object(installed: Rendered, control_pl
             }
             out = core.create_namespaced_pod(installed.namespace, pod, dry_run="All")
             assert out.spec.service_account_name == template["spec"]["serviceAccountName"]
+            if kind == "Deployment":
+                # What the kubelet's static CPU manager needs to give the sidecar whole CPUs.
+                exclusive = installed.values["sidecar"]["exclusiveCpus"]
+                assert out.status.qos_class == ("Guaranteed" if exclusive else "Burstable")
             assert out.spec.priority is not None and out.spec.priority >= 2_000_000_000
 
 
