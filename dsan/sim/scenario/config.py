@@ -226,6 +226,10 @@ class ScenarioConfig:
     burst: BurstConfig = BurstConfig()
     metrics: MetricsConfig = MetricsConfig()
     load_targets: LoadTargets = LoadTargets()
+    #: Score ties: ``random`` (stock kube-scheduler's selectHost, every policy's default
+    #: here) or ``name`` (the lowest node name, what the DSAN sidecar replies with:
+    #: sidecar/tiebreak.py), so a policy can be evaluated as the deployed sidecar serves it.
+    tie_break: str = "random"
 
     def validate(self) -> ScenarioConfig:
         """Raise ``ValueError`` naming the first bad value; return self for chaining."""
@@ -235,6 +239,8 @@ class ScenarioConfig:
             )
         if self.hours <= 0:
             raise ValueError("hours must be > 0")
+        if self.tie_break not in ("random", "name"):
+            raise ValueError(f"tie_break must be random or name, got {self.tie_break!r}")
         if not self.cluster.node_groups:
             raise ValueError("cluster.node_groups must list at least one group")
         for i, g in enumerate(self.cluster.node_groups):

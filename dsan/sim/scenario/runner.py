@@ -2,7 +2,8 @@
 
 The policy is any :class:`~dsan.policies.base.Scorer`: the engine yields each placement,
 the shared kube-scheduler cycle (:func:`dsan.sim.scheduler.select_node`) scores the feasible
-nodes and breaks ties from the seeded generator, exactly as in the openb simulator.
+nodes and breaks ties from the seeded generator, exactly as in the openb simulator (or, with
+``tie_break: name``, to the lowest node name, as the DSAN sidecar does).
 """
 
 from __future__ import annotations
@@ -54,12 +55,17 @@ def run_policy(
     scorer = factory(policy, seed, wl, engine)
     engine.attach(scorer.select_gpus, scorer)
     rng = np.random.default_rng(seed)
+    tie_rank = None
+    if cfg.tie_break == "name":
+        names = np.array(engine.snap.names)
+        tie_rank = np.empty(names.size, dtype=np.int64)
+        tie_rank[np.argsort(names)] = np.arange(names.size)
     gen = engine.decisions()
     decisions = 0
     try:
         d = next(gen)
         while True:
-            node = select_node(d.pod, d.snapshot, scorer, rng, d.nodes)
+            node = select_node(d.pod, d.snapshot, scorer, rng, d.nodes, tie_rank)
             assert node is not None  # d.nodes is never empty
             decisions += 1
             d = gen.send(node)

@@ -221,3 +221,52 @@ def test_p99_per_task_type(cfg, builder) -> None:
     assert by["batch"] == 0.0 and by["besteffort"] == 0.0
     # The tail (latency >= P99 = 4 s) is the web replica, slowed only by its image pull.
     assert out["p99_tail_causes"] == {"queued": 0, "boot": 0, "pull": 1, "start": 0}
+
+
+
+class _Flat:
+    """Every candidate ties; records each scored decision's candidates with the node bound."""
+
+    name = "flat"
+
+    def __init__(self) -> None:
+        self.scored: list[tuple[np.ndarray, int]] = []
+        self._pending: np.ndarray | None = None
+
+    def score(self, pod: PodSpec, snap: Any, nodes: np.ndarray) -> np.ndarray:
+        self._pending = np.array(nodes)
+        return np.zeros(len(nodes))
+
+    def select_gpus(self, pod: PodSpec, snap: Any, node: int) -> tuple[int, ...]:
+        from dsan.policies.base import best_fit_gpus
+
+        return best_fit_gpus(pod, snap, node)
+
+    def on_bind(self, pod: PodSpec, snap: Any, node: int, gpus: tuple[int, ...]) -> None:
+        if self._pending is not None:  # a single feasible node binds unscored
+            self.scored.append((self._pending, node))
+            self._pending = None
+
+
+@pytest.mark.parametrize("tie_break", ["name", "random"])
+def test_tie_break_name_binds_the_lowest_named_candidate(tie_break: str) -> None:
+    """``tie_break: name`` evaluates a policy as the sidecar serves it (sidecar/tiebreak.py):
+    of tied candidates, the lowest node name wins; ``random`` (the default) does not."""
+    from dsan.sim.scenario.config import load
+    from dsan.sim.scenario.runner import run_policy
+
+    flat, names = _Flat(), []
+
+    def factory(name: str, seed: int, wl: Any, engine: Engine) -> _Flat:
+        names.extend(engine.snap.names)
+        return flat
+
+    run_policy(load("seed-table1", [f"tie_break={tie_break}"]), "flat", 5, hours=0.25,
+               factory=factory)
+    order = np.array(names)
+    assert len(flat.scored) > 50
+    hits = sum(node == c[np.argmin(order[c])] for c, node in flat.scored)
+    if tie_break == "name":
+        assert hits == len(flat.scored)
+    else:
+        assert hits < len(flat.scored) / 2
