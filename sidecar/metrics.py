@@ -13,6 +13,7 @@ writes; the exposition is the same series, buckets and sums (without ``_created`
 
 from __future__ import annotations
 
+import os
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
@@ -119,6 +120,9 @@ class SidecarMetrics:
             "dsan_sidecar_bad_objects", "Informed objects skipped as malformed, by kind",
             ["kind"], registry=r)
         self.ready = Gauge("dsan_sidecar_ready", "1 once the informers have synced", registry=r)
+        self.cpus = Gauge(
+            "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "
+            "exclusiveCpus got from the kubelet's static CPU manager", registry=r)
         self.policy_errors = Gauge(
             "dsan_sidecar_policy_errors", "Requests where the served policy raised and the "
             "fallback policy scored instead", registry=r)
@@ -163,7 +167,9 @@ class SidecarMetrics:
                     informer_lag: dict[str, Callable[[], float]],
                     bad_objects: dict[str, Callable[[], float]],
                     ready: Callable[[], float],
-                    policy_errors: Callable[[], float] = lambda: 0.0) -> None:
+                    policy_errors: Callable[[], float] = lambda: 0.0,
+                    cpus: Callable[[], float] = lambda: float(len(os.sched_getaffinity(0))),
+                    ) -> None:
         """Gauges read at scrape time, so nothing on the hot path maintains them."""
         self.cache_age.set_function(cache_age)
         self.cache_nodes.set_function(nodes)
@@ -174,6 +180,7 @@ class SidecarMetrics:
             self.bad_objects.labels(kind).set_function(fn)
         self.ready.set_function(ready)
         self.policy_errors.set_function(policy_errors)
+        self.cpus.set_function(cpus)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import statistics
 import time
@@ -117,6 +118,7 @@ def test_metrics_expose_latency_per_phase_policy_and_cache(sidecar_factory: Any)
     assert 'dsan_sidecar_policy_info{fallback="fgd",policy="fgd",version="fgd"} 1.0' in text
     assert metric(text, "dsan_sidecar_cache_nodes") == 20
     assert metric(text, "dsan_sidecar_ready") == 1
+    assert metric(text, "dsan_sidecar_cpus") == len(os.sched_getaffinity(0))
     assert metric(text, 'dsan_sidecar_informer_lag_seconds{resource="pods"}') >= 0
     assert metric(text, "dsan_sidecar_cache_assumed_pods") == 1  # same pod, re-assumed
 
