@@ -76,40 +76,41 @@ API_ROWS = (("inprocess", "floor:lookup+dot", BUDGET_INPROCESS),
             ("grpc-go-pinned", "noop", None),
             ("gateway-go", "noop", None), ("gateway-go-paced", "noop", None),
             ("gateway-go-pinned", "noop", None))
-API_LABEL = {"inprocess": "in process (caller waits)",
+#: The rows the budgets are judged on (see JUDGED); every other row is shown beside them.
+JUDGED_ROWS = ("inprocess", "http-go", "gateway-go-pinned")
+API_LABEL = {"inprocess": "**in process (caller waits)**",
              "inprocess-inline": "in process + settle inline",
              "http": "HTTP, Python client", "http-go": "**HTTP, Go client**",
              "http-go-paced": "HTTP, Go client, paced",
-             "grpc": "gRPC, Python client", "grpc-go": "**gRPC, Go client**",
+             "grpc": "gRPC, Python client", "grpc-go": "gRPC, Go client",
              "grpc-go-paced": "gRPC, Go client, paced",
-             "gateway-go": "**gRPC via score-gateway, Go client**",
+             "gateway-go": "gRPC via score-gateway, Go client",
              "gateway-go-paced": "gRPC via score-gateway, Go client, paced",
-             "http-go-pinned": "**HTTP, Go client, sidecar on its own CPU**",
-             "grpc-go-pinned": "**gRPC, Go client, sidecar on its own CPU**",
+             "http-go-pinned": "HTTP, Go client, sidecar on its own CPU",
+             "grpc-go-pinned": "gRPC, Go client, sidecar on its own CPU",
              "gateway-go-pinned": "**gRPC via score-gateway, Go client, sidecar on its own CPU**"}
 JUDGED = [
-    "Which rows the budgets are judged on: **the Go-client rows, back to back** (bold) for "
-    "HTTP and gRPC. The "
-    "production caller of both APIs is kube-scheduler, a Go process: its HTTP extender "
-    "client is Go's net/http, and the DSANScore plugin calls `Score` through the generated "
-    "Go stubs (`scheduler-plugin/cmd/scorebench` uses the same stubs, gRPC settings and "
-    "node-table client, in its own process, as kube-scheduler is). The Python-client rows "
-    "stay for continuity "
-    "with earlier runs; their client shares the server's process and GIL, so work the "
-    "server does after replying (the deferred assumption) still delays the client there. "
+    "Which rows the budgets are judged on (bold): each API as the chart deploys it, from a Go "
+    "client, back to back. The production caller of both APIs is kube-scheduler, a Go "
+    "process: its HTTP extender client is Go's net/http, and the DSANScore plugin calls "
+    "`Score` through the generated Go stubs (`scheduler-plugin/cmd/scorebench` uses the same "
+    "stubs, gRPC settings and node-table client, in its own process, as kube-scheduler is). "
+    "HTTP: the extender as the chart deploys it by default, the sidecar sharing the CPUs "
+    "with its callers. gRPC: the chart's latency deployment, `scheduler.scoreVia: gateway` "
+    "with `sidecar.exclusiveCpus: 1` (score-gateway in front of the sidecar's relay; a "
+    "Guaranteed pod whose sidecar the kubelet's static CPU manager gives a whole CPU while "
+    "kube-scheduler and score-gateway share the rest), reproduced by `bench/pinning.py`, "
+    "which pins every thread of the serving process to the last CPU and score-gateway and "
+    "the Go client to the others for the `sidecar on its own CPU` rows only, floors "
+    "included. Every other row is shown beside them: the other placement of each API, "
+    "grpcio's own server, the Python clients (their client shares the server's process and "
+    "GIL, so work the server does after replying, the deferred assumption, still delays "
+    "the client there). "
     "`paced` rows pause 1 ms between calls, off the clock, as kube-scheduler does (it "
     "filters the next pod over every node between two Score calls: ~9 ms per pod at the "
     "106 pods/s measured with the gRPC plugin), so the post-reply settle runs in the gap; "
-    "back to back, the next call may find the server still settling (gRPC runs the settle "
-    "on grpcio's poller thread, which also dispatches the next call). The budget is judged "
+    "back to back, the next call may find the server still settling. The budget is judged "
     "on the stricter back-to-back rows; the paced ones are shown, not counted. "
-    "Back-to-back rows come in two placements, both judged: shared (the chart's default: "
-    "the sidecar, score-gateway and the client run on any CPU, as the kernel places them) "
-    "and `sidecar on its own CPU` (the chart's `sidecar.exclusiveCpus: 1`, the latency "
-    "deployment: a Guaranteed pod whose sidecar the kubelet's static CPU manager gives a "
-    "whole CPU, while kube-scheduler and score-gateway share the rest; reproduced here by "
-    "`bench/pinning.py`, which pins every thread of the serving process to the last CPU and "
-    "score-gateway and the Go client to the others for that row only, floors included). "
     "In process, the budget row is what a caller waits for (`ScoringService.score` with "
     "the assumption deferred, as both APIs serve it); `+ settle inline` is the server's "
     "whole work per request in one call (score, assume, refresh), shown beside it.",
@@ -173,7 +174,7 @@ def summary(res: dict[tuple[str, int, str], dict[str, float]], policies: list[st
                                  f"p50 {r['p50'] / fl['p50']:.2f}x")
             want = ("p99 <= 1 ms" if n == 1000 else "-") if budget is None else \
                 f"p99 <= {budget:g}x"
-            if api.endswith("-paced"):
+            if api not in JUDGED_ROWS and want != "-":
                 want += " (shown, not counted)"
             lines.append(f"| {API_LABEL[api]} | {n} | {want} | " + " | ".join(cells) + " |")
     return [*lines, "", *JUDGED, ""]
