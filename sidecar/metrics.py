@@ -168,8 +168,7 @@ class SidecarMetrics:
                     bad_objects: dict[str, Callable[[], float]],
                     ready: Callable[[], float],
                     policy_errors: Callable[[], float] = lambda: 0.0,
-                    cpus: Callable[[], float] = lambda: float(len(os.sched_getaffinity(0))),
-                    ) -> None:
+                    cpus: Callable[[], float] | None = None) -> None:
         """Gauges read at scrape time, so nothing on the hot path maintains them."""
         self.cache_age.set_function(cache_age)
         self.cache_nodes.set_function(nodes)
@@ -180,7 +179,8 @@ class SidecarMetrics:
             self.bad_objects.labels(kind).set_function(fn)
         self.ready.set_function(ready)
         self.policy_errors.set_function(policy_errors)
-        self.cpus.set_function(cpus)
+        # The main thread's mask (a scrape runs on another thread): what taskset -p shows.
+        self.cpus.set_function(cpus or (lambda: float(len(os.sched_getaffinity(os.getpid())))))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
