@@ -17,7 +17,7 @@ from dsan.explain.decision import Decision, ExplainError, decide
 from dsan.policies.registry import make_scorer
 from dsan.policies.target import TargetWorkload
 from dsan.sim.openb import load_nodes, load_pods
-from dsan.sim.protocol import OpenbConfig, tuned_order
+from dsan.sim.protocol import OpenbConfig, tie_ranks, tuned_order
 from dsan.sim.scheduler import schedule_one
 
 
@@ -41,12 +41,7 @@ def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decis
             f"(0..{len(order) - 1})"
         )
     scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target, **scorer_kwargs)
-    tie_rank = None
-    if cfg.tie_break == "name":
-        tie_rank = np.empty(len(snap), dtype=np.int64)
-        tie_rank[np.argsort(np.array(snap.names))] = np.arange(len(snap))
-    elif cfg.tie_break == "order":
-        tie_rank = np.arange(len(snap), dtype=np.int64)
+    tie_rank = tie_ranks(cfg.tie_break, snap)
     for e in range(decision):
         schedule_one(specs[order[e]], snap, scorer, rng, tie_rank)
     return decide(specs[order[decision]], snap, scorer, rng, tie_rank, index=decision)

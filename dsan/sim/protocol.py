@@ -32,11 +32,23 @@ from dsan.policies.frag import FragTracker
 from dsan.policies.registry import POLICY_NAMES, make_scorer
 from dsan.policies.target import TargetWorkload
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
-from dsan.sim.scheduler import schedule_one
+from dsan.sim.scheduler import name_rank, schedule_one
+from dsan.snapshot import ClusterSnapshot
 
 CURVE_MAX = 130
 #: Score-tie rules: lowest node name, first in the seed's node permutation, or random.
 TIE_BREAKS = ("name", "order", "random")
+
+
+def tie_ranks(rule: str, snap: ClusterSnapshot) -> np.ndarray | None:
+    """:func:`~dsan.sim.scheduler.select_node`'s ``tie_rank`` for a tie rule: the lowest
+    name, the snapshot's own order (it is built in the seed's node permutation), or None
+    (random)."""
+    if rule == "name":
+        return name_rank(snap.names)
+    if rule == "order":
+        return np.arange(len(snap), dtype=np.int64)
+    return None
 FRAG_POINTS = (50, 90, 100)
 
 
@@ -138,12 +150,7 @@ def run_openb(
         else make_scorer(cfg.policy, seed=cfg.seed, target_workload=target)
     )
     tracker = FragTracker(snap, target)
-    tie_rank = None
-    if cfg.tie_break == "name":
-        tie_rank = np.empty(len(snap), dtype=np.int64)
-        tie_rank[np.argsort(np.array(snap.names))] = np.arange(len(snap))
-    elif cfg.tie_break == "order":  # the snapshot is already in the seed's node order
-        tie_rank = np.arange(len(snap), dtype=np.int64)
+    tie_rank = tie_ranks(cfg.tie_break, snap)
 
     n = len(order)
     arrived = np.cumsum(req[order]).astype(np.float64)

@@ -12,6 +12,8 @@ host is reported, never queued: retries are the caller's business.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from dsan.filtering import allocate, feasible_nodes, release
@@ -19,6 +21,14 @@ from dsan.policies.base import Scorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
 Placement = tuple[int, tuple[int, ...]]
+
+
+def name_rank(names: Sequence[str]) -> np.ndarray:
+    """Each node's position in the sorted order of ``names``: the ``tie_rank`` under which
+    the lowest node name wins a tie (the FGD simulator's rule, and the DSAN sidecar's)."""
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.argsort(np.array(names))] = np.arange(len(names))
+    return rank
 
 
 def select_node(

@@ -18,7 +18,7 @@ from dsan.policies.base import Scorer
 from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.workload import Workload, generate
-from dsan.sim.scheduler import select_node
+from dsan.sim.scheduler import name_rank, select_node
 
 ScorerFactory = Callable[[str, int, Workload, Engine], Scorer]
 
@@ -55,11 +55,7 @@ def run_policy(
     scorer = factory(policy, seed, wl, engine)
     engine.attach(scorer.select_gpus, scorer)
     rng = np.random.default_rng(seed)
-    tie_rank = None
-    if cfg.tie_break == "name":
-        names = np.array(engine.snap.names)
-        tie_rank = np.empty(names.size, dtype=np.int64)
-        tie_rank[np.argsort(names)] = np.arange(names.size)
+    tie_rank = name_rank(engine.snap.names) if cfg.tie_break == "name" else None
     gen = engine.decisions()
     decisions = 0
     try:
