@@ -12,7 +12,8 @@ of the numpy passes in :mod:`dsan.model.headscan`,
 ``dsan._memorows`` (dsan/_memorows.c, sharing the row writer, the sum and the store) of
 :func:`dsan.model.memorows.update_py`, ``dsan._rowsync`` (dsan/_rowsync.c) of
 :func:`dsan.rowsync.sync_rows_py`, ``dsan._tiebreak`` (dsan/_tiebreak.c) of
-:func:`sidecar.tiebreak.lowest_name_wins_py`.
+:func:`sidecar.tiebreak.lowest_name_wins_py`, ``dsan._namerows`` (dsan/_namerows.c) of
+:func:`sidecar.candidates.name_rows_py`.
 All are optional: without a C compiler the build skips them and the Python twins serve
 (same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
 from the Python twins.
@@ -36,4 +37,4 @@ def _twin(name: str) -> Extension:
 
 setup(ext_modules=[_twin(n) for n in ("_rowkernel", "_headscan", "_classrows", "_logitscale",
                                      "_rowscale", "_heldreply", "_memorows", "_rowsync",
-                                     "_tiebreak")])
+                                     "_tiebreak", "_namerows")])

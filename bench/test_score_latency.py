@@ -123,7 +123,8 @@ class World:
         scorer = make_scorer(policy)
         if "torch" in sys.modules:  # as the sidecar does (SidecarConfig.torch_threads)
             sys.modules["torch"].set_num_threads(cfg.torch_threads)
-        eng = ScoringEngine(self.cache, scorer, make_scorer("fgd"), cfg.telemetry_stale_s)
+        eng = ScoringEngine(self.cache, scorer, make_scorer("fgd"), cfg.telemetry_stale_s,
+                            warm_reply=cfg.warm_reply)
         self.service = ScoringService(self.cache, self.view, eng, SidecarMetrics(),
                                       PolicyInfo(policy, policy, "fgd"))
         self.spec = podspec_from_pod(POD, self.cache.models)
@@ -252,6 +253,32 @@ def test_inprocess_score(benchmark: Any, n: int, policy: str) -> None:
     s = np.array(settle[6:])  # the settles of timed rounds (the first follows no call)
     benchmark.extra_info.update(settle_mean=float(s.mean()), settle_p50=float(np.median(s)),
                                 settle_p99=float(np.percentile(s, 99)))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("n", SIZES)
+def test_inprocess_score_unwarmed(benchmark: Any, n: int, policy: str) -> None:
+    """The budget row without the settle's replay of the reply (``warm_reply`` off): each
+    reply follows a settle that evicted its code and data from the CPU caches. Shown beside
+    the budget row, not judged (the sidecar's default is on)."""
+    w = world(n, policy)
+    calls = w.requests()
+    eng = w.service.engine
+
+    def call() -> object:
+        key, names = next(calls)
+        return w.service.score("inprocess", w.spec, key, names, 100, defer=True)
+
+    record(benchmark, "inprocess-unwarmed", n, policy)
+    load_before = os.getloadavg()[0]
+    was, eng.warm_reply = eng.warm_reply, False
+    try:
+        benchmark.pedantic(call, setup=w.service.settle, rounds=ROUNDS, iterations=1,
+                           warmup_rounds=5)
+    finally:
+        w.service.settle()
+        eng.warm_reply = was
+    summarize(benchmark, load_before)
 
 
 @pytest.mark.parametrize("policy", POLICIES)

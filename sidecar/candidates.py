@@ -12,13 +12,18 @@ publishes (:class:`StaleNodeTable`), rows that cannot be rows of that table
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from dsan.twins import compiled_twin
 from sidecar.published import Published
+
+I64 = npt.NDArray[np.int64]
 
 
 class NoKnownNodes(LookupError):
@@ -66,3 +71,38 @@ def unknown_message(names: Sequence[str], known: npt.NDArray[np.bool_]) -> str:
     head = ", ".join(repr(n) for n in missing[:5])
     more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
     return f"unknown node names: {head}{more} (the sidecar's cache has no such nodes)"
+
+
+def name_rows_py(index: Mapping[str, int], names: Sequence[str], missing: int = -1
+                 ) -> tuple[I64, int]:
+    """(each name's row in ``index``, ``missing`` for a name not in it; how many are not).
+    ``missing`` must not be a row of ``index``."""
+    m = len(names)
+    # Every name known, the usual case, without get's default (a miss raises: redo).
+    try:
+        return np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=m), 0
+    except KeyError:
+        rows = np.fromiter(map(index.get, names, repeat(missing)), dtype=np.int64, count=m)
+        return rows, int(np.count_nonzero(rows == missing))
+
+
+def _name_rows_c(index: Mapping[str, int], names: Sequence[str], missing: int = -1
+                 ) -> tuple[I64, int]:
+    rows = np.empty(len(names), dtype=np.int64)
+    try:
+        unknown: int = _C.rows(names, index, missing, rows)
+    except TypeError:  # another container or row type: the reference
+        return name_rows_py(index, names, missing)
+    return rows, unknown
+
+
+def _compiled() -> Any:
+    """``dsan._namerows``, or None (:func:`dsan.twins.compiled_twin`)."""
+    return compiled_twin("dsan._namerows")
+
+
+_C = _compiled()
+compiled = _C is not None
+#: The twin the engine calls: the C one (``dsan/_namerows.c``) when built and
+#: ``DSAN_PURE_PYTHON`` is unset; ``tests/unit/sidecar/test_candidates.py`` pins them together.
+name_rows = _name_rows_c if compiled else name_rows_py

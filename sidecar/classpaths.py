@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Sequence
-from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +20,7 @@ import numpy.typing as npt
 from dsan.policies.base import normalize
 from dsan.policies.rowscale import scale_rows
 from dsan.snapshot import ClusterSnapshot, PodSpec
-from sidecar.candidates import NodeRows, NoKnownNodes, unknown_message
+from sidecar.candidates import NodeRows, NoKnownNodes, name_rows, unknown_message
 from sidecar.published import Published
 from sidecar.scorecache import ScoreCache
 from sidecar.scoreresult import ScoreResult
@@ -56,8 +55,7 @@ def score_class(classes: ScoreCache, pod: PodSpec, key: Hashable, pub: Published
         rows = given  # rows of this snapshot's table: all known
     else:
         assert not isinstance(names, NodeRows)
-        rows = np.fromiter(map(pub.index.get, names, repeat(len(e.ok))), dtype=np.int64,
-                           count=m)
+        rows = name_rows(pub.index, names, len(e.ok))[0]
     t1 = time.perf_counter()
     out, best, n_nan, n_unknown = scale_rows(e.rawx, rows, max_score)
     if n_unknown == m or (strict and n_unknown):
@@ -110,11 +108,7 @@ def score_held(held: HeldScorer, pod: PodSpec, names: Sequence[str] | NodeRows,
         rows = given
     else:
         assert not isinstance(names, NodeRows)
-        # every name known, the usual case, without get's default (a miss raises: redo)
-        try:
-            rows = np.fromiter(map(pub.index.__getitem__, names), dtype=np.int64, count=m)
-        except KeyError:
-            rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
+        rows = name_rows(pub.index, names)[0]  # -1 for an unknown name: held says None
     t1 = time.perf_counter()
     try:
         got = held(pod, pub.snap, rows, ok, max_score)

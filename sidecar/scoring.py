@@ -40,7 +40,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -49,7 +48,7 @@ from dsan.filtering import feasible
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
-from sidecar.candidates import NodeRows, NoKnownNodes, unknown_message
+from sidecar.candidates import NodeRows, NoKnownNodes, name_rows, unknown_message
 from sidecar.classpaths import score_cached, score_class, score_held
 from sidecar.published import Published
 from sidecar.scorecache import FeasibleCache, ScoreCache
@@ -61,6 +60,8 @@ from sidecar.tiebreak import NameRank, lowest_name_wins
 __all__ = ["ScoreResult", "ScoringEngine"]
 
 log = logging.getLogger("dsan.sidecar.scoring")
+#: A deferred assumption: (pod key, pod, winner, the request's candidates, its max score).
+_Pending = tuple[str, PodSpec, str, Sequence[str] | NodeRows, int]
 
 
 class ScoringEngine:
@@ -74,6 +75,7 @@ class ScoringEngine:
         telemetry_stale_s: float,
         strict_node_names: bool = False,
         wall: Callable[[], float] = time.time,
+        warm_reply: bool = False,
     ) -> None:
         self.cache = cache
         self.scorer = scorer
@@ -92,8 +94,13 @@ class ScoringEngine:
         self._cached = self.classes.enabled and not self.uses_telemetry
         #: Feasibility per pod class for the requests scored in full (DSAN).
         self.feasibility = FeasibleCache(cache)
-        #: The deferred assumption (key, pod, node), applied by settle() or the next request.
-        self._pending: tuple[str, PodSpec, str] | None = None
+        #: The deferred assumption (key, pod, node) and the request's (candidates, max
+        #: score), applied by settle() or the next request.
+        self._pending: _Pending | None = None
+        #: settle() ends by replaying the reply's read-only path (:meth:`_warm`).
+        self.warm_reply = warm_reply
+        #: Replays that raised (the next request answers as it would have without).
+        self.warm_errors = 0
         self._after_assume = getattr(scorer, "after_assume", None)
         #: A scorer's one-pass ``normalize(score(...))`` and first argmax (DSAN's
         #: ``score_scaled``), used when no candidate goes to the fallback.
@@ -148,7 +155,7 @@ class ScoringEngine:
                 winner = names[res.best]
             if assume and winner:
                 if defer:
-                    self._pending = (assume, pod, winner)
+                    self._pending = (assume, pod, winner, names, max_score)
                 else:
                     self.cache.assume(assume, pod, winner, patch_published=True)
                     if self.on_assume is not None:
@@ -163,14 +170,44 @@ class ScoringEngine:
         if self._pending is None:  # read without the lock: checked again under it
             return False
         with self.cache.scoring_lock:
-            if self._pending is None:
+            pending = self._pending
+            if pending is None:
                 return False
             self._settle_locked()
+            if self.warm_reply:
+                self._warm(pending[1], pending[3], pending[4])
             return True
+
+    def _warm(self, pod: PodSpec, names: Sequence[str] | NodeRows, max_score: int) -> None:
+        """Replay the reply to ``pod`` on its candidates ``names``, discarding it: the
+        held path (DSAN's held logits, then the tie-break) reads the same code and data the
+        next request of the class will, so that request finds them in the CPU caches
+        instead of behind the refresh that just ran (on the development machine at 100
+        nodes, DSAN's reply p99 ~31 -> ~24 us; docs/sidecar.md, "Warm replies"). Read-only
+        but for catching up what that request would catch up first (the scorer's feed, the
+        embeddings' refresh, the class's feasibility); nothing when the held logits do not
+        apply. Only after a reply (settle), never on a request's path."""
+        if self._score_held is None or max_score < 1:
+            return
+        try:
+            pub = self.cache.snapshot()
+            if self.uses_telemetry and not self._staleness.none(pub):
+                return
+            rows = names.resolve(pub) if isinstance(names, NodeRows) else None
+            self._feed(pub)
+            res = score_held(self._score_held, pod, names, rows,
+                             self.feasibility.mask(pod, pub), max_score, pub, 0.0)
+            if res is not None and res.rows is not None:
+                lowest_name_wins(res.scores, res.best, res.rows,
+                                 self._name_rank.of(pub.snap.names))
+        except Exception:  # the next request takes its own path, as without the replay
+            self.warm_errors += 1
+            if self.warm_errors == 1 or self.warm_errors % 1000 == 0:
+                log.exception("replaying the last reply failed (%d times)", self.warm_errors)
 
     def _settle_locked(self) -> None:
         assert self._pending is not None
-        key, pod, node = self._pending
+        key, pod, node = self._pending[:3]
         self._pending = None
         self.cache.assume(key, pod, node, patch_published=True)
         if self.on_assume is not None:
@@ -232,25 +269,16 @@ class ScoringEngine:
         snap = pub.snap
         m = len(names)
         # --- featurize: names -> rows, feasibility and staleness on our view
-        all_known = True
+        n_unknown = 0
         if given is not None:
             rows = given  # rows of this snapshot's table (NodeRows.resolve): all known
         else:
             assert not isinstance(names, NodeRows)
-            # The usual case, every name known, costs no reduction: a miss raises and the
-            # lookup is redone with -1 for unknown names (rows.min() was ~3-5 us here).
-            try:
-                rows = np.fromiter(map(pub.index.__getitem__, names), dtype=np.int64, count=m)
-            except KeyError:
-                rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64,
-                                   count=m)
-                all_known = False
-        if all_known:
-            n_unknown = 0
+            rows, n_unknown = name_rows(pub.index, names)  # -1 for an unknown name
+        if n_unknown == 0:
             known = _NO_MASK  # read only when n_unknown
         else:
             known = rows >= 0
-            n_unknown = m - int(np.count_nonzero(known))
             if n_unknown == m or (self._strict and n_unknown):
                 assert not isinstance(names, NodeRows)
                 raise NoKnownNodes(unknown_message(names, known))
@@ -343,7 +371,7 @@ class ScoringEngine:
             if self._pending is not None:
                 self._settle_locked()
             pub = self.cache.snapshot()
-            rows = np.fromiter(map(pub.index.get, names, repeat(-1)), dtype=np.int64, count=m)
+            rows = name_rows(pub.index, names)[0]
             known = rows >= 0
             ok = np.ones(m, dtype=bool)
             ok[known] = feasible(pod, pub.snap)[rows[known]]

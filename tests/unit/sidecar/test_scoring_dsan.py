@@ -327,3 +327,65 @@ def test_the_settle_hands_the_scorer_its_feasibility_of_every_node() -> None:
         engine.score(spec, NAMES, assume=f"default/p{k}", defer=True)
         assert engine.settle()
     assert seen == [True] * 8
+
+
+def test_the_warm_replay_after_a_settle_changes_no_answer_and_runs_only_there() -> None:
+    """``warm_reply``: settle() ends by replaying the held reply on the request's candidates
+    (read-only: the answers of an engine without it are the same, request after request),
+    once per settle() and never when the next request applies the deferred assumption
+    itself (that would put the replay on a reply's path)."""
+    caches = [_cache(lambda: 0.0), _cache(lambda: 0.0)]
+    engines = [ScoringEngine(c, DSANScorer(ServingModel(MODEL, default_workload())),
+                             Untrusting(), 1e9, warm_reply=warm)
+               for c, warm in zip(caches, (True, False), strict=True)]
+    calls: list[bool] = []
+    engines[0]._score_held = _answers(engines[0]._score_held, calls)
+    for k in range(10):
+        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **POD_SHAPES[0]),  # type: ignore[arg-type]
+                                caches[0].models)
+        names = NAMES[k:] + NAMES[:k]
+        before = len(calls)
+        _same_answer(engines, spec, names, f"default/p{k}")
+        assert len(calls) - before == 2  # the request, then the replay in settle()
+    assert calls[-2:] == [True, True]  # the replay took the held path, as the request did
+    # The next request settles the previous one's assumption itself: no replay then.
+    specs = [podspec_from_pod(ko.pod(f"q{k}", uid=f"q{k}", **POD_SHAPES[0]),  # type: ignore[arg-type]
+                              caches[0].models) for k in range(2)]
+    engines[0].score(specs[0], NAMES, assume="default/q0", defer=True)
+    before = len(calls)
+    engines[0].score(specs[1], NAMES, assume="default/q1", defer=True)
+    assert len(calls) - before == 1 and engines[0].settled_by_next == 1
+    assert engines[0].settle() and len(calls) - before == 2
+    assert engines[0].warm_errors == 0
+
+
+def test_a_failing_warm_replay_is_counted_and_the_next_reply_still_answers() -> None:
+    cache = _cache(lambda: 0.0)
+    engine = ScoringEngine(cache, DSANScorer(ServingModel(MODEL, default_workload())),
+                           Untrusting(), 1e9, warm_reply=True)
+    feed = engine._feed
+    replaying = [False]
+
+    def broken(pub: Any) -> None:  # the scorer's feed, which the replay catches up first
+        if replaying[0]:
+            raise RuntimeError("replay broke")
+        feed(pub)
+
+    engine._feed = broken  # type: ignore[assignment]
+    warm = engine._warm
+
+    def marked(*a: Any) -> None:
+        replaying[0] = True
+        try:
+            warm(*a)
+        finally:
+            replaying[0] = False
+
+    engine._warm = marked  # type: ignore[method-assign]
+    for k in range(3):
+        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **POD_SHAPES[0]),  # type: ignore[arg-type]
+                                cache.models)
+        res = engine.score(spec, NAMES, assume=f"default/p{k}", defer=True)
+        assert res.best >= 0
+        assert engine.settle()  # the assumption stands although the replay raised
+    assert engine.warm_errors == 3 and cache.assumed_count == 3
