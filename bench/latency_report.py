@@ -276,9 +276,11 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
         "Each policy cell: p50 / p99 of the call a caller waits for, then `settle` (mean / "
         "p99 of the deferred assumption run between calls, as the servers run it after each "
         "reply), then the same request with the assumption inline (`inline`, p50 / p99). "
-        "Shown, not judged: `floor after settle` is the lookup+dot floor timed in the "
-        "reply's own conditions (each round serves a request of the policy and runs its "
-        "settle first, which evicts the caches the back-to-back floor keeps warm), and the "
+        "Shown, not judged: `unwarmed` is the same call with the sidecar's `warm_reply` "
+        "off (the settle then ends with its own work, which evicts the reply's code and "
+        "data from the CPU caches, instead of replaying the reply on the same candidates); "
+        "`floor after settle` is the lookup+dot floor timed in the reply's own conditions "
+        "(each round serves a request of the policy and runs its settle first), and the "
         "policy's p99 against it.",
         "",
         "| nodes | floor dot | floor lookup+dot | " + " | ".join(
@@ -299,6 +301,10 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
                 continue
             inl = res.get(("inprocess-inline", n, p))
             inline = "" if inl is None else f"; inline {us(inl['p50'])} / {us(inl['p99'])}"
+            unw = res.get(("inprocess-unwarmed", n, p))
+            unwarmed = "" if unw is None else (
+                f"; unwarmed {us(unw['p50'])} / {us(unw['p99'])}, "
+                f"p99 {unw['p99'] / look['p99']:.2f}x the floor")
             cold = res.get(("inprocess-floor-after-settle", n, p))
             after = "" if cold is None else (
                 f"; floor after settle {us(cold['p50'])} / {us(cold['p99'])}, "
@@ -306,7 +312,7 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
             row += (f" {us(r['p50'])} / {us(r['p99'])} (settle {us(r['settle'])} / "
                     f"{us(r['settle_p99'])}{inline}) | "
                     f"{ratio_verdict(r, look, BUDGET_INPROCESS)}; "
-                    f"p50 {r['p50'] / look['p50']:.1f}x{after} |")
+                    f"p50 {r['p50'] / look['p50']:.1f}x{unwarmed}{after} |")
         lines.append(row)
     for kind, head, text in TRANSPORTS:
         lines += ["", head, "", text, "", *([SERVER_CELL, ""] if kind == "http" else []),
