@@ -97,8 +97,9 @@ class ScoringEngine:
         #: The deferred assumption (key, pod, node) and the request's (candidates, max
         #: score), applied by settle() or the next request.
         self._pending: _Pending | None = None
-        #: settle() ends by replaying the reply's read-only path (:meth:`_warm`).
+        #: warm() replays the reply settle() settled last (its read-only path).
         self.warm_reply = warm_reply
+        self._settled: _Pending | None = None
         #: Replays that raised (the next request answers as it would have without).
         self.warm_errors = 0
         self._after_assume = getattr(scorer, "after_assume", None)
@@ -174,19 +175,26 @@ class ScoringEngine:
             if pending is None:
                 return False
             self._settle_locked()
-            if self.warm_reply:
-                self._warm(pending[1], pending[3], pending[4])
+            self._settled = pending
             return True
 
+    def warm(self) -> None:
+        """With ``warm_reply``, replay the reply of the request :meth:`settle` settled last
+        on its candidates, discarding it: the held path (DSAN's held logits, then the
+        tie-break) reads the same code and data the next request of the class will, so that
+        request finds them in the CPU caches instead of behind the refresh that just ran
+        (docs/sidecar.md, "Warm replies"). Read-only but for catching up what that request
+        would catch up first (the scorer's feed, the embeddings' refresh, the class's
+        feasibility); nothing when the held logits do not apply. The caller runs it last
+        after a reply's deferred work (anything after it cools the caches again), never on
+        a request's path (a request that settles the previous one itself replays nothing)."""
+        settled, self._settled = self._settled, None
+        if settled is None or not self.warm_reply:
+            return
+        with self.cache.scoring_lock:
+            self._warm(settled[1], settled[3], settled[4])
+
     def _warm(self, pod: PodSpec, names: Sequence[str] | NodeRows, max_score: int) -> None:
-        """Replay the reply to ``pod`` on its candidates ``names``, discarding it: the
-        held path (DSAN's held logits, then the tie-break) reads the same code and data the
-        next request of the class will, so that request finds them in the CPU caches
-        instead of behind the refresh that just ran (on the development machine at 100
-        nodes, DSAN's reply p99 ~31 -> ~24 us; docs/sidecar.md, "Warm replies"). Read-only
-        but for catching up what that request would catch up first (the scorer's feed, the
-        embeddings' refresh, the class's feasibility); nothing when the held logits do not
-        apply. Only after a reply (settle), never on a request's path."""
         if self._score_held is None or max_score < 1:
             return
         try:

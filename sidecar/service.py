@@ -85,6 +85,8 @@ class ScoringService:
         #: Time spent in settle() applying deferred assumptions, and how many (benchmarks).
         self.settle_s = 0.0
         self.settles = 0
+        #: Settle times waiting to be observed by the next settle().
+        self._settled_s: deque[float] = deque()
 
     def ready(self) -> bool:
         return self.view.synced()
@@ -126,31 +128,46 @@ class ScoringService:
 
     def settle(self) -> None:
         """The last request's deferred work: its assumption (see
-        :meth:`ScoringEngine.settle`) and the queued latency observations. Runs after a
-        reply was sent (and before every scrape), so it must never raise into a server
-        thread."""
+        :meth:`ScoringEngine.settle`) and the queued latency observations, then the replay of
+        its reply (:meth:`ScoringEngine.warm`), last so that nothing cools the caches it
+        warms. Runs after a reply was sent (and before every scrape), so it must never raise
+        into a server thread."""
         t0 = time.perf_counter()
+        self._observe_settles()
         try:
             applied = self.engine.settle()
         except Exception:  # the assumption is lost; its pod is scored again if retried
             applied = False
             self.metrics.error("inprocess", "internal")
             log.exception("applying a deferred assumption failed")
-        if applied:
-            dt = time.perf_counter() - t0
-            self.settle_s += dt
-            self.settles += 1
-            self.metrics.observe_settle(dt)
         observed = self._observed
         while observed:
             try:
                 self.metrics.observe(*observed.popleft())
             except IndexError:  # another thread drained it first
                 break
+        if applied:
+            self.engine.warm()
+            # Observed by the next settle: the histogram's lock and bisect here would cool
+            # the caches the replay just warmed.
+            dt = time.perf_counter() - t0
+            self._settled_s.append(dt)
+            self.settle_s += dt
+            self.settles += 1
+
+    def _observe_settles(self) -> None:
+        """The settle times queued by earlier settle() calls, into their histogram."""
+        settled = self._settled_s
+        while settled:
+            try:
+                self.metrics.observe_settle(settled.popleft())
+            except IndexError:  # another thread drained it first
+                break
 
     def exposition(self) -> bytes:
         """/metrics: everything settled first, so a scrape sees every answered request."""
         self.settle()
+        self._observe_settles()
         return self.metrics.exposition()
 
     @property

@@ -242,6 +242,7 @@ def _same_answer(engines: list[ScoringEngine], spec: PodSpec, names: list[str],
         (got[1].best, got[1].unknown, got[1].infeasible, got[1].fallback)
     for e in engines:
         e.settle()
+        e.warm()  # the replay, where an engine has warm_reply (the service's order)
 
 
 def _answers(fn: Callable[..., Any], seen: list[bool]) -> Callable[..., Any]:
@@ -330,10 +331,10 @@ def test_the_settle_hands_the_scorer_its_feasibility_of_every_node() -> None:
 
 
 def test_the_warm_replay_after_a_settle_changes_no_answer_and_runs_only_there() -> None:
-    """``warm_reply``: settle() ends by replaying the held reply on the request's candidates
-    (read-only: the answers of an engine without it are the same, request after request),
-    once per settle() and never when the next request applies the deferred assumption
-    itself (that would put the replay on a reply's path)."""
+    """``warm_reply``: warm() replays the held reply of the request settle() settled on
+    its candidates (read-only: the answers of an engine without it are the same, request
+    after request), once per settle() and never when the next request applies the deferred
+    assumption itself (that would put the replay on a reply's path)."""
     caches = [_cache(lambda: 0.0), _cache(lambda: 0.0)]
     engines = [ScoringEngine(c, DSANScorer(ServingModel(MODEL, default_workload())),
                              Untrusting(), 1e9, warm_reply=warm)
@@ -354,8 +355,13 @@ def test_the_warm_replay_after_a_settle_changes_no_answer_and_runs_only_there() 
     engines[0].score(specs[0], NAMES, assume="default/q0", defer=True)
     before = len(calls)
     engines[0].score(specs[1], NAMES, assume="default/q1", defer=True)
+    engines[0].warm()
     assert len(calls) - before == 1 and engines[0].settled_by_next == 1
-    assert engines[0].settle() and len(calls) - before == 2
+    assert engines[0].settle() and len(calls) - before == 1
+    engines[0].warm()
+    assert len(calls) - before == 2
+    engines[0].warm()  # once per settle()
+    assert len(calls) - before == 2
     assert engines[0].warm_errors == 0
 
 
@@ -372,12 +378,12 @@ def test_a_failing_warm_replay_is_counted_and_the_next_reply_still_answers() -> 
         feed(pub)
 
     engine._feed = broken  # type: ignore[assignment]
-    warm = engine._warm
+    replay = engine._warm
 
     def marked(*a: Any) -> None:
         replaying[0] = True
         try:
-            warm(*a)
+            replay(*a)
         finally:
             replaying[0] = False
 
@@ -387,5 +393,34 @@ def test_a_failing_warm_replay_is_counted_and_the_next_reply_still_answers() -> 
                                 cache.models)
         res = engine.score(spec, NAMES, assume=f"default/p{k}", defer=True)
         assert res.best >= 0
-        assert engine.settle()  # the assumption stands although the replay raised
+        assert engine.settle()
+        engine.warm()  # the assumption stands although the replay raised
     assert engine.warm_errors == 3 and cache.assumed_count == 3
+
+
+def test_the_service_replays_last_and_a_scrape_still_sees_every_settle() -> None:
+    """ScoringService.settle runs the replay after the metrics (so nothing cools what it
+    warmed) and queues its own time for the next settle; /metrics settles first and so
+    still counts every settle, the last one included."""
+    import re
+
+    from sidecar.metrics import SidecarMetrics
+    from sidecar.service import PolicyInfo, ScoringService
+
+    cache = _cache(lambda: 0.0)
+    engine = ScoringEngine(cache, DSANScorer(ServingModel(MODEL, default_workload())),
+                           Untrusting(), 1e9, warm_reply=True)
+    calls: list[bool] = []
+    assert engine._score_held is not None
+    engine._score_held = _answers(engine._score_held, calls)
+    service = ScoringService(cache, None, engine, SidecarMetrics(),  # type: ignore[arg-type]
+                             PolicyInfo("dsan", "test", "fgd"))
+    for k in range(5):
+        spec = podspec_from_pod(ko.pod(f"p{k}", uid=f"u{k}", **POD_SHAPES[0]),  # type: ignore[arg-type]
+                                cache.models)
+        service.score("inprocess", spec, f"default/p{k}", NAMES, 100, defer=True)
+        service.settle()
+    assert len(calls) == 10 and calls[-1]  # each settle replayed its request's reply
+    text = service.exposition().decode()
+    count = re.search(r"^dsan_sidecar_settle_seconds_count(?:\{[^}]*\})? (\S+)$", text, re.M)
+    assert count is not None and float(count.group(1)) == 5 == service.settles
