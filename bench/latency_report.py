@@ -41,6 +41,7 @@ def load(path: Path) -> dict[tuple[str, int, str], dict[str, float]]:
             "settle": info.get("settle_mean", float("nan")),
             "settle_p99": info.get("settle_p99", float("nan")),
             "by_next": info.get("settled_by_next", float("nan")),
+            "skipped": info.get("replays_skipped", float("nan")),
             "load": info.get("loadavg_1m", float("nan")),
             "load0": info.get("loadavg_1m_before", info.get("loadavg_1m", float("nan")))}
     return out
@@ -270,8 +271,12 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
         "## In process (`ScoringService.score`) vs a numpy floor",
         "",
         "Floors: `dot` is the dot product of the pod vector with the (n, 4) node vectors "
-        "alone; `lookup+dot` also maps the candidate names to rows and gathers them, the least "
-        "any scorer does with the same inputs. Budget: p99 <= 2x the floor.",
+        "alone; `lookup+dot` also maps the candidate names to rows (numpy: `fromiter` over "
+        "the dict's lookups) and gathers them, the least any numpy scorer does with the same "
+        "inputs. Budget: p99 <= 2x the lookup+dot floor. Shown, not judged: `compiled "
+        "lookup+dot`, the same floor with the sidecar's own compiled name lookup "
+        "(`sidecar.candidates.name_rows`, since session 18), which every reply uses: the "
+        "policies' ratios to it say how much of their margin is that lookup.",
         "",
         "Each policy cell: p50 / p99 of the call a caller waits for, then `settle` (mean / "
         "p99 of the deferred assumption run between calls, as the servers run it after each "
@@ -283,17 +288,19 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
         "(each round serves a request of the policy and runs its settle first), and the "
         "policy's p99 against it.",
         "",
-        "| nodes | floor dot | floor lookup+dot | " + " | ".join(
+        "| nodes | floor dot | floor lookup+dot | floor compiled lookup+dot | " + " | ".join(
             f"{p} | {p} p99 / lookup+dot p99" for p in policies) + " |",
-        "|---|---|---|" + "---|---|" * len(policies),
+        "|---|---|---|---|" + "---|---|" * len(policies),
     ]
     for n in sizes:
         dot = res.get(("inprocess", n, "floor:dot"))
         look = res.get(("inprocess", n, "floor:lookup+dot"))
         if dot is None or look is None:
             continue
+        comp = res.get(("inprocess", n, "floor:compiled-lookup+dot"))
         row = (f"| {n} | {us(dot['p50'])} / {us(dot['p99'])} "
-               f"| {us(look['p50'])} / {us(look['p99'])} |")
+               f"| {us(look['p50'])} / {us(look['p99'])} "
+               f"| {'-' if comp is None else us(comp['p50']) + ' / ' + us(comp['p99'])} |")
         for p in policies:
             r = res.get(("inprocess", n, p))
             if r is None:
@@ -305,6 +312,9 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
             unwarmed = "" if unw is None else (
                 f"; unwarmed {us(unw['p50'])} / {us(unw['p99'])}, "
                 f"p99 {unw['p99'] / look['p99']:.2f}x the floor")
+            comp = res.get(("inprocess", n, "floor:compiled-lookup+dot"))
+            compiled = "" if comp is None else (
+                f"; p99 {r['p99'] / comp['p99']:.2f}x the compiled-lookup floor")
             cold = res.get(("inprocess-floor-after-settle", n, p))
             after = "" if cold is None else (
                 f"; floor after settle {us(cold['p50'])} / {us(cold['p99'])}, "
@@ -312,7 +322,7 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
             row += (f" {us(r['p50'])} / {us(r['p99'])} (settle {us(r['settle'])} / "
                     f"{us(r['settle_p99'])}{inline}) | "
                     f"{ratio_verdict(r, look, BUDGET_INPROCESS)}; "
-                    f"p50 {r['p50'] / look['p50']:.1f}x{unwarmed}{after} |")
+                    f"p50 {r['p50'] / look['p50']:.1f}x{compiled}{unwarmed}{after} |")
         lines.append(row)
     for kind, head, text in TRANSPORTS:
         lines += ["", head, "", text, "", *([SERVER_CELL, ""] if kind == "http" else []),
@@ -337,6 +347,8 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
                     note = (verdict(r["p99"] <= BUDGET_GRPC_S) + " 1 ms") if n == 1000 else "-"
                 by_next = "" if r["by_next"] != r["by_next"] else \
                     f", {r['by_next'] * 100:.0f} % settled by the next request"
+                if r["skipped"] == r["skipped"] and r["skipped"] > 0:
+                    by_next += f", {r['skipped'] * 100:.0f} % replays skipped"
                 row += (f" {us(r['p50'])} / {us(r['p99'])} (server {us(r['server'])} + "
                         f"settle {us(r['settle'])}{by_next}) | {note} |")
             lines.append(row)

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from sidecar.inbox import Inbox
 from sidecar.podspec import PodError, PodSpecMemo, pod_key
 from sidecar.scoreresult import scores_past
 from sidecar.service import RequestError, ScoringService
@@ -120,10 +121,12 @@ class ExtenderApp:
         self.service.record("http", res, time.perf_counter() - t0, len(names))
         return 200, out
 
-    def settle(self) -> None:
+    def settle(self, waiting: Callable[[], bool] | None = None) -> None:
         """Bookkeeping the reply did not wait for (the winner's assumption, latency
-        observations); the server calls it after each POST's reply is written."""
-        self.service.settle()
+        observations); the server calls it after each POST's reply is written, with
+        ``waiting`` telling whether the connection's next request is already there
+        (:meth:`ScoringService.settle`)."""
+        self.service.settle(waiting)
 
     def filter(self, body: bytes) -> tuple[int, bytes]:
         try:
@@ -160,6 +163,10 @@ class _Handler(BaseHTTPRequestHandler):
     #: and sends nothing cannot hold a server thread forever.
     timeout = 120
     server: ExtenderServer
+
+    def setup(self) -> None:
+        super().setup()
+        self._inbox = Inbox(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # no per-request logging; errors are counted in /metrics
@@ -213,7 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
             status, out = 500, _error_body(f"internal error: {type(exc).__name__}: {exc}")
         self._send(status, out)
         if self.server.after_reply is not None:
-            self.server.after_reply()  # off the client's clock: the reply is already out
+            # off the client's clock: the reply is already out
+            self.server.after_reply(self._inbox.waiting)
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -245,7 +253,8 @@ class ExtenderServer(ThreadingHTTPServer):
         if isinstance(app, ExtenderApp):
             self.post_routes[f"{prefix}/filter"] = app.filter
         #: Run after every POST reply is written (the app's deferred bookkeeping).
-        self.after_reply: Callable[[], None] | None = getattr(app, "settle", None)
+        self.after_reply: Callable[[Callable[[], bool]], None] | None = getattr(
+            app, "settle", None)
         self.max_body = max_body
         self.ready = ready
         self.metrics_body = metrics_body

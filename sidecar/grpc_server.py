@@ -8,7 +8,7 @@ an INVALID_ARGUMENT status that says so (and is counted), instead of grpcio's ge
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import fields
 from typing import Any
@@ -106,9 +106,10 @@ class ScoreHandler:
         self.service.record("grpc", res, time.perf_counter() - t0, len(res.scores))
         return resp
 
-    def after_reply(self) -> None:
-        """The winner's assumption and the queued observations (ScoringService.settle)."""
-        self.service.settle()
+    def after_reply(self, waiting: Callable[[], bool] | None = None) -> None:
+        """The winner's assumption and the queued observations (ScoringService.settle);
+        ``waiting``: whether the caller's next request is already there (the relay asks)."""
+        self.service.settle(waiting)
 
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         try:
@@ -213,7 +214,7 @@ class NoopScoreHandler:
     def ready(self) -> bool:
         return True
 
-    def after_reply(self) -> None:
+    def after_reply(self, waiting: Callable[[], bool] | None = None) -> None:
         pass
 
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:

@@ -25,11 +25,13 @@ import socket
 import stat
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 import grpc
 
+from sidecar.inbox import Inbox
 from sidecar.service import RequestError
 
 log = logging.getLogger("dsan.sidecar")
@@ -49,7 +51,7 @@ class RelayHandler(Protocol):
 
     def ready(self) -> bool: ...
 
-    def after_reply(self) -> None: ...
+    def after_reply(self, waiting: Callable[[], bool] | None = None) -> None: ...
 
 
 class RelayServer:
@@ -138,6 +140,7 @@ class RelayServer:
         header = bytearray(_HEADER.size)
         view = memoryview(header)
         handler = self.handler
+        inbox = Inbox(conn)
         while True:
             if not _read_into(conn, view):
                 return
@@ -154,7 +157,7 @@ class RelayServer:
             _send(conn, code, body)
             if code == OK and kind == SCORE:
                 try:
-                    handler.after_reply()
+                    handler.after_reply(inbox.waiting)
                 except Exception:  # post-reply work only; the connection keeps serving
                     log.exception("score relay: post-reply work failed")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -85,6 +85,8 @@ class ScoringService:
         #: Time spent in settle() applying deferred assumptions, and how many (benchmarks).
         self.settle_s = 0.0
         self.settles = 0
+        #: Settles that skipped the reply's replay: the next request was already there.
+        self.replays_skipped = 0
         #: Settle times waiting to be observed by the next settle().
         self._settled_s: deque[float] = deque()
 
@@ -126,12 +128,13 @@ class ScoringService:
         """Queue one request's latency observations for :meth:`settle`."""
         self._observed.append((api, res.featurize_s, res.model_s, total_s, candidates))
 
-    def settle(self) -> None:
+    def settle(self, waiting: Callable[[], bool] | None = None) -> None:
         """The last request's deferred work: its assumption (see
         :meth:`ScoringEngine.settle`) and the queued latency observations, then the replay of
         its reply (:meth:`ScoringEngine.warm`), last so that nothing cools the caches it
-        warms. Runs after a reply was sent (and before every scrape), so it must never raise
-        into a server thread."""
+        warms, unless ``waiting()`` says the caller's next request is already there (the
+        replay would only delay it; counted in ``replays_skipped``). Runs after a reply was
+        sent (and before every scrape), so it must never raise into a server thread."""
         t0 = time.perf_counter()
         self._observe_settles()
         try:
@@ -147,7 +150,10 @@ class ScoringService:
             except IndexError:  # another thread drained it first
                 break
         if applied:
-            self.engine.warm()
+            if waiting is not None and waiting():
+                self.replays_skipped += 1
+            else:
+                self.engine.warm()
             # Observed by the next settle: the histogram's lock and bisect here would cool
             # the caches the replay just warmed.
             dt = time.perf_counter() - t0

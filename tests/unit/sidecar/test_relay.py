@@ -24,6 +24,8 @@ class FakeHandler:
     def __init__(self) -> None:
         self.is_ready = True
         self.after = 0
+        #: What ``waiting()`` said after each Score reply.
+        self.waited: list[bool | None] = []
 
     def score_bytes(self, raw: bytes) -> bytes:
         if raw == b"bad":
@@ -38,8 +40,9 @@ class FakeHandler:
     def ready(self) -> bool:
         return self.is_ready
 
-    def after_reply(self) -> None:
+    def after_reply(self, waiting: Callable[[], bool] | None = None) -> None:
         self.after += 1
+        self.waited.append(None if waiting is None else waiting())
         if self.after == 1 and getattr(self, "fail_after", False):
             raise RuntimeError("settle failed")
 
@@ -192,3 +195,15 @@ def test_a_failing_post_reply_step_does_not_end_the_connection(
         assert call(s, SCORE, b"a") == (0, b"scored:a")
         assert call(s, SCORE, b"b") == (0, b"scored:b")
     eventually(lambda: h.after == 2)
+
+
+def test_the_post_reply_step_is_told_whether_the_next_frame_is_already_there(
+        relay: tuple[RelayServer, FakeHandler]) -> None:
+    """Two Score frames sent at once: after the first reply the second is already in the
+    socket (the settle then skips its replay); after the second, nothing is."""
+    srv, h = relay
+    with connect(srv) as s:
+        s.sendall(HDR.pack(1, SCORE) + b"a" + HDR.pack(1, SCORE) + b"b")
+        assert read_reply(s) == (0, b"scored:a") and read_reply(s) == (0, b"scored:b")
+        eventually(lambda: h.after == 2)
+    assert h.waited == [True, False]

@@ -421,6 +421,12 @@ def test_the_service_replays_last_and_a_scrape_still_sees_every_settle() -> None
         service.score("inprocess", spec, f"default/p{k}", NAMES, 100, defer=True)
         service.settle()
     assert len(calls) == 10 and calls[-1]  # each settle replayed its request's reply
+    # With the caller's next request already there, the replay would only delay it.
+    spec = podspec_from_pod(ko.pod("p5", uid="u5", **POD_SHAPES[0]),  # type: ignore[arg-type]
+                            cache.models)
+    service.score("inprocess", spec, "default/p5", NAMES, 100, defer=True)
+    service.settle(lambda: True)
+    assert len(calls) == 11 and service.replays_skipped == 1 and service.settles == 6
     text = service.exposition().decode()
     count = re.search(r"^dsan_sidecar_settle_seconds_count(?:\{[^}]*\})? (\S+)$", text, re.M)
-    assert count is not None and float(count.group(1)) == 5 == service.settles
+    assert count is not None and float(count.group(1)) == 6 == service.settles
