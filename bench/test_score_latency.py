@@ -189,7 +189,7 @@ def server_seconds(n: int, policy: str, api: str) -> Counts:
     svc.settle()  # observations wait for the post-reply settle
     total, count = svc.metrics.latency.sum_count(api, "total")
     return (total, count, svc.settle_s, svc.settles, svc.engine.settled_by_next,
-            svc.replays_skipped)
+            svc.engine.replays_skipped)
 
 
 def server_info(benchmark: Any, before: Counts, after: Counts) -> None:

@@ -102,6 +102,8 @@ class ScoringEngine:
         self._settled: _Pending | None = None
         #: Replays that raised (the next request answers as it would have without).
         self.warm_errors = 0
+        #: Replays skipped because the caller's next request was already there.
+        self.replays_skipped = 0
         self._after_assume = getattr(scorer, "after_assume", None)
         #: A scorer's one-pass ``normalize(score(...))`` and first argmax (DSAN's
         #: ``score_scaled``), used when no candidate goes to the fallback.
@@ -178,18 +180,23 @@ class ScoringEngine:
             self._settled = pending
             return True
 
-    def warm(self) -> None:
+    def warm(self, waiting: Callable[[], bool] | None = None) -> None:
         """With ``warm_reply``, replay the reply of the request :meth:`settle` settled last
         on its candidates, discarding it: the held path (DSAN's held logits, then the
         tie-break) reads the same code and data the next request of the class will, so that
         request finds them in the CPU caches instead of behind the refresh that just ran
         (docs/sidecar.md, "Warm replies"). Read-only but for catching up what that request
         would catch up first (the scorer's feed, the embeddings' refresh, the class's
-        feasibility); nothing when the held logits do not apply. The caller runs it last
-        after a reply's deferred work (anything after it cools the caches again), never on
-        a request's path (a request that settles the previous one itself replays nothing)."""
+        feasibility); nothing when the held logits do not apply. Skipped, and counted in
+        ``replays_skipped``, when ``waiting()`` says the caller's next request is already
+        there: the replay would only delay it. The caller runs this last after a reply's
+        deferred work (anything after it cools the caches again), never on a request's path
+        (a request that settles the previous one itself replays nothing)."""
         settled, self._settled = self._settled, None
-        if settled is None or not self.warm_reply:
+        if settled is None or not self.warm_reply or self._score_held is None:
+            return
+        if waiting is not None and waiting():
+            self.replays_skipped += 1
             return
         with self.cache.scoring_lock:
             self._warm(settled[1], settled[3], settled[4])

@@ -85,8 +85,6 @@ class ScoringService:
         #: Time spent in settle() applying deferred assumptions, and how many (benchmarks).
         self.settle_s = 0.0
         self.settles = 0
-        #: Settles that skipped the reply's replay: the next request was already there.
-        self.replays_skipped = 0
         #: Settle times waiting to be observed by the next settle().
         self._settled_s: deque[float] = deque()
 
@@ -133,8 +131,8 @@ class ScoringService:
         :meth:`ScoringEngine.settle`) and the queued latency observations, then the replay of
         its reply (:meth:`ScoringEngine.warm`), last so that nothing cools the caches it
         warms, unless ``waiting()`` says the caller's next request is already there (the
-        replay would only delay it; counted in ``replays_skipped``). Runs after a reply was
-        sent (and before every scrape), so it must never raise into a server thread."""
+        replay would only delay it). Runs after a reply was sent (and before every scrape),
+        so it must never raise into a server thread."""
         t0 = time.perf_counter()
         self._observe_settles()
         try:
@@ -150,10 +148,7 @@ class ScoringService:
             except IndexError:  # another thread drained it first
                 break
         if applied:
-            if waiting is not None and waiting():
-                self.replays_skipped += 1
-            else:
-                self.engine.warm()
+            self.engine.warm(waiting)
             # Observed by the next settle: the histogram's lock and bisect here would cool
             # the caches the replay just warmed.
             dt = time.perf_counter() - t0

@@ -426,7 +426,7 @@ def test_the_service_replays_last_and_a_scrape_still_sees_every_settle() -> None
                             cache.models)
     service.score("inprocess", spec, "default/p5", NAMES, 100, defer=True)
     service.settle(lambda: True)
-    assert len(calls) == 11 and service.replays_skipped == 1 and service.settles == 6
+    assert len(calls) == 11 and engine.replays_skipped == 1 and service.settles == 6
     text = service.exposition().decode()
     count = re.search(r"^dsan_sidecar_settle_seconds_count(?:\{[^}]*\})? (\S+)$", text, re.M)
     assert count is not None and float(count.group(1)) == 6 == service.settles
