@@ -125,7 +125,7 @@ class World:
         if "torch" in sys.modules:  # as the sidecar does (SidecarConfig.torch_threads)
             sys.modules["torch"].set_num_threads(cfg.torch_threads)
         eng = ScoringEngine(self.cache, scorer, make_scorer("fgd"), cfg.telemetry_stale_s,
-                            warm_reply=cfg.warm_reply)
+                            warm_reply_max_nodes=cfg.warm_reply_max_nodes)
         self.service = ScoringService(self.cache, self.view, eng, SidecarMetrics(),
                                       PolicyInfo(policy, policy, "fgd"))
         self.spec = podspec_from_pod(POD, self.cache.models)
@@ -286,7 +286,8 @@ def test_inprocess_score(benchmark: Any, n: int, policy: str) -> None:
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("n", SIZES)
 def test_inprocess_score_unwarmed(benchmark: Any, n: int, policy: str) -> None:
-    """The budget row without the settle's replay of the reply (``warm_reply`` off): each
+    """The budget row without the settle's replay of the reply (``warm_reply_max_nodes``
+    0): each
     reply follows a settle that evicted its code and data from the CPU caches. Shown beside
     the budget row, not judged (the sidecar's default is on)."""
     w = world(n, policy)
@@ -299,13 +300,13 @@ def test_inprocess_score_unwarmed(benchmark: Any, n: int, policy: str) -> None:
 
     record(benchmark, "inprocess-unwarmed", n, policy)
     load_before = os.getloadavg()[0]
-    was, eng.warm_reply = eng.warm_reply, False
+    was, eng.warm_reply_max_nodes = eng.warm_reply_max_nodes, 0
     try:
         benchmark.pedantic(call, setup=w.service.settle, rounds=ROUNDS, iterations=1,
                            warmup_rounds=5)
     finally:
         w.service.settle()
-        eng.warm_reply = was
+        eng.warm_reply_max_nodes = was
     summarize(benchmark, load_before)
 
 

@@ -70,7 +70,7 @@ class Sidecar:
         scorer, fallback, info = policies if policies is not None else load_policies(cfg)
         self.metrics = SidecarMetrics()
         engine = ScoringEngine(self.cache, scorer, fallback, cfg.telemetry_stale_s,
-                               cfg.strict_node_names, warm_reply=cfg.warm_reply)
+                               cfg.strict_node_names, warm_reply_max_nodes=cfg.warm_reply_max_nodes)
         self.service = ScoringService(self.cache, self.view, engine, self.metrics, info)
         stats = self.cache.stats
         self.metrics.bind_gauges(

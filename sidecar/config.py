@@ -82,11 +82,12 @@ class SidecarConfig:
     #: of times a second; 0 refreshes on every change.
     embed_refresh_s: float = 1.0
     #: After each reply's deferred work, replay the reply's read-only path on the same
-    #: candidates (DSAN's held logits and the tie-break), so the next reply finds its code
-    #: and data in the CPU caches instead of evicted by that work: DSAN's in-process p99 at
-    #: 100 nodes ~31 -> ~24 us on the development machine, for one more held reply per
-    #: request off the reply's path (docs/sidecar.md, "Warm replies").
-    warm_reply: bool = True
+    #: candidates (DSAN's held logits and the tie-break) when it had at most this many, so
+    #: the next reply finds its code and data in the CPU caches instead of evicted by that
+    #: work; 0 never replays. Measured to help at 100 candidates (2-4 us of DSAN's ~20 us
+    #: p50) and not at 1,000 or 5,000, where the replay's own cost grows with the list
+    #: (docs/sidecar.md, "Warm replies").
+    warm_reply_max_nodes: int = 256
     #: Move everything alive once the informers have synced into Python's permanent GC
     #: generation (gc.freeze), so the cyclic collector stops rescanning the initial cluster
     #: state on the request path (full collections cost milliseconds on a large heap).
@@ -123,6 +124,7 @@ class SidecarConfig:
         need(1 <= self.grpc_workers <= 256, "grpc_workers", "must be within 1..256")
         need(0 <= self.torch_threads <= 256, "torch_threads", "must be within 0..256")
         need(0 <= self.embed_refresh_s <= 3600, "embed_refresh_s", "must be within 0..3600")
+        need(self.warm_reply_max_nodes >= 0, "warm_reply_max_nodes", "must be >= 0")
         need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
              "must be DEBUG, INFO, WARNING or ERROR")
 

@@ -75,7 +75,7 @@ class ScoringEngine:
         telemetry_stale_s: float,
         strict_node_names: bool = False,
         wall: Callable[[], float] = time.time,
-        warm_reply: bool = False,
+        warm_reply_max_nodes: int = 0,
     ) -> None:
         self.cache = cache
         self.scorer = scorer
@@ -97,8 +97,9 @@ class ScoringEngine:
         #: The deferred assumption (key, pod, node) and the request's (candidates, max
         #: score), applied by settle() or the next request.
         self._pending: _Pending | None = None
-        #: warm() replays the reply settle() settled last (its read-only path).
-        self.warm_reply = warm_reply
+        #: warm() replays the reply settle() settled last (its read-only path) when it had
+        #: at most this many candidates (0: never).
+        self.warm_reply_max_nodes = warm_reply_max_nodes
         self._settled: _Pending | None = None
         #: Replays that raised (the next request answers as it would have without).
         self.warm_errors = 0
@@ -181,19 +182,20 @@ class ScoringEngine:
             return True
 
     def warm(self, waiting: Callable[[], bool] | None = None) -> None:
-        """With ``warm_reply``, replay the reply of the request :meth:`settle` settled last
-        on its candidates, discarding it: the held path (DSAN's held logits, then the
-        tie-break) reads the same code and data the next request of the class will, so that
-        request finds them in the CPU caches instead of behind the refresh that just ran
-        (docs/sidecar.md, "Warm replies"). Read-only but for catching up what that request
-        would catch up first (the scorer's feed, the embeddings' refresh, the class's
+        """Replay the reply of the request :meth:`settle` settled last on its candidates,
+        if it had at most ``warm_reply_max_nodes``, discarding it: the held path (DSAN's
+        held logits, then the tie-break) reads the same code and data the next request of
+        the class will, so that request finds them in the CPU caches instead of behind the
+        refresh that just ran (docs/sidecar.md, "Warm replies"). Read-only but for catching
+        up what that request would catch up first (the scorer's feed, the embeddings' refresh, the class's
         feasibility); nothing when the held logits do not apply. Skipped, and counted in
         ``replays_skipped``, when ``waiting()`` says the caller's next request is already
         there: the replay would only delay it. The caller runs this last after a reply's
         deferred work (anything after it cools the caches again), never on a request's path
         (a request that settles the previous one itself replays nothing)."""
         settled, self._settled = self._settled, None
-        if settled is None or not self.warm_reply or self._score_held is None:
+        if (settled is None or self._score_held is None
+                or len(settled[3]) > self.warm_reply_max_nodes):
             return
         if waiting is not None and waiting():
             self.replays_skipped += 1

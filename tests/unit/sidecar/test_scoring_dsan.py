@@ -242,7 +242,7 @@ def _same_answer(engines: list[ScoringEngine], spec: PodSpec, names: list[str],
         (got[1].best, got[1].unknown, got[1].infeasible, got[1].fallback)
     for e in engines:
         e.settle()
-        e.warm()  # the replay, where an engine has warm_reply (the service's order)
+        e.warm()  # the replay, where an engine has one (the service's order)
 
 
 def _answers(fn: Callable[..., Any], seen: list[bool]) -> Callable[..., Any]:
@@ -331,14 +331,14 @@ def test_the_settle_hands_the_scorer_its_feasibility_of_every_node() -> None:
 
 
 def test_the_warm_replay_after_a_settle_changes_no_answer_and_runs_only_there() -> None:
-    """``warm_reply``: warm() replays the held reply of the request settle() settled on
+    """``warm_reply_max_nodes``: warm() replays the held reply of the request settle() settled on
     its candidates (read-only: the answers of an engine without it are the same, request
     after request), once per settle() and never when the next request applies the deferred
     assumption itself (that would put the replay on a reply's path)."""
     caches = [_cache(lambda: 0.0), _cache(lambda: 0.0)]
     engines = [ScoringEngine(c, DSANScorer(ServingModel(MODEL, default_workload())),
-                             Untrusting(), 1e9, warm_reply=warm)
-               for c, warm in zip(caches, (True, False), strict=True)]
+                             Untrusting(), 1e9, warm_reply_max_nodes=most)
+               for c, most in zip(caches, (len(NAMES), 0), strict=True)]
     calls: list[bool] = []
     engines[0]._score_held = _answers(engines[0]._score_held, calls)
     for k in range(10):
@@ -362,13 +362,19 @@ def test_the_warm_replay_after_a_settle_changes_no_answer_and_runs_only_there() 
     assert len(calls) - before == 2
     engines[0].warm()  # once per settle()
     assert len(calls) - before == 2
+    # A list longer than warm_reply_max_nodes is not replayed.
+    engines[0].warm_reply_max_nodes = len(NAMES) - 1
+    engines[0].score(specs[0], NAMES, assume="default/q2", defer=True)
+    assert engines[0].settle()
+    engines[0].warm()
+    assert len(calls) - before == 3
     assert engines[0].warm_errors == 0
 
 
 def test_a_failing_warm_replay_is_counted_and_the_next_reply_still_answers() -> None:
     cache = _cache(lambda: 0.0)
     engine = ScoringEngine(cache, DSANScorer(ServingModel(MODEL, default_workload())),
-                           Untrusting(), 1e9, warm_reply=True)
+                           Untrusting(), 1e9, warm_reply_max_nodes=256)
     feed = engine._feed
     replaying = [False]
 
@@ -409,7 +415,7 @@ def test_the_service_replays_last_and_a_scrape_still_sees_every_settle() -> None
 
     cache = _cache(lambda: 0.0)
     engine = ScoringEngine(cache, DSANScorer(ServingModel(MODEL, default_workload())),
-                           Untrusting(), 1e9, warm_reply=True)
+                           Untrusting(), 1e9, warm_reply_max_nodes=256)
     calls: list[bool] = []
     assert engine._score_held is not None
     engine._score_held = _answers(engine._score_held, calls)
