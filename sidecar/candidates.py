@@ -96,12 +96,7 @@ def _name_rows_c(index: Mapping[str, int], names: Sequence[str], missing: int = 
     return rows, unknown
 
 
-def _compiled() -> Any:
-    """``dsan._namerows``, or None (:func:`dsan.twins.compiled_twin`)."""
-    return compiled_twin("dsan._namerows")
-
-
-_C = _compiled()
+_C: Any = compiled_twin("dsan._namerows")
 compiled = _C is not None
 #: The twin the engine calls: the C one (``dsan/_namerows.c``) when built and
 #: ``DSAN_PURE_PYTHON`` is unset; ``tests/unit/sidecar/test_candidates.py`` pins them together.

@@ -187,12 +187,13 @@ class ScoringEngine:
         held logits, then the tie-break) reads the same code and data the next request of
         the class will, so that request finds them in the CPU caches instead of behind the
         refresh that just ran (docs/sidecar.md, "Warm replies"). Read-only but for catching
-        up what that request would catch up first (the scorer's feed, the embeddings' refresh, the class's
-        feasibility); nothing when the held logits do not apply. Skipped, and counted in
-        ``replays_skipped``, when ``waiting()`` says the caller's next request is already
-        there: the replay would only delay it. The caller runs this last after a reply's
-        deferred work (anything after it cools the caches again), never on a request's path
-        (a request that settles the previous one itself replays nothing)."""
+        up what that request would catch up first (the scorer's feed, the embeddings'
+        refresh, the class's feasibility); nothing when the held logits do not apply.
+        Skipped, and counted in ``replays_skipped``, when ``waiting()`` says the caller's
+        next request is already there: the replay would only delay it. The caller runs this
+        last after a reply's deferred work (anything after it cools the caches again), never
+        on a request's path (a request that settles the previous one itself replays
+        nothing)."""
         settled, self._settled = self._settled, None
         if (settled is None or self._score_held is None
                 or len(settled[3]) > self.warm_reply_max_nodes):
