@@ -148,7 +148,10 @@ class ScoringService:
             except IndexError:  # another thread drained it first
                 break
         if applied:
-            self.engine.warm(waiting)
+            try:
+                self.engine.warm(waiting)
+            except Exception:  # only warming failed (the replay itself counts its errors)
+                log.exception("the reply's replay failed")
             # Observed by the next settle: the histogram's lock and bisect here would cool
             # the caches the replay just warmed.
             dt = time.perf_counter() - t0
