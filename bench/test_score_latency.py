@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import repeat
 from pathlib import Path
@@ -152,17 +152,26 @@ class World:
                                         strict=True)))
 
 
-def lookup_dot(w: World, names: list[str]) -> int:
+def numpy_rows(index: Mapping[str, int], names: list[str]) -> np.ndarray:
+    """The judged floor's lookup: numpy's fromiter over the dict's lookups."""
+    return np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+
+
+def compiled_rows(index: Mapping[str, int], names: list[str]) -> np.ndarray:
+    """The sidecar's own compiled lookup (:func:`sidecar.candidates.name_rows`)."""
+    return name_rows(index, names)[0]
+
+
+def lookup_dot(w: World, names: list[str],
+               rows_of: Callable[[Mapping[str, int], list[str]], np.ndarray] = numpy_rows) -> int:
     """The in-process floor: names to rows, the gather and the dot product, the argmax."""
-    rows = np.fromiter(map(w.index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+    rows = rows_of(w.index, names)
     return int(np.argmax(w.vectors[rows] @ w.pod_vec))
 
 
-def c_lookup_dot(w: World, names: list[str]) -> int:
-    """The floor with the sidecar's compiled names-to-rows lookup
-    (:func:`sidecar.candidates.name_rows`) instead of numpy's: shown beside the budget's."""
-    rows = name_rows(w.index, names)[0]
-    return int(np.argmax(w.vectors[rows] @ w.pod_vec))
+#: The lookup+dot floors by name: the judged one (numpy's lookup) and, shown beside it, the
+#: same floor with the sidecar's compiled lookup.
+LOOKUP_FLOORS = {"floor:lookup+dot": numpy_rows, "floor:compiled-lookup+dot": compiled_rows}
 
 
 _WORLDS: dict[tuple[int, str], World] = {}
@@ -229,28 +238,19 @@ def test_inprocess_floor_dot(benchmark: Any, n: int) -> None:
     run(benchmark, lambda: int(np.argmax(w.vectors @ w.pod_vec)))
 
 
+@pytest.mark.parametrize("floor_name", list(LOOKUP_FLOORS))
 @pytest.mark.parametrize("n", SIZES)
-def test_inprocess_floor_lookup_dot(benchmark: Any, n: int) -> None:
+def test_inprocess_floor_lookup_dot(benchmark: Any, n: int, floor_name: str) -> None:
+    """The judged floor (numpy's lookup) and, shown, not judged, the same floor with the
+    sidecar's compiled lookup."""
     w = world(n, POLICIES[0])
     lists = itertools.cycle(w.cands)
+    rows_of = LOOKUP_FLOORS[floor_name]
 
     def floor() -> int:
-        return lookup_dot(w, next(lists))
+        return lookup_dot(w, next(lists), rows_of)
 
-    record(benchmark, "inprocess", n, "floor:lookup+dot")
-    run(benchmark, floor)
-
-
-@pytest.mark.parametrize("n", SIZES)
-def test_inprocess_floor_compiled_lookup_dot(benchmark: Any, n: int) -> None:
-    """Shown, not judged: the lookup+dot floor with the sidecar's compiled lookup."""
-    w = world(n, POLICIES[0])
-    lists = itertools.cycle(w.cands)
-
-    def floor() -> int:
-        return c_lookup_dot(w, next(lists))
-
-    record(benchmark, "inprocess", n, "floor:compiled-lookup+dot")
+    record(benchmark, "inprocess", n, floor_name)
     run(benchmark, floor)
 
 
