@@ -46,7 +46,6 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -73,10 +72,11 @@ from sidecar.podspec import podspec_from_pod
 from sidecar.relay import RelayServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
+from sidecar.threadlimits import limit_threads
 
 SIZES = [int(s) for s in os.environ.get("DSAN_BENCH_SIZES", "100,1000,5000").split(",")]
-#: DSAN (the sidecar's default policy) runs in the same process: torch is limited to one
-#: thread (SidecarConfig.torch_threads), as in the sidecar.
+#: DSAN (the sidecar's default policy) runs in the same process: torch and numpy's BLAS are
+#: limited to one thread each (SidecarConfig.torch_threads, blas_threads), as in the sidecar.
 POLICIES = os.environ.get("DSAN_BENCH_POLICIES", "k8s-default,fgd,dsan").split(",")
 ROUNDS = int(os.environ.get("DSAN_BENCH_ROUNDS", "1000"))
 #: Request bodies cycled through, each a different pod, so every call assumes a new pod.
@@ -122,8 +122,7 @@ class World:
         self.view.start()
         del nodes, pods, tele
         scorer = make_scorer(policy)
-        if "torch" in sys.modules:  # as the sidecar does (SidecarConfig.torch_threads)
-            sys.modules["torch"].set_num_threads(cfg.torch_threads)
+        limit_threads(cfg.torch_threads, cfg.blas_threads)  # as the sidecar does
         eng = ScoringEngine(self.cache, scorer, make_scorer("fgd"), cfg.telemetry_stale_s,
                             warm_reply_max_nodes=cfg.warm_reply_max_nodes)
         self.service = ScoringService(self.cache, self.view, eng, SidecarMetrics(),

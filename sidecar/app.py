@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from sidecar.metrics import SidecarMetrics
 from sidecar.relay import RelayServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
+from sidecar.threadlimits import limit_threads
 
 log = logging.getLogger("dsan.sidecar")
 ViewFactory = Callable[[GraphCache], ClusterView]
@@ -49,8 +49,7 @@ def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
         log.warning("policy 'dsan' cannot be loaded (%s); serving %r instead", exc,
                     cfg.fallback_policy)
         scorer = fallback
-    if cfg.torch_threads and "torch" in sys.modules:  # only a torch policy imported it
-        sys.modules["torch"].set_num_threads(cfg.torch_threads)
+    limit_threads(cfg.torch_threads, cfg.blas_threads)
     version = str(getattr(scorer, "version", "") or scorer.name)
     if version != scorer.name and not version.startswith(scorer.name):
         version = f"{scorer.name}@{version}"

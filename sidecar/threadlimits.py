@@ -1,0 +1,64 @@
+"""The sidecar's compute thread pools: torch's intra-op pool and numpy's BLAS pool.
+
+Both libraries size their pools by the CPUs the kernel lists as online, not by the CPUs the
+sidecar may run on. The chart's latency deployment gives the sidecar one CPU of its own
+(``sidecar.exclusiveCpus: 1``, a CPU set of one); a node with 64 cores still shows 64 online.
+A pool of several threads on one CPU is worse than one thread: OpenBLAS splits a matrix
+product among its threads and waits for all of them, and a thread that has to wait for the
+CPU waits for a whole scheduler time slice (milliseconds).
+
+Measured (session 19, 2-core machine, score-gateway in front of the sidecar pinned to one
+CPU, Go client back to back, 5,000 candidates, 3,000 calls interleaved with the no-op):
+DSAN's p99 was 3,321 us with numpy's default two OpenBLAS threads and 1,013 us with one.
+DSAN runs numpy matrix products over thousands of rows (its head above 512 candidates, a
+class's rows featurized many at a time); fgd, which runs none, had 1,251 and 1,054 us.
+torch was already held to one thread (``torch_threads``): on a busy node its spinning
+workers cost 50-60 ms against 4-10 ms per pod.
+
+Nothing here runs at import time; :func:`limit_threads` is called once at start
+(:func:`sidecar.app.load_policies`, and the latency bench's worlds, as the sidecar does).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+__all__ = ["blas_threads", "limit_threads"]
+
+
+def limit_threads(torch_threads: int, blas_threads: int) -> Any:
+    """Hold torch's intra-op pool (if torch is imported: only a torch policy imports it) to
+    ``torch_threads`` and every BLAS library loaded in the process to ``blas_threads``; 0
+    leaves a pool as its library sized it. Returns threadpoolctl's limiter (its
+    ``restore_original_limits()`` undoes the BLAS limit), or None when nothing was limited:
+    a BLAS limit that cannot be applied (threadpoolctl missing or failing) is logged, and
+    the sidecar serves on."""
+    if torch_threads and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(torch_threads)
+    if not blas_threads:
+        return None
+    try:
+        from threadpoolctl import threadpool_limits
+
+        limiter = threadpool_limits(limits=blas_threads, user_api="blas")
+    except Exception as exc:  # an optional tuning: never a reason not to serve
+        log.warning("cannot limit the BLAS threads to %d (%s); serving with the library's "
+                    "own pool", blas_threads, exc)
+        return None
+    log.info("numpy's BLAS held to %d thread(s)", blas_threads)
+    return limiter
+
+
+def blas_threads() -> list[int]:
+    """The thread count of every BLAS library loaded in the process (observability and
+    tests); empty when threadpoolctl cannot tell."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        return [int(d["num_threads"]) for d in threadpool_info() if d.get("user_api") == "blas"]
+    except Exception:
+        return []
