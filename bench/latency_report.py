@@ -261,7 +261,8 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
            title: str = "# Score latency of the sidecar") -> str:
     sizes = sorted({n for _, n, _ in res})
     loads = [v[k] for v in res.values() for k in ("load", "load0") if v[k] == v[k]]
-    rounds = sorted({int(v["rounds"]) for v in res.values()})
+    rounds = sorted({int(v["rounds"]) for (k, _, _), v in res.items() if "-go" not in k})
+    go_calls = sorted({int(v["rounds"]) for (k, _, _), v in res.items() if "-go" in k})
     policies = sorted({p for k, _, p in res if k == "inprocess" and not p.startswith("floor")})
     lines = [
         title,
@@ -275,7 +276,9 @@ def render(res: dict[tuple[str, int, str], dict[str, float]], source: str,
         f"Python {platform.python_version()}, on the shared 2-core development machine "
         "(1-minute load average, which counts the benchmark's own client and server: "
         f"{min(loads, default=float('nan')):.1f}-{max(loads, default=float('nan')):.1f} on 2 "
-        f"cores during the run, {', '.join(map(str, rounds))} rounds per benchmark). "
+        f"cores during the run, {', '.join(map(str, rounds))} rounds per pytest-benchmark row"
+        + (f", {', '.join(map(str, go_calls))} calls per Go-client row" if go_calls else "")
+        + "). "
         "Each row's ratio is against its floor from the same run. Every call scores a "
         "different pod than the last (32 pods in turn; each winner is assumed, so a node "
         "changes before every call, while the cluster never fills up), with a different "
