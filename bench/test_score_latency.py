@@ -13,7 +13,10 @@ measured in the same run:
 * the same two APIs again from a Go client in its own process
   (``scheduler-plugin/cmd/scorebench``: the DSANScore plugin's generated stubs and gRPC
   settings, and Go's net/http as kube-scheduler's HTTP extender client), i.e. what
-  kube-scheduler sees; the Python-client rows above stay beside them.
+  kube-scheduler sees; the Python-client rows above stay beside them. Each Go row is
+  GO_ROUNDS calls in GO_CHUNKS chunks, the no-op and the policies of one cell (API, size,
+  pace) taking turns chunk by chunk (:func:`go_cell`), so that this machine's drift in speed
+  falls on the floor and the policies alike.
 
 Budgets (issue 6): in-process p99 <= 2x its floor; HTTP p99 <= 1.5x the no-op server; gRPC
 p99 <= 1 ms at 1,000 nodes. The budgets are reported, not asserted: this machine is shared
@@ -53,7 +56,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import numpy as np
@@ -538,7 +541,7 @@ class GoRow:
 
     ns: list[int] = field(default_factory=list)
     chunk_p99: list[float] = field(default_factory=list)
-    counts: list[float] = field(default_factory=lambda: [0.0] * 6)
+    counts: Counts = (0.0, 0.0, 0.0, 0, 0, 0)
 
 
 #: (api, nodes, pace) -> policy (and "noop") -> its row, each cell measured once.
@@ -568,7 +571,7 @@ def test_go_client(benchmark: Any, http_servers: Any, grpc_servers: Any, gateway
         p50=float(np.percentile(data, 50)), p99=float(np.percentile(data, 99)),
         mean=float(data.mean()), rounds=len(data), chunks=len(row.chunk_p99),
         chunk_p99=row.chunk_p99)
-    server_info(benchmark, (0.0, 0.0, 0.0, 0, 0, 0), tuple(row.counts))  # type: ignore[arg-type]
+    server_info(benchmark, GoRow().counts, row.counts)
 
 
 def go_cell(get: Callable[[int, str], Any], api: str, n: int, pace: str) -> dict[str, GoRow]:
@@ -602,7 +605,8 @@ def go_cell(get: Callable[[int, str], Any], api: str, n: int, pace: str) -> dict
             after = server_seconds(n, policy, wire)
             row.ns += ns
             row.chunk_p99.append(float(np.percentile(ns, 99)) / 1e9)
-            row.counts = [a + (y - x) for a, x, y in zip(row.counts, before, after, strict=True)]
+            row.counts = cast(Counts, tuple(
+                a + (y - x) for a, x, y in zip(row.counts, before, after, strict=True)))
     _GO_CELLS[key] = rows
     return rows
 
