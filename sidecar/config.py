@@ -79,7 +79,7 @@ class SidecarConfig:
     #: Threads of every BLAS library numpy loaded (OpenBLAS); 0 = the library's default, one
     #: per online CPU of the node, whatever the sidecar's CPU set or limit. One thread: on
     #: the one CPU the latency deployment gives the sidecar, a second thread turned DSAN's
-    #: p99 at 5,000 candidates from 1.0 ms into 3.3 ms (sidecar/threadlimits.py).
+    #: p99 at 5,000 candidates from ~1.4 ms into ~4 ms (sidecar/threadlimits.py).
     blas_threads: int = 1
     #: DSAN: telemetry and static node columns reach the node embeddings at most this late
     #: (allocations are always current). Each GPU node's telemetry object adds a window every
