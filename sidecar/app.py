@@ -23,7 +23,7 @@ from sidecar.metrics import SidecarMetrics
 from sidecar.relay import RelayServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
-from sidecar.threadlimits import limit_threads
+from sidecar.threadlimits import limit_threads, pool_sizes
 
 log = logging.getLogger("dsan.sidecar")
 ViewFactory = Callable[[GraphCache], ClusterView]
@@ -82,6 +82,7 @@ class Sidecar:
             ready=lambda: 1.0 if self.view.synced() else 0.0,
             policy_errors=lambda: float(engine.policy_errors),
         )
+        self.metrics.set_compute_threads(pool_sizes())
         self.http = ExtenderServer(
             cfg.bind_address, cfg.http_port, cfg.url_prefix, ExtenderApp(self.service),
             cfg.max_body_bytes, ready=self.service.ready,

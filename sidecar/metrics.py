@@ -123,6 +123,10 @@ class SidecarMetrics:
         self.cpus = Gauge(
             "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "
             "exclusiveCpus got from the kubelet's static CPU manager", registry=r)
+        self.compute_threads = Gauge(
+            "dsan_sidecar_compute_threads", "Threads of the sidecar's compute pools as set at "
+            "start (torch's intra-op pool, numpy's BLAS; 0: not loaded), beside "
+            "dsan_sidecar_cpus", ["pool"], registry=r)
         self.policy_errors = Gauge(
             "dsan_sidecar_policy_errors", "Requests where the served policy raised and the "
             "fallback policy scored instead", registry=r)
@@ -161,6 +165,12 @@ class SidecarMetrics:
 
     def set_policy(self, policy: str, version: str, fallback: str) -> None:
         self.policy.info({"policy": policy, "version": version, "fallback": fallback})
+
+    def set_compute_threads(self, pools: dict[str, int]) -> None:
+        """The compute pools' sizes, read once at start (reading them is ~1 ms of library
+        inspection, too much for every scrape; nothing resizes them later)."""
+        for pool, n in pools.items():
+            self.compute_threads.labels(pool).set(n)
 
     def bind_gauges(self, cache_age: Callable[[], float], nodes: Callable[[], float],
                     assumed: Callable[[], float],

@@ -27,7 +27,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["blas_threads", "limit_threads"]
+__all__ = ["blas_threads", "limit_threads", "pool_sizes"]
 
 
 def limit_threads(torch_threads: int, blas_threads: int) -> Any:
@@ -62,3 +62,11 @@ def blas_threads() -> list[int]:
         return [int(d["num_threads"]) for d in threadpool_info() if d.get("user_api") == "blas"]
     except Exception:
         return []
+
+
+def pool_sizes() -> dict[str, int]:
+    """``{"torch": intra-op threads, "blas": the largest BLAS pool}``, 0 for a library not
+    loaded (or not readable), for the sidecar's metrics at start."""
+    torch = sys.modules.get("torch")
+    return {"torch": int(torch.get_num_threads()) if torch is not None else 0,
+            "blas": max(blas_threads(), default=0)}

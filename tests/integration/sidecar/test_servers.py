@@ -119,6 +119,8 @@ def test_metrics_expose_latency_per_phase_policy_and_cache(sidecar_factory: Any)
     assert metric(text, "dsan_sidecar_cache_nodes") == 20
     assert metric(text, "dsan_sidecar_ready") == 1
     assert metric(text, "dsan_sidecar_cpus") == len(os.sched_getaffinity(0))
+    # load_policies held numpy's BLAS to the config's one thread (the fixture's sidecar)
+    assert metric(text, 'dsan_sidecar_compute_threads{pool="blas"}') == 1
     assert metric(text, 'dsan_sidecar_informer_lag_seconds{resource="pods"}') >= 0
     assert metric(text, "dsan_sidecar_cache_assumed_pods") == 1  # same pod, re-assumed
 

@@ -13,7 +13,7 @@ import pytest
 import threadpoolctl
 
 from sidecar.config import SidecarConfig
-from sidecar.threadlimits import blas_threads, limit_threads
+from sidecar.threadlimits import blas_threads, limit_threads, pool_sizes
 
 Pools = list[tuple[Any, int]]
 
@@ -78,3 +78,13 @@ def test_the_sidecar_starts_with_one_blas_thread(
     limit_threads(torch_threads=0, blas_threads=2)
     load_policies(SidecarConfig(policy="fgd"))
     assert set(blas_threads()) == {1}
+
+
+def test_pool_sizes_read_what_was_set(
+    monkeypatch: pytest.MonkeyPatch, original_limits: Pools,
+) -> None:
+    limit_threads(torch_threads=0, blas_threads=1)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(get_num_threads=lambda: 3))
+    assert pool_sizes() == {"torch": 3, "blas": 1}
+    monkeypatch.delitem(sys.modules, "torch")
+    assert pool_sizes()["torch"] == 0
