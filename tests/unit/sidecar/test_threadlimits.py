@@ -69,9 +69,7 @@ def test_a_limit_that_cannot_be_applied_is_logged_and_serving_goes_on(
     assert "cannot limit the BLAS threads to 1 (no such symbol)" in caplog.text
 
 
-def test_the_sidecar_starts_with_one_blas_thread(
-    monkeypatch: pytest.MonkeyPatch, original_limits: Pools,
-) -> None:
+def test_the_sidecar_starts_with_one_blas_thread(original_limits: Pools) -> None:
     from sidecar.app import load_policies
 
     assert SidecarConfig().blas_threads == 1
