@@ -231,15 +231,17 @@ class ScoringEngine:
         if self.on_assume is not None:
             self.on_assume()
         try:
+            # One view for the whole refresh: the feasibility handed to the scorer's hook is
+            # then that of the very snapshot the hook reads.
+            pub = self.cache.snapshot()
             ok = None
             if self._cached:
                 ckey = self.classes.key(pod)
                 if ckey is not None:
-                    self.classes.lookup(pod, ckey, self.cache.snapshot())
+                    self.classes.lookup(pod, ckey, pub)
             else:  # the class's feasibility of the winner's row, off the next reply's path
-                ok = self.feasibility.mask(pod, self.cache.snapshot())
+                ok = self.feasibility.mask(pod, pub)
             if self._after_assume is not None:
-                pub = self.cache.snapshot()
                 row = pub.index.get(node, -1)
                 if row >= 0:
                     self._feed(pub)
