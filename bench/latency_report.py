@@ -66,10 +66,14 @@ def chunks_met(r: dict[str, Any], floor: dict[str, Any], budget: float | None) -
     """``; k of c chunks`` for a Go row measured in interleaved chunks: in how many of them
     the row's p99 met the budget (against the floor's p99 in the same turn, or 1 ms)."""
     mine, theirs = r.get("chunk_p99") or [], floor.get("chunk_p99") or []
-    if not mine or (budget is not None and len(theirs) != len(mine)):
+    if not mine:
         return ""
-    ok = sum(m <= BUDGET_GRPC_S if budget is None else m <= budget * f
-             for m, f in zip(mine, theirs if budget is not None else mine, strict=True))
+    if budget is None:
+        ok = sum(m <= BUDGET_GRPC_S for m in mine)
+    elif len(theirs) != len(mine):
+        return ""
+    else:
+        ok = sum(m <= budget * f for m, f in zip(mine, theirs, strict=True))
     return f"; {ok} of {len(mine)} chunks"
 
 
