@@ -4,7 +4,8 @@
  * Why C: a DSAN reply looks each candidate up in its pod class's cache: is its row stale,
  * the candidates' per-quantity extremes, has its logit been computed under them. In numpy
  * that is ~15 calls of gathers, compares and reductions over the m candidates (~30 us at
- * 1,000 nodes, ~90 us at 5,000); here it is three loops.
+ * 1,000 nodes, ~90 us at 5,000); here it is three loops. A settle's follow-up of a class
+ * (followed: its next candidates and their stale rows) is one more.
  * Why it stays exact: only gathers, comparisons and min / max, which have one answer in
  * any order, except for a NaN among the values or a zero extreme (numpy then decides which
  * NaN or which signed zero): extremes() returns False there and the caller asks numpy.
@@ -87,6 +88,100 @@ e2:
     PyBuffer_Release(&ab);
 e1:
     PyBuffer_Release(&nb);
+    return ret;
+}
+
+/* followed(last, epoch, seen, ok, at, nodes_out, rows_out) -> (count, stale, moved): a pod
+ * class's next candidates and its stale rows among them, in one pass over the n nodes, as
+ * dsan.model.headscan.followed_py computes them (read that first). The changed nodes are
+ * those whose epoch is past seen; a changed node of last that no longer fits (ok false) is
+ * dropped (every occurrence), a changed node outside last that now fits is appended, in
+ * node order. moved: something was dropped or appended (nodes_out[:count] then holds the
+ * new candidates; otherwise last stands and count is its length). rows_out[:stale]: the
+ * candidates whose class row is older than their epoch (at < epoch), each once, ascending.
+ * Integer compares and copies only: one answer whatever the order. */
+static PyObject *followed(PyObject *self, PyObject *args)
+{
+    PyObject *o[7];
+    long long seen;
+    Py_buffer lb, eb, kb, ab, nb, rb;
+    PyObject *ret = NULL;
+    unsigned char *mark = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLOOOO", &o[0], &o[1], &seen, &o[2], &o[3], &o[4], &o[5]))
+        return NULL;
+    if (get(o[0], &lb, "q", 8, 0, 0) < 0)
+        return NULL;
+    if (get(o[1], &eb, "q", 8, 0, 0) < 0)
+        goto f1;
+    if (get(o[2], &kb, "?", 1, 0, 0) < 0)
+        goto f2;
+    if (get(o[3], &ab, "q", 8, 0, 0) < 0)
+        goto f3;
+    if (get(o[4], &nb, "q", 8, 1, 0) < 0)
+        goto f4;
+    if (get(o[5], &rb, "q", 8, 1, 0) < 0)
+        goto f5;
+    const Py_ssize_t m = lb.shape[0], n = eb.shape[0];
+    if (kb.shape[0] != n || ab.shape[0] != n || nb.shape[0] < m + n || rb.shape[0] < n) {
+        PyErr_SetString(PyExc_TypeError, "ok and at as long as epoch, outputs too short");
+        goto f6;
+    }
+    const long long *last = lb.buf, *ep = eb.buf, *at = ab.buf;
+    const char *ok = kb.buf;
+    long long *nodes = nb.buf, *rows = rb.buf;
+    /* 0 outside last, 1 inside, 2 inside and dropped */
+    mark = PyMem_Calloc(n > 0 ? (size_t)n : 1, 1);
+    if (mark == NULL) {
+        PyErr_NoMemory();
+        goto f6;
+    }
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (last[k] < 0 || last[k] >= n) { /* numpy wraps negatives: its twin decides */
+            PyErr_SetString(PyExc_TypeError, "a candidate row out of 0..n-1");
+            goto f7;
+        }
+        mark[last[k]] = 1;
+    }
+    int moved = 0;
+    for (Py_ssize_t r = 0; r < n; r++)
+        if (ep[r] > seen) {
+            if (mark[r] && !ok[r]) {
+                mark[r] = 2;
+                moved = 1;
+            } else if (!mark[r] && ok[r]) {
+                moved = 1;
+            }
+        }
+    Py_ssize_t count = m, stale = 0;
+    if (moved) {
+        count = 0;
+        for (Py_ssize_t k = 0; k < m; k++)
+            if (mark[last[k]] != 2) /* in range: checked above */
+                nodes[count++] = last[k];
+    }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        const int added = !mark[r] && ep[r] > seen && ok[r]; /* only when moved */
+        if (added)
+            nodes[count++] = r;
+        if ((mark[r] == 1 || added) && at[r] < ep[r])
+            rows[stale++] = r;
+    }
+    ret = Py_BuildValue("nnO", count, stale, moved ? Py_True : Py_False);
+f7:
+    PyMem_Free(mark);
+f6:
+    PyBuffer_Release(&rb);
+f5:
+    PyBuffer_Release(&nb);
+f4:
+    PyBuffer_Release(&ab);
+f3:
+    PyBuffer_Release(&kb);
+f2:
+    PyBuffer_Release(&eb);
+f1:
+    PyBuffer_Release(&lb);
     return ret;
 }
 
@@ -264,6 +359,8 @@ e1:
 
 static PyMethodDef methods[] = {
     {"stale", stale, METH_VARARGS, "stale(nodes, at, epoch, out) -> count"},
+    {"followed", followed, METH_VARARGS,
+     "followed(last, epoch, seen, ok, at, nodes_out, rows_out) -> (count, stale, moved)"},
     {"extremes", extremes, METH_VARARGS, "extremes(quant, nodes, lo, hi) -> bool"},
     {"request_rows", request_rows, METH_VARARGS,
      "request_rows(q, lo, hi, hib, tel_age, ages, tel, present, dead, nodes, xr, dead_out)"},

@@ -31,6 +31,7 @@ from dsan.features import PlacementCache
 from dsan.filtering import feasible
 from dsan.model import headscan
 from dsan.model.headmirror import HeadMirror
+from dsan.model.headscan import unique_rows
 from dsan.model.heldreply import Held
 from dsan.model.net import DSANNet
 from dsan.model.rowcache import ClassRows, Hint, RowTracker, class_key
@@ -68,18 +69,6 @@ def _class_of(pod: PodSpec, snap: ClusterSnapshot, placements: PlacementCache) -
     return key
 
 
-def unique_rows(rows: I64) -> I64:
-    """``np.unique(rows)`` of a 1-d int64 array: sorted, each value once. numpy 2.4's
-    ``np.unique`` goes through its general machinery, ~10 us at 50 rows and ~80 us at 1,000
-    on the development machine; a sort and a mask of each run's first value are ~6 and
-    ~15 (a reply whose candidates' extremes or ages moved sends every row here)."""
-    s = np.sort(rows)
-    keep = np.empty(len(s), dtype=bool)
-    keep[:1] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
 def follow(last: I64, changed: I64, pod: PodSpec, snap: ClusterSnapshot,
            ok: BOOL | None = None) -> I64:
     """The candidates a pod class's next request will most likely send, given those of its
@@ -87,21 +76,13 @@ def follow(last: I64, changed: I64, pod: PodSpec, snap: ClusterSnapshot,
     less the changed nodes that no longer fit ``pod``, plus the changed ones that now do
     (on our view, as the sidecar filters). ``last`` itself (the same object) when that
     moves nothing. ``ok``: ``feasible(pod, snap)`` over every node when the caller has it
-    (the sidecar's feasibility cache), else the changed rows are checked here."""
+    (the sidecar's feasibility cache), else the changed rows are checked here.
+    (:func:`dsan.model.headscan.followed` is this with ``ok`` and the stale rows in one
+    pass.)"""
     if not changed.size:
         return last
     fits = feasible(pod, snap, changed) if ok is None else ok[changed]
-    # membership through a mask over all nodes: O(n + m), no sort (np.isin sorts)
-    member = np.zeros(len(snap), dtype=bool)
-    member[last] = True
-    inside = member[changed]
-    drop, add = changed[inside & ~fits], changed[~inside & fits]
-    if not drop.size and not add.size:
-        return last
-    if drop.size:
-        member[drop] = False
-        last = last[member[last]]
-    return np.concatenate([last, add]) if add.size else last
+    return headscan.follow_fits(last, changed, fits, len(snap))
 
 
 @dataclass(slots=True)
@@ -214,12 +195,9 @@ class HeadCache:
         return t
 
     def _class_rows(self, t: RowTracker, pod: PodSpec, snap: ClusterSnapshot, nodes: I64,
-                    node_cols: F32, placements: PlacementCache, key: Hashable = None
-                    ) -> tuple[ClassRows, I64 | None]:
-        """``key``: ``pod``'s :func:`_class_of`, when the caller has it."""
+                    node_cols: F32, placements: PlacementCache) -> tuple[ClassRows, I64 | None]:
         n = len(snap)
-        if key is None:
-            key = _class_of(pod, snap, placements)
+        key = _class_of(pod, snap, placements)
         c = self._classes.get(key)
         if c is None:
             if len(self._classes) >= self.max_classes:
@@ -231,10 +209,18 @@ class HeadCache:
             # np.unique's sort machinery costs ~5 us; a settle's one or two rows need none
             rows = (np.array(sorted(set(stale.tolist())), dtype=np.int64)
                     if stale.size <= FEW_ROWS else unique_rows(stale))
+        self._recompute(c, t, pod, snap, nodes, rows, node_cols, placements)
+        return c, rows
+
+    def _recompute(self, c: ClassRows, t: RowTracker, pod: PodSpec, snap: ClusterSnapshot,
+                   nodes: I64, rows: I64 | None, node_cols: F32,
+                   placements: PlacementCache) -> None:
+        """Recompute class ``c``'s ``rows`` (unique; None: none) and record ``nodes`` as the
+        candidates it last served."""
+        if rows is not None:
             c.update(self._mirror.layer, pod, snap, rows, node_cols, placements, t.tick)
             self.rows_computed += len(rows)
         c.last, c.seen = nodes, t.tick
-        return c, rows
 
     def held(self, pod: PodSpec, snap: ClusterSnapshot, placements: PlacementCache) -> Held | None:
         """What ``pod``'s class holds for a request on ``snap`` (the tracker synced to it):
@@ -271,8 +257,12 @@ class HeadCache:
             return False
         t = self._sync(snap)
         last = c.last
-        nodes = follow(last, np.flatnonzero(t.epoch > c.seen), pod, snap, ok)
-        c, rows = self._class_rows(t, pod, snap, nodes, node_cols, placements, key)
+        if ok is None:
+            nodes = follow(last, np.flatnonzero(t.epoch > c.seen), pod, snap)
+            c, rows = self._class_rows(t, pod, snap, nodes, node_cols, placements)
+        else:  # the sidecar's settle: the candidates and their stale rows in one pass
+            nodes, rows = headscan.followed(last, t.epoch, c.seen, ok, c.at)
+            self._recompute(c, t, pod, snap, nodes, rows, node_cols, placements)
         # Every logit the next request reads, as it would find them: under the candidates'
         # extremes, which may be a set held from before, whose logits of rows that changed
         # under other extremes since are old too (not just ``rows``).

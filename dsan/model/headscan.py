@@ -12,6 +12,8 @@ or a zero extreme: which signed zero), the C extremes defer to numpy. A C call t
 handed arrays of another layout or dtype also defers to numpy. :data:`stale`,
 :data:`extremes`, :data:`lookup` and :data:`request_rows` (the head's request columns, the
 same float64 expressions in C) are the C ones when built and ``DSAN_PURE_PYTHON`` is unset,
+as is :data:`followed` (a settle's next candidates of a class and their stale rows: ~10
+numpy calls, ~12 us of a settle at 100 nodes, in one pass over the nodes),
 and so is :data:`head_logits` (the whole head on a set's changed candidates: request columns,
 MLP, linear term and the stores in one call; 1 row ~3 us, 50 rows ~22), the one twin pair
 that agrees to float32 rounding only: its MLP's sums run in another order than BLAS's
@@ -40,6 +42,49 @@ BOOL = npt.NDArray[np.bool_]
 def stale_py(nodes: I64, at: I64, epoch: I64) -> I64:
     """The nodes whose class row was computed before their last change, in order."""
     return nodes[at[nodes] < epoch[nodes]]
+
+
+def unique_rows(rows: I64) -> I64:
+    """``np.unique(rows)`` of a 1-d int64 array: sorted, each value once. numpy 2.4's
+    ``np.unique`` goes through its general machinery, ~10 us at 50 rows and ~80 us at 1,000
+    on the development machine; a sort and a mask of each run's first value are ~6 and
+    ~15 (a reply whose candidates' extremes or ages moved sends every row here)."""
+    s = np.sort(rows)
+    keep = np.empty(len(s), dtype=bool)
+    keep[:1] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def follow_fits(last: I64, changed: I64, fits: BOOL, n: int) -> I64:
+    """``last`` (candidate rows of n nodes) less the ``changed`` rows in it that no longer
+    fit (``fits``, aligned with ``changed``; every occurrence dropped), plus the changed rows
+    outside it that now fit, appended in the order of ``changed``: ``last`` itself (the
+    same object) when that moves nothing."""
+    if not changed.size:
+        return last
+    # membership through a mask over all nodes: O(n + m), no sort (np.isin sorts)
+    member = np.zeros(n, dtype=bool)
+    member[last] = True
+    inside = member[changed]
+    drop, add = changed[inside & ~fits], changed[~inside & fits]
+    if not drop.size and not add.size:
+        return last
+    if drop.size:
+        member[drop] = False
+        last = last[member[last]]
+    return np.concatenate([last, add]) if add.size else last
+
+
+def followed_py(last: I64, epoch: I64, seen: int, ok: BOOL, at: I64) -> tuple[I64, I64 | None]:
+    """``(nodes, rows)``: a pod class's next candidates after its last ones (``last``) given
+    which nodes changed since the class synced (``epoch > seen``) and which fit the pod
+    (``ok``, over all n nodes): :func:`follow_fits`; then the candidates whose class row
+    is older than their change (``at < epoch``), sorted, each once, or None if none."""
+    changed = np.flatnonzero(epoch > seen)
+    nodes = follow_fits(last, changed, ok[changed], len(epoch))
+    stale = stale_py(nodes, at, epoch)
+    return nodes, (unique_rows(stale) if stale.size else None)
 
 
 def extremes_py(quant: F64, nodes: I64) -> tuple[F64, F64]:
@@ -204,6 +249,17 @@ def _stale_c(nodes: I64, at: I64, epoch: I64) -> I64:
     return out[:k]
 
 
+def _followed_c(last: I64, epoch: I64, seen: int, ok: BOOL, at: I64
+                ) -> tuple[I64, I64 | None]:
+    n = len(epoch)
+    nodes, rows = np.empty(len(last) + n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    try:
+        count, k, moved = _C.followed(last, epoch, seen, ok, at, nodes, rows)
+    except (TypeError, OverflowError):  # another layout, a negative row, a huge tick
+        return followed_py(last, epoch, seen, ok, at)
+    return (nodes[:count] if moved else last), (rows[:k] if k else None)
+
+
 #: Above this many candidates numpy's extremes are as fast or faster (its take and SIMD
 #: reductions against the C twin's scalar loops; min of 15 timings, 1,000 nodes: 8.6 vs
 #: 9.0 us, 5,000: 29 vs 42; 100: 3.9 vs 1.5, 500: 6.2 vs 4.8).
@@ -243,6 +299,8 @@ compiled = _C is not None
 #: The twins :class:`dsan.model.headcache.HeadCache` calls (``request_rows``: its
 #: :class:`~dsan.model.headmirror.HeadMirror`).
 stale: Callable[[I64, I64, I64], I64] = _stale_c if compiled else stale_py
+followed: Callable[[I64, I64, int, BOOL, I64], tuple[I64, I64 | None]] = (
+    _followed_c if compiled else followed_py)
 extremes: Callable[[F64, I64], tuple[F64, F64]] = _extremes_c if compiled else extremes_py
 lookup: Callable[[I64, I64, I64, F64, F64 | None, F64], tuple[I64, F64]] = (
     _lookup_c if compiled else lookup_py)

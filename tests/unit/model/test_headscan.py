@@ -1,8 +1,9 @@
-"""dsan.model.headscan's twins (numpy and dsan/_headscan.c) give the same bits: stale rows,
-candidate extremes (NaN and signed zeros included: the C one defers to numpy there), and
-the held-logit lookup; arrays of another dtype or layout go to numpy. The head cache
-served by either twin stays pinned to the model by test_serving_headcache.py (run with
-DSAN_PURE_PYTHON=1 for the numpy twins); here both serve the same cached head."""
+"""dsan.model.headscan's twins (numpy and dsan/_headscan.c) give the same bits: stale rows, a
+class's followed candidates and their stale rows, candidate extremes (NaN and signed zeros
+included: the C one defers to numpy there), and the held-logit lookup; arrays of another
+dtype or layout go to numpy. The head cache served by either twin stays pinned to the model
+by test_serving_headcache.py (run with DSAN_PURE_PYTHON=1 for the numpy twins); here both
+serve the same cached head."""
 
 from __future__ import annotations
 
@@ -249,3 +250,60 @@ def test_head_logits_refuses_out_of_range_candidates_before_writing() -> None:
     with pytest.raises(IndexError):
         headscan._C.head_logits(*bad[:19], e_logit, *args[20:23], None, None, None, None)
     assert e_logit.tobytes() == args[19].tobytes()
+
+
+def _followed_world(seed: int, n: int, m: int, dup: bool) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    last = rng.permutation(n)[:m] if not dup else rng.integers(0, n, m)
+    seen = int(rng.integers(0, 4))
+    epoch = rng.integers(0, 6, n)
+    return dict(last=last.astype(np.int64), epoch=epoch.astype(np.int64), seen=seen,
+                ok=rng.random(n) < 0.6, at=(epoch - rng.integers(0, 2, n)).astype(np.int64))
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), m=st.integers(0, 40),
+       dup=st.booleans())
+def test_followed_twins_give_the_same_candidates_and_rows(seed: int, n: int, m: int,
+                                                          dup: bool) -> None:
+    """The one-pass C ``followed`` and its numpy twin: the same next candidates (``last``
+    itself when nothing moved), the same sorted unique stale rows, or None for both."""
+    w = _followed_world(seed, n, min(m, n) if not dup else m, dup)
+    args = (w["last"], w["epoch"], w["seen"], w["ok"], w["at"])
+    nodes_c, rows_c = headscan._followed_c(*args)
+    nodes_py, rows_py = headscan.followed_py(*args)
+    assert (nodes_c is w["last"]) == (nodes_py is w["last"])
+    assert nodes_c.tolist() == nodes_py.tolist()
+    assert (rows_c is None) == (rows_py is None)
+    if rows_py is not None:
+        assert rows_c is not None and rows_c.tolist() == rows_py.tolist()
+
+
+def test_followed_by_hand() -> None:
+    """Nodes 0..5, last [4, 1, 2], changed since tick 1: 1 (no longer fits: dropped), 3 (now
+    fits: appended), 4 (still fits: kept, and its row is stale), 5 (does not fit: stays out)."""
+    epoch = np.array([0, 2, 1, 2, 2, 3], dtype=np.int64)
+    ok = np.array([True, False, True, True, True, False])
+    at = np.array([0, 0, 1, 0, 1, 0], dtype=np.int64)
+    last = np.array([4, 1, 2], dtype=np.int64)
+    for fn in (headscan.followed, headscan.followed_py):
+        nodes, rows = fn(last, epoch, 1, ok, at)
+        assert nodes.tolist() == [4, 2, 3]
+        assert rows is not None and rows.tolist() == [3, 4]
+        # nothing changed since tick 3: the same object, and no stale row among them
+        same, none = fn(last, epoch, 3, ok, np.maximum(at, epoch))
+        assert same is last and none is None
+
+
+@needs_c
+def test_followed_defers_to_numpy_on_rows_out_of_range_and_other_dtypes() -> None:
+    epoch = np.array([2, 2, 2], dtype=np.int64)
+    ok = np.ones(3, dtype=bool)
+    at = np.zeros(3, dtype=np.int64)
+    neg = np.array([-1, 0], dtype=np.int64)  # numpy wraps -1 to row 2
+    assert [a.tolist() for a in headscan._followed_c(neg, epoch, 0, ok, at)] == [
+        a.tolist() for a in headscan.followed_py(neg, epoch, 0, ok, at)]
+    i32 = np.array([0, 1], dtype=np.int32)
+    nodes, rows = headscan._followed_c(i32, epoch, 0, ok, at)
+    assert nodes.tolist() == [0, 1, 2] and rows is not None and rows.tolist() == [0, 1, 2]
