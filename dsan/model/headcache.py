@@ -195,9 +195,12 @@ class HeadCache:
         return t
 
     def _class_rows(self, t: RowTracker, pod: PodSpec, snap: ClusterSnapshot, nodes: I64,
-                    node_cols: F32, placements: PlacementCache) -> tuple[ClassRows, I64 | None]:
+                    node_cols: F32, placements: PlacementCache, key: Hashable = None
+                    ) -> tuple[ClassRows, I64 | None]:
+        """``key``: ``pod``'s :func:`_class_of`, when the caller has it."""
         n = len(snap)
-        key = _class_of(pod, snap, placements)
+        if key is None:
+            key = _class_of(pod, snap, placements)
         c = self._classes.get(key)
         if c is None:
             if len(self._classes) >= self.max_classes:
@@ -259,7 +262,7 @@ class HeadCache:
         last = c.last
         if ok is None:
             nodes = follow(last, np.flatnonzero(t.epoch > c.seen), pod, snap)
-            c, rows = self._class_rows(t, pod, snap, nodes, node_cols, placements)
+            c, rows = self._class_rows(t, pod, snap, nodes, node_cols, placements, key)
         else:  # the sidecar's settle: the candidates and their stale rows in one pass
             nodes, rows = headscan.followed(last, t.epoch, c.seen, ok, c.at)
             self._recompute(c, t, pod, snap, nodes, rows, node_cols, placements)

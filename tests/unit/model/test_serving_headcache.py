@@ -265,11 +265,14 @@ def test_set_entries_are_bounded_per_class() -> None:
     assert all(len(c.sets) <= 2 for c in sm.head._classes.values())
 
 
-def test_prefetch_after_an_assumption_leaves_the_next_request_only_gathering() -> None:
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_prefetch_after_an_assumption_leaves_the_next_request_only_gathering(
+        with_mask: bool) -> None:
     """What the sidecar's settle() does after the reply (DSANScorer.after_assume): the
     class's changed rows and their logits are brought up to date, under the extremes of the
     candidates the next request sends (the winner dropped once the pod no longer fits it);
-    that request computes and scores nothing and is still exact."""
+    that request computes and scores nothing and is still exact. ``with_mask``: handed the
+    feasibility of every node, as the sidecar does (headscan.followed's one pass)."""
     from dsan.policies.dsan import DSANScorer
 
     model = _random_residual(8)
@@ -285,7 +288,7 @@ def test_prefetch_after_an_assumption_leaves_the_next_request_only_gathering() -
         best = int(np.roll(nodes, step)[int(np.argmax(got))])
         allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, default_workload()))
         computed = sm.head.rows_computed
-        scorer.after_assume(pod, snap, best)
+        scorer.after_assume(pod, snap, best, feasible(pod, snap) if with_mask else None)
         nodes = feasible_nodes(pod, snap)
         # the winner's row, off the request path, unless the pod no longer fits it
         assert sm.head.rows_computed > computed or best not in nodes.tolist()
@@ -295,11 +298,12 @@ def test_prefetch_after_an_assumption_leaves_the_next_request_only_gathering() -
         assert sm.head.rows_scored == scored
 
 
-def test_prefetch_follows_nodes_that_start_or_stop_fitting() -> None:
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_prefetch_follows_nodes_that_start_or_stop_fitting(with_mask: bool) -> None:
     """The prefetch serves the class's last candidates less the changed nodes that no
     longer fit and plus those that now do (an assumption fills one node, the one it replaced
     frees another): the next request over the new feasible set finds every logit held, and
-    stays exact."""
+    stays exact; with or without the feasibility of every node handed in."""
     model = _random_residual(8)
     snap = _snap(40, seed=17)
     sm = ServingModel(model, default_workload())
@@ -314,7 +318,7 @@ def test_prefetch_follows_nodes_that_start_or_stop_fitting() -> None:
         gpus = fgd_select_gpus(pod, snap, full, default_workload())
         allocate(snap, pod, full, gpus)
         placed.append(gpus)
-    assert sm.prefetch(pod, snap)
+    assert sm.prefetch(pod, snap, feasible(pod, snap) if with_mask else None)
     computed, scored = sm.head.rows_computed, sm.head.rows_scored
     after = feasible_nodes(pod, snap)
     assert full not in after.tolist()
@@ -322,7 +326,7 @@ def test_prefetch_follows_nodes_that_start_or_stop_fitting() -> None:
     assert (sm.head.rows_computed, sm.head.rows_scored) == (computed, scored)
     # free it again: it fits, and the prefetch brings it back among the candidates
     release(snap, pod, full, placed[-1])
-    assert sm.prefetch(pod, snap)
+    assert sm.prefetch(pod, snap, feasible(pod, snap) if with_mask else None)
     computed, scored = sm.head.rows_computed, sm.head.rows_scored
     back = feasible_nodes(pod, snap)
     assert full in back.tolist()
