@@ -102,7 +102,7 @@ e1:
  * Integer compares and copies only: one answer whatever the order. */
 static PyObject *followed(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
+    PyObject *o[6];
     long long seen;
     Py_buffer lb, eb, kb, ab, nb, rb;
     PyObject *ret = NULL;
