@@ -43,16 +43,27 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
 
-__all__ = ["MAX_CLASSES", "MAX_SETS", "REQUEST_COLUMNS", "HeadCache", "SetLogits", "class_key",
-           "follow", "unique_rows"]
+__all__ = ["MAX_CLASSES", "MAX_SETS", "MIN_SETS", "REQUEST_COLUMNS", "SET_BYTES", "HeadCache",
+           "SetLogits", "class_key", "follow", "sets_kept", "unique_rows"]
 
 #: Up to this many stale rows are sorted as a Python set (a settle's one or two: np.unique's
 #: sort machinery costs ~5 us), more by :func:`unique_rows`.
 FEW_ROWS = 4
 #: Pod classes kept at once (each ~ n x (3H + 8) numbers); the oldest is dropped beyond.
 MAX_CLASSES = 32
-#: Candidate-set extremes kept per class (each 3 x n numbers); the oldest is dropped beyond.
-MAX_SETS = 4
+#: Candidate-set extremes kept per class: as many sets (each 3 x n numbers, 24 n bytes) as
+#: fit in SET_BYTES, at least MIN_SETS and at most MAX_SETS; the oldest is dropped beyond.
+#: A count alone had to be sized for 5,000 nodes (4 sets, 480 KB) and so missed at 100 nodes,
+#: where a class's candidates keep returning to extremes it saw more than 4 sets ago (the
+#: latency bench's rotation: ~12, docs/sidecar.md "The set cache by bytes").
+SET_BYTES = 1 << 20
+MIN_SETS = 4
+MAX_SETS = 64
+
+
+def sets_kept(n: int, set_bytes: int = SET_BYTES) -> int:
+    """How many candidate-set extremes a class keeps on a cluster of ``n`` nodes."""
+    return max(MIN_SETS, min(MAX_SETS, set_bytes // (24 * max(n, 1))))
 
 
 def _class_of(pod: PodSpec, snap: ClusterSnapshot, placements: PlacementCache) -> Hashable:
@@ -104,8 +115,9 @@ class HeadCache:
     """Per-pod-class first-layer cache plus a numpy mirror of the rest of the head."""
 
     def __init__(self, model: DSANNet, max_classes: int = MAX_CLASSES,
-                 max_sets: int = MAX_SETS) -> None:
+                 max_sets: int | None = None) -> None:
         self.max_classes = max_classes
+        #: Sets kept per class; None: :func:`sets_kept` of the cluster's size.
         self.max_sets = max_sets
         self._classes: dict[Hashable, ClassRows] = {}
         self._tracker: RowTracker | None = None
@@ -284,7 +296,8 @@ class HeadCache:
         key = (lo.tobytes(), hi.tobytes(), snap.telemetry is None)
         e = c.sets.get(key)
         if not isinstance(e, SetLogits):
-            if len(c.sets) >= self.max_sets:
+            keep = self.max_sets if self.max_sets is not None else sets_kept(len(snap))
+            while len(c.sets) >= keep:
                 del c.sets[next(iter(c.sets))]
             e = c.sets[key] = SetLogits.empty(len(snap), lo, hi)
         c.held_key = key

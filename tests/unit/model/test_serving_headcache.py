@@ -20,6 +20,7 @@ from dsan.features import (
 from dsan.filtering import allocate, feasible, feasible_nodes, release
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.graph import build_graph
+from dsan.model.headcache import MAX_SETS, MIN_SETS, SET_BYTES, sets_kept
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
 from dsan.policies.base import normalize
@@ -263,6 +264,47 @@ def test_set_entries_are_bounded_per_class() -> None:
     for size in range(2, len(feas) + 1, 3):  # growing prefixes: mostly other extremes
         _check(sm, model, pod, snap, np.ascontiguousarray(feas[:size]))
     assert all(len(c.sets) <= 2 for c in sm.head._classes.values())
+
+
+def test_sets_kept_is_a_byte_budget_within_bounds() -> None:
+    assert sets_kept(100) == MAX_SETS  # 64 sets of 100 nodes: 150 KB
+    assert sets_kept(5000) == SET_BYTES // (24 * 5000) == 8
+    assert sets_kept(10 ** 6) == MIN_SETS
+    sizes = [1, 10, 100, 437, 1000, 5000, 20000, 10 ** 6]
+    kept = [sets_kept(n) for n in sizes]
+    assert kept == sorted(kept, reverse=True)
+    assert all(k * 24 * n <= SET_BYTES for k, n in zip(kept, sizes, strict=True)
+               if k > MIN_SETS)
+
+
+@pytest.mark.parametrize("max_sets", [None, 4])
+def test_a_small_cluster_keeps_every_recent_candidate_set(max_sets: int | None) -> None:
+    """Thirteen candidate sets with different extremes, then the first again: on 30 nodes the
+    default byte budget still holds its logits (no row goes through the head), a cache of
+    four sets computes them again. Exact either way."""
+    model = _random_residual(8)
+    snap = _snap(30, seed=14)
+    sm = ServingModel(model, default_workload())
+    assert sm.head is not None
+    sm.head.max_sets = max_sets
+    pod = PODS[0]
+    feas = feasible_nodes(pod, snap)
+    keys: set[tuple[bytes, ...]] = set()
+    lists = []
+    for size in range(2, len(feas) + 1):  # growing prefixes: new extremes each few steps
+        nodes = np.ascontiguousarray(feas[:size])
+        _check(sm, model, pod, snap, nodes)
+        c = next(iter(sm.head._classes.values()))
+        if c.held_key not in keys:
+            keys.add(c.held_key)
+            lists.append(nodes)
+    assert len(lists) >= 6  # enough distinct extremes to overflow four sets
+    before = sm.head.rows_scored
+    _check(sm, model, pod, snap, lists[0])
+    if max_sets is None:
+        assert sm.head.rows_scored == before
+    else:
+        assert sm.head.rows_scored > before
 
 
 @pytest.mark.parametrize("with_mask", [False, True])
