@@ -296,7 +296,7 @@ class HeadCache:
         key = (lo.tobytes(), hi.tobytes(), snap.telemetry is None)
         e = c.sets.get(key)
         if not isinstance(e, SetLogits):
-            keep = self.max_sets if self.max_sets is not None else sets_kept(len(snap))
+            keep = max(1, self.max_sets if self.max_sets is not None else sets_kept(len(snap)))
             while len(c.sets) >= keep:
                 del c.sets[next(iter(c.sets))]
             e = c.sets[key] = SetLogits.empty(len(snap), lo, hi)

@@ -289,7 +289,7 @@ def test_a_small_cluster_keeps_every_recent_candidate_set(max_sets: int | None) 
     sm.head.max_sets = max_sets
     pod = PODS[0]
     feas = feasible_nodes(pod, snap)
-    keys: set[tuple[bytes, ...]] = set()
+    keys: set[object] = set()
     lists = []
     for size in range(2, len(feas) + 1):  # growing prefixes: new extremes each few steps
         nodes = np.ascontiguousarray(feas[:size])
