@@ -210,8 +210,15 @@ def latency_summary(metrics_text: str) -> str:
         if not total:
             continue
         q = [next(float(le) for le, c in rows if float(c) >= f * total) for f in (0.5, 0.99)]
+        # Did kube-scheduler's pace leave the sidecar time for each reply's deferred work?
+        m = re.search(rf'dsan_sidecar_requests_behind_settle_total\{{api="{api}"\}} (\S+)',
+                      metrics_text)
+        behind = "" if not m else (
+            f", {float(m.group(1)):.0f} sent before the previous reply's settle ended"
+            + (" (counted through the relay only)" if api == "grpc" else ""))
         out.append(
             f"{api} {total:.0f} requests, p50 <= {q[0] * 1e3:g} ms, p99 <= {q[1] * 1e3:g} ms"
+            + behind
         )
     return "; ".join(out) or "n/a"
 

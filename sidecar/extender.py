@@ -126,7 +126,7 @@ class ExtenderApp:
         observations); the server calls it after each POST's reply is written, with
         ``waiting`` telling whether the connection's next request is already there
         (:meth:`ScoringService.settle`)."""
-        self.service.settle(waiting)
+        self.service.settle(waiting, "http")
 
     def filter(self, body: bytes) -> tuple[int, bytes]:
         try:

@@ -109,7 +109,7 @@ class ScoreHandler:
     def after_reply(self, waiting: Callable[[], bool] | None = None) -> None:
         """The winner's assumption and the queued observations (ScoringService.settle);
         ``waiting``: whether the caller's next request is already there (the relay asks)."""
-        self.service.settle(waiting)
+        self.service.settle(waiting, "grpc")
 
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         try:

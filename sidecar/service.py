@@ -126,13 +126,16 @@ class ScoringService:
         """Queue one request's latency observations for :meth:`settle`."""
         self._observed.append((api, res.featurize_s, res.model_s, total_s, candidates))
 
-    def settle(self, waiting: Callable[[], bool] | None = None) -> None:
+    def settle(self, waiting: Callable[[], bool] | None = None, api: str = "inprocess") -> None:
         """The last request's deferred work: its assumption (see
         :meth:`ScoringEngine.settle`) and the queued latency observations, then the replay of
         its reply (:meth:`ScoringEngine.warm`), last so that nothing cools the caches it
         warms, unless ``waiting()`` says the caller's next request is already there (the
         replay would only delay it). Runs after a reply was sent (and before every scrape),
-        so it must never raise into a server thread."""
+        so it must never raise into a server thread. After an assumption, a request of
+        ``api`` that ``waiting()`` finds already there at the end is counted in
+        ``dsan_sidecar_requests_behind_settle_total``: its caller did not leave the server
+        the time this work took."""
         t0 = time.perf_counter()
         self._observe_settles()
         try:
@@ -158,6 +161,10 @@ class ScoringService:
             self._settled_s.append(dt)
             self.settle_s += dt
             self.settles += 1
+            # Asked once more at the very end: a request already there waited for some of
+            # this (back to back); none means the caller's pace left room for all of it.
+            if waiting is not None and waiting():
+                self.metrics.behind_settle_of[api].inc()
 
     def _observe_settles(self) -> None:
         """The settle times queued by earlier settle() calls, into their histogram."""
