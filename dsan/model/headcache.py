@@ -43,27 +43,31 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
 
-__all__ = ["MAX_CLASSES", "MAX_SETS", "MIN_SETS", "REQUEST_COLUMNS", "SET_BYTES", "HeadCache",
-           "SetLogits", "class_key", "follow", "sets_kept", "unique_rows"]
+__all__ = ["MAX_CLASSES", "MAX_SETS", "MIN_SETS", "REQUEST_COLUMNS", "SET_BYTES",
+           "SET_NODE_BYTES", "HeadCache", "SetLogits", "class_key", "follow", "sets_kept",
+           "unique_rows"]
 
 #: Up to this many stale rows are sorted as a Python set (a settle's one or two: np.unique's
 #: sort machinery costs ~5 us), more by :func:`unique_rows`.
 FEW_ROWS = 4
 #: Pod classes kept at once (each ~ n x (3H + 8) numbers); the oldest is dropped beyond.
 MAX_CLASSES = 32
-#: Candidate-set extremes kept per class: as many sets (each 3 x n numbers, 24 n bytes) as
+#: Candidate-set extremes kept per class: as many sets (each SET_NODE_BYTES x n bytes) as
 #: fit in SET_BYTES, at least MIN_SETS and at most MAX_SETS; the oldest is dropped beyond.
 #: A count alone had to be sized for 5,000 nodes (4 sets, 480 KB) and so missed at 100 nodes,
 #: where a class's candidates keep returning to extremes it saw more than 4 sets ago (the
 #: latency bench's rotation: ~12, docs/sidecar.md "The set cache by bytes").
 SET_BYTES = 1 << 20
+#: Bytes a :class:`SetLogits` holds per node: its logit (float64), tick (int64) and age
+#: (float64).
+SET_NODE_BYTES = 24
 MIN_SETS = 4
 MAX_SETS = 64
 
 
 def sets_kept(n: int, set_bytes: int = SET_BYTES) -> int:
     """How many candidate-set extremes a class keeps on a cluster of ``n`` nodes."""
-    return max(MIN_SETS, min(MAX_SETS, set_bytes // (24 * max(n, 1))))
+    return max(MIN_SETS, min(MAX_SETS, set_bytes // (SET_NODE_BYTES * max(n, 1))))
 
 
 def _class_of(pod: PodSpec, snap: ClusterSnapshot, placements: PlacementCache) -> Hashable:

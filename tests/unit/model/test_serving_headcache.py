@@ -20,7 +20,14 @@ from dsan.features import (
 from dsan.filtering import allocate, feasible, feasible_nodes, release
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.model.graph import build_graph
-from dsan.model.headcache import MAX_SETS, MIN_SETS, SET_BYTES, sets_kept
+from dsan.model.headcache import (
+    MAX_SETS,
+    MIN_SETS,
+    SET_BYTES,
+    SET_NODE_BYTES,
+    SetLogits,
+    sets_kept,
+)
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
 from dsan.policies.base import normalize
@@ -268,12 +275,14 @@ def test_set_entries_are_bounded_per_class() -> None:
 
 def test_sets_kept_is_a_byte_budget_within_bounds() -> None:
     assert sets_kept(100) == MAX_SETS  # 64 sets of 100 nodes: 150 KB
-    assert sets_kept(5000) == SET_BYTES // (24 * 5000) == 8
+    e = SetLogits.empty(5000, np.zeros((5, 1)), np.zeros((7, 1)))
+    assert e.logit.nbytes + e.at.nbytes + e.age.nbytes == SET_NODE_BYTES * 5000
+    assert sets_kept(5000) == SET_BYTES // (SET_NODE_BYTES * 5000) == 8
     assert sets_kept(10 ** 6) == MIN_SETS
     sizes = [1, 10, 100, 437, 1000, 5000, 20000, 10 ** 6]
     kept = [sets_kept(n) for n in sizes]
     assert kept == sorted(kept, reverse=True)
-    assert all(k * 24 * n <= SET_BYTES for k, n in zip(kept, sizes, strict=True)
+    assert all(k * SET_NODE_BYTES * n <= SET_BYTES for k, n in zip(kept, sizes, strict=True)
                if k > MIN_SETS)
 
 
