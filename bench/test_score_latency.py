@@ -83,6 +83,11 @@ SIZES = [int(s) for s in os.environ.get("DSAN_BENCH_SIZES", "100,1000,5000").spl
 #: limited to one thread each (SidecarConfig.torch_threads, blas_threads), as in the sidecar.
 POLICIES = os.environ.get("DSAN_BENCH_POLICIES", "k8s-default,fgd,dsan").split(",")
 ROUNDS = int(os.environ.get("DSAN_BENCH_ROUNDS", "1000"))
+#: The judged in-process rows (the lookup+dot floors and each policy's caller-waits call) take
+#: turns in this many chunks of ROUNDS / IP_CHUNKS calls (:func:`inprocess_cell`).
+IP_CHUNKS = int(os.environ.get("DSAN_BENCH_IP_CHUNKS", "10"))
+#: Untimed calls at the start of each in-process chunk (pytest-benchmark's warmup_rounds).
+IP_WARMUP = 5
 #: Request bodies cycled through, each a different pod, so every call assumes a new pod.
 VARIANTS = 32
 
@@ -245,16 +250,8 @@ def test_inprocess_floor_dot(benchmark: Any, n: int) -> None:
 @pytest.mark.parametrize("n", SIZES)
 def test_inprocess_floor_lookup_dot(benchmark: Any, n: int, floor_name: str) -> None:
     """The judged floor (numpy's lookup) and, shown, not judged, the same floor with the
-    sidecar's compiled lookup."""
-    w = world(n, POLICIES[0])
-    lists = itertools.cycle(w.cands)
-    rows_of = LOOKUP_FLOORS[floor_name]
-
-    def floor() -> int:
-        return lookup_dot(w, next(lists), rows_of)
-
-    record(benchmark, "inprocess", n, floor_name)
-    run(benchmark, floor)
+    sidecar's compiled lookup; measured in turns with the policies (:func:`inprocess_cell`)."""
+    inprocess_row(benchmark, n, floor_name)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -262,28 +259,84 @@ def test_inprocess_floor_lookup_dot(benchmark: Any, n: int, floor_name: str) -> 
 def test_inprocess_score(benchmark: Any, n: int, policy: str) -> None:
     """What a caller waits for, as both APIs serve it: scores with the winner's assumption
     deferred; the settle() (assume + class refresh, what the servers run after the reply)
-    is timed separately between rounds and recorded beside it."""
-    w = world(n, policy)
-    calls = w.requests()
-    settle: list[float] = []
+    runs untimed before each call and its time is recorded beside it. Measured in turns
+    with the floors (:func:`inprocess_cell`)."""
+    inprocess_row(benchmark, n, policy)
 
-    def call() -> object:
-        key, names = next(calls)
-        return w.service.score("inprocess", w.spec, key, names, 100, defer=True)
 
-    def settled() -> None:
-        t = time.perf_counter()
-        w.service.settle()
-        settle.append(time.perf_counter() - t)
+@dataclass
+class IpRow:
+    """One judged in-process row: seconds per timed call, each chunk's p99, the settles."""
 
-    record(benchmark, "inprocess", n, policy)
+    s: list[float] = field(default_factory=list)
+    chunk_p99: list[float] = field(default_factory=list)
+    settle: list[float] = field(default_factory=list)
+
+
+_IP_CELLS: dict[int, dict[str, IpRow]] = {}
+
+
+def inprocess_row(benchmark: Any, n: int, name: str) -> None:
+    record(benchmark, "inprocess", n, name)
     load_before = os.getloadavg()[0]
-    benchmark.pedantic(call, setup=settled, rounds=ROUNDS, iterations=1, warmup_rounds=5)
-    w.service.settle()
-    summarize(benchmark, load_before)
-    s = np.array(settle[6:])  # the settles of timed rounds (the first follows no call)
-    benchmark.extra_info.update(settle_mean=float(s.mean()), settle_p50=float(np.median(s)),
-                                settle_p99=float(np.percentile(s, 99)))
+    cells: list[dict[str, IpRow]] = []
+    benchmark.pedantic(lambda: cells.append(inprocess_cell(n)), rounds=1, iterations=1)
+    row = cells[0][name]
+    data = np.array(row.s)
+    benchmark.extra_info.update(
+        loadavg_1m=max(load_before, os.getloadavg()[0]), loadavg_1m_before=load_before,
+        p50=float(np.percentile(data, 50)), p99=float(np.percentile(data, 99)),
+        mean=float(data.mean()), rounds=len(data), chunks=len(row.chunk_p99),
+        chunk_p99=row.chunk_p99)
+    if row.settle:
+        st = np.array(row.settle)
+        benchmark.extra_info.update(settle_mean=float(st.mean()),
+                                    settle_p50=float(np.median(st)),
+                                    settle_p99=float(np.percentile(st, 99)))
+
+
+def inprocess_cell(n: int) -> dict[str, IpRow]:
+    """The judged in-process rows of one size, in IP_CHUNKS turns: in each, the lookup+dot
+    floors back to back on warm caches, then each policy's caller-waits call with its
+    previous request's settle run (untimed) before it, IP_WARMUP untimed calls first. Each
+    row is timed as pytest-benchmark times a round (``time.perf_counter`` around the call),
+    but taking turns puts this machine's drift in speed on the floors and the policies
+    alike, as the Go rows do (:func:`go_cell`). The first row of a size measures all."""
+    if n in _IP_CELLS:
+        return _IP_CELLS[n]
+    rows = {name: IpRow() for name in (*LOOKUP_FLOORS, *POLICIES)}
+    lists = itertools.cycle(world(n, POLICIES[0]).cands)
+    calls = {p: world(n, p).requests() for p in POLICIES}
+    per_chunk = max(1, ROUNDS // IP_CHUNKS)
+    clock = time.perf_counter
+    for _ in range(IP_CHUNKS):
+        for name, row in rows.items():
+            got: list[float] = []
+            if name in LOOKUP_FLOORS:
+                w, rows_of = world(n, POLICIES[0]), LOOKUP_FLOORS[name]
+                for k in range(IP_WARMUP + per_chunk):
+                    names = next(lists)
+                    t = clock()
+                    lookup_dot(w, names, rows_of)
+                    if k >= IP_WARMUP:
+                        got.append(clock() - t)
+            else:
+                w, it = world(n, name), calls[name]
+                for k in range(IP_WARMUP + per_chunk):
+                    t = clock()
+                    w.service.settle()
+                    t1 = clock()
+                    key, names = next(it)
+                    t2 = clock()
+                    w.service.score("inprocess", w.spec, key, names, 100, defer=True)
+                    if k >= IP_WARMUP:
+                        got.append(clock() - t2)
+                        row.settle.append(t1 - t)
+                w.service.settle()  # the chunk's last: the next chunk starts settled
+            row.s += got
+            row.chunk_p99.append(float(np.percentile(got, 99)))
+    _IP_CELLS[n] = rows
+    return rows
 
 
 @pytest.mark.parametrize("policy", POLICIES)
