@@ -13,7 +13,9 @@ of the numpy passes in :mod:`dsan.model.headscan`,
 :func:`dsan.model.memorows.update_py`, ``dsan._rowsync`` (dsan/_rowsync.c) of
 :func:`dsan.rowsync.sync_rows_py`, ``dsan._tiebreak`` (dsan/_tiebreak.c) of
 :func:`sidecar.tiebreak.lowest_name_wins_py`, ``dsan._namerows`` (dsan/_namerows.c) of
-:func:`sidecar.candidates.name_rows_py`.
+:func:`sidecar.candidates.name_rows_py`, ``dsan._rowcharge`` (dsan/_rowcharge.c) of
+:func:`sidecar.rowcharge.charge_py`, :func:`~sidecar.rowcharge.uncharge_py` and
+:func:`~sidecar.rowcharge.copy_rows_py`.
 All are optional: without a C compiler the build skips them and the Python twins serve
 (same bits). ``-ffp-contract=off``: no fused multiply-adds, which would round differently
 from the Python twins.
@@ -37,4 +39,4 @@ def _twin(name: str) -> Extension:
 
 setup(ext_modules=[_twin(n) for n in ("_rowkernel", "_headscan", "_classrows", "_logitscale",
                                      "_rowscale", "_heldreply", "_memorows", "_rowsync",
-                                     "_tiebreak", "_namerows")])
+                                     "_tiebreak", "_namerows", "_rowcharge")])

@@ -2,7 +2,8 @@
 
 Each module with a C twin (:mod:`dsan.rowkernel`, :mod:`dsan.model.headscan`,
 :mod:`dsan.model.rowcache`, :mod:`dsan.model.heldreply`, :mod:`dsan.policies.logitscale`,
-:mod:`dsan.policies.rowscale`, :mod:`sidecar.tiebreak`, :mod:`sidecar.candidates`) keeps a
+:mod:`dsan.policies.rowscale`, :mod:`sidecar.tiebreak`, :mod:`sidecar.candidates`,
+:mod:`sidecar.rowcharge`) keeps a
 Python twin as the reference and the fallback, and asks :func:`compiled_twin` once at import
 which one serves: the extension, or None when it was not built or ``DSAN_PURE_PYTHON`` is set
 (the tests run the model, sidecar and featurizer tiers both ways).

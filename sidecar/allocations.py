@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dsan.snapshot import PodSpec
+from sidecar import rowcharge
 from sidecar.assumed import AssumedPods
 from sidecar.changelog import ChangeLog
 from sidecar.nodetable import NodeTable
@@ -60,48 +61,25 @@ class Allocations:
 
     # --- charges on rows -------------------------------------------------------------------
     def _charge(self, i: int, c: Charge) -> None:
-        t = self._table
-        spec = c.spec
         self._log.rows.append(i)
-        # Python scalars in and out (.item(), scalar writes): the same float64 and integer
-        # arithmetic as numpy's scalar ops, without a numpy scalar object per operation.
-        t.cpu_used[i] = t.cpu_used.item(i) + spec.cpu_milli
-        t.mem_used[i] = t.mem_used.item(i) + spec.mem_mib
-        t.pod_count[i] = t.pod_count.item(i) + 1
-        if spec.num_gpu == 0 or spec.gpu_milli == 0:
-            c.gpus = ()
-            return
-        # Best fit, as dsan.policies.base.best_fit_gpus, on the live row (no snapshot copy).
-        # At most 8 GPUs: Python on a list beats a dozen numpy calls on the request path.
-        count = t.gpu_count.item(i)
-        free: list[int] = t.gpu_free[i, :count].tolist()
-        milli = spec.gpu_milli
-        fits = sorted([(f, g) for g, f in enumerate(free) if f >= milli])  # (free, slot): stable
-        if len(fits) < spec.num_gpu:
+        spec = c.spec
+        # GPUs by best fit, as dsan.policies.base.best_fit_gpus, on the live row.
+        c.gpus, over = rowcharge.charge(self._table.charge_columns, i, spec.cpu_milli,
+                                        spec.mem_mib, spec.num_gpu, spec.gpu_milli)
+        if over:
             # The cluster bound more than our view allows (a stale view or a device plugin
-            # that over-shares): charge the freest GPUs and count it, never go negative.
+            # that over-shares): the freest GPUs were charged, never below 0; counted.
             self._counters.overcommits += 1
-            fits = sorted([(-f, g) for g, f in enumerate(free)])
-        c.gpus = tuple(sorted([g for _, g in fits[: spec.num_gpu]]))
-        gpu_free = t.gpu_free
-        for g in c.gpus:  # only these slots change
-            gpu_free[i, g] = max(0, free[g] - milli)
 
     def _uncharge(self, c: Charge) -> None:
         t = self._table
         i = t.index.get(c.node)
         if i is None:
             return
-        spec = c.spec
         self._log.rows.append(i)
-        t.cpu_used[i] = max(0.0, t.cpu_used.item(i) - spec.cpu_milli)
-        t.mem_used[i] = max(0.0, t.mem_used.item(i) - spec.mem_mib)
-        t.pod_count[i] = max(0, t.pod_count.item(i) - 1)
-        if c.gpus:
-            count, gpu_free = t.gpu_count.item(i), t.gpu_free
-            for g in c.gpus:
-                if g < count:
-                    gpu_free[i, g] = min(1000, gpu_free.item(i, g) + spec.gpu_milli)
+        spec = c.spec
+        rowcharge.uncharge(t.charge_columns, i, spec.cpu_milli, spec.mem_mib, spec.gpu_milli,
+                           c.gpus)
 
     def _attach(self, key: str, c: Charge) -> None:
         pods = self._node_pods.get(c.node)

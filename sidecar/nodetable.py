@@ -31,6 +31,7 @@ from dsan.api.types import (
 from dsan.snapshot import MAX_GPUS
 from sidecar.changelog import ChangeLog
 from sidecar.podspec import parse_quantity
+from sidecar.rowcharge import Columns
 from sidecar.telemetry import CHANNELS, new_windows
 
 #: What the table reads of a Node: (name, cpu milli, memory MiB, GPUs, GPU model, topology,
@@ -129,6 +130,10 @@ class NodeTable:
         grow("tele_pos", (), np.int64, 0)
         grow("tele_time", (), np.float64, -math.inf)
         self._cap = cap
+        #: The allocation columns an assumption writes (:mod:`sidecar.rowcharge`), rebuilt
+        #: with the arrays they name.
+        self.charge_columns: Columns = (self.cpu_used, self.mem_used, self.pod_count,
+                                        self.gpu_count, self.gpu_free)
 
     def _columns(self) -> Iterable[npt.NDArray[Any]]:
         return (self.cpu_cap, self.cpu_used, self.mem_cap, self.mem_used, self.gpu_count,

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from dsan.snapshot import ClusterSnapshot
 from sidecar.nodetable import NodeTable
+from sidecar.rowcharge import Pair, copy_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,20 +120,11 @@ class Publisher:
         assert pub is not None
         t = self._table
         snap = pub.snap
-        if len(rows) <= 4:  # an assumption (and the pod's previous one): scalar writes
-            for r in rows:
-                snap.cpu_used[r] = t.cpu_used[r]
-                snap.mem_used[r] = t.mem_used[r]
-                snap.gpu_free[r] = t.gpu_free[r]
-                if snap.pod_count is not None:
-                    snap.pod_count[r] = t.pod_count[r]
-        else:
-            idx = np.asarray(rows, dtype=np.int64)
-            snap.cpu_used[idx] = t.cpu_used[idx]
-            snap.mem_used[idx] = t.mem_used[idx]
-            snap.gpu_free[idx] = t.gpu_free[idx]
-            if snap.pod_count is not None:
-                snap.pod_count[idx] = t.pod_count[idx]
+        pairs: list[Pair] = [(snap.cpu_used, t.cpu_used), (snap.mem_used, t.mem_used),
+                             (snap.gpu_free, t.gpu_free)]
+        if snap.pod_count is not None:
+            pairs.append((snap.pod_count, t.pod_count))
+        copy_rows(pairs, rows)  # an assumption's one or two rows: sidecar.rowcharge
         snap.version = version
         self.current = Published(
             snap=snap, index=pub.index, models=pub.models, telemetry_time=pub.telemetry_time,
