@@ -90,6 +90,7 @@ API_ROWS = (("inprocess", "floor:lookup+dot", BUDGET_INPROCESS),
             ("http", "noop", BUDGET_HTTP), ("http-go", "noop", BUDGET_HTTP),
             ("http-go-paced", "noop", BUDGET_HTTP),
             ("http-go-pinned", "noop", BUDGET_HTTP),
+            ("http-go-oneproc", "noop", BUDGET_HTTP),
             ("grpc", "noop", None), ("grpc-go", "noop", None), ("grpc-go-paced", "noop", None),
             ("grpc-go-pinned", "noop", None),
             ("gateway-go", "noop", None), ("gateway-go-paced", "noop", None),
@@ -105,6 +106,7 @@ API_LABEL = {"inprocess": "**in process (caller waits)**",
              "gateway-go": "gRPC via score-gateway, Go client",
              "gateway-go-paced": "gRPC via score-gateway, Go client, paced",
              "http-go-pinned": "HTTP, Go client, sidecar on its own CPU",
+             "http-go-oneproc": "HTTP, Go client with one P (GOMAXPROCS=1)",
              "grpc-go-pinned": "gRPC, Go client, sidecar on its own CPU",
              "gateway-go-pinned": "**gRPC via score-gateway, Go client, sidecar on its own CPU**"}
 JUDGED = [
@@ -133,6 +135,11 @@ JUDGED = [
     "of its extender calls reached the sidecar before the previous reply's settle had ended "
     "(`dsan_sidecar_requests_behind_settle_total`, 100 and 1,000 kwok nodes, session 22; "
     "through the plugin and score-gateway 1-2 %; docs/sidecar.md). "
+    "`one P` rows (HTTP, since session 23) run the same back-to-back cell from a client "
+    "with `GOMAXPROCS=1`: on this 2-CPU machine much of the judged HTTP cell's p99 at 100 "
+    "nodes comes with the client's own net/http hand-offs waiting for a CPU "
+    "(docs/sidecar.md, \"Where the HTTP tail comes from\"); shown, not judged, since "
+    "kube-scheduler runs with at least two Ps. "
     "Every Go row (since session 19) is 3,000 calls in six chunks of 500 by default "
     "(`DSAN_BENCH_GO_ROUNDS`, `DSAN_BENCH_GO_CHUNKS`), the no-op and the policies of its "
     "cell (API, size, pace) taking turns chunk by chunk, each chunk a fresh "
@@ -258,6 +265,12 @@ TRANSPORTS = (
      "As the back-to-back HTTP Go rows, with the serving process pinned to one CPU and the "
      "Go client to the others (`bench/pinning.py`; the chart's `sidecar.exclusiveCpus`). "
      "Budget: p99 <= 1.5x the no-op, pinned the same way."),
+    ("http-go-oneproc", "## HTTP extender, Go client with one P (GOMAXPROCS=1)",
+     "As the back-to-back HTTP Go rows, the client's Go runtime limited to one P. net/http "
+     "hands each call between three goroutines; with two Ps on this 2-CPU machine those "
+     "hand-offs wake threads that wait for a CPU (perf sched, session 23), and the "
+     "policies' p99 grows more than the no-op's. Shown, not judged: kube-scheduler runs "
+     "with at least two Ps. Budget: p99 <= 1.5x the no-op, measured from the same client."),
     ("grpc-go-pinned", "## gRPC `Score`, Go client, sidecar on its own CPU",
      "As the back-to-back gRPC Go rows (grpcio serving), pinned as above. Budget: p99 <= "
      "1 ms at 1,000 nodes."),
