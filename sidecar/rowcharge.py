@@ -4,9 +4,9 @@ Every assumption the sidecar makes (after each reply, back to back with the next
 uncharges the pod's previous assumption, charges the winner and copies both rows into the
 published snapshot (:mod:`sidecar.allocations`, :meth:`sidecar.published.Publisher.patch`).
 In Python those are a dozen numpy scalar reads and writes, a best-fit sort over the node's
-GPUs and a row copy per column: ~10 us of the ~15 an assumption took on the development
-machine (session 23), paid by every policy on the path of the next request. So each has a
-Python twin (the reference: :func:`charge_py`, :func:`uncharge_py`, :func:`copy_rows_py`)
+GPUs and a row copy per column: compiled, every policy's settle after a reply is 7-11 us
+shorter at 100 nodes (same-process A/B, session 23; docs/sidecar.md). So each has a Python
+twin (the reference: :func:`charge_py`, :func:`uncharge_py`, :func:`copy_rows_py`)
 and a C twin (``dsan._rowcharge``) that writes the same bits
 (tests/unit/sidecar/test_rowcharge.py).
 

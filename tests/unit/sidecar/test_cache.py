@@ -121,6 +121,23 @@ def test_assumed_pod_is_charged_then_replaced_by_the_real_binding() -> None:
     assert cache.assumed_count == 0
 
 
+def test_assumptions_charge_the_table_after_it_grows() -> None:
+    """The table's columns are replaced when it grows past its capacity (16 rows at first);
+    an assumption, patched into the published snapshot, lands in the new ones."""
+    cache, _ = make(2)
+    spec = podspec_from_pod(ko.pod("p", cpu="4", gpus=2), cache.models)
+    cache.snapshot()
+    cache.assume("uid-p", spec, "n1", patch_published=True)
+    cache.replace_nodes([ko.node(f"n{i}", cpu="8", memory="16Gi", gpus=4, model="A100")
+                         for i in range(40)])
+    cache.snapshot()
+    cache.assume("uid-q", spec, "n33", patch_published=True)
+    snap = cache.snapshot().snap
+    assert snap.cpu_used[row(cache, "n1")] == 4000 and snap.cpu_used[row(cache, "n33")] == 4000
+    assert snap.gpu_free[row(cache, "n33")].tolist()[:4] == [0, 0, 1000, 1000]
+    assert snap.pod_count is not None and snap.pod_count[row(cache, "n33")] == 1
+
+
 def test_assumption_expires_after_ttl() -> None:
     cache, clock = make(1, assume_ttl_s=5.0)
     spec = podspec_from_pod(ko.pod("p", cpu="4"), cache.models)
