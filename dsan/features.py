@@ -220,6 +220,64 @@ def featurize_batch(
     expression as the column-by-column definition, so the float32 output is bit-identical
     to featurizing each decision alone (``tests/unit/test_features_fast.py`` pins both).
     """
+    blk, r, v, starts, seg = _columns(pods, snaps, nodes, workload, node_cols, caches, True)
+    lo, hi = _seg_reduce(np.minimum, v[:5], starts, seg), _seg_reduce(np.maximum, v, starts, seg)
+    r[_RELATIVE_ROWS] = relative_columns(v, lo, hi)
+    assert blk is not None
+    x = np.empty((r.shape[1], N_FEATURES), dtype=np.float32)
+    x[:, :N_NODE_FEATURES] = blk
+    x[:, N_NODE_FEATURES:] = r.T
+    return x
+
+
+def pod_rows(
+    pod: PodSpec,
+    snap: ClusterSnapshot,
+    nodes: npt.NDArray[np.int64],
+    workload: TargetWorkload | None = None,
+    cache: PlacementCache | None = None,
+) -> tuple[F32, F64]:
+    """The pod-dependent columns of ``featurize(pod, snap, nodes)`` (``x[:, N_NODE_FEATURES:]``,
+    (m, 72) float32) with the :data:`RELATIVE_COLUMNS` left 0, and the (7, m) float64
+    quantities those are computed from: each row depends on its own node alone, so a cache
+    may keep rows and fill the relative columns per candidate set
+    (:func:`relative_columns` of :func:`extremes`), which gives ``featurize``'s bits."""
+    _, r, v, _, _ = _columns([pod], [snap], [nodes], workload, None, [cache], False)
+    return r.T.astype(np.float32), v
+
+
+def extremes(v: F64) -> tuple[F64, F64]:
+    """The candidate set's (lo (5, 1), hi (7, 1)) of :func:`pod_rows`' quantities: what the
+    relative columns are scaled by."""
+    return np.minimum.reduce(v[:5], axis=1, keepdims=True), np.maximum.reduce(
+        v, axis=1, keepdims=True)
+
+
+def relative_columns(v: F64, lo: F64, hi: F64) -> F64:
+    """The 7 candidate-relative columns (in :data:`RELATIVE_COLUMNS` order), (7, m) float64,
+    from each row's quantities ``v`` (7, m) and the candidate set's extremes: the four
+    min-max ranks (fragmentation delta, best fit, least allocated, dot product), ties with
+    the best FGD integer score and the best best-fit, and the cost rank."""
+    out = np.empty((7, v.shape[1]))
+    out[:4] = _minmax_rows(v[:4], lo[:4], hi[:4], _RANK_HIGHER_IS_BETTER[:4])
+    out[4] = v[5] >= hi[5]
+    out[5] = v[6] >= hi[6] - 1e-9
+    out[6] = _minmax_rows(v[4:5], lo[4:5], hi[4:5], _RANK_HIGHER_IS_BETTER[4:])[0]
+    return out
+
+
+def _columns(
+    pods: Sequence[PodSpec],
+    snaps: Sequence[ClusterSnapshot],
+    nodes: Sequence[npt.NDArray[np.int64]],
+    workload: TargetWorkload | None,
+    node_cols: Sequence[F32 | None] | None,
+    caches: Sequence[PlacementCache | None] | None,
+    with_nodes: bool,
+) -> tuple[F32 | None, F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+    """The node block (``with_nodes``), the (72, M) pod-dependent rows with the relative
+    ones 0, their quantities (7, M), and each decision's first row and row -> decision map
+    (None for one decision)."""
     w = workload or default_workload()
     nd = [np.asarray(n, dtype=np.int64) for n in nodes]
     sizes = np.array([len(n) for n in nd], dtype=np.int64)
@@ -227,7 +285,7 @@ def featurize_batch(
     s = min(TOP_SHAPES, len(w.freq))
     blks, pls, accs, cols, frees = [], [], [], [], []
     ext = np.empty((4, int(sizes.sum())))  # images, pod count, model allowed, price
-    pod_rows = []
+    pod_vals = []
     # shape1_room_gpu_bound's per-decision factor: cluster-wide, so one number per decision
     factors = np.array([room_factor(p, sn) for p, sn in zip(pods, snaps, strict=True)])
     # cpu_bound_cpu_per_gpu's, the same way
@@ -248,11 +306,13 @@ def featurize_batch(
     )
     for i, (pod, snap, idx) in enumerate(zip(pods, snaps, nd, strict=True)):
         m = len(idx)
-        blk = node_cols[i] if node_cols is not None else None
-        blk = node_block(snap, idx) if blk is None else blk
-        if blk.shape != (m, N_NODE_FEATURES):
-            raise ValueError(f"node_cols has shape {blk.shape}, want ({m}, {N_NODE_FEATURES})")
-        blks.append(blk)
+        if with_nodes:
+            blk = node_cols[i] if node_cols is not None else None
+            blk = node_block(snap, idx) if blk is None else blk
+            if blk.shape != (m, N_NODE_FEATURES):
+                raise ValueError(
+                    f"node_cols has shape {blk.shape}, want ({m}, {N_NODE_FEATURES})")
+            blks.append(blk)
         cache = caches[i] if caches is not None else None
         pls.append(pre[i] if i in pre else placement(pod, snap, idx, w))
         if s:
@@ -281,19 +341,19 @@ def featurize_batch(
         )
         e[3] = 1.0 if snap.hourly_cost is None else snap.hourly_cost[idx]
         at += m
-        pod_rows.append(pod_values(pod))
+        pod_vals.append(pod_values(pod))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     if single:  # one decision: pod values broadcast, nothing to concatenate
-        pv = np.array(pod_rows[0], dtype=np.float64)[:, None]
-        blk, pl, free = blks[0], pls[0], frees[0].astype(np.int64)
+        pv = np.array(pod_vals[0], dtype=np.float64)[:, None]
+        blk, pl, free = blks[0] if blks else None, pls[0], frees[0].astype(np.int64)
         cpu_cap, mem_cap, cnt, cpu_used, mem_used = cols[0]
         acc = accs[0] if s else None
         seg = None
         fac, cfac = factors, cfactors
     else:
         seg = np.repeat(np.arange(len(nd)), sizes)
-        pv = np.array(pod_rows, dtype=np.float64).T[:, seg]
-        blk = np.concatenate(blks)
+        pv = np.array(pod_vals, dtype=np.float64).T[:, seg]
+        blk = np.concatenate(blks) if blks else None
         pl = Placement(
             np.concatenate([p.frag_before for p in pls]),
             np.concatenate([p.frag_after for p in pls]),
@@ -368,13 +428,10 @@ def featurize_batch(
     cost = ext[3] * share
     v = np.empty((7, m))
     v[0], v[1], v[2], v[3], v[4], v[5], v[6] = delta, bestfit, least, dot, cost, fgd_int, bestfit
-    lo, hi = _seg_reduce(np.minimum, v[:5], starts, seg), _seg_reduce(np.maximum, v, starts, seg)
-    r[i + 31 : i + 35] = _minmax_rows(v[:4], lo[:4], hi[:4], _RANK_HIGHER_IS_BETTER[:4])
-    r[i + 35] = fgd_int >= hi[5]
-    r[i + 36] = bestfit >= hi[6] - 1e-9
+    r[i + 31 : i + 37] = 0.0  # relative: relative_columns (featurize_batch)
     r[i + 37] = np.divide(pl.frag_before, gfree, out=np.zeros(m), where=gfree > 0)
     r[i + 38] = cost / 4
-    r[i + 39] = _minmax_rows(v[4:5], lo[4:5], hi[4:5], _RANK_HIGHER_IS_BETTER[4:])[0]
+    r[i + 39] = 0.0
     i += 40
     r[i + s : i + TOP_SHAPES] = 0.0
     if s:
@@ -392,15 +449,18 @@ def featurize_batch(
     # shape 1's room times the factor (a product, not a branch: the row kernels multiply
     # too, so NaNs and signed zeros come out alike); 0 when the workload has one shape
     r[room_row] = r[i + 1] * fac if s > 1 else 0.0
-    x = np.empty((m, N_FEATURES), dtype=np.float32)
-    x[:, :N_NODE_FEATURES] = blk
-    x[:, N_NODE_FEATURES:] = r.T
-    return x
+    return blk, r, v, starts, seg
 
 
 _SCALES = np.array([CPU_SCALE, MEM_SCALE, GPU_SCALE])[:, None]
 #: Direction of the five min-max rank columns: frag delta, bestfit, least, dotprod, cost.
 _RANK_HIGHER_IS_BETTER = np.array([False, True, True, True, False])
+_NT = len(TASK_TYPES)
+#: Rows of the pod-dependent block (and columns of x past N_NODE_FEATURES) that depend on
+#: the candidate set, in :func:`relative_columns`' order.
+_RELATIVE_ROWS = np.array([51, 52, 53, 54, 55, 56, 59]) + _NT
+#: The candidate-relative columns of the 128, in :func:`relative_columns`' order.
+RELATIVE_COLUMNS = _RELATIVE_ROWS + N_NODE_FEATURES
 
 
 def _seg_reduce(
@@ -434,6 +494,7 @@ __all__ = [
     "NODE_FEATURES",
     "N_FEATURES",
     "N_NODE_FEATURES",
+    "RELATIVE_COLUMNS",
     "TOP_SHAPES",
     "FeatureSpec",
     "Placement",
@@ -442,11 +503,14 @@ __all__ = [
     "age_columns",
     "cached_placements",
     "default_workload",
+    "extremes",
     "featurize",
     "featurize_batch",
     "fgd_select_gpus",
     "fragmentation",
     "node_block",
     "placement",
+    "pod_rows",
+    "relative_columns",
     "schema_hash",
 ]

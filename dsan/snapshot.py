@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dsan.rowsync import sync_rows
-
 F64 = npt.NDArray[np.float64]
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
@@ -175,68 +173,64 @@ def empty_snapshot(
     )
 
 
-class AllocationTracker:
-    """Which nodes changed since the last :meth:`sync`: their CPU or GPU allocation, or a
-    static column a cached value reads (CPU capacity, GPU count, GPU model).
+#: The columns a node's placement what-ifs read (FGD's scores, the placement cache): its
+#: allocation, and the static columns a relabelled GPU model or a resized node changes (the
+#: sidecar rewrites the row and re-charges its pods, so the used columns may come back equal).
+PLACEMENT_COLUMNS = ("cpu_used", "gpu_free", "cpu_cap", "gpu_count", "gpu_model")
 
-    The shared bookkeeping of the incremental caches (FGD's scores, DSAN's placement what-ifs):
-    a cached per-node value remembers the tick at which it was computed and is stale once its
-    node's epoch is newer. One placement changes one node, so a pod costs O(changed nodes).
+
+class AllocationTracker:
+    """Which nodes changed since the last :meth:`sync` in any of ``columns``.
+
+    The shared bookkeeping of the incremental caches (FGD's scores, the placement what-ifs,
+    DSAN's per-class rows): a cached per-node value remembers the tick at which it was
+    computed and is stale once its node's epoch is newer. One placement changes one node, so
+    a pod costs O(changed nodes). A column the snapshot does not have (None) is skipped.
     """
 
-    def __init__(self) -> None:
-        self.cpu_used = np.zeros(0)
-        self.gpu_free = np.zeros((0, MAX_GPUS), dtype=np.int32)
-        # The static columns a node's cached value also reads: a relabelled GPU model or a
-        # resized node (the sidecar rewrites the row and re-charges its pods, so the used
-        # columns may come back equal) must count as a change too.
-        self.cpu_cap = np.zeros(0)
-        self.gpu_count = np.zeros(0, dtype=np.int32)
-        self.gpu_model = np.zeros(0, dtype=np.int32)
+    def __init__(self, columns: Sequence[str] = PLACEMENT_COLUMNS) -> None:
+        self.columns = tuple(columns)
+        self._copies: dict[str, npt.NDArray[np.generic] | None] = {}
         self.epoch = np.zeros(0, dtype=np.int64)
         self.tick = 0
 
     def reset(self, snap: ClusterSnapshot) -> None:
         """Start over on ``snap``: every node counts as computed at tick 1's predecessor."""
-        self.cpu_used = snap.cpu_used.copy()
-        self.gpu_free = snap.gpu_free.copy()
-        self.cpu_cap = snap.cpu_cap.copy()
-        self.gpu_count = snap.gpu_count.copy()
-        self.gpu_model = snap.gpu_model.copy()
+        self._copies = {c: _copy(getattr(snap, c)) for c in self.columns}
         self.epoch = np.zeros(len(snap), dtype=np.int64)
         self.tick = 1
 
     def sync(self, snap: ClusterSnapshot) -> I64:
-        """Record ``snap``'s allocations; returns the nodes that changed (their epoch bumped)."""
-        changed = np.flatnonzero(
-            (snap.cpu_used != self.cpu_used)
-            | _rows_differ(snap.gpu_free, self.gpu_free)
-            | (snap.cpu_cap != self.cpu_cap)
-            | (snap.gpu_model != self.gpu_model)
-            | (snap.gpu_count != self.gpu_count)
-        ).astype(np.int64)
+        """Record ``snap``'s columns; returns the nodes that changed (their epoch bumped)."""
+        if len(snap) != len(self.epoch) or any(
+                (getattr(snap, c) is None) != (self._copies.get(c) is None) for c in self.columns):
+            self.reset(snap)
+            return np.arange(len(snap), dtype=np.int64)
+        diff = np.zeros(len(snap), dtype=bool)
+        for c in self.columns:
+            new, old = getattr(snap, c), self._copies[c]
+            if new is not None and old is not None:
+                diff |= _rows_differ(new, old) if new.ndim == 2 else new != old
+        changed = np.flatnonzero(diff)
         if changed.size:
             self.tick += 1
             self.epoch[changed] = self.tick
-            for name in ("cpu_used", "gpu_free", "cpu_cap", "gpu_count", "gpu_model"):
-                getattr(self, name)[changed] = getattr(snap, name)[changed]
+            for c in self.columns:
+                new, old = getattr(snap, c), self._copies[c]
+                if new is not None and old is not None:
+                    old[changed] = new[changed]
         return changed
-
-    def sync_rows(self, snap: ClusterSnapshot, rows: Sequence[int]) -> None:
-        """:meth:`sync` when the caller knows every node outside ``rows`` is unchanged since
-        the last sync (a row-change log): the same comparisons on those rows only
-        (:func:`dsan.rowsync.sync_rows`: a few rows, where numpy's per-call cost would
-        dominate)."""
-        self.tick = sync_rows(((self.cpu_used, snap.cpu_used), (self.gpu_free, snap.gpu_free),
-                               (self.cpu_cap, snap.cpu_cap), (self.gpu_count, snap.gpu_count),
-                               (self.gpu_model, snap.gpu_model)), self.epoch, self.tick, rows)
 
     def stale(self, computed_at: I64, nodes: I64) -> I64:
         """The entries of ``nodes`` whose cached value predates their node's last change."""
         return nodes[computed_at[nodes] < self.epoch[nodes]]
 
 
-def _rows_differ(a: I32, b: I32) -> BOOL:
+def _copy(a: npt.NDArray[np.generic] | None) -> npt.NDArray[np.generic] | None:
+    return None if a is None else a.copy()
+
+
+def _rows_differ(a: npt.NDArray[np.generic], b: npt.NDArray[np.generic]) -> BOOL:
     """``(a != b).any(axis=1)`` for (n, MAX_GPUS) arrays: a row's 8 bool bytes read as one
     uint64 are non-zero iff any differs, one pass instead of numpy's per-row reduction
     (~10x cheaper at 5,000 nodes, as in :func:`dsan.filtering._gpus_that_fit`)."""

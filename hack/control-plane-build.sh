@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the e2e tier and `make cluster` run for real, once per machine:
 #   kube-apiserver, kube-scheduler  from scheduler-plugin/ (k8s.io/kubernetes pinned in go.mod)
-#   score-gateway                   from scheduler-plugin/ (the sidecar's gRPC front, pkg/gateway)
 #   kwok                            from sigs.k8s.io/kwok/cmd/kwok at $KWOK_VERSION
 # Output goes to $DSAN_CACHE/bin/<key>/ where the key names the version and, for our own module,
 # a hash of its sources, so a cached build is reused until the pin or our Go code changes.
@@ -29,7 +28,6 @@ KWOK_DIR="$CACHE/bin/kwok-$KWOK_VERSION"
 print_paths() {
   echo "KUBE_APISERVER=$K8S_DIR/kube-apiserver"
   echo "KUBE_SCHEDULER=$K8S_DIR/kube-scheduler"
-  echo "SCORE_GATEWAY=$K8S_DIR/score-gateway"
   echo "KWOK=$KWOK_DIR/kwok"
   echo "KWOK_STAGES=$KWOK_DIR/stages.yaml"
   echo "ETCD=$(command -v etcd || echo /usr/bin/etcd)"
@@ -40,10 +38,10 @@ if [[ "${1:-}" == "--print" ]]; then print_paths; exit 0; fi
 export CGO_ENABLED=0 GOMAXPROCS="${GOMAXPROCS:-2}" GOFLAGS="-trimpath -mod=readonly"
 LDFLAGS="-s -w"
 
-if [[ ! -x "$K8S_DIR/kube-apiserver" || ! -x "$K8S_DIR/kube-scheduler" || ! -x "$K8S_DIR/score-gateway" ]]; then
-  echo "control-plane-build: building kube-apiserver + kube-scheduler $K8S_VERSION + score-gateway into $K8S_DIR (cold: ~5-8 min on 2 cores)" >&2
+if [[ ! -x "$K8S_DIR/kube-apiserver" || ! -x "$K8S_DIR/kube-scheduler" ]]; then
+  echo "control-plane-build: building kube-apiserver + kube-scheduler $K8S_VERSION into $K8S_DIR (cold: ~5-8 min on 2 cores)" >&2
   tmp="$K8S_DIR.tmp.$$"; mkdir -p "$tmp"
-  (cd scheduler-plugin && nice -n 5 "$GO" build -p 2 -ldflags="$LDFLAGS" -o "$tmp/" ./cmd/kube-apiserver ./cmd/kube-scheduler ./cmd/score-gateway)
+  (cd scheduler-plugin && nice -n 5 "$GO" build -p 2 -ldflags="$LDFLAGS" -o "$tmp/" ./cmd/kube-apiserver ./cmd/kube-scheduler)
   rm -rf "$K8S_DIR"; mv "$tmp" "$K8S_DIR"   # atomic: a half-built dir never looks cached
 fi
 

@@ -4,7 +4,8 @@ A node's allocated resources are the bound pods' requests plus assumed pods: pod
 best and have not yet seen bound. An assumption expires after ``assume_ttl_s``
 (:mod:`sidecar.assumed`) and is replaced by the real charge when the pod shows up bound,
 wherever it landed. A charge takes GPU slots by best fit, as the FGD simulator does; every
-write goes to the node table's allocation columns and the change log.
+write goes to the node table's allocation columns, and its row to :attr:`Allocations.touched`
+(the cache copies an assumption's rows into the published snapshot).
 
 A pod may name a node the table does not hold (yet): it is remembered under the node's name
 and charged when the node appears (:meth:`Allocations.recharge`). Nothing here locks: the
@@ -13,15 +14,13 @@ cache serialises calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from dsan.snapshot import PodSpec
-from sidecar import rowcharge
 from sidecar.assumed import AssumedPods
-from sidecar.changelog import ChangeLog
-from sidecar.nodetable import NodeTable
+from sidecar.nodetable import Columns, NodeTable
 
 
 @dataclass(slots=True)
@@ -44,10 +43,11 @@ class Allocations:
     """Bound pods (by key) and assumed pods, each charged to its node's row while it is in
     the table."""
 
-    def __init__(self, table: NodeTable, log: ChangeLog, ttl: float, maxsize: int,
+    def __init__(self, table: NodeTable, ttl: float, maxsize: int,
                  clock: Callable[[], float], counters: Counters) -> None:
         self._table = table
-        self._log = log
+        #: Rows written since the caller last cleared it.
+        self.touched: list[int] = []
         self._counters = counters
         #: Bound pods by key (namespace/name).
         self.bound: dict[str, Charge] = {}
@@ -61,11 +61,11 @@ class Allocations:
 
     # --- charges on rows -------------------------------------------------------------------
     def _charge(self, i: int, c: Charge) -> None:
-        self._log.rows.append(i)
+        self.touched.append(i)
         spec = c.spec
         # GPUs by best fit, as dsan.policies.base.best_fit_gpus, on the live row.
-        c.gpus, over = rowcharge.charge(self._table.charge_columns, i, spec.cpu_milli,
-                                        spec.mem_mib, spec.num_gpu, spec.gpu_milli)
+        c.gpus, over = charge_row(self._table.charge_columns, i, spec.cpu_milli,
+                                  spec.mem_mib, spec.num_gpu, spec.gpu_milli)
         if over:
             # The cluster bound more than our view allows (a stale view or a device plugin
             # that over-shares): the freest GPUs were charged, never below 0; counted.
@@ -76,10 +76,9 @@ class Allocations:
         i = t.index.get(c.node)
         if i is None:
             return
-        self._log.rows.append(i)
+        self.touched.append(i)
         spec = c.spec
-        rowcharge.uncharge(t.charge_columns, i, spec.cpu_milli, spec.mem_mib, spec.gpu_milli,
-                           c.gpus)
+        uncharge_row(t.charge_columns, i, spec.cpu_milli, spec.mem_mib, spec.gpu_milli, c.gpus)
 
     def _attach(self, key: str, c: Charge) -> None:
         pods = self._node_pods.get(c.node)
@@ -150,3 +149,46 @@ class Allocations:
             self._detach(key, charge)
         self._counters.assumed_expired += len(expired)
         return len(expired)
+
+
+def charge_row(cols: Columns, i: int, cpu_milli: float, mem_mib: float, num_gpu: int,
+              gpu_milli: int) -> tuple[tuple[int, ...], bool]:
+    """Add one pod's requests to row ``i``: CPU and memory, one pod, and ``num_gpu`` GPUs of
+    ``gpu_milli`` each taken by best fit (the fullest GPUs that still fit, lowest slot first
+    on equal shares, as :func:`dsan.policies.base.best_fit_gpus`). Returns (the GPU slots
+    taken, ascending; whether the row had too few GPUs that fit, in which case the freest
+    are taken and no share goes below 0)."""
+    cpu_used, mem_used, pod_count, gpu_count, gpu_free = cols
+    # Python scalars in and out (.item(), scalar writes): the same float64 and integer
+    # arithmetic as numpy's scalar ops, without a numpy scalar object per operation.
+    cpu_used[i] = cpu_used.item(i) + cpu_milli
+    mem_used[i] = mem_used.item(i) + mem_mib
+    pod_count[i] = pod_count.item(i) + 1
+    if num_gpu == 0 or gpu_milli == 0:
+        return (), False
+    # At most 8 GPUs: Python on a list beats a dozen numpy calls.
+    free: list[int] = gpu_free[i, :gpu_count.item(i)].tolist()
+    fits = sorted([(f, g) for g, f in enumerate(free) if f >= gpu_milli])  # (free, slot)
+    over = len(fits) < num_gpu
+    if over:  # a stale view or an over-sharing device plugin: the freest GPUs
+        fits = sorted([(-f, g) for g, f in enumerate(free)])
+    gpus = tuple(sorted([g for _, g in fits[:num_gpu]]))
+    for g in gpus:  # only these slots change
+        gpu_free[i, g] = max(0, free[g] - gpu_milli)
+    return gpus, over
+
+
+def uncharge_row(cols: Columns, i: int, cpu_milli: float, mem_mib: float, gpu_milli: int,
+                gpus: Sequence[int]) -> None:
+    """Take one pod's requests back off row ``i`` (``gpus``: the slots :func:`charge_row`
+    gave it, each in 0..7), never below 0 and no GPU above 1000; slots at or past the row's
+    GPU count (the node shrank since) are left alone."""
+    cpu_used, mem_used, pod_count, gpu_count, gpu_free = cols
+    cpu_used[i] = max(0.0, cpu_used.item(i) - cpu_milli)
+    mem_used[i] = max(0.0, mem_used.item(i) - mem_mib)
+    pod_count[i] = max(0, pod_count.item(i) - 1)
+    if gpus:
+        count = gpu_count.item(i)
+        for g in gpus:
+            if g < count:
+                gpu_free[i, g] = min(1000, gpu_free.item(i, g) + gpu_milli)

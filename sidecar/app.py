@@ -20,7 +20,6 @@ from sidecar.config import ConfigError, SidecarConfig
 from sidecar.extender import ExtenderApp, ExtenderServer
 from sidecar.grpc_server import GrpcServer, ScoreHandler
 from sidecar.metrics import SidecarMetrics
-from sidecar.relay import RelayServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
 from sidecar.threadlimits import limit_threads, pool_sizes
@@ -40,7 +39,7 @@ def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
     try:
         if cfg.policy == "dsan":
             scorer = make_scorer("dsan", model_dir=cfg.model_dir,
-                                 embed_refresh_s=cfg.embed_refresh_s)
+                                 embed_refresh_s=cfg.embed_refresh_s, runtime=cfg.runtime)
         else:
             scorer = make_scorer(cfg.policy)
     except Exception as exc:
@@ -50,8 +49,8 @@ def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
                     cfg.fallback_policy)
         scorer = fallback
     limit_threads(cfg.torch_threads, cfg.blas_threads)
-    version = str(getattr(scorer, "version", "") or scorer.name)
-    if version != scorer.name and not version.startswith(scorer.name):
+    version = scorer.version
+    if version != scorer.name:
         version = f"{scorer.name}@{version}"
     return scorer, fallback, PolicyInfo(scorer.name, version, fallback.name)
 
@@ -69,7 +68,7 @@ class Sidecar:
         scorer, fallback, info = policies if policies is not None else load_policies(cfg)
         self.metrics = SidecarMetrics()
         engine = ScoringEngine(self.cache, scorer, fallback, cfg.telemetry_stale_s,
-                               cfg.strict_node_names, warm_reply_max_nodes=cfg.warm_reply_max_nodes)
+                               cfg.strict_node_names)
         self.service = ScoringService(self.cache, self.view, engine, self.metrics, info)
         stats = self.cache.stats
         self.metrics.bind_gauges(
@@ -93,9 +92,6 @@ class Sidecar:
         if cfg.grpc_port >= 0:
             self.grpc = GrpcServer(cfg.bind_address, cfg.grpc_port, handler,
                                    cfg.grpc_workers, cfg.max_grpc_message_bytes)
-        self.relay: RelayServer | None = None
-        if cfg.relay_socket is not None:
-            self.relay = RelayServer(cfg.relay_socket, handler, cfg.max_grpc_message_bytes)
         self._stop = threading.Event()
         self._ready = threading.Event()
 
@@ -111,8 +107,6 @@ class Sidecar:
         self.http.start()
         if self.grpc is not None:
             self.grpc.start()
-        if self.relay is not None:
-            self.relay.start()
         self.view.start()
         threading.Thread(target=self._watch_ready, name="readiness", daemon=True).start()
 
@@ -138,8 +132,6 @@ class Sidecar:
         self.http.stop()
         if self.grpc is not None:
             self.grpc.stop()
-        if self.relay is not None:
-            self.relay.stop()
 
 
 def _bad(counts: dict[str, int], kind: str) -> float:

@@ -7,8 +7,8 @@ yet seen bound), telemetry appends to its rings. :meth:`GraphCache.snapshot` pub
 immutable-by-convention copy (:class:`~sidecar.published.Published`) that a request scores on
 without holding the lock, so every score of one request sees one consistent cluster.
 Publishing copies a few arrays and happens only when something changed (or the published copy
-is older than ``snapshot_max_age_s``), never per request. Every column write is logged by row
-(:mod:`sidecar.changelog`), for readers that recompute only what changed.
+is older than ``snapshot_max_age_s``), never per request; an assumption's rows are copied
+into the current one instead.
 
 Topology: zone, rack and NVLink domain labels become cluster-wide integer ids in the snapshot;
 :func:`sidecar.topology.topology_edges` turns them into graph edges.
@@ -27,7 +27,6 @@ import numpy.typing as npt
 from dsan.api import telemetry as tele_api
 from dsan.snapshot import PodSpec
 from sidecar.allocations import Allocations
-from sidecar.changelog import ChangeLog
 from sidecar.config import SidecarConfig
 from sidecar.nodetable import NodeTable, parse_node
 from sidecar.podspec import PodError, pod_key, podspec_from_pod
@@ -62,10 +61,9 @@ class GraphCache:
         self._wall = wall
         self._lock = threading.RLock()
         self.stats = CacheStats()
-        self._log = ChangeLog()
-        self._table = NodeTable(cfg.telemetry_window, self._log)
-        self._alloc = Allocations(self._table, self._log, cfg.assume_ttl_s, cfg.assume_max,
-                                  clock, self.stats)
+        self._table = NodeTable(cfg.telemetry_window)
+        self._alloc = Allocations(self._table, cfg.assume_ttl_s, cfg.assume_max, clock,
+                                  self.stats)
         self._publisher = Publisher(self._table, cfg.snapshot_max_age_s, wall)
         #: Held by whoever reads a published snapshot (see snapshot()).
         self.scoring_lock = threading.Lock()
@@ -78,7 +76,6 @@ class GraphCache:
     def _touch(self) -> None:
         self._version += 1
         self.last_change_wall = self._wall()
-        self._log.trim(len(self._table))
 
     # --- nodes -------------------------------------------------------------------------------
     def upsert_node(self, obj: Mapping[str, Any]) -> None:
@@ -169,19 +166,13 @@ class GraphCache:
         with self._lock:
             if key in self._alloc.bound:
                 return  # already bound: the real charge wins
-            log = self._log
-            start = log.end
             current = patch_published and self._publisher.is_current(self._version)
+            touched = self._alloc.touched
+            touched.clear()
             self._alloc.assume(key, spec, node)
             self._touch()
-            if current and start >= log.base:
-                self._publisher.patch(log.rows[start - log.base:], self._version, log.end)
-
-    def changed_rows(self, since: int, upto: int) -> list[int] | None:
-        """Rows written between change-log positions ``since`` and ``upto`` (from
-        :attr:`Published.changes`), with repeats; None if the log no longer reaches back."""
-        with self._lock:
-            return self._log.between(since, upto)
+            if current:
+                self._publisher.patch(touched, self._version)
 
     @property
     def assumed_count(self) -> int:
@@ -237,7 +228,7 @@ class GraphCache:
             if (pub is not None and pub.version == self._version
                     and now - pub.at < self._cfg.snapshot_max_age_s):
                 return pub
-            pub = self._publisher.publish(now, self._version, self._log.end)
+            pub = self._publisher.publish(now, self._version)
             self.stats.publishes += 1
             return pub
 

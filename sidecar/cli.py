@@ -86,9 +86,8 @@ def run(args: argparse.Namespace) -> int:
                 sidecar.stop()
                 return 1
     if not stop.is_set():
-        relay = "" if sidecar.relay is None else f" relay on {sidecar.relay.path}"
         print(f"serving extender on {sidecar.extender_url} grpc on "
-              f"{sidecar.grpc_target or 'disabled'}{relay}", flush=True)
+              f"{sidecar.grpc_target or 'disabled'}", flush=True)
         stop.wait()
     sidecar.stop()
     return 0

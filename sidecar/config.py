@@ -30,10 +30,6 @@ class SidecarConfig:
     http_port: int = 8888
     #: gRPC Score + health port; 0 picks a free port, -1 disables gRPC.
     grpc_port: int = 50051
-    #: Unix socket of the Score relay that score-gateway (scheduler-plugin/cmd/score-gateway)
-    #: serves the gRPC Score service from; None = no relay. Its p99 meets the 1 ms budget
-    #: that grpcio's own server cannot (docs/sidecar.md, "The Score relay").
-    relay_socket: str | None = None
     #: Extender URL prefix: POST <prefix>/prioritize and <prefix>/filter.
     url_prefix: str = "/dsan"
     #: Policy served (a dsan.policies.registry name). "dsan" falls back to fallback_policy
@@ -41,9 +37,12 @@ class SidecarConfig:
     policy: str = "dsan"
     #: Heuristic used when `policy` cannot be loaded and for nodes with stale telemetry.
     fallback_policy: str = "fgd"
-    #: DSAN model directory (exported TorchScript + manifest); None = $DSAN_MODEL_DIR, else
-    #: the model shipped in dsan/model/default/.
+    #: DSAN model directory (manifest + serving artifact); None = $DSAN_MODEL_DIR, else the
+    #: model shipped in dsan/model/default/.
     model_dir: str | None = None
+    #: How DSAN runs: "numpy" (the serving artifact, no torch) or "torchscript" (the
+    #: exported model.ts; needs torch, the `train` extra).
+    runtime: str = "numpy"
     #: Extender requests with a larger body are refused with 413.
     max_body_bytes: int = 8 * 1024 * 1024
     #: gRPC messages larger than this are refused by the gRPC server.
@@ -72,27 +71,20 @@ class SidecarConfig:
     grpc_workers: int = 4
     #: Reject a request naming any unknown node (400 / NOT_FOUND) instead of scoring it 0.
     strict_node_names: bool = False
-    #: torch intra-op threads when the served policy uses torch (DSAN); 0 = torch's default.
-    #: One thread: on a busy node, torch's spinning worker threads cost far more than they
-    #: give on per-pod inference (measured 50-60 ms vs 4-10 ms per pod on 2 loaded cores).
+    #: torch intra-op threads with runtime "torchscript"; 0 = torch's default. One thread: on
+    #: a busy node, torch's spinning worker threads cost far more than they give on per-pod
+    #: inference.
     torch_threads: int = 1
     #: Threads of every BLAS library numpy loaded (OpenBLAS); 0 = the library's default, one
-    #: per online CPU of the node, whatever the sidecar's CPU set or limit. One thread: on
-    #: the one CPU the latency deployment gives the sidecar, a second thread turned DSAN's
-    #: p99 at 5,000 candidates from ~1.4 ms into ~4 ms (sidecar/threadlimits.py).
+    #: per online CPU of the node, whatever the sidecar's CPU set or limit. One thread: DSAN's
+    #: products are small, and OpenBLAS's spinning threads on shared CPUs slow them several
+    #: times over (sidecar/threadlimits.py).
     blas_threads: int = 1
     #: DSAN: telemetry and static node columns reach the node embeddings at most this late
     #: (allocations are always current). Each GPU node's telemetry object adds a window every
     #: 10 s, so at 1,000 nodes the embeddings would otherwise be refreshed (~3-4 ms each) tens
     #: of times a second; 0 refreshes on every change.
     embed_refresh_s: float = 1.0
-    #: After each reply's deferred work, replay the reply's read-only path on the same
-    #: candidates (DSAN's held logits and the tie-break) when it had at most this many, so
-    #: the next reply finds its code and data in the CPU caches instead of evicted by that
-    #: work; 0 never replays. Measured to help at 100 candidates (2-4 us of DSAN's ~20 us
-    #: p50) and not at 1,000 or 5,000, where the replay's own cost grows with the list
-    #: (docs/sidecar.md, "Warm replies").
-    warm_reply_max_nodes: int = 256
     #: Move everything alive once the informers have synced into Python's permanent GC
     #: generation (gc.freeze), so the cyclic collector stops rescanning the initial cluster
     #: state on the request path (full collections cost milliseconds on a large heap).
@@ -107,9 +99,6 @@ class SidecarConfig:
 
         need(0 <= self.http_port <= 65535, "http_port", "must be within 0..65535")
         need(-1 <= self.grpc_port <= 65535, "grpc_port", "must be within -1..65535")
-        need(self.relay_socket is None or (self.relay_socket.startswith("/")
-                                           and len(self.relay_socket.encode()) <= 107),
-             "relay_socket", "must be an absolute path of at most 107 bytes (a unix socket)")
         need(self.url_prefix == "" or (self.url_prefix.startswith("/")
                                       and not self.url_prefix.endswith("/")),
              "url_prefix", "must be empty or start with '/' and not end with '/'")
@@ -130,7 +119,8 @@ class SidecarConfig:
         need(0 <= self.torch_threads <= 256, "torch_threads", "must be within 0..256")
         need(0 <= self.blas_threads <= 256, "blas_threads", "must be within 0..256")
         need(0 <= self.embed_refresh_s <= 3600, "embed_refresh_s", "must be within 0..3600")
-        need(self.warm_reply_max_nodes >= 0, "warm_reply_max_nodes", "must be >= 0")
+        need(self.runtime in ("numpy", "torchscript"), "runtime",
+             "must be numpy or torchscript")
         need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
              "must be DEBUG, INFO, WARNING or ERROR")
 

@@ -24,9 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from sidecar.inbox import Inbox
 from sidecar.podspec import PodError, PodSpecMemo, pod_key
-from sidecar.scoreresult import scores_past
 from sidecar.service import RequestError, ScoringService
 
 MAX_EXTENDER_PRIORITY = 10
@@ -51,7 +49,7 @@ def encode_priorities(names: Sequence[str], scores: npt.ArrayLike) -> bytes:
     if m == 0:
         return b"[]"
     s = np.asarray(scores, dtype=np.int64)
-    if s.shape != (m,) or scores_past(s, MAX_EXTENDER_PRIORITY):
+    if s.shape != (m,) or s.min() < 0 or s.max() > MAX_EXTENDER_PRIORITY:
         raise ValueError(f"need {m} scores in 0..{MAX_EXTENDER_PRIORITY}")
     parts = np.empty(2 * m, dtype=object)
     parts[0::2] = orjson.dumps(names).decode()[2:-2].split('","')
@@ -121,12 +119,11 @@ class ExtenderApp:
         self.service.record("http", res, time.perf_counter() - t0, len(names))
         return 200, out
 
-    def settle(self, waiting: Callable[[], bool] | None = None) -> None:
+    def settle(self) -> None:
         """Bookkeeping the reply did not wait for (the winner's assumption, latency
-        observations); the server calls it after each POST's reply is written, with
-        ``waiting`` telling whether the connection's next request is already there
+        observations); the server calls it after each POST's reply is written
         (:meth:`ScoringService.settle`)."""
-        self.service.settle(waiting, "http")
+        self.service.settle()
 
     def filter(self, body: bytes) -> tuple[int, bytes]:
         try:
@@ -155,6 +152,9 @@ class NoopExtenderApp:
             return err.http_status, _error_body(err.message)
         return 200, encode_priorities(names, np.zeros(len(names), dtype=np.int64))
 
+    def settle(self) -> None:
+        return None
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -163,10 +163,6 @@ class _Handler(BaseHTTPRequestHandler):
     #: and sends nothing cannot hold a server thread forever.
     timeout = 120
     server: ExtenderServer
-
-    def setup(self) -> None:
-        super().setup()
-        self._inbox = Inbox(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # no per-request logging; errors are counted in /metrics
@@ -219,9 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.count_error("internal")
             status, out = 500, _error_body(f"internal error: {type(exc).__name__}: {exc}")
         self._send(status, out)
-        if self.server.after_reply is not None:
-            # off the client's clock: the reply is already out
-            self.server.after_reply(self._inbox.waiting)
+        self.server.after_reply()  # off the client's clock: the reply is already out
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -253,8 +247,7 @@ class ExtenderServer(ThreadingHTTPServer):
         if isinstance(app, ExtenderApp):
             self.post_routes[f"{prefix}/filter"] = app.filter
         #: Run after every POST reply is written (the app's deferred bookkeeping).
-        self.after_reply: Callable[[Callable[[], bool]], None] | None = getattr(
-            app, "settle", None)
+        self.after_reply = app.settle
         self.max_body = max_body
         self.ready = ready
         self.metrics_body = metrics_body

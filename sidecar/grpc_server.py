@@ -8,7 +8,7 @@ an INVALID_ARGUMENT status that says so (and is counted), instead of grpcio's ge
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import fields
 from typing import Any
@@ -21,9 +21,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from dsan.snapshot import PodSpec
-from sidecar.candidates import NodeRows
 from sidecar.podspec import PodError, podspec_from_parts
-from sidecar.scoreresult import scores_past
+from sidecar.scoring import NodeRows
 from sidecar.service import RequestError, ScoringService
 
 SERVICE_NAME = "dsan.scorer.v1.Scorer"
@@ -71,9 +70,7 @@ class ScoreHandler:
     def ready(self) -> bool:
         return self.service.ready()
 
-    def node_table_bytes(self, raw: bytes) -> bytes:
-        """NodeTable on bytes, for any transport (gRPC here, the relay): the reply, or a
-        RequestError already counted."""
+    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         try:
             self.service.check_ready()
             try:
@@ -83,50 +80,25 @@ class ScoreHandler:
                                    f"NodeTableRequest: {exc}") from None
         except RequestError as err:
             self.service.refuse("grpc", err)
-            raise
+            context.abort(_CODES[err.grpc_code], err.message)
         self.metrics.requests.labels("grpc", "node_table").inc()
         epoch, names = self.service.node_table()
         return scorer_pb2.NodeTableResponse(epoch=epoch, node_names=names).SerializeToString()
 
-    def score_bytes(self, raw: bytes) -> bytes:
-        """Score on bytes, for any transport: the reply, or a RequestError already counted
-        (an unexpected exception becomes an ``internal`` one). The caller runs
-        :meth:`after_reply` once the reply is out."""
+    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         t0 = time.perf_counter()
         try:
             resp, res = self._score(raw)
         except RequestError as err:
             self.service.refuse("grpc", err)
-            raise
+            context.abort(_CODES[err.grpc_code], err.message)
         except Exception as exc:  # a bug must not go unreported or uncounted
             self.metrics.error("grpc", "internal")
-            raise RequestError("internal",
-                               f"internal error: {type(exc).__name__}: {exc}") from exc
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
         self._scored.inc()
         self.service.record("grpc", res, time.perf_counter() - t0, len(res.scores))
-        return resp
-
-    def after_reply(self, waiting: Callable[[], bool] | None = None) -> None:
-        """The winner's assumption and the queued observations (ScoringService.settle);
-        ``waiting``: whether the caller's next request is already there (the relay asks)."""
-        self.service.settle(waiting, "grpc")
-
-    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        try:
-            return self.node_table_bytes(raw)
-        except RequestError as err:
-            context.abort(_CODES[err.grpc_code], err.message)
-            raise  # abort() raises; this line is for the type checker
-
-    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        try:
-            resp = self.score_bytes(raw)
-        except RequestError as err:
-            context.abort(_CODES[err.grpc_code], err.message)
         # The winner's assumption once the RPC is done (grpcio runs RPC callbacks on its
         # poller thread after the status went out); the next request settles it first anyway.
-        # Running it in this worker after the reply instead measured no faster (slower under
-        # load: bench/latency_grpc_ab.py, variant worker-settle).
         if not context.add_callback(self.service.settle):
             self.service.settle()
         return resp
@@ -174,7 +146,7 @@ def encode_scores(scores: npt.NDArray[np.int64]) -> bytes:
     uint8: no per-node Python int and no protobuf repeated-field copy (~50 us at 1,000 nodes).
     Protobuf messages are concatenations of fields, so the caller appends the other fields.
     """
-    if scores_past(scores, 127):
+    if scores.size and (scores.min() < 0 or scores.max() > 127):
         raise ValueError("scores must be within 0..127 to be one-byte varints")
     payload = scores.astype(np.uint8).tobytes()
     return _SCORES_TAG + _varint(len(payload)) + payload if payload else b""
@@ -202,26 +174,17 @@ class NoopScoreHandler:
     def __init__(self, names: Sequence[str] = ()) -> None:
         self.table = scorer_pb2.NodeTableResponse(epoch=1, node_names=names).SerializeToString()
 
-    def node_table_bytes(self, raw: bytes) -> bytes:
-        return self.table
-
-    def score_bytes(self, raw: bytes) -> bytes:
-        req = scorer_pb2.ScoreRequest.FromString(raw)
-        m = len(req.node_names) or len(candidates(req))
-        return encode_scores(np.zeros(m, dtype=np.int64)) + \
-            scorer_pb2.ScoreResponse(policy="noop", node_table_epoch=1).SerializeToString()
-
     def ready(self) -> bool:
         return True
-
-    def after_reply(self, waiting: Callable[[], bool] | None = None) -> None:
-        pass
 
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         return self.table
 
     def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        return self.score_bytes(raw)
+        req = scorer_pb2.ScoreRequest.FromString(raw)
+        m = len(req.node_names) or len(candidates(req))
+        return encode_scores(np.zeros(m, dtype=np.int64)) + \
+            scorer_pb2.ScoreResponse(policy="noop", node_table_epoch=1).SerializeToString()
 
 
 class GrpcServer:

@@ -106,12 +106,6 @@ class SidecarMetrics:
         self.assumed = Counter(
             "dsan_sidecar_assumed_pods", "Pods charged to their best node before binding",
             registry=r)
-        self.behind_settle = Counter(
-            "dsan_sidecar_requests_behind_settle",
-            "Score requests that reached the sidecar while the deferred work of the previous "
-            "reply on the same connection (assumption, class refresh, replay) still ran: "
-            "their caller waited for the rest of it (0 when the caller's pace leaves room)",
-            ["api"], registry=r)
         self.policy = Info("dsan_sidecar_policy", "Served policy and its fallback", registry=r)
         self.cache_age = Gauge(
             "dsan_sidecar_cache_age_seconds", "Seconds since the cache last changed", registry=r)
@@ -144,8 +138,6 @@ class SidecarMetrics:
         for a in APIS:
             for reason in ERROR_REASONS:
                 self.errors.labels(a, reason)
-        #: Bound once: settle() counts into these after every reply.
-        self.behind_settle_of = {a: self.behind_settle.labels(a) for a in APIS}
 
     def observe(self, api: str, featurize_s: float, model_s: float, total_s: float,
                 candidates: int) -> None:

@@ -5,7 +5,7 @@ the allocation columns (used CPU and memory, free GPU shares, pod count) are wri
 :mod:`sidecar.allocations`; each node's telemetry ring (the last ``T`` windows) by
 :meth:`NodeTable.append_telemetry`. Arrays are allocated with spare capacity (rows
 ``0..len-1`` are live) and a deleted node's row is swap-removed, so the columns stay dense and
-the snapshot copies slices. Every write appends its row to the :class:`ChangeLog`.
+the snapshot copies slices.
 
 Zone, rack and NVLink domain labels become cluster-wide integer ids here; GPU model names
 become indices into :attr:`NodeTable.models`. Nothing here locks: the cache serialises calls.
@@ -29,10 +29,13 @@ from dsan.api.types import (
     parse_float_label,
 )
 from dsan.snapshot import MAX_GPUS
-from sidecar.changelog import ChangeLog
 from sidecar.podspec import parse_quantity
-from sidecar.rowcharge import Columns
 from sidecar.telemetry import CHANNELS, new_windows
+
+#: (cpu_used, mem_used, pod_count, gpu_count, gpu_free) of one node table: what a charge
+#: writes (float64, float64, int32, int32, int32 (n, 8)).
+Columns = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int32],
+                npt.NDArray[np.int32], npt.NDArray[np.int32]]
 
 #: What the table reads of a Node: (name, cpu milli, memory MiB, GPUs, GPU model, topology,
 #: hourly cost). Equal tuples mean an update changed nothing the sidecar reads.
@@ -78,10 +81,9 @@ class NodeTable:
     tele_pos: npt.NDArray[np.int64]
     tele_time: npt.NDArray[np.float64]
 
-    def __init__(self, window: int, log: ChangeLog) -> None:
+    def __init__(self, window: int) -> None:
         #: Telemetry windows per node (the ring's length).
         self.window = window
-        self._log = log
         self.names: list[str] = []
         self.index: dict[str, int] = {}
         #: Last parsed row per node, to skip updates that change nothing we read.
@@ -130,8 +132,8 @@ class NodeTable:
         grow("tele_pos", (), np.int64, 0)
         grow("tele_time", (), np.float64, -math.inf)
         self._cap = cap
-        #: The allocation columns an assumption writes (:mod:`sidecar.rowcharge`), rebuilt
-        #: with the arrays they name.
+        #: The allocation columns a charge writes (:mod:`sidecar.allocations`), rebuilt with
+        #: the arrays they name.
         self.charge_columns: Columns = (self.cpu_used, self.mem_used, self.pod_count,
                                         self.gpu_count, self.gpu_free)
 
@@ -192,7 +194,6 @@ class NodeTable:
             self.tele_time[i] = -math.inf
             self.tele[i] = 0.0
         _, cpu, mem, gpus, model, topo, cost = row
-        self._log.rows.append(i)
         self.cpu_cap[i], self.mem_cap[i], self.gpu_count[i] = cpu, mem, gpus
         self.gpu_model[i] = self._model_id(model) if gpus > 0 else -1
         self.zone[i] = self._topo_id(0, topo.zone)
@@ -220,7 +221,6 @@ class NodeTable:
             self.index[moved] = i
         self.names.pop()
         self._rows.pop(name, None)
-        self._log.rows.append(i)  # rows moved: the node-set version below resets caches
         self.nodeset_version += 1
         self.tele_version += 1
         return True
@@ -241,13 +241,11 @@ class NodeTable:
         self.tele_pos[i] = (self.tele_pos[i] + len(windows)) % self.window
         self.tele_time[i] = end
         self.tele_version += 1
-        self._log.rows.append(i)
         return True
 
     def forget_telemetry(self, i: int) -> None:
         """Row ``i``'s telemetry is gone: history kept, but stale from now on."""
         self.tele_time[i] = -math.inf
-        self._log.rows.append(i)
         self.tele_version += 1
 
     def ordered_telemetry(self, n: int) -> npt.NDArray[np.float32]:

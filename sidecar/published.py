@@ -23,7 +23,6 @@ import numpy.typing as npt
 
 from dsan.snapshot import ClusterSnapshot
 from sidecar.nodetable import NodeTable
-from sidecar.rowcharge import Pair, copy_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +39,6 @@ class Published:
     #: Monotonic time of publication.
     at: float
     version: int
-    #: Position in the cache's row-change log this snapshot reflects
-    #: (:meth:`sidecar.cache.GraphCache.changed_rows`).
-    changes: int = 0
     #: Names ``index`` (row i is ``snap.names[i]``): gRPC clients send rows of this table
     #: instead of names. Changes with the node set; random per process, so a client's table
     #: from before a restart never matches.
@@ -71,9 +67,9 @@ class Publisher:
         return (pub is not None and pub.version == version and pub.index is self._index_pub
                 and self._index_pub_version == self._table.nodeset_version)
 
-    def publish(self, now: float, version: int, changes: int) -> Published:
-        """A new view of the table as of cache version ``version`` and change-log position
-        ``changes``, published at monotonic time ``now``."""
+    def publish(self, now: float, version: int) -> Published:
+        """A new view of the table as of cache version ``version``, published at monotonic
+        time ``now``."""
         t = self._table
         pub = self.current
         n = len(t)
@@ -107,12 +103,12 @@ class Publisher:
             snap.telemetry_version = t.tele_version + t.static_version
         self._tele_in_snap = self._tele_pub[0]
         pub = Published(snap=snap, index=self._index_pub, models=t.models_pub,
-                        telemetry_time=tele_time, at=now, version=version, changes=changes,
+                        telemetry_time=tele_time, at=now, version=version,
                         table_epoch=self._epoch_base + self._index_pub_version)
         self.current = pub
         return pub
 
-    def patch(self, rows: list[int], version: int, changes: int) -> None:
+    def patch(self, rows: list[int], version: int) -> None:
         """Copy the allocation columns of ``rows`` into the current view's snapshot and
         re-publish it as version ``version`` (the caller checked :meth:`is_current` before the
         writes and holds the scoring lock)."""
@@ -120,15 +116,17 @@ class Publisher:
         assert pub is not None
         t = self._table
         snap = pub.snap
-        pairs: list[Pair] = [(snap.cpu_used, t.cpu_used), (snap.mem_used, t.mem_used),
-                             (snap.gpu_free, t.gpu_free)]
+        pairs: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = [
+            (snap.cpu_used, t.cpu_used), (snap.mem_used, t.mem_used), (snap.gpu_free, t.gpu_free)]
         if snap.pod_count is not None:
             pairs.append((snap.pod_count, t.pod_count))
-        copy_rows(pairs, rows)  # an assumption's one or two rows: sidecar.rowcharge
+        for dst, src in pairs:  # an assumption's one or two rows
+            for r in rows:
+                dst[r] = src[r]
         snap.version = version
         self.current = Published(
             snap=snap, index=pub.index, models=pub.models, telemetry_time=pub.telemetry_time,
-            at=pub.at, version=version, changes=changes, table_epoch=pub.table_epoch)
+            at=pub.at, version=version, table_epoch=pub.table_epoch)
 
     def _ages(self, tele_time: npt.NDArray[np.float64],
               out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:

@@ -10,16 +10,22 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
-from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable
 from sidecar.clusterview import ClusterView
 from sidecar.metrics import SidecarMetrics
-from sidecar.scoring import ScoreResult, ScoringEngine
+from sidecar.scoring import (
+    BadNodeRows,
+    NodeRows,
+    NoKnownNodes,
+    ScoreResult,
+    ScoringEngine,
+    StaleNodeTable,
+)
 
 log = logging.getLogger("dsan.sidecar")
 
@@ -126,16 +132,10 @@ class ScoringService:
         """Queue one request's latency observations for :meth:`settle`."""
         self._observed.append((api, res.featurize_s, res.model_s, total_s, candidates))
 
-    def settle(self, waiting: Callable[[], bool] | None = None, api: str = "inprocess") -> None:
-        """The last request's deferred work: its assumption (see
-        :meth:`ScoringEngine.settle`) and the queued latency observations, then the replay of
-        its reply (:meth:`ScoringEngine.warm`), last so that nothing cools the caches it
-        warms, unless ``waiting()`` says the caller's next request is already there (the
-        replay would only delay it). Runs after a reply was sent (and before every scrape),
-        so it must never raise into a server thread. After an assumption, a request of
-        ``api`` that ``waiting()`` finds already there at the end is counted in
-        ``dsan_sidecar_requests_behind_settle_total``: its caller did not leave the server
-        the time this work took."""
+    def settle(self) -> None:
+        """The last request's deferred work: its assumption (:meth:`ScoringEngine.settle`),
+        then the queued latency observations. Runs after a reply was sent (and before every
+        scrape), so it must never raise into a server thread."""
         t0 = time.perf_counter()
         self._observe_settles()
         try:
@@ -151,20 +151,10 @@ class ScoringService:
             except IndexError:  # another thread drained it first
                 break
         if applied:
-            try:
-                self.engine.warm(waiting)
-            except Exception:  # only warming failed (the replay itself counts its errors)
-                log.exception("the reply's replay failed")
-            # Observed by the next settle: the histogram's lock and bisect here would cool
-            # the caches the replay just warmed.
             dt = time.perf_counter() - t0
-            self._settled_s.append(dt)
+            self._settled_s.append(dt)  # observed by the next settle
             self.settle_s += dt
             self.settles += 1
-            # Asked once more at the very end: a request already there waited for some of
-            # this (back to back); none means the caller's pace left room for all of it.
-            if waiting is not None and waiting():
-                self.metrics.behind_settle_of[api].inc()
 
     def _observe_settles(self) -> None:
         """The settle times queued by earlier settle() calls, into their histogram."""

@@ -1,7 +1,8 @@
 """SHAP for the DSAN scorer: why the served model ranked node A above node B.
 
-The explained function is the served logit of one (pod, node) row,
-``logit = Head(f, Fuse(f, e))`` with ``f`` the 128 named features
+The explained function is the served logit of one (pod, node) row (the served runtime's
+head, numpy by default: no torch), ``logit = Head(f, Fuse(f, e))`` with ``f`` the 128 named
+features
 (:data:`dsan.features.FEATURE_NAMES`) and ``e`` the node's (2, H) LSTM + GNN embedding.
 A row's logit depends only on that row (attention fuses the node's own two streams), so it
 is a function of ``(f, e)`` and nothing else. The players are the 128 features plus one
@@ -19,21 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from dsan.explain.decision import Decision, ExplainError
 from dsan.explain.explanation import Explanation
 from dsan.explain.shapley import Model, ShapConfig, permutation_shapley
-from dsan.features import (
-    FEATURES,
-    N_FEATURES,
-    default_workload,
-    featurize,
-    node_block,
-    telemetry_of,
-)
-from dsan.model.graph import build_graph
-from dsan.model.net import DSANNet
+from dsan.features import AGE_COLUMNS, FEATURES, N_FEATURES, age_columns, featurize
+from dsan.model.runtime import Runtime
+from dsan.model.serving import ServingModel
+from dsan.policies.dsan import DSANScorer
 
 F64 = npt.NDArray[np.float64]
 EMBEDDING_PLAYER = "node_embedding (LSTM + GNN streams)"
@@ -57,57 +51,38 @@ class DSANShapConfig:
             raise ValueError("tolerance must be > 0")
 
 
-def logit_fn(model: DSANNet, hidden: int) -> tuple[Model, int]:
-    """The batched explained function over rows ``[f (128), e (2*hidden)]`` -> logits."""
+def logit_fn(runtime: Runtime, hidden: int) -> tuple[Model, int]:
+    """The batched explained function over rows ``[f (128), e (2*hidden)]`` -> the served
+    logits (the runtime's head, the streams given per row)."""
     width = N_FEATURES + 2 * hidden
 
     def f(z: F64) -> F64:
-        x = torch.from_numpy(np.ascontiguousarray(z[:, :N_FEATURES], dtype=np.float32))
-        e = torch.from_numpy(np.ascontiguousarray(z[:, N_FEATURES:], dtype=np.float32)).view(
-            -1, 2, hidden
-        )
-        n = x.shape[0]
-        with torch.inference_mode():
-            logit, _ = model.score(
-                x, e, torch.ones(n, dtype=torch.bool), torch.zeros(n, dtype=torch.long), 1
-            )
-        return logit.double().numpy()
+        x = np.ascontiguousarray(z[:, :N_FEATURES], dtype=np.float32)
+        e = np.ascontiguousarray(z[:, N_FEATURES:], dtype=np.float32).reshape(-1, 2, hidden)
+        return runtime.head(x, e)
 
     return f, width
 
 
-def rows(d: Decision, model: DSANNet) -> F64:
+def rows(d: Decision, serving: ServingModel) -> F64:
     """``[features, embedding]`` of every candidate, as the serving path computes them."""
     snap = d.snap
-    w = getattr(d.scorer, "workload", None) or default_workload()
-    x, _ = featurize(d.pod, snap, d.candidates, w)
-    every = np.arange(len(snap), dtype=np.int64)
-    ei, ew = build_graph(snap)
-    with torch.inference_mode():
-        emb = model.embed_nodes(
-            torch.from_numpy(node_block(snap, every)),
-            torch.from_numpy(telemetry_of(snap, every)),
-            ei,
-            ew,
-        )
-    e = (
-        emb.index_select(0, torch.from_numpy(d.candidates))
-        .reshape(len(d.candidates), -1)
-        .double()
-        .numpy()
-    )
-    return np.concatenate([x.astype(np.float64), e], axis=1)
+    serving.refresh(snap)
+    cols = serving.embeddings.node_cols[d.candidates]
+    cols[:, AGE_COLUMNS] = age_columns(snap, d.candidates)
+    x, _ = featurize(d.pod, snap, d.candidates, serving.workload, node_cols=cols)
+    e = serving.runtime.streams(d.candidates).reshape(len(d.candidates), -1)
+    return np.concatenate([x.astype(np.float64), e.astype(np.float64)], axis=1)
 
 
 def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
     cfg = cfg or DSANShapConfig()
-    serving = getattr(d.scorer, "serving", None)
-    model = getattr(serving, "model", None)
-    if not isinstance(model, DSANNet):
+    if not isinstance(d.scorer, DSANScorer):
         raise ExplainError(f"scorer {d.scorer.name!r} has no DSAN model to explain")
-    hidden = int(model.hidden)
-    f, width = logit_fn(model, hidden)
-    z = rows(d, model)
+    serving = d.scorer.serving
+    hidden = serving.runtime.cfg.hidden
+    f, width = logit_fn(serving.runtime, hidden)
+    z = rows(d, serving)
     if z.shape[1] != width:
         raise ExplainError(f"model expects {width} columns, featurizer gave {z.shape[1]}")
     pair = np.array([d.chosen, d.runner_up])

@@ -20,7 +20,7 @@ def explain(d: Decision, shap: DSANShapConfig | None = None) -> Explanation:
     """SHAP for ``dsan``, the per-term breakdown for the heuristics in TERM_POLICIES."""
     name = d.scorer.name
     if name == "dsan":
-        from dsan.explain.dsan_shap import explain_dsan  # torch only when a model is explained
+        from dsan.explain.dsan_shap import explain_dsan  # the model only when explained
 
         return explain_dsan(d, shap)
     if name in TERM_POLICIES:

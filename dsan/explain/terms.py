@@ -20,6 +20,7 @@ from dsan.explain.decision import Decision, ExplainError
 from dsan.explain.explanation import Explanation
 from dsan.features import default_workload, placement
 from dsan.policies.base import MAX_NODE_SCORE
+from dsan.policies.fgd import FGDScorer
 from dsan.policies.k8s_default import DEFAULT_MEMORY_MIB, DEFAULT_MILLI_CPU
 
 F64 = npt.NDArray[np.float64]
@@ -55,7 +56,7 @@ def _k8s_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple
 
 
 def _fgd_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple[str, str, F64]]]:
-    target = getattr(d.scorer, "target", None) or default_workload()
+    target = d.scorer.target if isinstance(d.scorer, FGDScorer) else default_workload()
     pl = placement(d.pod, d.snap, idx, target)
     delta = pl.frag_before - pl.frag_after
     score = np.floor(1.0 / (1.0 + np.exp(-delta / 1000.0)) * MAX_NODE_SCORE)

@@ -1,14 +1,8 @@
-"""Artifacts of a trained DSAN: weights, TorchScript, torch.export (.pt2) and a manifest.
+"""Writing a trained DSAN's directory (torch side): weights, TorchScript, torch.export (.pt2),
+the numpy serving artifact and the manifest; and loading the torch model back for training.
 
-A model directory holds ``weights.pt`` (state dict), ``model.ts`` (TorchScript, what the
-sidecar loads), ``model.pt2`` (torch.export, TorchScript's successor) and ``manifest.json``::
-
-    {"version": ..., "feature_schema": <dsan.features.schema_hash()>, "model": {...},
-     "training": {...}, "eval": {...}}
-
-Every loader checks the manifest's feature schema against the running featurizer and
-refuses a mismatch with :class:`SchemaMismatch`: a model fed columns in another order
-would score garbage without any error.
+The directory's layout, its manifest and the serving artifact's reader are
+:mod:`dsan.model.artifact` (numpy only: the sidecar serves without torch).
 """
 
 from __future__ import annotations
@@ -22,22 +16,28 @@ import torch
 from torch.export import Dim, export
 
 from dsan.features import N_FEATURES, N_NODE_FEATURES, schema_hash
-from dsan.model.net import DSANNet, ModelConfig
+from dsan.model.artifact import (
+    DEFAULT_DIR,
+    EXPORTED,
+    MANIFEST,
+    OPTIONAL_KEYS,
+    TORCHSCRIPT,
+    WEIGHTS,
+    ModelConfig,
+    SchemaMismatch,
+    check_arrays,
+    read_manifest,
+    save_serving,
+)
+from dsan.model.net import DSANNet
+from dsan.model.runtime import NumpyRuntime
+from dsan.model.serving import ServingModel
+from dsan.policies.target import TargetWorkload
 from dsan.snapshot import TELEMETRY_CHANNELS
 
-MANIFEST = "manifest.json"
-WEIGHTS = "weights.pt"
-TORCHSCRIPT = "model.ts"
-EXPORTED = "model.pt2"
-#: Parameters added after models were shipped; absent ones keep their (zero) initialisation.
-OPTIONAL_KEYS = frozenset({"head.gpu_skip.weight"})
-#: The model shipped in the package (``make demo`` and the sidecar default).
-DEFAULT_DIR = Path(__file__).with_name("default")
-
-
-class SchemaMismatch(RuntimeError):
-    """The model was trained on another feature schema than the running featurizer's."""
-
+__all__ = ["DEFAULT_DIR", "MANIFEST", "SchemaMismatch", "example_inputs", "load",
+           "load_exported", "load_torchscript", "numpy_runtime", "read_manifest", "save",
+           "serving_arrays", "serving_model"]
 
 def example_inputs(n: int = 16, m: int = 8, e: int = 24, t: int = 6) -> tuple[torch.Tensor, ...]:
     """Inputs of :meth:`DSANNet.forward` for tracing and export."""
@@ -70,11 +70,14 @@ def save(
     evaluation: dict[str, Any] | None = None,
     exports: bool = True,
 ) -> Path:
-    """Write weights, manifest and (``exports``) the TorchScript and .pt2 artifacts."""
+    """Write weights, the serving artifact, the manifest and (``exports``) the TorchScript
+    and .pt2 artifacts."""
+    model = model.eval()
+    arrays = serving_arrays(model)  # checked first: a non-finite weight writes nothing
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model = model.eval()
     torch.save(model.state_dict(), out / WEIGHTS)
+    save_serving(arrays, out)
     if exports:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TorchScript's deprecation notice: we ship both
@@ -93,20 +96,11 @@ def save(
     return out
 
 
-def read_manifest(model_dir: str | Path) -> dict[str, Any]:
-    """The manifest of ``model_dir``, checked against the running feature schema."""
-    path = Path(model_dir) / MANIFEST
-    if not path.is_file():
-        raise FileNotFoundError(f"no DSAN model at {model_dir}: {MANIFEST} missing")
-    manifest: dict[str, Any] = json.loads(path.read_text())
-    got, want = manifest.get("feature_schema"), schema_hash()
-    if got != want:
-        raise SchemaMismatch(
-            f"model at {model_dir} was trained on feature schema {got!r}, but this featurizer "
-            f"has {want!r} (dsan/featureschema.py changed): retrain with `dsan train` or use a "
-            "matching release"
-        )
-    return manifest
+def serving_arrays(model: DSANNet) -> dict[str, Any]:
+    """The model's serving parameters as checked float32 numpy arrays (what ``model.npz``
+    holds); raises :class:`dsan.model.artifact.BadModel` on a non-finite weight."""
+    state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    return check_arrays(state, model.cfg, "model")
 
 
 def load(model_dir: str | Path = DEFAULT_DIR) -> tuple[DSANNet, dict[str, Any]]:
@@ -135,3 +129,16 @@ def load_torchscript(
 def load_exported(model_dir: str | Path = DEFAULT_DIR) -> tuple[torch.nn.Module, dict[str, Any]]:
     manifest = read_manifest(model_dir)
     return torch.export.load(Path(model_dir) / EXPORTED).module(), manifest
+
+
+def numpy_runtime(model: DSANNet) -> NumpyRuntime:
+    """The numpy runtime of ``model``'s current weights (what ``model.npz`` would serve)."""
+    return NumpyRuntime(serving_arrays(model), model.cfg)
+
+
+def serving_model(model: DSANNet, workload: TargetWorkload | None = None,
+                  **kwargs: Any) -> ServingModel:
+    """A :class:`~dsan.model.serving.ServingModel` of ``model``'s current weights, as the
+    sidecar and the simulator serve them after :func:`save` (training's evaluations, tests).
+    A later update of ``model`` is not seen: build another."""
+    return ServingModel(numpy_runtime(model), workload, **kwargs)

@@ -64,18 +64,6 @@ class SpatialEncoder(nn.Module):
         h = torch.relu(self.conv1(x, edge_index, edge_weight))
         return self.conv2(h, edge_index, edge_weight)
 
-    def forward_adj(self, x: Tensor, adj: Tensor) -> Tensor:
-        r"""``forward`` with the graph as :func:`dsan.model.graph.mean_adjacency` (N, N):
-
-        .. math:: \mathrm{GraphConv}(x) = W_{rel} (A x) + b_{rel} + W_{root} x
-
-        The same parameters and maths as PyG's message passing, equal up to float32
-        summation order; one sparse matmul per layer, for serving (PyG's scatter path was
-        95 % of a 1,000-node embedding refresh). Training keeps ``forward``.
-        """
-        h = torch.relu(self.conv1.lin_rel(adj @ x) + self.conv1.lin_root(x))
-        return self.conv2.lin_rel(adj @ h) + self.conv2.lin_root(h)
-
 
 class PodAttentionFusion(nn.Module):
     r"""Fuses the two streams with attention conditioned on the (pod, node) features.

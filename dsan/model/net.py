@@ -8,41 +8,14 @@ pod: it is what TorchScript and torch.export ship.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import torch
 from torch import Tensor, nn
 
-from dsan.features import FEATURES, N_FEATURES, N_NODE_FEATURES
+from dsan.features import FEATURES
+from dsan.model.artifact import CPU_ONLY_FEATURE, HEADS, PRIOR_FEATURE, ModelConfig
 from dsan.model.layers import PodAttentionFusion, ScoreHead, SpatialEncoder, TemporalEncoder
-from dsan.snapshot import TELEMETRY_CHANNELS
 
-HEADS = ("mlp", "residual")
-#: The residual head's prior: FGD's own integer score, a derived feature.
-PRIOR_FEATURE = "fgd_score_int"
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    hidden: int = 32
-    features: int = N_FEATURES
-    node_features: int = N_NODE_FEATURES
-    channels: int = len(TELEMETRY_CHANNELS)
-    #: "mlp" (engineer F's head) or "residual" (FGD score x learned scale + zero-init residual)
-    head: str = "mlp"
-
-    def __post_init__(self) -> None:
-        if not 4 <= self.hidden <= 512:
-            raise ValueError(f"ModelConfig.hidden must be within 4..512, got {self.hidden}")
-        if self.features != N_FEATURES or self.node_features != N_NODE_FEATURES:
-            raise ValueError("ModelConfig feature widths must match dsan.features")
-        if self.head not in HEADS:
-            raise ValueError(
-                f"ModelConfig.head must be one of {', '.join(HEADS)}, got {self.head!r}"
-            )
-
-    def to_dict(self) -> dict[str, int | str]:
-        return asdict(self)
+__all__ = ["HEADS", "PRIOR_FEATURE", "DSANNet", "ModelConfig"]
 
 
 class DSANNet(nn.Module):
@@ -65,7 +38,7 @@ class DSANNet(nn.Module):
             h,
             self.cfg.head == "residual",
             names.index(PRIOR_FEATURE),
-            names.index("pod_is_cpu_only"),
+            names.index(CPU_ONLY_FEATURE),
         )
 
     def reset_parameters(self) -> None:
@@ -79,12 +52,6 @@ class DSANNet(nn.Module):
         """(N, D), (N, T, C), (2, E), (E,) -> (N, 2, H) temporal and spatial embeddings."""
         ht = self.temporal(telemetry)
         hs = self.spatial(node_x, edge_index, edge_weight)
-        return torch.stack([ht, hs], dim=1)
-
-    def embed_nodes_adj(self, node_x: Tensor, telemetry: Tensor, adj: Tensor) -> Tensor:
-        """:meth:`embed_nodes` with the graph as a precomputed mean adjacency (serving)."""
-        ht = self.temporal(telemetry)
-        hs = self.spatial.forward_adj(node_x, adj)
         return torch.stack([ht, hs], dim=1)
 
     @torch.jit.export

@@ -1,246 +1,282 @@
-"""Serving DSAN: cached node embeddings, a small per-pod head.
+"""Serving DSAN: node embeddings kept current, features and logits kept per pod class.
 
-The LSTM + GNN embeddings of all nodes depend only on static node columns, telemetry and
-topology, never on the pod or on allocations, so :class:`ServingModel` keeps them and
-recomputes them only when the snapshot says those inputs changed: a different node set or
-column objects, or a new :attr:`~dsan.snapshot.ClusterSnapshot.telemetry_version` (bumped by
-the sidecar's cache and the simulator whenever they write telemetry, static columns or
-topology). An explicit counter costs O(1) per pod where hashing the columns cost O(n).
+A request's logits are ``runtime.logits(featurize(pod, snap, nodes), nodes)``
+(:meth:`ServingModel.reference` computes exactly that). What :meth:`ServingModel.logits`
+keeps so that a request costs O(candidates) numpy passes instead of a featurization:
 
-Telemetry *age* grows on every request in the sidecar; it does not invalidate embeddings
-(nodes whose telemetry is too old are scored by the sidecar's fallback instead), but the
-per-pod features carry the current age. Per pod the hot path is the exact per-pod-class
-head cache (:mod:`dsan.model.rowcache`: featurize only the rows whose node changed, few at a
-time through :mod:`dsan.rowfeatures`; :mod:`dsan.model.headcache`: logits kept per candidate
-set extremes, the head run only on rows whose inputs moved); :meth:`ServingModel.prefetch`
-does a class's changed rows after the sidecar's reply (``DSANScorer.after_assume``).
-``fast=False`` keeps the reference path (featurize every candidate, gather the cached
-embeddings, run the torch head). No per-node Python loop over candidates, no logging.
+* **per cluster** (:class:`~dsan.model.embeddings.NodeEmbeddings`): the pod-independent node
+  columns and both streams, refreshed when the snapshot's telemetry version says telemetry or
+  static columns changed (at most every ``min_refresh_s``; the sidecar's default 1 s) or its
+  node set did;
+* **per pod class** (every pod field the featurizer reads, plus the two cluster-wide bits
+  :mod:`dsan.clusterwide` conditions columns on): every node's pod-dependent feature row and
+  the 7 quantities its candidate-relative columns are scaled from
+  (:func:`dsan.features.pod_rows`), recomputed only for nodes whose allocation changed since
+  (:class:`~dsan.snapshot.AllocationTracker`);
+* **per class and candidate-set extremes** (:func:`dsan.features.extremes`): every node's
+  logit and the class row and telemetry age it was computed from. A node's logit depends
+  only on its own row, its age, the extremes and the embeddings, so a request recomputes
+  only the candidates whose row or age moved (usually none, or the node the previous pod
+  went to), and all of them after an embedding refresh.
+
+kube-scheduler sends rotations and subsets of the same feasible nodes, whose extremes rarely
+move. :meth:`ServingModel.prepare` brings a class up to date off the request path (the
+sidecar calls it once the winner is charged). The feature rows assembled for a candidate are
+``featurize``'s own bits, so the cached logits equal the reference up to the float32
+rounding of a matrix product over a different set of rows.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
-from operator import attrgetter, is_
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from operator import is_
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
+from dsan.clusterwide import cpu_bound_factor, room_factor
 from dsan.features import (
     AGE_COLUMNS,
+    N_FEATURES,
+    N_NODE_FEATURES,
+    RELATIVE_COLUMNS,
     PlacementCache,
     TargetWorkload,
     age_columns,
     default_workload,
+    extremes,
     featurize,
+    pod_rows,
+    relative_columns,
 )
+from dsan.model.artifact import DEFAULT_DIR
 from dsan.model.embeddings import NodeEmbeddings
-from dsan.model.export import DEFAULT_DIR, load
-from dsan.model.headcache import HeadCache
-from dsan.model.heldreply import Held
-from dsan.model.net import DSANNet
-from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.model.runtime import Runtime, load_runtime
+from dsan.snapshot import AllocationTracker, ClusterSnapshot, PodSpec
 
-_VERSION = attrgetter("_version")  # a tensor's in-place write counter
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+#: The allocation columns a class row reads (static ones change the embeddings' epoch).
+ROW_COLUMNS = ("cpu_used", "mem_used", "gpu_free", "pod_count")
+#: Pod classes kept at once (each ~ n x 330 bytes); the oldest is dropped beyond.
+MAX_CLASSES = 16
+#: Candidate-set extremes kept per class: as many sets (SET_NODE_BYTES per node each) as fit
+#: in SET_BYTES, at least MIN_SETS and at most MAX_SETS; the oldest is dropped beyond.
+SET_BYTES = 1 << 20
+SET_NODE_BYTES = 24  # logit (float64), class-row tick (int64), age (float64)
+MIN_SETS, MAX_SETS = 4, 64
+_POD_REL = RELATIVE_COLUMNS - N_NODE_FEATURES
+
+
+def class_key(pod: PodSpec) -> Hashable:
+    """Every pod field :func:`dsan.features.featurize` reads (not the name)."""
+    return (pod.cpu_milli, pod.mem_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_models,
+            pod.priority, pod.task_type, pod.gang_size, pod.image)
+
+
+def sets_kept(n: int) -> int:
+    """How many candidate-set extremes a class keeps on a cluster of ``n`` nodes."""
+    return max(MIN_SETS, min(MAX_SETS, SET_BYTES // (SET_NODE_BYTES * max(n, 1))))
+
+
+@dataclass(slots=True)
+class _Set:
+    """One class's logits under one candidate-set extremes."""
+
+    lo: F64
+    hi: F64
+    logit: F64
+    at: I64  # the class row's tick each logit was computed from (-1: never)
+    age: F64  # the telemetry age each was computed with (NaN never equals: recomputed)
+    version: int  # the embeddings' version they were computed with
+
+
+@dataclass(slots=True)
+class _Class:
+    x: F32  # (n, 72) pod-dependent feature rows, relative columns 0
+    v: F64  # (7, n) the relative columns' quantities
+    at: I64  # (n,) tracker tick each row was computed at (-1: never)
+    sets: dict[bytes, _Set] = field(default_factory=dict)
+
+
+class ServingModel:
+    """A DSAN runtime, the embeddings of the last snapshot seen, and the per-class caches."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        workload: TargetWorkload | None = None,
+        manifest: dict[str, Any] | None = None,
+        min_refresh_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.runtime = runtime
+        self.workload = workload or default_workload()
+        #: The model directory's manifest (version, schema, training), empty for a bare model.
+        self.manifest = manifest or {}
+        #: Telemetry and static columns reach the embeddings at most this late (0: at once,
+        #: as the simulator needs).
+        self.min_refresh_s = min_refresh_s
+        self._clock = clock
+        self._refreshed_at = -math.inf
+        self.embeddings = NodeEmbeddings(runtime)
+        # The objects the embeddings were computed from: replaced objects mean new inputs.
+        self._inputs: tuple[Any, ...] | None = None
+        self._tver = -1
+        self._placements = PlacementCache(self.workload)
+        self._models: list[str] = []
+        self._rows = AllocationTracker(ROW_COLUMNS)
+        self._classes: dict[Hashable, _Class] = {}
+        self._epoch = -1
+        #: Rows featurized and logits computed (observability and tests).
+        self.rows_featurized = 0
+        self.logits_computed = 0
+
+    @classmethod
+    def from_dir(cls, model_dir: str | Path = DEFAULT_DIR, runtime: str = "numpy",
+                 workload: TargetWorkload | None = None,
+                 min_refresh_s: float = 0.0) -> ServingModel:
+        rt, manifest = load_runtime(model_dir, runtime)
+        return cls(rt, workload, manifest, min_refresh_s=min_refresh_s)
+
+    # --- per cluster -------------------------------------------------------------------------
+    def refresh(self, snap: ClusterSnapshot, due: bool = True) -> None:
+        """Recompute the embeddings if ``snap``'s node set or column objects changed, or
+        (``due``, and ``min_refresh_s`` since the last refresh) its telemetry version did.
+        Allocations are not in the embeddings: the class rows follow them at every call."""
+        inputs = _inputs(snap)
+        same = self._inputs is not None and all(map(is_, self._inputs, inputs))
+        if same and self._tver == snap.telemetry_version:
+            return
+        now = self._clock()
+        if same and (not due or now - self._refreshed_at < self.min_refresh_s):
+            return
+        self._refreshed_at = now
+        self.embeddings.refresh(snap)
+        self._inputs, self._tver = inputs, snap.telemetry_version
+
+    def _sync(self, snap: ClusterSnapshot, due: bool) -> None:
+        self.refresh(snap, due)
+        if self._models != snap.gpu_models:  # placements resolve shapes by GPU model name
+            self._placements, self._models = PlacementCache(self.workload), list(snap.gpu_models)
+            self._classes.clear()
+        if self._epoch != self.embeddings.epoch:  # node set or static columns changed
+            self._epoch = self.embeddings.epoch
+            self._classes.clear()
+            self._rows.reset(snap)
+        else:
+            self._rows.sync(snap)
+
+    # --- per class -----------------------------------------------------------------------------
+    def _class(self, pod: PodSpec, snap: ClusterSnapshot) -> _Class:
+        key = (class_key(pod), room_factor(pod, snap), cpu_bound_factor(pod, snap))
+        c = self._classes.pop(key, None)  # re-inserted: most recently used last
+        if c is None:
+            n = len(snap)
+            c = _Class(np.zeros((n, N_FEATURES - N_NODE_FEATURES), dtype=np.float32),
+                       np.zeros((7, n)), np.full(n, -1, dtype=np.int64))
+            if len(self._classes) >= MAX_CLASSES:
+                del self._classes[next(iter(self._classes))]
+        self._classes[key] = c
+        return c
+
+    def _update_rows(self, c: _Class, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> None:
+        stale = self._rows.stale(c.at, nodes)
+        if stale.size:
+            stale = np.unique(stale)
+            c.x[stale], c.v[:, stale] = pod_rows(pod, snap, stale, self.workload,
+                                                 self._placements)
+            c.at[stale] = self._rows.tick
+            self.rows_featurized += len(stale)
+
+    def _set(self, c: _Class, lo: F64, hi: F64, n: int) -> _Set:
+        key = lo.tobytes() + hi.tobytes()
+        s = c.sets.get(key)
+        if s is None:
+            s = _Set(lo, hi, np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, np.nan),
+                     self.embeddings.version)
+            if len(c.sets) >= sets_kept(n):
+                del c.sets[next(iter(c.sets))]
+            c.sets[key] = s
+        elif s.version != self.embeddings.version:
+            s.at[:] = -1
+            s.version = self.embeddings.version
+        return s
+
+    def _ages(self, snap: ClusterSnapshot) -> F64:
+        if snap.telemetry_age_s is None:
+            return np.zeros(len(snap))
+        return snap.telemetry_age_s
+
+    def _compute(self, c: _Class, s: _Set, snap: ClusterSnapshot, nodes: I64,
+                 ages: F64) -> None:
+        """The logits of ``nodes`` under ``s``'s extremes, into ``s``."""
+        x = np.empty((len(nodes), N_FEATURES), dtype=np.float32)
+        x[:, :N_NODE_FEATURES] = self.embeddings.node_cols[nodes]
+        x[:, AGE_COLUMNS] = age_columns(snap, nodes)
+        x[:, N_NODE_FEATURES:] = c.x[nodes]
+        x[:, RELATIVE_COLUMNS] = relative_columns(c.v[:, nodes], s.lo, s.hi).T
+        s.logit[nodes] = self.runtime.logits(x, nodes)
+        s.at[nodes] = c.at[nodes]
+        s.age[nodes] = ages[nodes]
+        self.logits_computed += len(nodes)
+
+    # --- the two entry points ------------------------------------------------------------------
+    def logits(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
+        """One logit per entry of ``nodes`` (all assumed feasible), as :meth:`reference`."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if len(nodes) == 0:
+            return np.zeros(0)
+        self._sync(snap, due=self._inputs is None or self.min_refresh_s == 0)
+        c = self._class(pod, snap)
+        self._update_rows(c, pod, snap, nodes)
+        lo, hi = extremes(c.v[:, nodes])
+        s = self._set(c, lo, hi, len(snap))
+        ages = self._ages(snap)
+        redo = nodes[(s.at[nodes] != c.at[nodes]) | (s.age[nodes] != ages[nodes])]
+        if redo.size:
+            self._compute(c, s, snap, np.unique(redo), ages)
+        return s.logit[nodes]
+
+    def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
+        """Off the request path: refresh the embeddings if due, update ``pod``'s class rows
+        that changed, and its most recent candidate set's logits of them, so the next
+        request of the class only gathers."""
+        self._sync(snap, due=True)
+        key = (class_key(pod), room_factor(pod, snap), cpu_bound_factor(pod, snap))
+        c = self._classes.get(key)
+        if c is None or not c.sets:
+            return
+        changed = np.flatnonzero(c.at < self._rows.epoch)
+        changed = changed[c.at[changed] >= 0]  # rows this class has computed before
+        if not changed.size:
+            return
+        self._update_rows(c, pod, snap, changed)
+        s = c.sets[next(reversed(c.sets))]
+        if s.version != self.embeddings.version:
+            return  # the next request recomputes every candidate anyway
+        self._compute(c, s, snap, changed, self._ages(snap))
+
+    def reference(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
+        """``runtime.logits(featurize(pod, snap, nodes), nodes)`` with current embeddings:
+        what :meth:`logits` returns, without its caches (tests, explanations)."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        self.refresh(snap)
+        cols = self.embeddings.node_cols[nodes]
+        cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
+        x, _ = featurize(pod, snap, nodes, self.workload, node_cols=cols)
+        return self.runtime.logits(x, nodes)
 
 
 def _inputs(snap: ClusterSnapshot) -> tuple[Any, ...]:
     """The objects the embeddings were computed from: replaced objects mean new inputs."""
-    return (
-        snap.names,
-        snap.cpu_cap,
-        snap.mem_cap,
-        snap.gpu_count,
-        snap.gpu_model,
-        snap.zone,
-        snap.rack,
-        snap.nvlink,
-        snap.hourly_cost,
-        snap.taint_mask,
-        snap.images,
-        snap.telemetry,
-    )
-
-
-class ServingModel:
-    """A DSAN model plus the node-embedding cache of the last snapshot seen."""
-
-    def __init__(
-        self,
-        model: DSANNet,
-        workload: TargetWorkload | None = None,
-        manifest: dict[str, Any] | None = None,
-        fast: bool = True,
-        min_refresh_s: float = 0.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.model = model.eval()
-        #: Telemetry and static columns reach the embeddings at most this late (0: at once,
-        #: as the simulator needs). See :meth:`refresh`.
-        self.min_refresh_s = min_refresh_s
-        self._clock = clock
-        self._refreshed_at = -math.inf
-        #: Per-pod-class head cache (exact, :mod:`dsan.model.headcache`); None = the plain
-        #: torch head over freshly featurized rows on every request (the reference).
-        self.head: HeadCache | None = HeadCache(self.model) if fast else None
-        self._params = list(self.model.parameters())
-        self._wver = -1
-        #: fix_weights() was called: per call, the weights are not checked for writes.
-        self._fixed_weights = False
-        self.workload = workload
-        #: The model directory's manifest (version, schema, training), empty for a bare model.
-        self.manifest = manifest or {}
-        # Holding the objects themselves (not their ids) means an id can never be reused.
-        self._inputs: tuple[Any, ...] | None = None
-        self._tver = -1
-        self._len = -1
-        self.embeddings = NodeEmbeddings(self.model)
-        #: How many times the embeddings were recomputed (observability and tests).
-        self.embed_count = 0
-        self._cache: PlacementCache | None = None
-        #: trust_snapshot_versions() was called (applies to every PlacementCache made).
-        self._trust = False
-        # PlacementCache keeps fragmentation per node across pods, computed against shapes
-        # resolved by GPU model *name*: renamed models start it over.
-        self._models: list[str] = []
-
-    @classmethod
-    def from_dir(
-        cls,
-        model_dir: str | Path = DEFAULT_DIR,
-        workload: TargetWorkload | None = None,
-        min_refresh_s: float = 0.0,
-    ) -> ServingModel:
-        model, manifest = load(model_dir)
-        return cls(model, workload, manifest, min_refresh_s=min_refresh_s)
-
-    def _weights_version(self) -> int:
-        """Bumped by any in-place write to a parameter (an optimiser step, load_state_dict):
-        the cached embeddings and head weights are then recomputed. ~20 attribute reads."""
-        return sum(map(_VERSION, self._params))
-
-    def fix_weights(self) -> None:
-        """The caller promises never to write the weights in place from now on (the sidecar
-        loads the model once and only serves it): :meth:`refresh` then stops summing the
-        parameters' write counters on every call (~2.2 us for the shipped model's 29
-        tensors, on every reply and every settle). A write after this goes unnoticed until
-        the node set or a column object changes, so training and the simulator never call
-        it."""
-        self._fixed_weights = True
-
-    def _same_inputs(self, snap: ClusterSnapshot) -> bool:
-        """Same weights (unless fixed), node count and column objects as the last refresh
-        (the telemetry version aside)."""
-        if self._len != len(snap) or self._inputs is None:
-            return False
-        if not self._fixed_weights and self._wver != self._weights_version():
-            return False
-        # identity, not equality, element by element in C (no generator frame per column)
-        return all(map(is_, self._inputs, _inputs(snap)))
-
-    def _fresh(self, snap: ClusterSnapshot) -> bool:
-        return self._tver == snap.telemetry_version and self._same_inputs(snap)
-
-    def refresh(self, snap: ClusterSnapshot) -> None:
-        """Recompute node embeddings if telemetry, static columns or topology changed.
-
-        With ``min_refresh_s`` > 0, a change of the snapshot's ``telemetry_version`` alone
-        (same node set and column objects, same weights) waits until the last refresh is that
-        old: a live cluster's GPUTelemetry objects bump it tens of times a second at 1,000
-        nodes (each node adds a 10 s window), and each refresh costs ~3-4 ms there, so the
-        sidecar (``embed_refresh_s``, default 1 s) bounds that to one per second. Allocations
-        are not in the embeddings and are always current.
-        """
-        if self._fresh(snap):
-            return
-        now = self._clock()
-        if now - self._refreshed_at < self.min_refresh_s and self._same_inputs(snap):
-            return
-        self._refreshed_at = now
-        wver = self._weights_version()
-        self.embeddings.refresh(snap, full=wver != self._wver)
-        self._wver = wver
-        if self.head is not None:
-            self.head.set_embeddings(self.embeddings.emb, self.embeddings.moved)
-        self._inputs, self._tver, self._len = _inputs(snap), snap.telemetry_version, len(snap)
-        self.embed_count += 1
-
-    def _placements(self, snap: ClusterSnapshot) -> PlacementCache:
-        w = self.workload or default_workload()
-        if self._cache is None or self._cache.workload is not w or self._models != snap.gpu_models:
-            self._cache, self._models = PlacementCache(w), list(snap.gpu_models)
-            if self._trust:
-                self._cache.trust_snapshot_versions()
-            if self.head is not None:
-                self.head.clear()
-        return self._cache
-
-    def trust_snapshot_versions(self) -> None:
-        """The caller bumps :attr:`ClusterSnapshot.version` on every in-place write to the
-        snapshots it passes (the sidecar's cache does): the head cache then skips its row
-        diff when the snapshot and its version are the ones it last synced with, and so does
-        the placement cache."""
-        self._trust = True
-        if self._cache is not None:
-            self._cache.trust_snapshot_versions()
-        if self.head is not None:
-            self.head.trust_snapshot_versions()
-
-    def note_changes(self, since: int, version: int, rows: Sequence[int]) -> None:
-        """With :meth:`trust_snapshot_versions`: the snapshot of the next call went from
-        version ``since`` to ``version`` by writes to ``rows`` only (the sidecar's row-change
-        log), so the head cache's and the placement cache's row syncs compare just those."""
-        if self.head is not None:
-            self.head.note_changes(since, version, rows)
-        if self._cache is not None:
-            self._cache.note_changes(since, version, rows)
-
-    def prefetch(self, pod: PodSpec, snap: ClusterSnapshot,
-                 feasible: npt.NDArray[np.bool_] | None = None) -> bool:
-        """Off the request path (after the reply, e.g. right after an assumption): update
-        ``pod``'s class to ``snap`` so its next request only gathers. Exact either way: the
-        next request checks every row again. False if there was nothing to do.
-        ``feasible``: ``pod``'s feasibility of every node of ``snap``, when the caller has
-        it (:func:`dsan.model.headcache.follow` then reads it instead of checking again)."""
-        if self.head is None:
-            return False
-        self.refresh(snap)
-        return self.head.prefetch(pod, snap, self.embeddings.node_cols, self._placements(snap),
-                                  feasible)
-
-    def held(self, pod: PodSpec, snap: ClusterSnapshot) -> Held | None:
-        """What ``pod``'s class holds for a request on ``snap`` (:meth:`HeadCache.held`),
-        the embeddings refreshed first as for :meth:`logits`; None without a head cache."""
-        if self.head is None:
-            return None
-        self.refresh(snap)
-        return self.head.held(pod, snap, self._placements(snap))
-
-    def logits(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
-        """One logit per entry of ``nodes`` (all assumed feasible)."""
-        if len(nodes) == 0:
-            return np.zeros(0)
-        self.refresh(snap)
-        nodes = np.asarray(nodes, dtype=np.int64)
-        cache = self._placements(snap)
-        if self.head is not None:
-            return self.head.logits(pod, snap, nodes, self.embeddings.node_cols, cache)
-        cols = self.embeddings.node_cols[nodes]  # a fresh copy (fancy indexing): safe to update
-        cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
-        x, _ = featurize(pod, snap, nodes, cache.workload, node_cols=cols, cache=cache)
-        with torch.inference_mode():
-            logit, _ = self.model.score(
-                torch.from_numpy(x),
-                self.embeddings.emb[torch.from_numpy(nodes)],
-                torch.ones(len(nodes), dtype=torch.bool),
-                torch.zeros(len(nodes), dtype=torch.long),
-                1,
-            )
-        return logit.double().numpy()
+    return (snap.names, snap.cpu_cap, snap.mem_cap, snap.gpu_count, snap.gpu_model, snap.zone,
+            snap.rack, snap.nvlink, snap.hourly_cost, snap.taint_mask, snap.images,
+            snap.telemetry)

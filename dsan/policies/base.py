@@ -5,15 +5,9 @@ only feasible node indices) and never mutates the snapshot. Higher is better; th
 the scorer's own, and :func:`normalize` maps it onto 0..100 (kube-scheduler's
 MaxNodeScore) for the sidecar.
 
-A scorer may also choose *which* GPUs of the chosen node a pod gets
-(:meth:`Scorer.select_gpus`); the default is best-fit, as in the FGD simulator: the GPUs
-with the least free share that still fit.
-
-Optional hooks for scorers that keep per-node state the snapshot does not hold (e.g.
-``gpu-clustering`` counts the GPU kinds of the pods on each node): ``on_bind(pod, snap,
-node, gpus)`` and ``on_release(pod, snap, node, gpus)``. The simulators call them when
-present (``dsan.sim.scheduler.schedule_one`` / ``unbind``); a scorer without them is
-stateless with respect to bindings.
+Every member of the protocol is part of the contract, so callers never probe for one:
+:class:`BaseScorer` gives the defaults (best-fit GPUs, no telemetry, stateless with respect
+to bindings, nothing to prepare) and every policy derives from it.
 """
 
 from __future__ import annotations
@@ -32,8 +26,16 @@ MAX_NODE_SCORE = 100
 class Scorer(Protocol):
     """Scores candidate nodes for one pod."""
 
-    #: Registry name, e.g. ``"fgd"``; also reported as the policy version in metrics.
+    #: Registry name, e.g. ``"fgd"``.
     name: str
+    @property
+    def version(self) -> str:
+        """What exactly scores (a model's version; a heuristic's name): shown in metrics."""
+        ...
+
+    #: Whether scores read GPU telemetry: the sidecar scores nodes whose telemetry is stale
+    #: by its fallback instead.
+    reads_telemetry: bool
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
@@ -44,6 +46,48 @@ class Scorer(Protocol):
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         """GPU slots of ``node`` that ``pod`` gets; ``()`` for CPU-only pods."""
         ...
+
+    def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                gpus: tuple[int, ...]) -> None:
+        """The simulator bound ``pod`` to ``node`` (for scorers that count per node what the
+        snapshot does not hold)."""
+        ...
+
+    def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                   gpus: tuple[int, ...]) -> None:
+        """The simulator released ``pod`` from ``node``."""
+        ...
+
+    def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
+        """Off the request path (the sidecar calls it after a reply, once the winner is
+        charged): bring what the scorer keeps for pods like ``pod`` up to ``snap`` so the
+        next such request finds it done. Never changes a score."""
+        ...
+
+
+class BaseScorer:
+    """The defaults of :class:`Scorer`'s members; policies override what they need."""
+
+    name = "base"
+    reads_telemetry = False
+
+    @property
+    def version(self) -> str:
+        return self.name
+
+    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+        return best_fit_gpus(pod, snap, node)
+
+    def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                gpus: tuple[int, ...]) -> None:
+        return None
+
+    def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                   gpus: tuple[int, ...]) -> None:
+        return None
+
+    def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
+        return None
 
 
 def best_fit_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:

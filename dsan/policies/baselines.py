@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.base import MAX_NODE_SCORE, best_fit_gpus
+from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
 from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
 
 #: The FGD simulator's normalisers: the largest node spec (``MaxSpecCpu``, ``MaxSpecGpu``).
@@ -36,14 +36,7 @@ Scores = npt.NDArray[np.float64]
 Nodes = npt.NDArray[np.int64]
 
 
-class _BestFitGpus:
-    name = "base"
-
-    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-        return best_fit_gpus(pod, snap, node)
-
-
-class RandomScorer:
+class RandomScorer(BaseScorer):
     """Random-fit: a uniformly random feasible node, and random fitting GPUs inside it."""
 
     name = "random"
@@ -69,7 +62,7 @@ class RandomScorer:
         return (int(fits[self.rng.integers(fits.size)]),)
 
 
-class DotProdScorer(_BestFitGpus):
+class DotProdScorer(BaseScorer):
     """FGD simulator's DotProduct plugin with ``dimExtMethod=merge``, ``normMethod=max``."""
 
     name = "dotprod"
@@ -95,7 +88,7 @@ def affinity_tag(pod: PodSpec) -> int:
 N_TAGS = 2 + MAX_GPUS
 
 
-class GpuClusteringScorer(_BestFitGpus):
+class GpuClusteringScorer(BaseScorer):
     """FGD simulator's GpuClustering plugin. Keeps per-node counts of running pods' GPU kinds,
     fed by :meth:`on_bind` / :meth:`on_release` (the simulator calls them)."""
 
@@ -133,7 +126,7 @@ class GpuClusteringScorer(_BestFitGpus):
         return (within + band).astype(np.float64)
 
 
-class GpuPackingScorer(_BestFitGpus):
+class GpuPackingScorer(BaseScorer):
     """FGD simulator's GpuPacking plugin."""
 
     name = "gpu-packing"
@@ -161,7 +154,7 @@ class GpuPackingScorer(_BestFitGpus):
         return np.where(idle_node, case3, used).astype(np.float64)
 
 
-class BestFitScorer(_BestFitGpus):
+class BestFitScorer(BaseScorer):
     """FGD simulator's BestFit plugin (weights 0.5 CPU, 0.5 GPU), with its NormalizeScore."""
 
     name = "bestfit"

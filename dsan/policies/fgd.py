@@ -21,15 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.base import MAX_NODE_SCORE, best_fit_gpus
+from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
 from dsan.policies.frag import node_frag
 from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
-#: score_rows memoises calls of at most this many rows, and keeps at most _MEMO_MAX states.
-_MEMO_ROWS = 16
-_MEMO_MAX = 1 << 16
 
 
 @dataclass
@@ -39,20 +36,17 @@ class _Entry:
     at: npt.NDArray[np.int64]  # tick at which each node's score was computed
 
 
-class FGDScorer:
+class FGDScorer(BaseScorer):
     name = "fgd"
 
     def __init__(self, target: TargetWorkload | None = None) -> None:
         self.target = target if target is not None else TargetWorkload.default()
         self._snap: ClusterSnapshot | None = None
         self._track = AllocationTracker()
-        self._models_seen: tuple[str, ...] | None = None
-        self._by_model = np.zeros((0, 0), dtype=bool)
-        self._memo: dict[tuple[object, ...], float] = {}
 
     # --- state tracking ------------------------------------------------------------------
     def _sync(self, snap: ClusterSnapshot) -> None:
-        if self._snap is not snap or self._track.cpu_used.shape != snap.cpu_used.shape:
+        if self._snap is not snap or len(self._track.epoch) != len(snap):
             self._snap = snap
             self._access = self.target.access(snap)
             self._track.reset(snap)
@@ -83,8 +77,8 @@ class FGDScorer:
         stale = self._track.stale(entry.at, nodes)
         if stale.size:
             score, gpu, _ = self._compute(
-                pod, stale, self._track.gpu_free[stale],
-                snap.cpu_cap[stale] - self._track.cpu_used[stale], self._access[:, stale],
+                pod, stale, snap.gpu_free[stale],
+                snap.cpu_cap[stale] - snap.cpu_used[stale], self._access[:, stale],
                 self._before[stale])
             entry.score[stale] = score
             entry.gpu[stale] = gpu
@@ -149,61 +143,8 @@ class FGDScorer:
                          np.concatenate([access_now, access_after], axis=1), self.target)
         return both[:m], both[m:]
 
-    def score_rows(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
-        """:meth:`score` without the per-shape cache: no O(n) diff of the snapshot, for
-        callers that track changed rows themselves (the sidecar's per-pod-class cache).
-
-        A few rows (the nodes one placement changed) go through a memo of the pure function
-        (pod shape, free CPU, GPU model, free GPU shares) -> score: node states recur, and a
-        hit costs a dict lookup instead of a dozen numpy calls of :func:`node_frag`.
-        """
-        nodes = np.asarray(nodes, dtype=np.int64)
-        by_model = self._model_access(snap)
-        if len(nodes) > _MEMO_ROWS:
-            return self._score_rows(pod, snap, nodes, by_model)
-        shape = self.cache_key(pod)
-        cpu = (snap.cpu_cap[nodes] - snap.cpu_used[nodes]).tolist()
-        keys = [(shape, c, g, f.tobytes()) for c, g, f in zip(
-            cpu, snap.gpu_model[nodes].tolist(), snap.gpu_free[nodes], strict=True)]
-        memo = self._memo
-        out = [memo.get(k) for k in keys]
-        miss = [j for j, v in enumerate(out) if v is None]
-        if miss:
-            got = self._score_rows(pod, snap, nodes[miss], by_model).tolist()
-            if len(memo) > _MEMO_MAX:
-                memo.clear()
-            for j, v in zip(miss, got, strict=True):
-                memo[keys[j]] = out[j] = v
-        return np.array(out, dtype=np.float64)
-
-    def _score_rows(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64],
-        by_model: npt.NDArray[np.bool_],
-    ) -> npt.NDArray[np.float64]:
-        score, _, _ = self._compute(pod, nodes, snap.gpu_free[nodes],
-                                    snap.cpu_cap[nodes] - snap.cpu_used[nodes],
-                                    by_model[:, snap.gpu_model[nodes]], None)
-        return score
-
-    def _model_access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
-        """(K, models + 1) access per GPU model index, the last column for -1 (no GPU):
-        :meth:`TargetWorkload.access` depends on a node only through its model."""
-        models = tuple(snap.gpu_models)
-        if self._models_seen != models:
-            k = len(models)
-            tiny = empty_snapshot([str(i) for i in range(k + 1)], np.zeros(k + 1),
-                                  np.zeros(k + 1), np.zeros(k + 1),
-                                  [*range(k), -1], list(models))
-            self._by_model = self.target.access(tiny)
-            self._models_seen = models
-            self._memo.clear()  # model indices may mean other models now
-        return self._by_model
-
     def cache_key(self, pod: PodSpec) -> tuple[float, int, int]:
-        """All of the pod that a node's score depends on (the sidecar caches scores by it):
-        the score also reads only that node's own row, so it is row-separable."""
+        """All of the pod that a node's score depends on: scores are cached by it."""
         return (float(pod.cpu_milli), int(pod.gpu_milli), int(pod.num_gpu))
 
     def score(

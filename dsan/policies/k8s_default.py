@@ -19,12 +19,10 @@ best-fit (the device plugin, not the scheduler, picks them in a real cluster).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.base import MAX_NODE_SCORE, best_fit_gpus
+from dsan.policies.base import MAX_NODE_SCORE, BaseScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
 KUBERNETES_VERSION = "v1.31"
@@ -34,13 +32,8 @@ DEFAULT_MEMORY_MIB = 200.0
 MIB = 1 << 20
 
 
-class K8sDefaultScorer:
+class K8sDefaultScorer(BaseScorer):
     name = "k8s-default"
-
-    def cache_key(self, pod: PodSpec) -> tuple[float, float]:
-        """All of the pod that a node's score depends on (the sidecar caches scores by it);
-        each node's score reads only that node's row."""
-        return (float(pod.cpu_milli), float(pod.mem_mib))
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
@@ -57,43 +50,6 @@ class K8sDefaultScorer:
         f_mem = np.minimum((snap.mem_used[nodes] + pod.mem_mib) / snap.mem_cap[nodes], 1.0)
         balanced = np.trunc((1.0 - np.abs(f_cpu - f_mem) / 2.0) * MAX_NODE_SCORE).astype(np.int64)
         return (fit + balanced).astype(np.float64)
-
-    def score_rows(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
-        """:meth:`score`, for a caller that re-scores only the few nodes that changed (the
-        sidecar's per-pod-class cache): up to ``_SCALAR_ROWS`` rows in Python scalars, which
-        beats two dozen numpy calls on 1-2 rows. Same IEEE doubles and integer maths as the
-        vectorised path (truncating casts, floor division), so the same scores."""
-        if len(nodes) > _SCALAR_ROWS:
-            return self.score(pod, snap, nodes)
-        idx = np.asarray(nodes, dtype=np.int64)
-        cpu_nz = pod.cpu_milli if pod.cpu_milli > 0 else DEFAULT_MILLI_CPU
-        mem_nz = pod.mem_mib if pod.mem_mib > 0 else DEFAULT_MEMORY_MIB
-        out = []
-        for cc, cu, mc, mu in zip(snap.cpu_cap[idx].tolist(), snap.cpu_used[idx].tolist(),
-                                  snap.mem_cap[idx].tolist(), snap.mem_used[idx].tolist(),
-                                  strict=True):
-            fit = (_least1(int(cu + cpu_nz), int(cc))
-                   + _least1(int((mu + mem_nz) * MIB), int(mc * MIB))) // 2
-            f_cpu = min((cu + pod.cpu_milli) / cc, 1.0)
-            f_mem = min((mu + pod.mem_mib) / mc, 1.0)
-            out.append(float(fit + math.trunc((1.0 - abs(f_cpu - f_mem) / 2.0) * MAX_NODE_SCORE)))
-        return np.array(out, dtype=np.float64)
-
-    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-        return best_fit_gpus(pod, snap, node)
-
-
-#: score_rows does at most this many rows in Python scalars.
-_SCALAR_ROWS = 8
-
-
-def _least1(requested: int, capacity: int) -> int:
-    """:func:`_least` of one node."""
-    if capacity == 0 or requested > capacity:
-        return 0
-    return (capacity - requested) * MAX_NODE_SCORE // max(capacity, 1)
 
 
 def _least(

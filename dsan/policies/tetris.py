@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.base import best_fit_gpus
+from dsan.policies.base import BaseScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
 
 
-class TetrisScorer:
+class TetrisScorer(BaseScorer):
     name = "tetris"
 
     def score(
@@ -32,6 +32,3 @@ class TetrisScorer:
         mem = (pod.mem_mib / mem_cap) * ((snap.mem_cap[nodes] - snap.mem_used[nodes]) / mem_cap)
         gpu = (pod.gpu_total_milli / gpu_cap) * (snap.gpu_free[nodes].sum(axis=1) / gpu_cap)
         return np.asarray(cpu + mem + gpu, dtype=np.float64)
-
-    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-        return best_fit_gpus(pod, snap, node)

@@ -74,9 +74,7 @@ def schedule_one(
         return None
     gpus = scorer.select_gpus(pod, snap, node)
     allocate(snap, pod, node, gpus)
-    hook = getattr(scorer, "on_bind", None)
-    if hook is not None:
-        hook(pod, snap, node, gpus)
+    scorer.on_bind(pod, snap, node, gpus)
     return node, gpus
 
 
@@ -84,6 +82,4 @@ def unbind(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer, placement: Place
     """Release a finished or evicted pod and tell a stateful scorer."""
     node, gpus = placement
     release(snap, pod, node, gpus)
-    hook = getattr(scorer, "on_release", None)
-    if hook is not None:
-        hook(pod, snap, node, gpus)
+    scorer.on_release(pod, snap, node, gpus)

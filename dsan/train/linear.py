@@ -29,6 +29,7 @@ from dsan.features import (
     node_block,
 )
 from dsan.placement import Placement, PlacementCache, free_after, placement
+from dsan.policies.base import BaseScorer
 from dsan.policies.dsan import quantize_logits
 from dsan.policies.fgd import FGDScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
@@ -192,7 +193,7 @@ def columns(
     return out
 
 
-class LinearFGDScorer:
+class LinearFGDScorer(BaseScorer):
     """``scale * FGD integer score + w . f_S``: the zero-MLP residual head, without torch.
 
     ``weights`` is the head's ``skip`` (every pod) and ``gpu_weights`` its ``gpu_skip`` (added

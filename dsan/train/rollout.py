@@ -142,7 +142,7 @@ class _Player:
         nodes = np.arange(len(ep.snap), dtype=np.int64)
         self.node_x = node_block(ep.snap, nodes)
         tel = telemetry_of(ep.snap, nodes)
-        ei, ew = build_graph(ep.snap)
+        ei, ew = (torch.from_numpy(a) for a in build_graph(ep.snap))
         self.ro = Rollout(self.node_x, tel, ei, ew)
         self.emb = torch.zeros(0)
         if model is not None:

@@ -70,7 +70,7 @@ class EmbeddingCache:
         if snap.telemetry_version != self.version or self.emb.shape[0] != len(snap):
             nodes = np.arange(len(snap), dtype=np.int64)
             self.cols = node_block(snap, nodes)
-            ei, ew = build_graph(snap)
+            ei, ew = (torch.from_numpy(a) for a in build_graph(snap))
             with torch.inference_mode():
                 self.emb = self.model.embed_nodes(
                     torch.from_numpy(self.cols), torch.from_numpy(telemetry_of(snap, nodes)), ei, ew

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.api.types import TASK_TYPES
-from dsan.policies.base import Scorer
+from dsan.policies.base import BaseScorer, Scorer
 from dsan.policies.registry import make_scorer
 from dsan.policies.target import TargetWorkload
 from dsan.snapshot import ClusterSnapshot, PodSpec
@@ -27,7 +27,7 @@ DRIVER_PRIORITY = 400
 TEACHERS = ("fgd-pack", "fgd", "bestfit", "dotprod", "gpu-packing", "tetris")
 
 
-class FGDPack:
+class FGDPack(BaseScorer):
     name = "fgd-pack"
 
     def __init__(self, target: TargetWorkload | None) -> None:
@@ -55,7 +55,7 @@ def make_teacher(name: str, target: TargetWorkload | None, seed: int = 0) -> Sco
     return make_scorer(name, seed=seed, target_workload=target)
 
 
-class Composite:
+class Composite(BaseScorer):
     """Per-task-type teacher for the seed scenario (``scenario``): what DSAN should learn there.
 
     The scenario's three metrics pull apart (docs/results/table1.md): packing raises

@@ -44,8 +44,6 @@ BUILD_SCRIPT = REPO / "hack" / "control-plane-build.sh"
 class Binaries:
     kube_apiserver: Path
     kube_scheduler: Path
-    #: The sidecar's gRPC front (scheduler-plugin/cmd/score-gateway), same build.
-    score_gateway: Path
     kwok: Path
     kwok_stages: Path
     etcd: Path
@@ -61,14 +59,13 @@ class Binaries:
         bins = cls(
             kube_apiserver=Path(kv["KUBE_APISERVER"]),
             kube_scheduler=Path(kv["KUBE_SCHEDULER"]),
-            score_gateway=Path(kv["SCORE_GATEWAY"]),
             kwok=Path(kv["KWOK"]),
             kwok_stages=Path(kv["KWOK_STAGES"]),
             etcd=Path(kv["ETCD"]),
         )
         missing = [
             str(p)
-            for p in (bins.kube_apiserver, bins.kube_scheduler, bins.score_gateway, bins.kwok,
+            for p in (bins.kube_apiserver, bins.kube_scheduler, bins.kwok,
                       bins.etcd)
             if not p.exists()
         ]

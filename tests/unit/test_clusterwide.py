@@ -16,9 +16,14 @@ from dsan.clusterwide import (
     room_factor,
     takes_whole_gpus,
 )
-from dsan.features import FEATURE_NAMES, PlacementCache, featurize, node_block
+from dsan.features import (
+    FEATURE_NAMES,
+    N_NODE_FEATURES,
+    PlacementCache,
+    featurize,
+    pod_rows,
+)
 from dsan.policies.target import TargetWorkload
-from dsan.rowfeatures import featurize_rows
 from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 ROOM = FEATURE_NAMES.index("shape1_room_gpu_bound")
@@ -90,9 +95,9 @@ def test_the_column_is_shape1_room_only_for_multi_gpu_pods_in_a_gpu_bound_cluste
     assert x[:, SHAPE1].min() > 0  # room left on both nodes: the column is not 0 by accident
     want = x[:, SHAPE1] if bound and pod is WHOLE else np.zeros(2, dtype=np.float32)
     np.testing.assert_array_equal(x[:, ROOM], want)
-    # the few-row path (the serving cache's) reads the same cluster bit
-    got, _ = featurize_rows(pod, snap, nodes, node_block(snap, nodes), PlacementCache(_target()))
-    np.testing.assert_array_equal(got[:, ROOM], want)
+    # the serving cache's rows (pod_rows) read the same cluster bit
+    got, _ = pod_rows(pod, snap, nodes, _target(), PlacementCache(_target()))
+    np.testing.assert_array_equal(got[:, ROOM - N_NODE_FEATURES], want)
 
 
 def test_the_column_reads_the_whole_cluster_not_the_candidates() -> None:
@@ -101,36 +106,6 @@ def test_the_column_reads_the_whole_cluster_not_the_candidates() -> None:
     for cpu_used, bound in ((16000.0, True), (48000.0, False)):
         x, _ = featurize(WHOLE, _cluster(2, cpu_used), one, _target())
         assert bool(x[0, ROOM] > 0) is bound
-
-
-def test_the_placement_cache_computes_the_bit_once_per_trusted_version(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where versions are trusted (the sidecar), the cluster sums are taken once per snapshot
-    version: a reply, its settle's class key and its settle's featurizer share them. A
-    version bump (every in-place write in the sidecar) takes them again; without trust (the
-    simulator writes without bumps) every call does."""
-    import dsan.placement as placement_mod
-
-    calls: list[int] = []
-
-    def counted(snap: ClusterSnapshot) -> bool:
-        calls.append(snap.version)
-        return cluster_gpu_bound(snap)
-
-    monkeypatch.setattr(placement_mod, "cluster_gpu_bound", counted)
-    snap = _cluster(gpu_used=6, cpu_used=0.0)  # GPU-bound
-    cache = PlacementCache(_target())
-    cache.trust_snapshot_versions()
-    assert [cache.room_factor(WHOLE, snap) for _ in range(3)] == [1.0, 1.0, 1.0]
-    assert calls == [0]
-    assert cache.room_factor(SHARING, snap) == 0.0 and cache.room_factor(ONE_GPU, snap) == 0.0
-    snap.gpu_free[:] = 1000  # all GPUs free again: no longer GPU-bound
-    snap.version += 1
-    assert cache.room_factor(WHOLE, snap) == 0.0 and calls == [0, 1]
-    untrusted = PlacementCache(_target())
-    snap.gpu_free[0, :] = 0
-    snap.gpu_free[1, :2] = 0  # 6 of 8 taken, written in place without a bump
-    assert untrusted.room_factor(WHOLE, snap) == room_factor(WHOLE, snap) == 1.0
 
 
 # cpu_bound_cpu_per_gpu (session 13): node_cpu_per_gpu for CPU-only pods while the GPU
@@ -195,30 +170,5 @@ def test_cpu_bound_column_is_cpu_per_gpu_only_for_cpu_pods_in_a_cpu_bound_cluste
     assert x[:, NODE_CPG].min() > 0
     want = x[:, NODE_CPG] if pod is CPU_ONLY and bound else np.zeros(2, dtype=np.float32)
     np.testing.assert_array_equal(x[:, CPG], want)
-    got, _ = featurize_rows(pod, snap, nodes, node_block(snap, nodes), PlacementCache(_target()))
-    np.testing.assert_array_equal(got[:, CPG], want)
 
 
-def test_the_placement_cache_computes_the_cpu_bit_once_per_trusted_version(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import dsan.placement as placement_mod
-
-    calls: list[int] = []
-
-    def counted(snap: ClusterSnapshot) -> bool:
-        calls.append(snap.version)
-        return cluster_cpu_bound(snap)
-
-    monkeypatch.setattr(placement_mod, "cluster_cpu_bound", counted)
-    snap = _cluster(gpu_used=0, cpu_used=16000.0)  # CPU-bound: no GPU used
-    cache = PlacementCache(_target())
-    cache.trust_snapshot_versions()
-    assert [cache.cpu_bound_factor(CPU_ONLY, snap) for _ in range(3)] == [1.0, 1.0, 1.0]
-    assert calls == [0]
-    assert cache.cpu_bound_factor(WHOLE, snap) == 0.0 and calls == [0]  # GPU pods: no sums
-    snap.gpu_free[:, :2] = 0  # half the GPUs taken: no longer CPU-bound
-    snap.version += 1
-    assert cache.cpu_bound_factor(CPU_ONLY, snap) == 0.0 and calls == [0, 1]
-    untrusted = PlacementCache(_target())
-    snap.gpu_free[:] = 1000  # written in place without a bump
-    assert untrusted.cpu_bound_factor(CPU_ONLY, snap) == cpu_bound_factor(CPU_ONLY, snap) == 1.0

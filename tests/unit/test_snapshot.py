@@ -62,8 +62,7 @@ def test_allocation_tracker_reports_exactly_the_changed_nodes() -> None:
     assert track.stale(computed_at, np.array([0, 2], dtype=np.int64)).tolist() == [2]
 
 
-@pytest.mark.parametrize("rows", [False, True])
-def test_allocation_tracker_sees_a_resized_or_relabelled_node(rows: bool) -> None:
+def test_allocation_tracker_sees_a_resized_or_relabelled_node() -> None:
     # The sidecar rewrites a relabelled or resized node's row and re-charges its pods, so its
     # used columns can come back equal: the static columns a cached value reads count too.
     snap = empty_snapshot(["a", "b", "c"], [8000] * 3, [1024] * 3, [2, 2, 2], [0, 0, 0],
@@ -73,10 +72,7 @@ def test_allocation_tracker_sees_a_resized_or_relabelled_node(rows: bool) -> Non
 
     def sync(changed: list[int]) -> list[int]:
         before = track.epoch.copy()
-        if rows:
-            track.sync_rows(snap, changed)
-        else:
-            track.sync(snap)
+        track.sync(snap)
         return np.flatnonzero(track.epoch != before).tolist()
 
     snap.gpu_model[1] = 1

@@ -25,6 +25,7 @@ from collections.abc import Generator
 
 import numpy as np
 
+from dsan.policies.base import Scorer
 from dsan.sim.scenario.metrics import billed_seconds, p99
 from dsan.sim.scenario.progress import ProgressMixin
 from dsan.sim.scenario.scheduling import SchedulingMixin
@@ -55,11 +56,11 @@ __all__ = [
 
 
 class Engine(SchedulingMixin, ProgressMixin):
-    def attach(self, select_gpus: SelectGpus, hooks: object | None = None) -> None:
+    def attach(self, select_gpus: SelectGpus, hooks: Scorer | None = None) -> None:
         """Use a scorer's GPU choice and bind/release hooks (before the first decision)."""
         self.select_gpus = select_gpus
-        self._on_bind = getattr(hooks, "on_bind", None)
-        self._on_release = getattr(hooks, "on_release", None)
+        self._on_bind = None if hooks is None else hooks.on_bind
+        self._on_release = None if hooks is None else hooks.on_release
 
     def _advance(self, t1: float) -> None:
         """Move the clock to ``t1``: integrate metrics, progress jobs, sample telemetry."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any
 
+from dsan.policies.base import Scorer
 from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.engine import Decision, Engine, SelectGpus
 from dsan.sim.scenario.metrics import RewardParts
@@ -34,7 +35,7 @@ class ScenarioEnv:
         burst: bool = False,
         hours: float | None = None,
         select_gpus: SelectGpus | None = None,
-        hooks: object | None = None,
+        hooks: Scorer | None = None,
         workload_factory: Callable[[int], Workload] | None = None,
     ) -> None:
         """``workload_factory(seed)`` replaces the scenario's generators (tests, curricula)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dsan.filtering import release
-from dsan.policies.base import best_fit_gpus
+from dsan.policies.base import Scorer, best_fit_gpus
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.metrics import Accumulator
@@ -55,7 +55,7 @@ class EngineState:
         hours: float | None = None,
         workload: Workload | None = None,
         select_gpus: SelectGpus | None = None,
-        hooks: object | None = None,
+        hooks: Scorer | None = None,
         progress: Callable[[float], None] | None = None,
     ) -> None:
         self.cfg = cfg
@@ -66,8 +66,8 @@ class EngineState:
         self.select_gpus: SelectGpus = select_gpus or best_fit_gpus
         self.progress = progress
         # A stateful scorer (e.g. gpu-clustering) tracks binds/releases through these hooks.
-        self._on_bind = getattr(hooks, "on_bind", None)
-        self._on_release = getattr(hooks, "on_release", None)
+        self._on_bind = None if hooks is None else hooks.on_bind
+        self._on_release = None if hooks is None else hooks.on_release
         self.acc = Accumulator()
         wl, n = self.wl, len(self.snap)
         P, J = len(wl.pods), len(wl.jobs)

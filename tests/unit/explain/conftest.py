@@ -38,12 +38,12 @@ def pod() -> PodSpec:
 
 @pytest.fixture
 def dsan_scorer():
+    from dsan.model.export import serving_model
     from dsan.model.net import DSANNet, ModelConfig
-    from dsan.model.serving import ServingModel
     from dsan.policies.dsan import DSANScorer
 
     torch.manual_seed(0)
-    return DSANScorer(ServingModel(DSANNet(ModelConfig(hidden=8))))
+    return DSANScorer(serving_model(DSANNet(ModelConfig(hidden=8))))
 
 
 @pytest.fixture(autouse=True)

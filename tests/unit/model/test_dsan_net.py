@@ -8,9 +8,9 @@ import torch
 
 from dsan.features import N_FEATURES, N_NODE_FEATURES
 from dsan.filtering import feasible_nodes
+from dsan.model.export import serving_model
 from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.model.serving import ServingModel
 from dsan.snapshot import PodSpec, empty_snapshot
 
 
@@ -79,18 +79,18 @@ def test_serving_recomputes_embeddings_only_when_telemetry_changes(tmp_path) -> 
         [f"n{i}" for i in range(n)], [64000] * n, [262144] * n, [4] * n, [0] * n, ["M0"]
     )
     snap.telemetry = np.zeros((n, 6, 5), dtype=np.float32)
-    sm = ServingModel(DSANNet(ModelConfig(hidden=8)))
+    sm = serving_model(DSANNet(ModelConfig(hidden=8)))
     pod = PodSpec("p", 1000, 1000, 1, 500)
     nodes = feasible_nodes(pod, snap)
     sm.logits(pod, snap, nodes)
     snap.gpu_free[0, 0] = 500  # an allocation: embeddings stay
     snap.cpu_used[0] = 1000
     s2 = sm.logits(pod, snap, nodes)
-    assert sm.embed_count == 1
+    assert sm.embeddings.version == 1
     snap.telemetry[3, -1, 2] = 0.9  # new telemetry sample, announced: recompute
     snap.telemetry_version += 1
     s3 = sm.logits(pod, snap, nodes)
-    assert sm.embed_count == 2
+    assert sm.embeddings.version == 2
     assert s2.shape == s3.shape == (n,)
 
 

@@ -1,227 +1,143 @@
-"""ServingModel: the cached fast path gives the reference forward's logits, and the
-embeddings are recomputed exactly when their inputs change (telemetry_version, objects)."""
+"""ServingModel: the per-class caches give the reference logits (featurize every candidate,
+run the runtime) through placements, releases, telemetry, ages, node-set and static changes,
+recompute only what changed, and stay bounded."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from dsan.features import (
-    default_workload,
-    featurize,
-    fgd_select_gpus,
-    node_block,
-    schema_hash,
-    telemetry_of,
-)
-from dsan.filtering import allocate, feasible_nodes
-from dsan.model.graph import build_graph
+from dsan.features import default_workload, fgd_select_gpus, schema_hash
+from dsan.filtering import allocate, feasible_nodes, release
+from dsan.model import serving
+from dsan.model.export import numpy_runtime, serving_model
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
 from dsan.policies.dsan import DSANScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
-from tests.support.headworld import base_snapshot
-
-
-def _snap(n: int = 40, seed: int = 0) -> ClusterSnapshot:
-    rng = np.random.default_rng(seed)
-    snap = base_snapshot(n, rng)
-    snap.nvlink = np.where(snap.gpu_count >= 4, np.arange(n) // 2, -1).astype(np.int32)
-    snap.hourly_cost = rng.uniform(0.5, 3.0, size=n)
-    snap.telemetry = rng.random((n, 6, 5)).astype(np.float32)
-    snap.telemetry_age_s = rng.uniform(0, 60, size=n)
-    snap.cpu_used[:] = rng.uniform(0, 0.5, size=n) * snap.cpu_cap
-    snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 250, 500, 1000], (n, 8)), 0)
-    return snap
-
-
-def _reference(
-    model: DSANNet, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray
-) -> np.ndarray:
-    """Everything recomputed from the snapshot, one full forward: no caches at all."""
-    allnodes = np.arange(len(snap), dtype=np.int64)
-    x, _ = featurize(pod, snap, nodes)
-    ei, ew = build_graph(snap)
-    with torch.inference_mode():
-        logit, _ = model(
-            torch.from_numpy(x),
-            torch.from_numpy(node_block(snap, allnodes)),
-            torch.from_numpy(telemetry_of(snap, allnodes)),
-            ei,
-            ew,
-            torch.from_numpy(nodes),
-            torch.ones(len(nodes), dtype=torch.bool),
-        )
-    return logit.double().numpy()
-
-
-def _arr(a: np.ndarray | None) -> np.ndarray:
-    assert a is not None
-    return a
+from tests.support.headworld import PODS, random_residual, random_snapshot
 
 
 @pytest.fixture
-def model() -> DSANNet:
-    torch.manual_seed(0)
-    return DSANNet(ModelConfig(hidden=16))
+def sm() -> ServingModel:
+    return serving_model(random_residual(), default_workload())
 
 
-PODS = [
-    PodSpec("share", 4000, 16384, 1, 500),
-    PodSpec("whole", 8000, 32768, 2, 1000),
-    PodSpec("cpu", 2000, 4096),
-]
+def _check(sm: ServingModel, pod: PodSpec, snap: ClusterSnapshot, nodes: np.ndarray,
+           fresh: bool = True) -> None:
+    """The cached logits against the reference path on the same embeddings, and (``fresh``)
+    against a model that never saw an earlier snapshot."""
+    got = sm.logits(pod, snap, nodes)
+    np.testing.assert_allclose(got, sm.reference(pod, snap, nodes), rtol=0, atol=2e-5)
+    if fresh:
+        new = serving_model(random_residual(), default_workload())
+        np.testing.assert_allclose(got, new.reference(pod, snap, nodes), rtol=0, atol=2e-5)
 
 
-def test_fast_path_matches_reference_across_allocations_and_telemetry(model: DSANNet) -> None:
-    snap = _snap()
-    sm = ServingModel(model)
-    for step in range(12):
+def test_cached_logits_follow_placements_and_releases(sm: ServingModel) -> None:
+    snap = random_snapshot(80, 0)
+    rng = np.random.default_rng(0)
+    placed: list[tuple[PodSpec, int, tuple[int, ...]]] = []
+    for step in range(60):
         pod = PODS[step % len(PODS)]
-        nodes = feasible_nodes(pod, snap)
-        got = sm.logits(pod, snap, nodes)
-        np.testing.assert_allclose(got, _reference(model, pod, snap, nodes), atol=1e-5, rtol=0)
-        best = int(nodes[int(np.argmax(got))])
-        # The snapshot changes between pods, as in the sidecar.
-        allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, default_workload()))
-        if step % 4 == 3:  # new telemetry, written in place, announced by the version
-            _arr(snap.telemetry)[step % len(snap), -1] = 0.9
-            _arr(snap.telemetry_age_s)[:] += 10.0
-            snap.telemetry_version += 1
-    assert sm.embed_count == 1 + 2  # bumps after steps 3 and 7 (the one after 11 is unused)
+        cand = feasible_nodes(pod, snap)
+        if len(cand) < 2:
+            break
+        nodes = rng.permutation(cand)[: rng.integers(2, len(cand) + 1)]
+        _check(sm, pod, snap, nodes)
+        best = int(nodes[np.argmax(sm.logits(pod, snap, nodes))])
+        gpus = fgd_select_gpus(pod, snap, best, default_workload())
+        allocate(snap, pod, best, gpus)
+        placed.append((pod, best, gpus))
+        if step % 7 == 6:  # a departure frees a node again
+            p, node, g = placed.pop(0)
+            release(snap, p, node, g)
 
 
-def test_embeddings_recomputed_only_when_their_inputs_change(model: DSANNet) -> None:
-    snap = _snap()
-    sm = ServingModel(model)
+def test_telemetry_ages_and_static_changes_reach_the_logits(sm: ServingModel) -> None:
+    snap = random_snapshot(50, 1)
+    nodes = np.arange(50, dtype=np.int64)
     pod = PODS[0]
-    nodes = feasible_nodes(pod, snap)
-    sm.logits(pod, snap, nodes)
-    _arr(snap.telemetry_age_s)[:] += 5.0  # ages grow with the clock: no recompute...
-    aged = sm.logits(pod, snap, nodes)
-    assert sm.embed_count == 1
-    assert aged.shape == (len(nodes),)
+    _check(sm, pod, snap, nodes)
+    assert snap.telemetry is not None and snap.telemetry_age_s is not None
+    snap.telemetry[[3, 9]] += 0.25
     snap.telemetry_version += 1
-    sm.logits(pod, snap, nodes)
-    assert sm.embed_count == 2
-    other = snap.copy()  # new column objects (another snapshot), same version: recompute
-    sm.logits(pod, other, nodes)
-    assert sm.embed_count == 3
-    np.testing.assert_allclose(
-        sm.logits(pod, other, nodes), _reference(model, pod, other, nodes), atol=1e-5, rtol=0
-    )
+    _check(sm, pod, snap, nodes)
+    # The clock moved: every age, no version bump. The head's age columns follow at once;
+    # the streams (the GNN reads ages too) at the next telemetry refresh.
+    snap.telemetry_age_s[:] += 30.0
+    _check(sm, pod, snap, nodes, fresh=False)
+    snap.cpu_cap[4] *= 2  # a resized node, announced as the sidecar does
+    snap.telemetry_version += 1
+    _check(sm, pod, snap, nodes)
+    grown = random_snapshot(55, 1)  # a new node set
+    _check(sm, pod, grown, np.arange(55, dtype=np.int64))
 
 
-def test_age_only_change_keeps_head_features_current(model: DSANNet) -> None:
-    """With ages moved but embeddings kept, the result equals a forward whose embeddings saw
-    the old ages and whose per-pod features see the new ones."""
-    snap = _snap()
-    sm = ServingModel(model)
-    pod = PODS[1]
+def test_a_request_recomputes_only_the_changed_rows_and_prepare_does_them_first(
+        sm: ServingModel) -> None:
+    snap = random_snapshot(60, 2)
+    pod = PODS[2]  # whole GPUs: the extremes stay put when one node fills a little
     nodes = feasible_nodes(pod, snap)
     sm.logits(pod, snap, nodes)
-    emb = sm.embeddings.emb.clone()
-    _arr(snap.telemetry_age_s)[:] = 4000.0  # clipped to the maximum age feature
-    got = sm.logits(pod, snap, nodes)
-    x, _ = featurize(pod, snap, nodes)
-    with torch.inference_mode():
-        want, _ = model.score(
-            torch.from_numpy(x), emb[torch.from_numpy(nodes)],
-            torch.ones(len(nodes), dtype=torch.bool), torch.zeros(len(nodes), dtype=torch.long), 1,
-        )
-    np.testing.assert_allclose(got, want.double().numpy(), atol=1e-5, rtol=0)
+    featurized, computed = sm.rows_featurized, sm.logits_computed
+    sm.logits(pod, snap, nodes[::-1])  # a rotation of the same set: nothing to do
+    assert (sm.rows_featurized, sm.logits_computed) == (featurized, computed)
+    target = int(nodes[0])
+    snap.cpu_used[target] += 1000.0
+    sm.prepare(pod, snap)  # what the sidecar does after assuming the winner
+    assert sm.rows_featurized == featurized + 1
+    computed = sm.logits_computed
+    _check(sm, pod, snap, nodes)
+    assert sm.logits_computed == computed  # prepared: the request only gathered
 
 
-def test_scorer_reports_version_and_reads_telemetry(model: DSANNet) -> None:
-    bare = DSANScorer(ServingModel(model))
-    assert bare.uses_telemetry is True
-    assert bare.version == f"untrained+{schema_hash()}"
-    shipped = ServingModel(model, manifest={"version": "dsan-1-42"})
-    assert DSANScorer(shipped).version == f"dsan-1-42+{schema_hash()}"
-
-
-def test_snapshot_copy_keeps_telemetry_version() -> None:
-    snap = _snap(8)
-    snap.telemetry_version = 7
-    assert snap.copy().telemetry_version == 7
-
-
-def test_sidecar_cache_bumps_telemetry_version_for_telemetry_and_nodes_not_pods() -> None:
-    """The contract the embedding cache relies on, on the sidecar's real cache."""
-    from datetime import UTC, datetime, timedelta
-
-    from sidecar import kubeobjects as ko
-    from sidecar.cache import GraphCache
-    from sidecar.config import SidecarConfig
-
-    cache = GraphCache(SidecarConfig(http_port=0, grpc_port=0))
-    for nd in ko.cluster(4):
-        cache.upsert_node(nd)
-    name = next(nd["metadata"]["name"] for nd in ko.cluster(4)
-                if nd["status"]["allocatable"].get("nvidia.com/gpu"))
-    v0 = cache.snapshot().snap.telemetry_version
-    cache.upsert_pod(ko.pod("p", cpu="2", node_name=name, phase="Running"))
-    cache.assume("uid-q", PodSpec("q", 1000, 1024), name)
-    assert cache.snapshot().snap.telemetry_version == v0  # allocations: embeddings stay
-    t0 = datetime.now(UTC) - timedelta(seconds=30)
-    cache.upsert_telemetry(ko.telemetry(name, util=[[50.0, 60.0]], sampled_at=t0))
-    v1 = cache.snapshot().snap.telemetry_version
-    assert v1 > v0
-    relabelled = ko.node(name, cpu="64", memory="256Gi", gpus=8, model="A100", rack="r9")
-    cache.upsert_node(relabelled)  # topology changed: recompute
-    assert cache.snapshot().snap.telemetry_version > v1
-
-
-def test_min_refresh_s_bounds_how_often_telemetry_changes_re_embed(model: DSANNet) -> None:
-    snap = _snap()
-    now = [100.0]
-    sm = ServingModel(model, min_refresh_s=1.0, clock=lambda: now[0])
+def test_min_refresh_s_leaves_telemetry_to_prepare_but_not_a_new_node_set() -> None:
+    now = [0.0]
+    sm = ServingModel(numpy_runtime(random_residual()), min_refresh_s=1.0,
+                      clock=lambda: now[0])
+    snap = random_snapshot(30, 3)
+    nodes = np.arange(30, dtype=np.int64)
     pod = PODS[0]
-    nodes = feasible_nodes(pod, snap)
     sm.logits(pod, snap, nodes)
-    for _ in range(5):  # a burst of telemetry changes inside one interval: no re-embedding
-        _arr(snap.telemetry)[3, -1] += 0.01
-        snap.telemetry_version += 1
-        now[0] += 0.1
-        sm.logits(pod, snap, nodes)
-    assert sm.embed_count == 1
-    now[0] += 0.6  # the interval has passed: the next request catches up, exactly
-    got = sm.logits(pod, snap, nodes)
-    assert sm.embed_count == 2
-    np.testing.assert_allclose(got, _reference(model, pod, snap, nodes), atol=1e-5, rtol=0)
-    # New column objects (a node set change) and new weights never wait.
-    other = snap.copy()
-    sm.logits(pod, other, nodes)
-    assert sm.embed_count == 3
-    with torch.no_grad():
-        next(model.parameters()).add_(0.01)
-    sm.logits(pod, other, nodes)
-    assert sm.embed_count == 4
+    v = sm.embeddings.version
+    assert snap.telemetry is not None
+    snap.telemetry[0] += 1.0
+    snap.telemetry_version += 1
+    sm.logits(pod, snap, nodes)  # on the request path: not refreshed
+    sm.prepare(pod, snap)  # off it, but within min_refresh_s
+    assert sm.embeddings.version == v
+    now[0] = 1.5
+    sm.prepare(pod, snap)
+    assert sm.embeddings.version == v + 1
+    _check(sm, pod, snap, nodes)
+    sm.logits(pod, random_snapshot(31, 3), np.arange(31))  # a new node set: at once
+    assert sm.embeddings.version == v + 2
 
 
-def test_telemetry_refresh_keeps_class_rows_and_equals_a_cleared_head(model: DSANNet) -> None:
-    """After a telemetry change the head keeps each class's rows (re-deriving only their
-    attention term and the moved nodes' rows): the same logits as a head that starts over,
-    for a fraction of the rows featurized."""
-    snap = _snap(80)
-    kept, fresh = ServingModel(model), ServingModel(model)
-    rng = np.random.default_rng(1)
-    for step in range(30):
-        pod = PODS[step % len(PODS)]
-        nodes = feasible_nodes(pod, snap)
-        got = kept.logits(pod, snap, nodes)
-        assert fresh.head is not None
-        fresh.head.clear()
-        np.testing.assert_allclose(got, fresh.logits(pod, snap, nodes), atol=1e-5, rtol=0)
-        if step % 5 == 4:
-            best = int(nodes[int(np.argmax(got))])
-            allocate(snap, pod, best, fgd_select_gpus(pod, snap, best, default_workload()))
-        if step % 3 == 2:
-            rows = rng.choice(len(snap), 2, replace=False)
-            _arr(snap.telemetry)[rows, -1] = rng.random((2, 5))
-            _arr(snap.telemetry_age_s)[:] += 3.0
-            snap.telemetry_version += 1
-    assert kept.embeddings.full_refreshes == 1 and kept.embeddings.rows_recomputed == 18
-    assert kept.head is not None and fresh.head is not None
-    assert kept.head.rows_computed * 4 < fresh.head.rows_computed
+def test_classes_and_candidate_sets_stay_bounded(sm: ServingModel,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    assert serving.sets_kept(100) == serving.MAX_SETS and serving.sets_kept(5000) == 8
+    monkeypatch.setattr(serving, "SET_BYTES", 0)  # as many as the floor allows
+    snap = random_snapshot(40, 4)
+    for cpu in range(serving.MAX_CLASSES + 5):
+        sm.logits(PodSpec(f"p{cpu}", 100 + cpu, 64), snap, np.arange(40))
+    assert len(sm._classes) == serving.MAX_CLASSES
+    pod = PODS[3]
+    for k in range(2, 40):
+        sm.logits(pod, snap, np.arange(k))
+    (cls,) = [c for key, c in sm._classes.items() if key[0] == serving.class_key(pod)]
+    assert len(cls.sets) == serving.MIN_SETS
+
+
+def test_the_scorer_quantizes_reports_its_version_and_reads_telemetry() -> None:
+    model = DSANNet(ModelConfig(hidden=8))
+    bare = DSANScorer(serving_model(model))
+    assert bare.reads_telemetry and bare.version == f"untrained+{schema_hash()}"
+    shipped = DSANScorer(serving_model(model, manifest={"version": "dsan-1-42"}))
+    assert shipped.version == f"dsan-1-42+{schema_hash()}"
+    snap = random_snapshot(20, 5)
+    nodes = np.arange(20, dtype=np.int64)
+    raw = shipped.serving.logits(PODS[0], snap, nodes)
+    s = shipped.score(PODS[0], snap, nodes)
+    assert s.max() == raw.max() and (s == s.max()).sum() >= 1

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from dsan.model.export import serving_model
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.model.serving import ServingModel
 from dsan.policies.base import Scorer
 from dsan.policies.dsan import DSANScorer
 from dsan.policies.fgd import FGDScorer
@@ -46,7 +46,7 @@ def test_zero_residual_dsan_places_every_pod_like_fgd(tmp_path: Path, pods_file:
     target = TargetWorkload.from_pods(specs, snaps[0].gpu_models)
     torch.manual_seed(0)
     net = DSANNet(ModelConfig(hidden=8, head="residual"))
-    scorers: list[Scorer] = [FGDScorer(target), DSANScorer(ServingModel(net), target)]
+    scorers: list[Scorer] = [FGDScorer(target), DSANScorer(serving_model(net, target))]
     ties = np.arange(len(perm), dtype=np.int64)
     placed = shared = 0
     for i in rng.permutation(len(specs)):

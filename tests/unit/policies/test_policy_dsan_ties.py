@@ -10,7 +10,6 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from dsan.features import default_workload
 from dsan.policies.base import MAX_NODE_SCORE, normalize
 from dsan.policies.dsan import LOGIT_STEP, DSANScorer, quantize_logits
 from dsan.sim.scheduler import select_node
@@ -34,7 +33,7 @@ class _FixedLogits:
 
 
 def _scorer(logits: list[float]) -> DSANScorer:
-    return DSANScorer(_FixedLogits(logits), default_workload())  # type: ignore[arg-type]
+    return DSANScorer(_FixedLogits(logits))  # type: ignore[arg-type]
 
 
 def _pick(logits: list[float], tie_rank: list[int]) -> int | None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -9,33 +8,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsan.filtering import feasible
-from dsan.policies import rowscale
-from dsan.policies.base import normalize
+from dsan.policies.base import BaseScorer
 from dsan.snapshot import ClusterSnapshot, PodSpec
-from sidecar import classpaths
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
-from sidecar.candidates import BadNodeRows, NodeRows, NoKnownNodes, StaleNodeTable
 from sidecar.config import SidecarConfig
-from sidecar.scoring import ScoringEngine
+from sidecar.scoring import BadNodeRows, NodeRows, NoKnownNodes, ScoringEngine, StaleNodeTable
 
 
-class CpuFree:
-    """Scores by free CPU (a deterministic stand-in for any policy); records its calls."""
+class CpuFree(BaseScorer):
+    """Scores by free CPU (a deterministic stand-in for any policy); records its calls and
+    the pods it was asked to prepare for."""
 
-    def __init__(self, name: str = "cpu-free", uses_telemetry: bool = False) -> None:
+    def __init__(self, name: str = "cpu-free", reads_telemetry: bool = False) -> None:
         self.name = name
-        self.uses_telemetry = uses_telemetry
+        self.reads_telemetry = reads_telemetry
         self.calls: list[list[int]] = []
+        self.prepared: list[str] = []
 
     def score(self, pod: PodSpec, snap: ClusterSnapshot,
               nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         self.calls.append(nodes.tolist())
         return (snap.cpu_cap - snap.cpu_used)[nodes]
 
-    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-        return ()
+    def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
+        self.prepared.append(pod.name)
 
 
 def setup(cpus: list[str], **cfg: object) -> tuple[GraphCache, list[str]]:
@@ -82,7 +79,7 @@ def test_stale_telemetry_nodes_go_to_the_fallback_when_the_policy_reads_telemetr
     cache, names = setup(["2", "8", "4", "6"], telemetry_stale_s=30.0)
     for name in ("n0", "n1"):
         cache.upsert_telemetry(ko.telemetry(name, util=[[10.0], [20.0]], sampled_at=now))
-    primary, fallback = CpuFree("dsan", uses_telemetry=True), CpuFree("fgd")
+    primary, fallback = CpuFree("dsan", reads_telemetry=True), CpuFree("fgd")
     eng = ScoringEngine(cache, primary, fallback, 30.0)
     res = eng.score(POD, names)
     rows = cache.snapshot().index
@@ -131,56 +128,33 @@ def test_a_failing_policy_degrades_to_the_fallback_and_is_counted() -> None:
     assert eng.policy_errors == 1
 
 
-class Scaled(CpuFree):
-    """CpuFree with the one-pass ``score_scaled`` (as DSAN has); ``broken`` raises there."""
-
-    def __init__(self, name: str = "cpu-free", broken: bool = False) -> None:
-        super().__init__(name)
-        self.broken = broken
-        self.scaled: list[list[int]] = []
-
-    def score_scaled(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64],
-                     max_score: int) -> tuple[npt.NDArray[np.int64], int]:
-        self.scaled.append(nodes.tolist())
-        if self.broken:
-            raise RuntimeError("model file corrupt")
-        out = normalize(self.score(pod, snap, nodes), max_score)
-        return out, int(out.argmax())
-
-
-def test_one_pass_scaling_unless_candidates_go_to_the_fallback() -> None:
-    cache, names = setup(["2", "8", "4"])
-    scorer = Scaled()
-    eng = ScoringEngine(cache, scorer, CpuFree("fgd"), 60)
-    res = eng.score(POD, names)
-    assert scorer.scaled == [[0, 1, 2]] and res.scores.tolist() == [0, 100, 33] and res.best == 1
-    big = PodSpec(name="p", cpu_milli=3000, mem_mib=100)  # n0 cannot host it
-    res = eng.score(POD, ["n2", "ghost", "n0"])  # scaled over the known ones, scattered back
-    assert scorer.scaled[-1] == [2, 0] and res.scores.tolist() == [100, 0, 0] and res.best == 0
-    res = eng.score(big, names)
-    assert scorer.scaled[-1] == [1, 2] and res.scores.tolist() == [0, 100, 0] and res.best == 1
-    # A negative scale could rank an infeasible node's -1 first: the general path decides.
-    res = eng.score(big, ["n0", "n2", "n1"], max_score=-10)
-    assert len(scorer.scaled) == 3 and res.scores.tolist() == [0, 0, -10] and res.best == 1
-    broken = Scaled("dsan", broken=True)
-    eng = ScoringEngine(cache, broken, CpuFree("fgd"), 60)
-    res = eng.score(POD, names)
-    assert res.scores.tolist() == [0, 100, 33] and res.best == 1 and res.fallback == 3
-    assert eng.policy_errors == 1
-
-
-def test_settle_brings_the_served_classs_feasibility_up_to_date() -> None:
-    """The deferred assumption's settle re-checks the winner's row for the pod's feasibility
-    class, so the next reply of that class finds nothing to update."""
-    cache, names = setup(["2", "8", "4"])
-    eng = ScoringEngine(cache, CpuFree(), CpuFree("fb"), 60)
-    before = cache.snapshot().changes
-    eng.score(POD, names, assume="default/p", defer=True)
-    assert eng.settle()
+def test_ties_keep_the_top_for_the_lowest_name_and_the_engine_assumes_it() -> None:
+    """Every candidate ties (identical nodes): the lowest name keeps 100, the others get
+    99, whatever the request order, by name and by node-table rows; the winner is assumed
+    after the reply and the scorer asked to prepare for the next pod like it."""
+    cache, _ = setup(["4", "4", "4", "4"])
+    scorer = CpuFree()
+    eng = ScoringEngine(cache, scorer, CpuFree("fb"), 60)
+    res = eng.score(POD, ["n3", "n1", "n2", "n1"], assume="ns/p", defer=True)
+    assert res.scores.tolist() == [99, 100, 99, 99] and res.best == 1 and res.winner == "n1"
+    assert cache.assumed_count == 0 and scorer.prepared == []
+    assert eng.settle() and not eng.settle()
+    assert cache.assumed_count == 1 and scorer.prepared == ["p"]
     pub = cache.snapshot()
-    (mask,) = eng.feasibility._masks.values()
-    assert pub.changes != before and mask.changes == pub.changes
-    assert mask.ok.tolist() == feasible(POD, pub.snap).tolist()
+    assert pub.snap.cpu_used[pub.index["n1"]] == 1000.0
+    rows = np.array([pub.index[n] for n in ("n3", "n0", "n2")], dtype=np.int64)
+    res = eng.score(POD, NodeRows(rows, pub.table_epoch))
+    assert res.winner == "n0" and res.scores.tolist() == [99, 100, 99]
+
+
+def test_a_pending_assumption_is_applied_by_the_next_request_first() -> None:
+    cache, names = setup(["4", "8"])
+    eng = ScoringEngine(cache, CpuFree(), CpuFree("fb"), 60)
+    big = PodSpec(name="big", cpu_milli=6000, mem_mib=1)
+    assert eng.score(big, names, assume="a", defer=True).winner == "n1"
+    # n1 is full once the first pod is charged: the second sees it
+    res = eng.score(big, names, assume="b", defer=True)
+    assert eng.settled_by_next == 1 and res.best == -1 and res.winner == ""
 
 
 def test_telemetry_goes_stale_as_the_clock_moves_without_a_republish() -> None:
@@ -191,7 +165,7 @@ def test_telemetry_goes_stale_as_the_clock_moves_without_a_republish() -> None:
     cache.upsert_telemetry(ko.telemetry("n1", util=[[10.0], [20.0]],
                                         sampled_at=now - timedelta(seconds=20)))
     wall = [now.timestamp()]
-    primary, fallback = CpuFree("dsan", uses_telemetry=True), CpuFree("fgd")
+    primary, fallback = CpuFree("dsan", reads_telemetry=True), CpuFree("fgd")
     eng = ScoringEngine(cache, primary, fallback, 30.0, wall=lambda: wall[0])
     pub = cache.snapshot()
     assert eng.score(POD, names).fallback == 0
@@ -205,7 +179,7 @@ def test_telemetry_goes_stale_as_the_clock_moves_without_a_republish() -> None:
 def test_cpu_nodes_without_telemetry_are_not_stale() -> None:
     cache = GraphCache(SidecarConfig())
     cache.replace_nodes([ko.node("cpu", cpu="8"), ko.node("gpu", cpu="4", gpus=1, model="T4")])
-    primary, fallback = CpuFree("dsan", uses_telemetry=True), CpuFree("fgd")
+    primary, fallback = CpuFree("dsan", reads_telemetry=True), CpuFree("fgd")
     res = ScoringEngine(cache, primary, fallback, 30.0).score(POD, ["cpu", "gpu"])
     rows = cache.snapshot().index
     assert primary.calls == [[rows["cpu"]]] and fallback.calls == [[rows["gpu"]]]
@@ -262,40 +236,3 @@ def test_rows_of_another_table_or_out_of_range_are_refused() -> None:
 def test_table_epochs_differ_between_caches_with_the_same_nodes() -> None:
     """A client's table from before a sidecar restart must not match the new process's."""
     assert setup(["2"])[0].snapshot().table_epoch != setup(["2"])[0].snapshot().table_epoch
-
-
-@pytest.mark.skipif(not rowscale.compiled, reason="dsan._rowscale not built (no C compiler)")
-@pytest.mark.parametrize("policy", ["fgd", "k8s-default"])
-def test_the_class_path_reply_stays_in_the_c_twin(policy: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """The C twin hands arrays of another dtype or layout to numpy without a word (session 9
-    found a settle served by numpy that way for two sessions): the class path's requests,
-    by name and by node-table rows, with unknown and infeasible candidates, must not."""
-    from dsan.policies.registry import make_scorer
-
-    fell_back: list[int] = []
-    served: list[int] = []
-    monkeypatch.setattr(rowscale, "scale_rows_py", _recording(rowscale.scale_rows_py, fell_back))
-    monkeypatch.setattr(classpaths, "scale_rows", _recording(classpaths.scale_rows, served))
-    cache, names = setup(["2", "8", "4", "16", "1"])
-    eng = ScoringEngine(cache, make_scorer(policy), CpuFree("fb"), 60)
-    big = PodSpec(name="big", cpu_milli=3000, mem_mib=1)
-    for k, pod in enumerate((POD, big, POD, big)):
-        pub = cache.snapshot()
-        rows = np.array([pub.index[n] for n in names[::-1]], dtype=np.int64)
-        for req in ([*names, "gone"], NodeRows(rows, pub.table_epoch), names[1:3]):
-            res = eng.score(pod, req, assume=f"p{k}", defer=True)
-            assert res.best >= 0
-            eng.settle()
-    assert eng.cache_misses == 0
-    assert len(served) == 12  # every request took the class path
-    assert fell_back == []
-
-
-def _recording(fn: Any, calls: list[int]) -> Any:
-    """``fn``, noting each call in ``calls``."""
-    def wrapper(*a: object) -> object:
-        calls.append(1)
-        return fn(*a)
-    return wrapper
-

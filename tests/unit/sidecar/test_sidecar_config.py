@@ -72,14 +72,14 @@ def test_unloadable_dsan_falls_back_and_unknown_policies_are_config_errors(
     seen: dict[str, object] = {}
 
     def fake(name: str, **kw: object) -> object:
-        if name == "dsan":  # no model exported (and no torch import in a unit test)
+        if name == "dsan":  # no model exported
             seen.update(kw)
             raise FileNotFoundError("no DSAN model")
         return real(name)
 
     monkeypatch.setattr(registry, "make_scorer", fake)
     scorer, fallback, info = load_policies(SidecarConfig(model_dir="/m", embed_refresh_s=2.5))
-    assert seen == {"model_dir": "/m", "embed_refresh_s": 2.5}
+    assert seen == {"model_dir": "/m", "embed_refresh_s": 2.5, "runtime": "numpy"}
     assert scorer.name == "fgd" and fallback.name == "fgd" and info.name == "fgd"
     with pytest.raises(ConfigError, match="policy"):
         load_policies(SidecarConfig(policy="no-such-policy"))

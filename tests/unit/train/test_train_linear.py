@@ -11,9 +11,8 @@ import torch
 
 from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus
 from dsan.filtering import allocate, feasible_nodes
-from dsan.model.export import save
+from dsan.model.export import save, serving_model
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.model.serving import ServingModel
 from dsan.placement import PlacementCache
 from dsan.policies.fgd import FGDScorer
 from dsan.policies.target import TargetWorkload
@@ -80,7 +79,7 @@ def test_applied_model_ranks_like_the_linear_scorer(mode: str) -> None:
     extra = [0.4, 0.0, -0.7, 0.3] if mode == "by_class" else None
     torch.manual_seed(0)
     net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, gpu_only, extra)
-    served = ServingModel(net, target)
+    served = serving_model(net, target)
     lin = LinearFGDScorer(names, weights, gpu_only, extra, target=target)
     both = LinearFGDScorer(names, weights, target=target)
     for pod in PODS:

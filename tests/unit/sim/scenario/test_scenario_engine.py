@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scenario_fixtures import close, drive, first_node, last_node, tiny_config, train_pod
 
+from dsan.policies.base import BaseScorer
 from dsan.sim.scenario.engine import Decision, Engine
 from dsan.sim.scenario.workload import BATCH, BE, TRAIN, WEB, WorkloadBuilder
 from dsan.snapshot import PodSpec
@@ -224,7 +225,7 @@ def test_p99_per_task_type(cfg, builder) -> None:
 
 
 
-class _Flat:
+class _Flat(BaseScorer):
     """Every candidate ties; records each scored decision's candidates with the node bound."""
 
     name = "flat"
