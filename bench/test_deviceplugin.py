@@ -110,7 +110,8 @@ def test_xid_to_unhealthy_latency(benchmark: Any) -> None:
     kubelet = LocalKubelet(sock).start()
     backend = FakeBackend(8)
     cfg = PluginConfig(node_name="bench", plugin_dir=sock, metrics_port=-1, crd_enabled=False,
-                       recovery_quiet_s=0.0, health_poll_s=0.05, socket_check_s=0.1)
+                       mode="device-plugin", recovery_quiet_s=0.0, health_poll_s=0.05,
+                       socket_check_s=0.1)
     agent = Agent(cfg, backend).start()
     assert agent.manager is not None
     dev = agent.manager.infos[4].uuid
