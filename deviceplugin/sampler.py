@@ -59,6 +59,7 @@ class TelemetrySampler:
         #: KB since start per GPU, columns as TOTAL_FIELDS; see totals().
         self._totals = np.zeros((n_gpus, len(TOTAL_FIELDS)))
         self._inc = np.empty((n_gpus, len(TOTAL_FIELDS)))
+        self._nan = np.empty((n_gpus, len(TOTAL_FIELDS)), dtype=bool)
         self._last_mono: float | None = None
         self._pos = 0
         self._lock = threading.Lock()
@@ -83,7 +84,8 @@ class TelemetrySampler:
         dt = 0.0 if self._last_mono is None else mono - self._last_mono
         self._last_mono = mono
         np.multiply(self._scratch[:, _TOTALS], dt, out=self._inc)
-        np.nan_to_num(self._inc, copy=False, nan=0.0)
+        np.isnan(self._inc, out=self._nan)
+        self._inc[self._nan] = 0.0
         with self._lock:
             self._totals += self._inc
             self._ring[self._pos] = self._scratch
