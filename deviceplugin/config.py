@@ -26,7 +26,7 @@ BACKENDS: Final = ("nvml", "fake")
 #: ``device-plugin``: registers ``resource_name`` with kubelet, i.e. REPLACES NVIDIA's plugin.
 MODES: Final = ("telemetry", "device-plugin")
 DEFAULT_PLUGIN_DIR: Final = Path("/var/lib/kubelet/device-plugins")
-#: kubelet's PodResources API v1 (always on since Kubernetes 1.28).
+#: Where kubelet serves its PodResources API v1 (a local, read-only socket).
 DEFAULT_POD_RESOURCES_SOCKET: Final = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 
 
