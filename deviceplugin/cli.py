@@ -13,6 +13,7 @@ from typing import Any
 from deviceplugin.config import (
     ALLOCATE_MODES,
     BACKENDS,
+    MODES,
     ConfigError,
     PluginConfig,
 )
@@ -34,8 +35,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d = PluginConfig(node_name="-")
     p: argparse.ArgumentParser = subparsers.add_parser(
         "deviceplugin", help="run the GPU device plugin and telemetry agent",
-        description="kubelet device plugin (v1beta1) with health, topology-aware allocation, "
-                    "dcgm-compatible /metrics and the GPUTelemetry custom resource. Every "
+        description="GPU telemetry agent: dcgm-compatible /metrics (with /healthz, /readyz), "
+                    "the GPUTelemetry custom resource, per-pod attribution through kubelet's "
+                    "PodResources API. --mode telemetry (default) runs beside NVIDIA's device "
+                    "plugin; --mode device-plugin registers with kubelet (v1beta1: health, "
+                    "topology-aware allocation) and REPLACES NVIDIA's plugin. Every "
                     "PluginConfig field has a flag; flags override --config.")
     # Every config flag defaults to None (= "not given"), so a flag overrides --config only
     # when it is on the command line; the defaults live in PluginConfig alone.
@@ -55,6 +59,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--node-name", dest="node_name", default=None,
                    help="(PluginConfig.node_name, default: $NODE_NAME or the host name)")
     opt("--resource-name", "resource_name")
+    opt("--mode", "mode", choices=MODES,
+        help="telemetry: no kubelet registration (beside NVIDIA's plugin); device-plugin: "
+             "register resource_name with kubelet (replaces NVIDIA's plugin)")
     opt("--plugin-dir", "plugin_dir", type=Path)
     opt("--kubelet-socket", "kubelet_socket")
     opt("--endpoint", "endpoint", help="this plugin's socket file name")
@@ -66,6 +73,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     opt("--allocate", "allocate_modes", type=_modes,
         help=f"comma-separated subset of {ALLOCATE_MODES}")
     opt("--cdi-kind", "cdi_kind")
+    opt("--max-watch-streams", "max_watch_streams", type=int,
+        help="concurrent ListAndWatch streams served; more are refused")
+    flag("--pod-attribution", "pod_attribution",
+         "attribute GPUs to pods through kubelet's PodResources API")
+    opt("--pod-resources-socket", "pod_resources_socket", type=Path)
+    opt("--pod-resources-interval", "pod_resources_interval_s", type=float,
+        help="seconds between PodResources List calls")
     opt("--backend", "backend", choices=BACKENDS)
     flag("--fail-on-init-error", "fail_on_init_error",
          "exit instead of degrading when NVML cannot start")
@@ -125,9 +139,11 @@ def run(a: argparse.Namespace) -> int:
     metrics = (f"http://{cfg.metrics_addr}:{agent.metrics.port}/metrics"
                if agent.metrics is not None else "off")
     n_gpus = len(agent.manager.infos) if agent.manager is not None else 0
+    attr = agent.attribution
+    pods = "off" if attr is None else ("on" if attr.available else attr.reason)
     print(f"deviceplugin ready: node={cfg.node_name} gpus={n_gpus} "
           f"socket={cfg.plugin_socket_path if agent.plugin else 'off'} metrics={metrics} "
-          f"available={str(agent.available).lower()}", flush=True)
+          f"available={str(agent.available).lower()} mode={cfg.mode} pods={pods}", flush=True)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

@@ -22,7 +22,12 @@ from dsan.configload import build
 DEFAULT_IGNORED_XIDS: Final = frozenset({13, 31, 43, 45, 68, 109})
 ALLOCATE_MODES: Final = ("envvar", "device-specs", "cdi")
 BACKENDS: Final = ("nvml", "fake")
+#: ``telemetry``: beside NVIDIA's device plugin, never registers with kubelet.
+#: ``device-plugin``: registers ``resource_name`` with kubelet, i.e. REPLACES NVIDIA's plugin.
+MODES: Final = ("telemetry", "device-plugin")
 DEFAULT_PLUGIN_DIR: Final = Path("/var/lib/kubelet/device-plugins")
+#: Where kubelet serves its PodResources API v1 (a local, read-only socket).
+DEFAULT_POD_RESOURCES_SOCKET: Final = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 
 
 class ConfigError(ValueError):
@@ -38,7 +43,8 @@ def default_node_name() -> str:
 class PluginConfig:
     node_name: str = field(default_factory=default_node_name)
     resource_name: str = RESOURCE_GPU
-    # --- kubelet ---
+    mode: str = "telemetry"
+    # --- kubelet device-plugin API (mode device-plugin) ---
     plugin_dir: Path = DEFAULT_PLUGIN_DIR
     kubelet_socket: str = "kubelet.sock"
     endpoint: str = "dsan-gpu.sock"
@@ -47,6 +53,14 @@ class PluginConfig:
     pre_start_required: bool = False
     allocate_modes: tuple[str, ...] = ("envvar",)
     cdi_kind: str = "nvidia.com/gpu"
+    #: Concurrent ListAndWatch streams served; more are refused with RESOURCE_EXHAUSTED.
+    #: kubelet holds one (two for a moment while it re-registers); the gRPC pool has this
+    #: many threads plus a fixed few for unary calls, so streams never starve Allocate.
+    max_watch_streams: int = 4
+    # --- per-pod attribution (kubelet PodResources API v1, both modes) ---
+    pod_attribution: bool = True
+    pod_resources_socket: Path = DEFAULT_POD_RESOURCES_SOCKET
+    pod_resources_interval_s: float = 5.0
     # --- backend ---
     backend: str = "nvml"
     fail_on_init_error: bool = False
@@ -101,6 +115,8 @@ class PluginConfig:
 
         if not self.node_name:
             raise bad("node_name", "empty (set NODE_NAME or --node-name)")
+        if self.mode not in MODES:
+            raise bad("mode", f"{self.mode!r} is not one of {MODES}")
         if "/" not in self.resource_name:
             raise bad("resource_name", f"{self.resource_name!r} is not of the form vendor/name")
         if "/" in self.endpoint or "/" in self.kubelet_socket:
@@ -118,8 +134,13 @@ class PluginConfig:
                                         f"subset of {ALLOCATE_MODES}")
         if self.fake_gpus < 0:
             raise bad("fake_gpus", f"{self.fake_gpus} < 0")
+        if not 1 <= self.max_watch_streams <= 64:
+            raise bad("max_watch_streams", f"{self.max_watch_streams} is not 1..64")
+        if len(str(self.pod_resources_socket).encode()) > 107:
+            raise bad("pod_resources_socket", f"socket path {str(self.pod_resources_socket)!r} "
+                                              "longer than 107 bytes")
         for name in ("sample_interval_s", "health_poll_s", "socket_check_s", "crd_interval_s",
-                     "register_backoff_max_s", "crd_backoff_max_s"):
+                     "register_backoff_max_s", "crd_backoff_max_s", "pod_resources_interval_s"):
             if not getattr(self, name) > 0:
                 raise bad(name, f"{getattr(self, name)} must be > 0")
         if self.recovery_quiet_s < 0:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
+from deviceplugin.attribution import PodAttribution
 from deviceplugin.backend import COL
 from deviceplugin.resources import ResourceManager
 from deviceplugin.sampler import TelemetrySampler
@@ -101,8 +102,10 @@ def build_summary(
     window_s: int = 10,
     horizon_s: int = 300,
     interval_s: float = 1.0,
+    attribution: PodAttribution | None = None,
 ) -> GPUTelemetry:
-    """The CR content now: identity and topology from the manager, windows from the sampler."""
+    """The CR content now: identity and topology from the manager, windows from the sampler,
+    the containers holding each GPU from the pod attribution."""
     infos = tuple(manager.infos) if manager is not None else ()
     health = manager.health_snapshot() if manager is not None else []
     now = datetime.now(UTC)
@@ -112,17 +115,20 @@ def build_summary(
         series = win[:, :, cols]  # (W, n, len(WINDOW_METRICS))
     else:
         series = None
+    attributed = attribution is not None and attribution.available
+    pods = attribution.pods if attribution is not None and attributed else ()
     statuses = []
     for d, (ok, why, n_xid, last) in zip(infos, health, strict=True):
         windows = {} if series is None else {
             m: tuple(series[:, d.index, k].tolist()) for k, m in enumerate(WINDOW_METRICS)}
         statuses.append(GPUStatus(uuid=d.uuid, index=d.index,
                                   health=HEALTHY if ok else UNHEALTHY, health_reason=why,
-                                  xid_errors=n_xid, last_xid=last, windows=windows))
+                                  xid_errors=n_xid, last_xid=last, windows=windows,
+                                  pods=pods[d.index] if d.index < len(pods) else ()))
     return GPUTelemetry(node_name=node_name, gpus=infos, statuses=tuple(statuses),
                         sampled_at=now, available=available, reason=reason,
                         window_seconds=window_s, horizon_seconds=horizon_s,
-                        sample_interval_seconds=interval_s)
+                        sample_interval_seconds=interval_s, pod_attribution=attributed)
 
 
 class TelemetryWriter:
@@ -175,6 +181,11 @@ class TelemetryWriter:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="cr-writer", daemon=True)
         self._thread.start()
+
+    @property
+    def crashed(self) -> bool:
+        """Its thread ended without stop() (a bug): /healthz fails, kubelet restarts us."""
+        return self._thread is not None and not self._thread.is_alive() and not self._stop.is_set()
 
     def stop(self) -> None:
         self._stop.set()

@@ -125,6 +125,11 @@ class HealthMonitor:
                 log.exception("health loop error; continuing")
                 self._stop.wait(self.poll_s)
 
+    @property
+    def crashed(self) -> bool:
+        """Its thread ended without stop() (a bug): /healthz fails, kubelet restarts us."""
+        return self._thread is not None and not self._thread.is_alive() and not self._stop.is_set()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:

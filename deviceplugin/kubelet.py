@@ -26,6 +26,10 @@ from dsan.api.gen.deviceplugin_v1beta1 import api_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 API_VERSION = "v1beta1"
 _BACKOFF_START_S = 0.2
+#: Worker threads only unary calls can use: the pool is ``max_watch_streams`` (each open
+#: stream holds one) plus these. kubelet serialises its Allocate / GetPreferredAllocation /
+#: PreStartContainer calls per resource, so a few are plenty.
+UNARY_WORKERS = 4
 
 
 def _inode(path: Path) -> tuple[int, int] | None:
@@ -40,7 +44,8 @@ class PluginServer:
     def __init__(self, manager: ResourceManager, config: PluginConfig) -> None:
         self.manager = manager
         self.config = config
-        self.servicer = DevicePluginServicer(manager, config.pre_start_required)
+        self.servicer = DevicePluginServicer(manager, config.pre_start_required,
+                                             config.max_watch_streams)
         self._server: grpc.Server | None = None
         self._server_inode: tuple[int, int] | None = None
         self._registered_with: tuple[int, int] | None = None
@@ -56,7 +61,9 @@ class PluginServer:
         path = self.config.plugin_socket_path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.unlink(missing_ok=True)  # a stale socket from a previous run
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp"))
+        workers = self.config.max_watch_streams + UNARY_WORKERS
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers,
+                                                        thread_name_prefix="dp"))
         pb_grpc.add_DevicePluginServicer_to_server(self.servicer, server)
         server.add_insecure_port(f"unix://{path}")
         server.start()
@@ -69,6 +76,11 @@ class PluginServer:
         if self._server is not None:
             self._server.stop(grace=0).wait(5)
             self._server = None
+
+    @property
+    def registered(self) -> bool:
+        """Registered with the kubelet whose socket is there now (readiness)."""
+        return self._registered_with is not None
 
     # --- registration -------------------------------------------------------------------------
     def _register(self) -> None:
@@ -123,6 +135,11 @@ class PluginServer:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="plugin-server", daemon=True)
         self._thread.start()
+
+    @property
+    def crashed(self) -> bool:
+        """Its thread ended without stop() (a bug): /healthz fails, kubelet restarts us."""
+        return self._thread is not None and not self._thread.is_alive() and not self._stop.is_set()
 
     def stop(self) -> None:
         self._stop.set()

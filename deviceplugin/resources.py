@@ -23,6 +23,18 @@ log = logging.getLogger(__name__)
 
 # Device nodes every CUDA container needs besides its own /dev/nvidiaN.
 _CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+# An error names a few IDs, each cut short: gRPC carries the message in a header, and
+# 10,000 IDs (180 KB) exceed the client's 16 KB limit, so the caller would get an opaque
+# RESOURCE_EXHAUSTED instead of our INVALID_ARGUMENT.
+_NAMED_IDS = 4
+_ID_CHARS = 64
+
+
+def name_ids(ids: Sequence[str]) -> str:
+    """``['GPU-a', 'GPU-b'] and 3 more``: a bounded rendering of ``ids`` for messages."""
+    shown = [d if len(d) <= _ID_CHARS else d[:_ID_CHARS] + "..." for d in ids[:_NAMED_IDS]]
+    more = len(ids) - len(shown)
+    return f"{shown}" + (f" and {more} more" if more else "")
 
 
 class AllocationError(ValueError):
@@ -79,11 +91,20 @@ class ResourceManager:
                 for d, st in zip(self.infos, self.tracker.states, strict=True)
             ]
 
-    def wait_for_change(self, seen: int, timeout_s: float) -> int:
-        """Block until ``version`` differs from ``seen`` (or timeout); return the version."""
+    def wait_for_change(self, seen: int, timeout_s: float,
+                        cancelled: threading.Event | None = None) -> int:
+        """Block until ``version`` differs from ``seen``, ``cancelled`` is set (then
+        :meth:`wake` ends the wait at once) or timeout; return the version."""
         with self._cond:
-            self._cond.wait_for(lambda: self.version != seen, timeout=timeout_s)
+            self._cond.wait_for(
+                lambda: self.version != seen or (cancelled is not None and cancelled.is_set()),
+                timeout=timeout_s)
             return self.version
+
+    def wake(self) -> None:
+        """Make every waiter re-check its condition (a cancelled stream leaves at once)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def _publish(self, index: int, seen_at: float) -> None:
         self.version += 1
@@ -117,24 +138,48 @@ class ResourceManager:
             return [(s.healthy, s.reason, s.xid_count, s.last_xid) for s in self.tracker.states]
 
     # --- allocation -----------------------------------------------------------------------
+    def check_ids(self, ids: Sequence[str], what: str = "device IDs") -> None:
+        """Refuse what kubelet never sends, cheaply and with a bounded message: more IDs than
+        the node has GPUs (checked first, so a flood costs one ``len``), duplicates, unknown
+        IDs."""
+        n = len(self.infos)
+        if len(ids) > n:
+            raise AllocationError(f"{len(ids)} {what} requested, the node has {n} GPUs")
+        seen: set[str] = set()
+        dup: set[str] = set()
+        for d in ids:
+            (dup if d in seen else seen).add(d)
+        if dup:
+            raise AllocationError(f"duplicate {what} {name_ids(sorted(dup))}")
+        unknown = [d for d in ids if d not in self.index_of]
+        if unknown:
+            raise AllocationError(f"unknown {what} {name_ids(unknown)}")
+
     def preferred(
         self, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> list[str]:
+        self.check_ids(available, "available device IDs")
+        self.check_ids(must_include, "must-include device IDs")
         try:
             return self.topology.preferred(available, must_include, size)
         except ValueError as exc:
             raise AllocationError(str(exc)) from exc
 
+    def allocate_request(self, containers: Sequence[Sequence[str]]) -> list[ContainerAllocation]:
+        """One AllocateRequest: every container's IDs checked together (a GPU cannot go to two
+        containers), then one allocation per container."""
+        flat = [d for ids in containers for d in ids]
+        self.check_ids(flat)
+        return [self.allocate(ids) for ids in containers]
+
     def allocate(self, ids: Sequence[str]) -> ContainerAllocation:
-        unknown = [d for d in ids if d not in self.index_of]
-        if unknown:
-            raise AllocationError(f"unknown device IDs {unknown}")
         if not ids:
             raise AllocationError("empty device list")
+        self.check_ids(ids)
         with self._cond:
             sick = [d for d in ids if not self.tracker.states[self.index_of[d]].healthy]
         if sick:
-            raise AllocationError(f"devices {sick} are Unhealthy")
+            raise AllocationError(f"devices {name_ids(sick)} are Unhealthy")
         out = ContainerAllocation()
         modes = self.config.allocate_modes
         if "envvar" in modes:
@@ -147,6 +192,4 @@ class ResourceManager:
         return out
 
     def check_known(self, ids: Sequence[str]) -> None:
-        unknown = [d for d in ids if d not in self.index_of]
-        if unknown:
-            raise AllocationError(f"unknown device IDs {unknown}")
+        self.check_ids(ids)

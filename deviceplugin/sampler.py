@@ -14,12 +14,18 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import Final
 
 import numpy as np
 
-from deviceplugin.backend import N_FIELDS, GPUBackend
+from deviceplugin.backend import COL, N_FIELDS, GPUBackend
 
 log = logging.getLogger(__name__)
+#: Rate columns integrated into running totals, because dcgm-exporter exports them as
+#: counters (KB transferred since the agent started): Prometheus users take rate() of them.
+TOTAL_FIELDS: Final = ("pcieTxKBps", "pcieRxKBps", "nvlinkKBps")
+_TOTALS = slice(COL[TOTAL_FIELDS[0]], COL[TOTAL_FIELDS[-1]] + 1)
+assert [COL[f] for f in TOTAL_FIELDS] == list(range(_TOTALS.start, _TOTALS.stop))
 
 
 def forward_fill(a: np.ndarray) -> np.ndarray:
@@ -50,6 +56,11 @@ class TelemetrySampler:
         self._ring = np.full((self.capacity, n_gpus, N_FIELDS), np.nan)
         self._times = np.full(self.capacity, np.nan)
         self._scratch = np.empty((n_gpus, N_FIELDS))
+        #: KB since start per GPU, columns as TOTAL_FIELDS; see totals().
+        self._totals = np.zeros((n_gpus, len(TOTAL_FIELDS)))
+        self._inc = np.empty((n_gpus, len(TOTAL_FIELDS)))
+        self._nan = np.empty((n_gpus, len(TOTAL_FIELDS)), dtype=bool)
+        self._last_mono: float | None = None
         self._pos = 0
         self._lock = threading.Lock()
         self.samples = 0
@@ -62,12 +73,21 @@ class TelemetrySampler:
     def sample_once(self) -> None:
         t_cpu = time.thread_time()
         now = self._wall()
+        mono = time.monotonic()
         try:
             self.backend.sample(self._scratch)
         except Exception:
             self.errors += 1
             raise
+        # Each rate is the mean since the previous sample (NVML's byte counters), so rate x
+        # elapsed time adds back what was transferred; an unsupported (NaN) rate adds 0.
+        dt = 0.0 if self._last_mono is None else mono - self._last_mono
+        self._last_mono = mono
+        np.multiply(self._scratch[:, _TOTALS], dt, out=self._inc)
+        np.isnan(self._inc, out=self._nan)
+        self._inc[self._nan] = 0.0
         with self._lock:
+            self._totals += self._inc
             self._ring[self._pos] = self._scratch
             self._times[self._pos] = now
             self._pos = (self._pos + 1) % self.capacity
@@ -82,6 +102,12 @@ class TelemetrySampler:
                 return None
             last = (self._pos - 1) % self.capacity
             return float(self._times[last]), self._ring[last].copy()
+
+    def totals(self) -> np.ndarray:
+        """Copy of the running totals ``(n, len(TOTAL_FIELDS))`` in KB: monotonic, reset
+        only when the agent restarts (which Prometheus's rate() handles as a counter reset)."""
+        with self._lock:
+            return self._totals.copy()
 
     def windows(self, now: float | None = None) -> tuple[float, np.ndarray]:
         """(end time, means of shape ``(W, n, N_FIELDS)``, oldest window first).
@@ -130,6 +156,11 @@ class TelemetrySampler:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
         self._thread.start()
+
+    @property
+    def crashed(self) -> bool:
+        """Its thread ended without stop() (a bug): /healthz fails, kubelet restarts us."""
+        return self._thread is not None and not self._thread.is_alive() and not self._stop.is_set()
 
     def stop(self) -> None:
         self._stop.set()

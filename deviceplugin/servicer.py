@@ -1,5 +1,12 @@
 """The kubelet device-plugin gRPC service (v1beta1). It only translates: every decision is
-the resource manager's, and a bad request gets INVALID_ARGUMENT with the manager's message."""
+the resource manager's, and a bad request gets INVALID_ARGUMENT with the manager's message.
+
+A ListAndWatch stream holds one of the server's worker threads for its whole life, so the
+number of open streams is capped (``max_watch_streams``) and :class:`~deviceplugin.kubelet.
+PluginServer` sizes its pool to that cap plus threads only unary calls can use: however many
+watchers a local client opens, kubelet's Allocate is served at once, and the extra streams
+are refused with RESOURCE_EXHAUSTED.
+"""
 
 from __future__ import annotations
 
@@ -27,11 +34,16 @@ def _device(d: DeviceView) -> pb.Device:
 
 
 class DevicePluginServicer(pb_grpc.DevicePluginServicer):
-    def __init__(self, manager: ResourceManager, pre_start_required: bool = False) -> None:
+    def __init__(self, manager: ResourceManager, pre_start_required: bool = False,
+                 max_watch_streams: int = 4) -> None:
         self.manager = manager
         self.pre_start_required = pre_start_required
+        self.max_watch_streams = max_watch_streams
         self.stopping = threading.Event()
         self.streams_sent = 0  # ListAndWatch messages, for tests and metrics
+        self.streams_refused = 0
+        self.open_streams = 0
+        self._streams_lock = threading.Lock()
 
     def GetDevicePluginOptions(self, request: pb.Empty, context: grpc.ServicerContext
                                ) -> pb.DevicePluginOptions:
@@ -40,14 +52,42 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
 
     def ListAndWatch(self, request: pb.Empty, context: grpc.ServicerContext
                      ) -> Iterator[pb.ListAndWatchResponse]:
-        seen = -1
-        while not self.stopping.is_set() and context.is_active():
-            version = self.manager.version
-            if version != seen:
-                seen = version
-                self.streams_sent += 1
-                yield pb.ListAndWatchResponse(devices=[_device(d) for d in self.manager.devices()])
-            self.manager.wait_for_change(seen, _STREAM_TICK_S)
+        with self._streams_lock:
+            admitted = self.open_streams < self.max_watch_streams
+            if admitted:
+                self.open_streams += 1
+            else:
+                self.streams_refused += 1
+        if not admitted:
+            n = self.streams_refused
+            if n & (n - 1) == 0:  # 1st, 2nd, 4th...: a flood of watchers is no log flood
+                log.warning("ListAndWatch refused (%d so far): %d streams already open", n,
+                            self.max_watch_streams)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"ListAndWatch: {self.max_watch_streams} streams already open "
+                          f"(max_watch_streams); kubelet needs one")
+        # A client that goes away ends the wait at once, not at the next tick, so its
+        # slot and its thread are free again immediately.
+        gone = threading.Event()
+
+        def leave() -> None:
+            gone.set()
+            self.manager.wake()
+
+        context.add_callback(leave)
+        try:
+            seen = -1
+            while not self.stopping.is_set() and not gone.is_set() and context.is_active():
+                version = self.manager.version
+                if version != seen:
+                    seen = version
+                    self.streams_sent += 1
+                    yield pb.ListAndWatchResponse(
+                        devices=[_device(d) for d in self.manager.devices()])
+                self.manager.wait_for_change(seen, _STREAM_TICK_S, gone)
+        finally:
+            with self._streams_lock:
+                self.open_streams -= 1
 
     def GetPreferredAllocation(self, request: pb.PreferredAllocationRequest,
                                context: grpc.ServicerContext) -> pb.PreferredAllocationResponse:
@@ -65,11 +105,12 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
     def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext
                  ) -> pb.AllocateResponse:
         out = pb.AllocateResponse()
-        for req in request.container_requests:
-            try:
-                alloc = self.manager.allocate(list(req.devices_ids))
-            except AllocationError as exc:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Allocate: {exc}")
+        try:
+            allocs = self.manager.allocate_request(
+                [list(req.devices_ids) for req in request.container_requests])
+        except AllocationError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Allocate: {exc}")
+        for alloc in allocs:
             resp = out.container_responses.add()
             resp.envs.update(alloc.envs)
             for container_path, host_path, perms in alloc.device_specs:

@@ -10,8 +10,9 @@ seconds and informed on by the scoring sidecar. Shape (camelCase on the wire)::
       nodeName, windowSeconds, horizonSeconds, sampleIntervalSeconds
       gpus: [{uuid, index, model, memoryTotalMiB, nvlinkDomain, nvlinkPeers, pciBusId}]
     status:                     # what the node is doing
-      available, reason, sampledAt (RFC 3339 UTC)
+      available, reason, sampledAt (RFC 3339 UTC), podAttribution
       gpus: [{uuid, index, health, healthReason, xidErrors, lastXid,
+              pods: [{namespace, name, container}],
               windows: {util, memoryUsedMiB, powerW, temperatureC, smClockMHz,
                         pcieTxKBps, pcieRxKBps}}]
 
@@ -19,7 +20,9 @@ Each ``windows`` series holds the means of consecutive ``windowSeconds`` windows
 first, the last one ending at ``sampledAt``; at most ``horizonSeconds / windowSeconds``
 entries (30 with the defaults: 10 s windows over the last 5 minutes). All series of one GPU
 have the same length. ``available: false`` means the agent runs without telemetry (no NVML);
-readers must then treat the series as absent, not as zeros.
+readers must then treat the series as absent, not as zeros. ``pods`` names the containers
+kubelet gave the GPU to (kubelet's PodResources API; several only with GPU sharing);
+``podAttribution: false`` means that is unknown right now, not that the GPUs are free.
 
 ``from_dict`` raises :class:`TelemetryError` naming the offending field; :func:`parse`
 returns ``None`` instead, for informers that must survive one bad object.
@@ -113,6 +116,24 @@ class GPUInfo:
         )
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class PodRef:
+    """A container that holds a GPU (``status.gpus[].pods[]``)."""
+
+    namespace: str
+    name: str
+    container: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "name": self.name, "container": self.container}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "pods[]") -> PodRef:
+        d = _mapping(d, where)
+        return cls(namespace=_str(d, "namespace", where), name=_str(d, "name", where),
+                   container=str(d.get("container", "")))
+
+
 @dataclass(frozen=True, slots=True)
 class GPUStatus:
     """One GPU's health and recent windows (``status.gpus[]``)."""
@@ -125,6 +146,7 @@ class GPUStatus:
     last_xid: int | None = None
     #: metric name (one of WINDOW_METRICS) -> window means, oldest first.
     windows: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    pods: tuple[PodRef, ...] = ()
 
     def series(self, metric: str) -> tuple[float, ...]:
         return tuple(self.windows.get(metric, ()))
@@ -143,6 +165,8 @@ class GPUStatus:
             out["healthReason"] = self.health_reason
         if self.last_xid is not None:
             out["lastXid"] = self.last_xid
+        if self.pods:
+            out["pods"] = [p.to_dict() for p in self.pods]
         return out
 
     @classmethod
@@ -172,6 +196,8 @@ class GPUStatus:
             xid_errors=_int(d, "xidErrors", where, default=0),
             last_xid=None if last is None else _int(d, "lastXid", where),
             windows=windows,
+            pods=tuple(PodRef.from_dict(p, f"{where}.pods[{i}]")
+                       for i, p in enumerate(_list(d.get("pods", []), f"{where}.pods"))),
         )
 
 
@@ -188,6 +214,8 @@ class GPUTelemetry:
     window_seconds: int = DEFAULT_WINDOW_S
     horizon_seconds: int = DEFAULT_HORIZON_S
     sample_interval_seconds: float = 1.0
+    #: The per-GPU ``pods`` lists come from kubelet now (False: unknown, not empty).
+    pod_attribution: bool = False
 
     def __post_init__(self) -> None:
         if not self.node_name:
@@ -221,6 +249,7 @@ class GPUTelemetry:
                 "available": self.available,
                 "reason": self.reason,
                 "sampledAt": format_time(self.sampled_at),
+                "podAttribution": self.pod_attribution,
                 "gpus": [s.to_dict() for s in self.statuses],
             },
         }
@@ -249,6 +278,7 @@ class GPUTelemetry:
             window_seconds=_int(spec, "windowSeconds", "spec", default=DEFAULT_WINDOW_S),
             horizon_seconds=_int(spec, "horizonSeconds", "spec", default=DEFAULT_HORIZON_S),
             sample_interval_seconds=_float(spec, "sampleIntervalSeconds", "spec", default=1.0),
+            pod_attribution=bool(status.get("podAttribution", False)),
         )
 
 

@@ -103,6 +103,11 @@ OVERRIDE: dict[str, Any] = {
             "register_backoff_max_s": 12.0,
             "health_poll_s": 0.75,
             "socket_check_s": 1.25,
+            "mode": "device-plugin",
+            "max_watch_streams": 2,
+            "pod_attribution": False,
+            "pod_resources_socket": "/run/pr/kubelet.sock",
+            "pod_resources_interval_s": 2.5,
         }
     },
 }
@@ -257,8 +262,20 @@ def test_deviceplugin_flags_parse_into_the_values(
                 value = type(default)(value)  # YAML lists/strings/ints -> the field's type
             given[f.name] = value
     assert got == dataclasses.replace(base, **given)
-    mount = container["volumeMounts"][0]["mountPath"]
-    assert Path(mount) == got.plugin_dir, "the kubelet socket dir must be mounted where it looks"
+    mounts = {m["name"]: m for m in container.get("volumeMounts") or []}
+    # The device-plugins dir only when it registers; the PodResources socket's dir read-only.
+    if got.mode == "device-plugin":
+        assert Path(mounts["device-plugins"]["mountPath"]) == got.plugin_dir
+    else:
+        assert "device-plugins" not in mounts
+    if got.pod_attribution:
+        assert Path(mounts["pod-resources"]["mountPath"]) == got.pod_resources_socket.parent
+        assert mounts["pod-resources"]["readOnly"] is True
+    else:
+        assert "pod-resources" not in mounts
+    if got.metrics_port > 0:
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
 
 
 def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:

@@ -21,6 +21,7 @@ from deviceplugin.agent import Agent
 from deviceplugin.config import PluginConfig
 from deviceplugin.crwriter import KubernetesTelemetryStore
 from deviceplugin.fake import FakeBackend
+from deviceplugin.podresources import DeviceAssignment, FakePodResources
 from dsan.api import telemetry as tm
 from dsan.api import types as t
 
@@ -82,12 +83,12 @@ def store(control_plane: Any) -> Iterator[KubernetesTelemetryStore]:
                     raise
 
 
-def _agent(sock: Path, **kw: Any) -> Agent:
+def _agent(sock: Path, pod_resources: FakePodResources | None = None, **kw: Any) -> Agent:
     cfg: dict[str, Any] = dict(node_name="e2e-gpu-node", plugin_dir=sock, metrics_port=-1,
                                crd_enabled=False, sample_interval_s=0.05, window_s=1,
                                horizon_s=10)
     cfg.update(kw)
-    return Agent(PluginConfig(**cfg), FakeBackend(8)).start()
+    return Agent(PluginConfig(**cfg), FakeBackend(8), pod_resources=pod_resources).start()
 
 
 @pytest.fixture
@@ -99,11 +100,16 @@ def sock_dir() -> Iterator[Path]:
 
 def test_written_object_reads_back_identically(store: KubernetesTelemetryStore,
                                                sock_dir: Path) -> None:
-    agent = _agent(sock_dir)
+    uuids = [d.uuid for d in FakeBackend(8).devices()]
+    pods = FakePodResources(assignments=[
+        DeviceAssignment("ml", "train-0", "worker", "nvidia.com/gpu", (uuids[1], uuids[2]))])
+    agent = _agent(sock_dir, pods)
     try:
         time.sleep(0.4)  # a few samples, so windows are not empty
         written = agent.summary()
         assert written.statuses[0].series("util")
+        # The pod attribution is part of the schema: the apiserver keeps it, prunes nothing.
+        assert written.pod_attribution and written.statuses[2].pods
         store.apply(written.to_dict())
         raw = store.get("e2e-gpu-node")
         assert raw is not None and raw["kind"] == t.TELEMETRY_KIND

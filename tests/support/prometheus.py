@@ -163,6 +163,10 @@ class PrometheusServer:
         data = self._get("/api/v1/query", {"query": expr})
         return list(data["result"])
 
+    def metadata(self, metric: str) -> list[dict[str, Any]]:
+        """What the scrape said about ``metric`` (``type``, ``help``), per target."""
+        return list(self._get("/api/v1/targets/metadata", {"metric": metric}))
+
     def targets(self) -> list[dict[str, Any]]:
         return list(self._get("/api/v1/targets")["activeTargets"])
 

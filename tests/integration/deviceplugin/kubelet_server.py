@@ -3,6 +3,10 @@ what kubelet's device manager does: accepts Register, dials the plugin's socket,
 options, streams ListAndWatch in the background, and lets the test call GetPreferredAllocation,
 Allocate and PreStartContainer. ``restart()`` behaves like a kubelet restart: it deletes every
 socket in the directory and serves a fresh ``kubelet.sock``.
+
+Given a :class:`PodResourcesState`, it keeps it as kubelet keeps its PodResources API: every
+device a plugin streams is allocatable under the plugin's resource, and :meth:`admit` (kubelet
+admitting a container: Allocate on the plugin, then record who holds what) is listed.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import grpc
 
 from dsan.api.gen.deviceplugin_v1beta1 import api_pb2 as pb
 from dsan.api.gen.deviceplugin_v1beta1 import api_pb2_grpc as pb_grpc
+from tests.integration.deviceplugin.podresources_server import PodResourcesState
 
 Devices = dict[str, str]  # ID -> health
 
 
 class LocalKubelet(pb_grpc.RegistrationServicer):
-    def __init__(self, plugin_dir: Path) -> None:
+    def __init__(self, plugin_dir: Path, pod_resources: PodResourcesState | None = None) -> None:
         self.dir = plugin_dir
+        self.pod_resources = pod_resources
         self.socket = plugin_dir / "kubelet.sock"
         self.registrations: list[pb.RegisterRequest] = []
         self.options: pb.DevicePluginOptions | None = None
@@ -46,6 +52,7 @@ class LocalKubelet(pb_grpc.RegistrationServicer):
         return pb.Empty()
 
     def _connect(self, endpoint: str) -> None:
+        resource = self.registrations[-1].resource_name
         ch = grpc.insecure_channel(f"unix://{self.dir / endpoint}")
         self._channel = ch
         stub = pb_grpc.DevicePluginStub(ch)
@@ -53,6 +60,10 @@ class LocalKubelet(pb_grpc.RegistrationServicer):
             self.options = stub.GetDevicePluginOptions(pb.Empty(), timeout=5)
             for msg in stub.ListAndWatch(pb.Empty()):
                 now = time.monotonic()
+                if self.pod_resources is not None:
+                    with self.pod_resources.lock:
+                        self.pod_resources.allocatable[resource] = tuple(
+                            d.ID for d in msg.devices)
                 with self._cond:
                     self.updates.append((now, {d.ID: d.health for d in msg.devices}))
                     self.topology = {d.ID: [n.ID for n in d.topology.nodes] for d in msg.devices}
@@ -65,6 +76,24 @@ class LocalKubelet(pb_grpc.RegistrationServicer):
         assert self.registrations, "plugin never registered"
         ch = grpc.insecure_channel(f"unix://{self.dir / self.registrations[-1].endpoint}")
         return pb_grpc.DevicePluginStub(ch)
+
+    def admit(self, namespace: str, pod: str, container: str,
+              ids: list[str]) -> pb.AllocateResponse:
+        """What kubelet does for a container that requests the plugin's resource."""
+        resp = self.stub().Allocate(pb.AllocateRequest(container_requests=[
+            pb.ContainerAllocateRequest(devices_ids=ids)]), timeout=5)
+        if self.pod_resources is not None:
+            with self.pod_resources.lock:
+                self.pod_resources.assignments.append(
+                    (namespace, pod, container, self.registrations[-1].resource_name,
+                     tuple(ids)))
+        return resp
+
+    def remove_pod(self, namespace: str, pod: str) -> None:
+        assert self.pod_resources is not None
+        with self.pod_resources.lock:
+            self.pod_resources.assignments = [
+                a for a in self.pod_resources.assignments if (a[0], a[1]) != (namespace, pod)]
 
     def wait_for(self, pred: Callable[[], bool], timeout: float = 10.0) -> None:
         with self._cond:

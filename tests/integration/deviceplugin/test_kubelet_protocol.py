@@ -25,6 +25,7 @@ def start_agent(sock_dir: Path) -> Iterator[Any]:
 
     def start(backend: FakeBackend | None = None, **kw: Any) -> Agent:
         cfg: dict[str, Any] = dict(node_name="gpu-node-1", plugin_dir=sock_dir, metrics_port=-1,
+                   mode="device-plugin",
                    crd_enabled=False, recovery_quiet_s=0.3, socket_check_s=0.1,
                    health_poll_s=0.1)
         cfg.update(kw)

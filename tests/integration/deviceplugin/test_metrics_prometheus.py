@@ -42,6 +42,13 @@ def test_dcgm_series_reach_prometheus(sock_dir: Path, tmp_path: Path) -> None:
                          "PCIE_RX_THROUGHPUT", "NVLINK_BANDWIDTH_TOTAL"):
                 assert len(prom.query(f"DCGM_FI_DEV_{name}")) == 8, name
             assert prom.wait_for_value("dsan_deviceplugin_telemetry_available") == 1.0
+            # Prometheus reads dcgm-exporter's counters as counters, under dcgm's names: rate()
+            # of the PCIe total is the fake's 2e5 KB/s x load, and it only grows.
+            meta = prom.metadata("DCGM_FI_DEV_PCIE_TX_THROUGHPUT")
+            assert {m["type"] for m in meta} == {"counter"}
+            assert {m["type"] for m in prom.metadata("DCGM_FI_DEV_GPU_UTIL")} == {"gauge"}
+            prom.wait_for('rate(DCGM_FI_DEV_PCIE_TX_THROUGHPUT{gpu="3"}[5s]) > 0', timeout_s=15)
+            assert prom.query("resets(DCGM_FI_DEV_PCIE_RX_THROUGHPUT[1m]) > 0") == []
 
             backend.inject_xid(6, 79)
             xid = prom.wait_for('DCGM_FI_DEV_XID_ERRORS{gpu="6"} == 79', timeout_s=15)

@@ -44,6 +44,7 @@ def test_real_gpus_register_allocate_and_export_telemetry(
     kubelet: LocalKubelet, sock_dir: Path, real_gpus: list[GPUInfo]
 ) -> None:
     cfg = PluginConfig(node_name="real-gpu-node", plugin_dir=sock_dir, metrics_port=0,
+                       mode="device-plugin",
                        crd_enabled=False, health_poll_s=0.1, socket_check_s=0.1)
     agent = Agent(cfg, NvmlBackend()).start()
     try:
@@ -80,8 +81,9 @@ def test_command_serves_real_gpus(kubelet: LocalKubelet, sock_dir: Path,
                                   real_gpus: list[GPUInfo]) -> None:
     """The default backend is NVML: ``dsan-deviceplugin`` with no backend flag finds them."""
     proc = subprocess.run(
-        [sys.executable, "-m", "deviceplugin", "--plugin-dir", str(sock_dir), "--metrics-port",
-         "-1", "--no-crd", "--node-name", "real", "--run-for", "3", "--fail-on-init-error"],
+        [sys.executable, "-m", "deviceplugin", "--mode", "device-plugin", "--plugin-dir",
+         str(sock_dir), "--metrics-port", "-1", "--no-crd", "--node-name", "real", "--run-for",
+         "3", "--fail-on-init-error"],
         capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert f"gpus={len(real_gpus)} " in proc.stdout and "available=true" in proc.stdout

@@ -53,8 +53,9 @@ def test_every_written_field_is_declared_and_required_ones_present() -> None:
     gpus = (tm.GPUInfo("GPU-0", 0, "H100", 81559, nvlink_domain=0, nvlink_peers=(1,),
                        pci_bus_id="0000:17:00.0"),)
     status = (tm.GPUStatus("GPU-0", 0, tm.UNHEALTHY, "Xid 79", 2, 79,
-                           {m: (1.0,) for m in tm.WINDOW_METRICS}),)
-    obj = tm.GPUTelemetry("n1", gpus, status, datetime.now(UTC)).to_dict()
+                           {m: (1.0,) for m in tm.WINDOW_METRICS},
+                           pods=(tm.PodRef("ns", "pod", "c"),)),)
+    obj = tm.GPUTelemetry("n1", gpus, status, datetime.now(UTC), pod_attribution=True).to_dict()
     schema = _crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert _undeclared(obj, schema, "") == []
     windows = schema["properties"]["status"]["properties"]["gpus"]["items"]["properties"]["windows"]

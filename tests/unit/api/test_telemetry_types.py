@@ -23,11 +23,14 @@ def _sample() -> tm.GPUTelemetry:
                      health=tm.UNHEALTHY if i == 2 else tm.HEALTHY,
                      health_reason="Xid 79" if i == 2 else "", xid_errors=i,
                      last_xid=79 if i == 2 else None,
-                     windows={m: (float(i), 2.5 + i) for m in tm.WINDOW_METRICS})
+                     windows={m: (float(i), 2.5 + i) for m in tm.WINDOW_METRICS},
+                     pods=(tm.PodRef("ml", "train-0", "worker"),
+                           tm.PodRef("ml", "train-1", "")) if i == 1 else ())
         for i in range(3)
     )
     return tm.GPUTelemetry(node_name="node-a", gpus=gpus, statuses=statuses,
-                           sampled_at=datetime(2026, 12, 2, 10, 0, 1, 250000, tzinfo=UTC))
+                           sampled_at=datetime(2026, 12, 2, 10, 0, 1, 250000, tzinfo=UTC),
+                           pod_attribution=True)
 
 
 def test_round_trip_preserves_every_field() -> None:
@@ -41,6 +44,18 @@ def test_round_trip_preserves_every_field() -> None:
     assert back.status_of("GPU-2") is not None and back.status_of("GPU-2").last_xid == 79  # type: ignore[union-attr]
     assert back.status_of("nope") is None
     assert back.max_windows == 30
+    assert d["status"]["podAttribution"] is True and "pods" not in d["status"]["gpus"][0]
+    assert d["status"]["gpus"][1]["pods"][0] == {"namespace": "ml", "name": "train-0",
+                                                 "container": "worker"}
+
+
+def test_object_without_pods_reads_as_unattributed() -> None:
+    """Objects written before per-pod attribution still parse: no pods, attribution unknown."""
+    d = _sample().to_dict()
+    del d["status"]["podAttribution"]
+    del d["status"]["gpus"][1]["pods"]
+    back = tm.GPUTelemetry.from_dict(d)
+    assert back.pod_attribution is False and back.statuses[1].pods == ()
 
 
 def test_gpu_without_nvlink_omits_domain() -> None:
@@ -78,6 +93,8 @@ def _break(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
         (("spec", "windowSeconds"), 0, "windowSeconds"),
         (("kind",), "Pod", "kind"),
         (("spec", "gpus"), {"a": 1}, "spec.gpus"),
+        (("status", "gpus", 1, "pods"), "ml/train-0", "status.gpus[1].pods"),
+        (("status", "gpus", 1, "pods", 0, "name"), "", "status.gpus[1].pods[0].name"),
     ],
 )
 def test_malformed_object_names_the_field(path: tuple[Any, ...], value: Any, msg: str) -> None:

@@ -20,7 +20,10 @@ from deviceplugin.config import ConfigError, PluginConfig
      ({"window_s": 20, "horizon_s": 10}, "window_s/horizon_s"), ({"metrics_port": 70000},
                                                                   "metrics_port"),
      ({"plugin_dir": Path("/" + "x" * 120)}, "endpoint"), ({"endpoint": "a/b.sock"}, "endpoint"),
-     ({"recovery_quiet_s": -1}, "recovery_quiet_s")],
+     ({"recovery_quiet_s": -1}, "recovery_quiet_s"), ({"mode": "both"}, "mode"),
+     ({"max_watch_streams": 0}, "max_watch_streams"),
+     ({"pod_resources_socket": Path("/" + "p" * 120)}, "pod_resources_socket"),
+     ({"pod_resources_interval_s": 0}, "pod_resources_interval_s")],
 )
 def test_bad_config_names_the_field(kw: dict[str, object], field: str) -> None:
     with pytest.raises(ConfigError, match=field):
@@ -32,6 +35,9 @@ def test_defaults_are_valid_and_follow_kubelet_conventions() -> None:
     assert str(c.kubelet_socket_path) == "/var/lib/kubelet/device-plugins/kubelet.sock"
     assert c.resource_name == "nvidia.com/gpu" and c.sample_interval_s == 1.0
     assert 13 in c.ignored_xids and 79 not in c.ignored_xids
+    # Beside NVIDIA's plugin by default: no kubelet registration, attribution on.
+    assert c.mode == "telemetry" and c.pod_attribution
+    assert str(c.pod_resources_socket) == "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
 def _parse(*argv: str) -> argparse.Namespace:
@@ -111,7 +117,9 @@ def test_every_field_has_a_flag_that_reaches_the_config() -> None:
         "--ignored-xids", "1", "--recovery-quiet", "4", "--health-poll", "0.5",
         "--sample-interval", "2", "--window", "20", "--horizon", "40", "--metrics-addr", "::1",
         "--metrics-port", "0", "--no-crd", "--crd-interval", "6", "--crd-backoff-max", "8",
-        "--kubeconfig", "/k"))
+        "--kubeconfig", "/k", "--mode", "device-plugin", "--max-watch-streams", "2",
+        "--no-pod-attribution", "--pod-resources-socket", "/tmp/pr.sock",
+        "--pod-resources-interval", "9"))
     defaults = PluginConfig(node_name="-")
     same = [f.name for f in dataclasses.fields(PluginConfig)
             if getattr(c, f.name) == getattr(defaults, f.name)]

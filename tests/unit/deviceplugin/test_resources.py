@@ -66,3 +66,29 @@ def test_allocate_refuses_unknown_empty_and_unhealthy() -> None:
         m.allocate([ids[0]])
     with pytest.raises(AllocationError, match="must-include"):
         m.preferred(ids[1:], [ids[0]], 2)
+
+
+def test_requests_kubelet_never_sends_are_refused_with_bounded_messages() -> None:
+    m = _manager()
+    ids = [d.uuid for d in m.infos]
+    with pytest.raises(AllocationError, match=r"duplicate device IDs \['GPU-"):
+        m.allocate([ids[0], ids[0]])
+    with pytest.raises(AllocationError, match="5 device IDs requested, the node has 4 GPUs"):
+        m.allocate([*ids, ids[0]])
+    with pytest.raises(AllocationError, match="duplicate"):  # one GPU, two containers
+        m.allocate_request([[ids[1]], [ids[1]]])
+    flood = [f"GPU-{i}" for i in range(1_000_000)]
+    with pytest.raises(AllocationError) as err:
+        m.allocate(flood)
+    assert str(err.value) == "1000000 device IDs requested, the node has 4 GPUs"
+    with pytest.raises(AllocationError) as err:
+        m.allocate(["x" * 10_000, "y", "z", "w"])
+    assert len(str(err.value)) < 200 and "and 3 more" not in str(err.value)
+    with pytest.raises(AllocationError) as err:
+        m.check_known(["a" * 5000, "b" * 5000, "c", "d"])
+    assert len(str(err.value)) < 250
+    with pytest.raises(AllocationError, match="available device IDs requested"):
+        m.preferred(flood[:10], [], 2)
+    with pytest.raises(AllocationError, match="duplicate must-include"):
+        m.preferred(ids, [ids[0], ids[0]], 2)
+    assert len(m.allocate_request([[ids[0]], [ids[1], ids[2]]])) == 2
