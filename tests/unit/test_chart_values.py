@@ -65,15 +65,3 @@ def test_scheduler_values_match_the_shipped_scheduler_config() -> None:
     assert ext["urlPrefix"].endswith(f":{SidecarConfig().http_port}{SidecarConfig().url_prefix}")
 
 
-def test_gateway_values_are_score_gateway_flags_each_rendered() -> None:
-    """gateway.* map one to one onto score-gateway's flags (pkg/gateway.Config); the relay
-    socket is the sidecar's relay_socket, not a second value that could disagree."""
-    main = (CHART.parents[1] / "scheduler-plugin" / "cmd" / "score-gateway" / "main.go").read_text()
-    flags = set(re.findall(r'flag\.\w+Var\(&cfg\.\w+, "([\w-]+)"', main))
-    keys = set(values()["gateway"]) - {"resources"}
-    kebab = {re.sub(r"([A-Z])", lambda m: "-" + m.group(1).lower(), k): k for k in keys}
-    assert set(kebab) == flags - {"relay"}, (set(kebab), flags)
-    template = (CHART / "templates" / "deployment.yaml").read_text()
-    for flag, key in kebab.items():
-        assert f"-{flag}={{{{" in template and f".Values.gateway.{key}" in template, flag
-    assert "-relay={{ .Values.sidecar.config.relay_socket }}" in template
