@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +12,6 @@ from sidecar.app import Sidecar, load_policies
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from tests.integration.sidecar.harness import GatedView
-from tests.support.gateway import Gateway
 
 
 @pytest.fixture
@@ -45,24 +41,13 @@ def sidecar_factory() -> Iterator[Any]:
         sc.stop()
 
 
-@pytest.fixture(params=["grpcio", "gateway"])
-def grpc_via(request: pytest.FixtureRequest, sidecar_factory: Any) -> Iterator[Any]:
-    """A sidecar factory whose gRPC target is either the sidecar's own grpcio server or
-    score-gateway in front of its relay socket: the gRPC tests hold for both."""
-    workdir = Path(tempfile.mkdtemp(prefix="dsan-gw-"))  # short: a socket path has 107 bytes
-    gateways: list[Gateway] = []
+@pytest.fixture
+def grpc_via(sidecar_factory: Any) -> Any:
+    """A sidecar factory that also returns the sidecar's gRPC target."""
 
     def make(**kw: Any) -> tuple[Sidecar, GatedView, str]:
-        if request.param == "grpcio":
-            sc, view = sidecar_factory(**kw)
-            assert sc.grpc_target is not None
-            return sc, view, sc.grpc_target
-        sock = str(workdir / f"relay-{len(gateways)}.sock")
-        sc, view = sidecar_factory(relay_socket=sock, **kw)
-        gateways.append(Gateway(sock, workdir).start())
-        return sc, view, gateways[-1].target
+        sc, view = sidecar_factory(**kw)
+        assert sc.grpc_target is not None
+        return sc, view, sc.grpc_target
 
-    yield make
-    for gw in gateways:
-        gw.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
+    return make

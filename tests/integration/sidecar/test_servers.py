@@ -78,32 +78,6 @@ def test_prioritize_and_filter_over_keep_alive_without_nagle_stalls(sidecar_fact
         assert set(f["FailedNodes"]) == {"node-00001", "node-00003"}
 
 
-def test_requests_sent_before_the_last_reply_settled_are_counted(sidecar_factory: Any) -> None:
-    # The deferred work made slow: a client that sends its next request as soon as it has
-    # a reply finds the server still settling; one that pauses longer does not.
-    sc, _ = sidecar_factory()
-    engine = sc.service.engine
-    settle = engine.settle
-
-    def slow_settle() -> bool:
-        time.sleep(0.2)
-        return bool(settle())
-
-    engine.settle = slow_settle  # type: ignore[method-assign]
-    behind = 'dsan_sidecar_requests_behind_settle_total{api="http"}'
-    with httpx.Client() as c, httpx.Client() as scrape:
-        for _ in range(3):  # back to back: the 2nd and 3rd arrive during a settle
-            assert c.post(sc.extender_url + "/prioritize", json=body(NAMES)).status_code == 200
-        time.sleep(0.5)  # the 3rd's settle ends with nothing waiting
-        assert metric(scrape.get(base(sc) + "/metrics").text, behind) == 2
-        for _ in range(2):  # paced: each arrives after the previous settle ended
-            assert c.post(sc.extender_url + "/prioritize", json=body(NAMES)).status_code == 200
-            time.sleep(0.5)
-        text = scrape.get(base(sc) + "/metrics").text
-        assert metric(text, behind) == 2
-        assert metric(text, 'dsan_sidecar_requests_behind_settle_total{api="grpc"}') == 0
-
-
 def test_bad_input_gets_4xx_is_counted_and_the_server_keeps_serving(
     sidecar_factory: Any,
 ) -> None:
