@@ -6,7 +6,7 @@ VENV ?= .venv
 CACHE ?= $(HOME)/.cache/dsan
 export DSAN_CACHE := $(CACHE)
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py dsan/_*.c dsan/_*.h | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
 .PHONY: help venv deps demo test test-unit test-fast go-test lint bench proto cluster cluster-down cluster-demo control-plane clean
 
@@ -17,7 +17,7 @@ help:
 	@echo "make bench    pytest-benchmark suites under bench/"
 	@echo "make cluster  a local control plane (etcd, kube-apiserver, kube-scheduler, kwok) on 127.0.0.1"
 
-$(STAMP): pyproject.toml setup.py $(wildcard dsan/_*.c) $(wildcard dsan/_*.h)
+$(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

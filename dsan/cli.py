@@ -12,14 +12,17 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: (subcommand, module with ``add_parser(subparsers)`` returning the parser, help text)
-SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("sim", "dsan.sim.cli", "run the cluster simulator (openb, seed-table1, burst)"),
-    ("train", "dsan.train.cli", "train the DSAN policy (imitation + PPO, optionally distributed)"),
-    ("explain", "dsan.explain.cli", "explain scheduling decisions (SHAP report)"),
-    ("serve", "sidecar.cli", "run the scoring sidecar (extender HTTP + gRPC Score)"),
-    ("deviceplugin", "deviceplugin.cli", "run the GPU device plugin and telemetry agent"),
+#: (subcommand, module with ``add_parser(subparsers)`` returning the parser, help text, the
+#: install extra it needs beyond the base install)
+SUBCOMMANDS: tuple[tuple[str, str, str, str], ...] = (
+    ("sim", "dsan.sim.cli", "run the cluster simulator (openb, seed-table1, burst)", "sim"),
+    ("train", "dsan.train.cli", "train the DSAN policy (imitation + PPO, optionally distributed)",
+     "train"),
+    ("explain", "dsan.explain.cli", "explain scheduling decisions (SHAP report)", "sim"),
+    ("serve", "sidecar.cli", "run the scoring sidecar (extender HTTP + gRPC Score)", ""),
+    ("deviceplugin", "deviceplugin.cli", "run the GPU device plugin and telemetry agent", ""),
 )
+OUR_PACKAGES = ("dsan", "sidecar", "deviceplugin")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -29,7 +32,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     wanted = None
     if argv:
         wanted = next((a for a in argv if not a.startswith("-")), None)
-    for name, module, help_text in SUBCOMMANDS:
+    for name, module, help_text, extra in SUBCOMMANDS:
         if wanted is not None and wanted != name:
             # Only the chosen subcommand's module is imported; the others get a stub entry.
             sub.add_parser(name, help=help_text)
@@ -37,13 +40,24 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name is not None and module.startswith(exc.name):
-                sub.add_parser(name, help=f"{help_text} [not available: {exc.name}]")
+            if exc.name is not None and exc.name.split(".")[0] not in OUR_PACKAGES:
+                # a dependency of an extra this install lacks: say which to install
+                need = f"pip install 'dsan-scheduler[{extra}]'" if extra else exc.name
+                stub = sub.add_parser(name, help=f"{help_text} [not installed: {need}]")
+                stub.set_defaults(func=_missing(name, exc.name, need))
                 continue
             raise
         add: Callable[[Any], argparse.ArgumentParser] = mod.add_parser
         add(sub)
     return parser
+
+
+def _missing(name: str, module: str, need: str) -> Callable[[Any], int]:
+    def run(args: Any) -> int:
+        print(f"dsan {name}: needs {module}, which this install lacks: {need}", file=sys.stderr)
+        return 2
+
+    return run
 
 
 def _version() -> str:

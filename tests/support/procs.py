@@ -32,10 +32,12 @@ class Proc:
     """One child process, stdout+stderr in ``log``, in its own process group (exact stop)."""
 
     def __init__(
-        self, name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None
+        self, name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.name, self.argv, self.log = name, list(argv), log
         self._env = env
+        self._cwd = cwd
         self.popen: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Proc:
@@ -46,6 +48,7 @@ class Proc:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env={**os.environ, **(self._env or {})},
+            cwd=self._cwd,
             start_new_session=True,
         )
         fh.close()

@@ -11,6 +11,7 @@ import http.client
 import json
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,7 +33,15 @@ class Sidecar:
     extra_args: tuple[str, ...] = ()
     http_port: int = field(default_factory=free_port)
     grpc_port: int = field(default_factory=free_port)
+    #: The interpreter (an environment without torch, say) and the checkout it runs: the
+    #: current ones by default; another tree runs from its own root (``python -m`` reads
+    #: the working directory first).
+    python: str = sys.executable
+    tree: Path | None = None
     proc: Proc | None = None
+    #: Seconds from process start to /readyz, and its resident memory then (bytes).
+    start_s: float = 0.0
+    ready_rss: int = 0
 
     @property
     def url(self) -> str:
@@ -44,10 +53,11 @@ class Sidecar:
 
     def start(self, ready_timeout: float = 60.0) -> Sidecar:
         # Fresh ports only on first start: a restart reuses them, as a restarted Pod would.
+        t0 = time.monotonic()
         self.proc = Proc(
             "dsan serve",
             [
-                sys.executable,
+                self.python,
                 "-m",
                 "dsan.cli",
                 "serve",
@@ -58,10 +68,15 @@ class Sidecar:
                 *self.extra_args,
             ],
             self.workdir / "sidecar.log",
+            env=None if self.tree is None else {"PYTHONPATH": str(self.tree)},
+            cwd=self.tree,
         ).start()
         wait_until(
-            "sidecar /readyz", lambda: http_ok(f"{self.url}/readyz"), ready_timeout, [self.proc]
+            "sidecar /readyz", lambda: http_ok(f"{self.url}/readyz"), ready_timeout, [self.proc],
+            interval=0.02,
         )
+        self.start_s = time.monotonic() - t0
+        self.ready_rss = rss_bytes(self.proc.pid)
         return self
 
     def stop(self) -> None:
@@ -87,6 +102,17 @@ class Sidecar:
             return conn.getresponse().read().decode()
         finally:
             conn.close()
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of process ``pid`` (VmRSS), 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _post(port: int, path: str, body: bytes, timeout: float = 10.0) -> tuple[int, bytes]:
