@@ -247,10 +247,9 @@ def pod_rows(
 
 
 def extremes(v: F64) -> tuple[F64, F64]:
-    """The candidate set's (lo (5, 1), hi (7, 1)) of :func:`pod_rows`' quantities: what the
-    relative columns are scaled by."""
-    return np.minimum.reduce(v[:5], axis=1, keepdims=True), np.maximum.reduce(
-        v, axis=1, keepdims=True)
+    """The candidate set's (lo (5, 1), hi (7, 1)) of :func:`pod_rows`' quantities ``v``
+    (7, m): what the relative columns are scaled by."""
+    return v[:5].min(axis=1, keepdims=True), v.max(axis=1, keepdims=True)
 
 
 def relative_columns(v: F64, lo: F64, hi: F64) -> F64:

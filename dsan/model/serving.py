@@ -101,7 +101,8 @@ class _Set:
 @dataclass(slots=True)
 class _Class:
     x: F32  # (n, 72) pod-dependent feature rows, relative columns 0
-    v: F64  # (7, n) the relative columns' quantities
+    v: F64  # (7, n) the relative columns' quantities (gathered with np.take: C order, so
+    # the reductions over a candidate set run along contiguous rows)
     at: I64  # (n,) tracker tick each row was computed at (-1: never)
     sets: dict[bytes, _Set] = field(default_factory=dict)
 
@@ -222,7 +223,7 @@ class ServingModel:
         x[:, :N_NODE_FEATURES] = self.embeddings.node_cols[nodes]
         x[:, AGE_COLUMNS] = age_columns(snap, nodes)
         x[:, N_NODE_FEATURES:] = c.x[nodes]
-        x[:, RELATIVE_COLUMNS] = relative_columns(c.v[:, nodes], s.lo, s.hi).T
+        x[:, RELATIVE_COLUMNS] = relative_columns(np.take(c.v, nodes, axis=1), s.lo, s.hi).T
         s.logit[nodes] = self.runtime.logits(x, nodes)
         s.at[nodes] = c.at[nodes]
         s.age[nodes] = ages[nodes]
@@ -237,13 +238,14 @@ class ServingModel:
         self._sync(snap, due=self._inputs is None or self.min_refresh_s == 0)
         c = self._class(pod, snap)
         self._update_rows(c, pod, snap, nodes)
-        lo, hi = extremes(c.v[:, nodes])
+        lo, hi = extremes(np.take(c.v, nodes, axis=1))
         s = self._set(c, lo, hi, len(snap))
         ages = self._ages(snap)
-        redo = nodes[(s.at[nodes] != c.at[nodes]) | (s.age[nodes] != ages[nodes])]
+        at = np.take(c.at, nodes)
+        redo = nodes[(np.take(s.at, nodes) != at) | (np.take(s.age, nodes) != np.take(ages, nodes))]
         if redo.size:
             self._compute(c, s, snap, np.unique(redo), ages)
-        return s.logit[nodes]
+        return np.take(s.logit, nodes)
 
     def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
         """Off the request path: refresh the embeddings if due, update ``pod``'s class rows

@@ -1,0 +1,89 @@
+"""One benchmark world served in its own process (``bench/latency.py`` starts one per tree,
+policy and size): the sidecar's real HTTP and gRPC servers on loopback, plus a command loop on
+stdin/stdout for the in-process rows.
+
+    python bench/latency_server.py --nodes N --policy P      (P = noop: the floor servers)
+
+Prints ``{"http": PORT, "grpc": PORT, "pid": PID}`` once ready, then answers one JSON line per
+command: ``inprocess K`` times K calls of ``ScoringService.score`` (the call a server makes
+for a request, the assumption deferred), each followed, off the clock, by the settle the
+servers run after a reply; answers ``{"ns": [...], "settle_ns": [...]}``. ``quit`` exits.
+Runs against whatever ``dsan``/``sidecar`` packages come first on its path (another checkout
+through PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench/world.py beside this file
+
+from world import World
+
+
+def noop_servers(n: int) -> tuple[Any, Any]:
+    """The floor: the same servers, parsing and reply encoding, every score 0."""
+    from sidecar import kubeobjects as ko
+    from sidecar.extender import ExtenderServer, NoopExtenderApp
+    from sidecar.grpc_server import GrpcServer, NoopScoreHandler
+
+    names = [nd["metadata"]["name"] for nd in ko.cluster(n)]
+    http = ExtenderServer("127.0.0.1", 0, "/dsan", NoopExtenderApp(), 8 << 20)
+    http.start()
+    grpc_srv = GrpcServer("127.0.0.1", 0, NoopScoreHandler(names))
+    grpc_srv.start()
+    return http, grpc_srv  # held: a collected grpcio server stops serving
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, required=True)
+    ap.add_argument("--policy", required=True)
+    args = ap.parse_args()
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # as the sidecar's blas_threads
+    world = None
+    if args.policy == "noop":
+        noop = noop_servers(args.nodes)
+        http_port, grpc_port = noop[0].port, noop[1].port
+    else:
+        world = World(args.nodes, args.policy)
+        http_port = world.sidecar.http.port
+        assert world.sidecar.grpc is not None
+        grpc_port = world.sidecar.grpc.port
+    print(json.dumps({"http": http_port, "grpc": grpc_port, "pid": os.getpid()}), flush=True)
+    reqs = None if world is None else world.requests()
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd or cmd[0] == "quit":
+            break
+        if cmd[0] == "inprocess" and world is not None and reqs is not None:
+            k = int(cmd[1])
+            svc, spec = world.service, world.spec
+            ns, settle_ns = [], []
+            for _ in range(k):
+                key, names = next(reqs)
+                t0 = time.perf_counter_ns()
+                svc.score("inprocess", spec, key, names, 100, defer=True)
+                t1 = time.perf_counter_ns()
+                svc.settle()
+                ns.append(t1 - t0)
+                settle_ns.append(time.perf_counter_ns() - t1)
+            print(json.dumps({"ns": ns, "settle_ns": settle_ns}), flush=True)
+        else:
+            print(json.dumps({"error": f"unknown command {line.strip()!r}"}), flush=True)
+    if world is not None:
+        world.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
