@@ -26,8 +26,8 @@ OPENB_RUNS = (("default", 42), ("gpushare100", 43), ("multigpu50", 44), ("cpu250
 
 
 def openb_decisions(workload: str, seed: int, pods: int | None) -> list[int]:
+    from dsan.features.target import TargetWorkload
     from dsan.policies.registry import make_scorer
-    from dsan.policies.target import TargetWorkload
     from dsan.sim import paths
     from dsan.sim.openb import load_nodes, load_pods
     from dsan.sim.protocol import tie_ranks, tuned_order

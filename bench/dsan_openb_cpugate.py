@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from dsan.clusterwide import takes_cpu_only
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import TargetWorkload
+from dsan.features.clusterwide import takes_cpu_only
 from dsan.sim import paths
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.linear import LinearFGDScorer
 from dsan.train.skipweights import load_openb_skip
 

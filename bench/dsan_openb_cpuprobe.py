@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import TargetWorkload
 from dsan.policies.registry import make_scorer
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 VARIANTS = ("cpu-by-fgd", "gpu-by-fgd")
 

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import FEATURE_NAMES, TargetWorkload, featurize
 from dsan.policies.dsan import DSANScorer
 from dsan.policies.registry import make_scorer
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.linear import LinearFGDScorer
 from dsan.train.skipweights import SkipArgs, linear_from_model
 

@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import featurize, node_block, telemetry_of
 from dsan.model.export import load, load_torchscript
 from dsan.model.graph import build_graph
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ClusterConfig, NodeGroup
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 POD = PodSpec("bench", cpu_milli=4000, mem_mib=16384, num_gpu=1, gpu_milli=500)
 

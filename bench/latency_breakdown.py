@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_score_latency import POLICIES, SIZES, VARIANTS, pod, world
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
-from dsan.filtering import feasible
+from dsan.core.filtering import feasible
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import Scorer, normalize
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar.extender import ExtenderApp, encode_priorities, parse_args
 from sidecar.grpc_server import ScoreHandler
 
@@ -63,9 +63,10 @@ def _reference_scorer(scorer: Scorer) -> Scorer | None:
 
 def _dsan_rows(scorer: Scorer, snap: ClusterSnapshot, spec: PodSpec) -> dict[str, float]:
     """DSAN's changed-row featurize, batch featurizer vs the few-row path, same rows."""
+    from dsan.rowfeatures import featurize_rows
+
     from dsan.features import featurize
     from dsan.policies.dsan import DSANScorer
-    from dsan.rowfeatures import featurize_rows
 
     names = ("dsan: featurize 1 row, placements cached (batch featurizer)",
              "dsan: featurize 1 row, placements cached (few-row path)")
@@ -151,7 +152,7 @@ def measure(n: int, policy: str) -> dict[str, float]:
         "name lookup (fresh names, as decoded)": best_us(
             lookup, lambda: [(s + " ")[:-1] for s in names]),
         "snapshot refresh after a change": best_us(refresh),
-        "feasibility (dsan.filtering)": best_us(lambda: feasible(spec, snap)),
+        "feasibility (dsan.core.filtering)": best_us(lambda: feasible(spec, snap)),
         "policy, uncached (snapshot unchanged)": best_us(
             lambda: svc.engine.scorer.score(spec, snap, rows)),
         "policy, uncached (after an assumption)": best_us(

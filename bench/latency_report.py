@@ -593,7 +593,7 @@ snapshot patch, ~2 us; coarse telemetry ages).
 * **The settle** (~40 us at 100 nodes: assume 16-19, the class row refresh 12-15, five
   histogram observes ~5): on the path only back to back; the row refresh's `feasible` on
   one or two rows went from 7 to ~2 us (Python scalars, both paths pinned by the boundary
-  tests in `tests/unit/test_filtering.py`); the assumption's bookkeeping was left as is.
+  tests in `tests/unit/core/test_filtering.py`); the assumption's bookkeeping was left as is.
 * **grpcio**: a request goes poller thread -> thread-pool worker -> poller thread (the
   settle runs there too). Server options tried on the no-op from the Go client, alternated
   three times at 1,000 nodes (load ~4.5): 2 workers (as now) p50 365-454 us, 1 worker

@@ -44,13 +44,13 @@ from typing import Any
 import numpy as np
 from scenario_pool_rows import ROWS as SESSION7_ROWS  # bench/, next to this file
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.config import ScenarioConfig, load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.scenario_teachers import PackingRescue, powered
 from dsan.train.teachers import WEB_TYPE, Anchored, Composite
 

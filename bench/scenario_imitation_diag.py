@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 
 import dsan.sim.scenario.progress as progress
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
 from dsan.train.teachers import WEB_TYPE
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from dsan.features.target import TargetWorkload
 from dsan.policies.registry import make_scorer
-from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.config import ScenarioConfig, load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.workload import generate

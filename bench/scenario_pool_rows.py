@@ -26,9 +26,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.scenario_teachers import AnchoredGpuFill, gpu_allocated
 from dsan.train.teachers import WEB_TYPE, Anchored
 

@@ -17,8 +17,8 @@ import json
 import sys
 from typing import Any
 
+from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.cli import TABLE_KEYS
 from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Engine

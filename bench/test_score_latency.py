@@ -61,19 +61,19 @@ from typing import Any, cast
 import grpc
 import numpy as np
 import pytest
+from sidecar.candidates import name_rows
+from sidecar.relay import RelayServer
 
 from bench.pinning import Placement, pinned
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
-from sidecar.candidates import name_rows
 from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
 from sidecar.extender import ExtenderApp, ExtenderServer, NoopExtenderApp
 from sidecar.grpc_server import GrpcServer, NoopScoreHandler, ScoreHandler
 from sidecar.metrics import SidecarMetrics
 from sidecar.podspec import podspec_from_pod
-from sidecar.relay import RelayServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
 from sidecar.threadlimits import limit_threads

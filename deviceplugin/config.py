@@ -14,7 +14,7 @@ from typing import Any, Final
 import yaml
 
 from dsan.api.types import RESOURCE_GPU
-from dsan.configload import build
+from dsan.core.configload import build
 
 #: Xids caused by the application, not the GPU (NVIDIA's device plugin skips the same set):
 #: 13 graphics engine exception, 31 memory page fault, 43 GPU stopped processing,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dsan.snapshot import PodSpec
+from dsan.core.snapshot import PodSpec
 from sidecar.assumed import AssumedPods
 from sidecar.nodetable import Columns, NodeTable
 

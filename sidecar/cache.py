@@ -25,7 +25,7 @@ from typing import Any
 import numpy.typing as npt
 
 from dsan.api import telemetry as tele_api
-from dsan.snapshot import PodSpec
+from dsan.core.snapshot import PodSpec
 from sidecar.allocations import Allocations
 from sidecar.config import SidecarConfig
 from sidecar.nodetable import NodeTable, parse_node

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from dsan.configload import build
+from dsan.core.configload import build
 
 
 class ConfigError(ValueError):

@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
-from dsan.snapshot import PodSpec
+from dsan.core.snapshot import PodSpec
 from sidecar.podspec import PodError, podspec_from_parts
 from sidecar.scoring import NodeRows
 from sidecar.service import RequestError, ScoringService

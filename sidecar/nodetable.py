@@ -28,7 +28,7 @@ from dsan.api.types import (
     Topology,
     parse_float_label,
 )
-from dsan.snapshot import MAX_GPUS
+from dsan.core.snapshot import MAX_GPUS
 from sidecar.podspec import parse_quantity
 from sidecar.telemetry import CHANNELS, new_windows
 
@@ -180,7 +180,7 @@ class NodeTable:
         self.static_version += 1
         if i is not None and old is not None and old[1:5] != row[1:5]:
             # Capacity or GPU model changed under a live row. The per-node caches (FGD's
-            # scores, DSAN's placement what-ifs: dsan.snapshot.AllocationTracker) only diff
+            # scores, DSAN's placement what-ifs: dsan.core.snapshot.AllocationTracker) only diff
             # the used columns, so give them a new snapshot object, which resets them.
             self.nodeset_version += 1
         if i is None:

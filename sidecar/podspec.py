@@ -1,4 +1,4 @@
-"""Kubernetes Pod -> :class:`dsan.snapshot.PodSpec`: the one place that reads a pod's requests.
+"""Kubernetes Pod -> :class:`dsan.core.snapshot.PodSpec`: the one place that reads a pod's requests.
 
 Both APIs end here: the extender hands us the whole Pod JSON (capitalised outer keys, but the
 Pod itself is ordinary camelCase JSON), the gRPC service hands us the requests already summed
@@ -31,7 +31,7 @@ from dsan.api.types import (
     parse_gpu_models,
     parse_task_type,
 )
-from dsan.snapshot import PodSpec
+from dsan.core.snapshot import PodSpec
 
 #: Model index that matches no node: a pod asking only for unknown GPU models fits nowhere.
 NO_MODEL = -2

@@ -1,7 +1,7 @@
 """Publishing the node table as one consistent view a request scores on without the lock.
 
 :meth:`Publisher.publish` copies the table's live columns into a
-:class:`~dsan.snapshot.ClusterSnapshot` wrapped in a :class:`Published` (with the name index
+:class:`~dsan.core.snapshot.ClusterSnapshot` wrapped in a :class:`Published` (with the name index
 and telemetry times requests read). While the node set is unchanged the snapshot is one object
 refreshed in place (a few ``np.copyto``), so scorers that cache per snapshot object (FGD diffs
 the snapshot it saw last) stay incremental; a reader therefore holds the cache's
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.snapshot import ClusterSnapshot
+from dsan.core.snapshot import ClusterSnapshot
 from sidecar.nodetable import NodeTable
 
 

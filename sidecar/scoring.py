@@ -37,9 +37,9 @@ from itertools import repeat
 import numpy as np
 import numpy.typing as npt
 
-from dsan.filtering import feasible
+from dsan.core.filtering import feasible
+from dsan.core.snapshot import PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
-from dsan.snapshot import PodSpec
 from sidecar.cache import GraphCache
 from sidecar.published import Published
 

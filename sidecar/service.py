@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dsan.snapshot import PodSpec
+from dsan.core.snapshot import PodSpec
 from sidecar.cache import GraphCache
 from sidecar.clusterview import ClusterView
 from sidecar.metrics import SidecarMetrics

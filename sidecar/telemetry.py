@@ -3,7 +3,7 @@
 A GPUTelemetry object carries each GPU's recent window means (oldest first, the last ending at
 ``sampledAt``). The cache keeps the last ``T`` windows per node in a ring; this module turns
 one object into the windows the ring has not seen yet, averaged over the node's GPUs, in the
-channel order of :data:`dsan.snapshot.TELEMETRY_CHANNELS`. CPU and memory channels come from
+channel order of :data:`dsan.core.snapshot.TELEMETRY_CHANNELS`. CPU and memory channels come from
 the node's requested share, because the CR carries GPU series only.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.api.telemetry import GPUTelemetry
-from dsan.snapshot import TELEMETRY_CHANNELS
+from dsan.core.snapshot import TELEMETRY_CHANNELS
 
 CHANNELS = len(TELEMETRY_CHANNELS)
 

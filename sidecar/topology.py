@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from dsan.snapshot import ClusterSnapshot
+from dsan.core.snapshot import ClusterSnapshot
 
 
 def topology_edges(snap: ClusterSnapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]:

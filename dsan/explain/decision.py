@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.filtering import feasible_nodes
+from dsan.core.filtering import feasible_nodes
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import Scorer
 from dsan.sim.scheduler import select_node
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 
 class ExplainError(ValueError):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dsan.snapshot import PodSpec
+from dsan.core.snapshot import PodSpec
 
 F64 = npt.NDArray[np.float64]
 

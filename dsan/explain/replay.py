@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from dsan.explain.decision import Decision, ExplainError, decide
+from dsan.features.target import TargetWorkload
 from dsan.policies.registry import make_scorer
-from dsan.policies.target import TargetWorkload
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, tie_ranks, tuned_order
 from dsan.sim.scheduler import schedule_one

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import TELEMETRY_CHANNELS
 from dsan.features import FEATURE_NAMES, N_FEATURES, N_NODE_FEATURES, schema_hash
-from dsan.snapshot import TELEMETRY_CHANNELS
 
 MANIFEST = "manifest.json"
 SERVING = "model.npz"
@@ -122,7 +122,7 @@ def read_manifest(model_dir: str | Path) -> dict[str, Any]:
     if got != want:
         raise SchemaMismatch(
             f"model at {model_dir} was trained on feature schema {got!r}, but this featurizer "
-            f"has {want!r} (dsan/featureschema.py changed): retrain with `dsan train` or use a "
+            f"has {want!r} (dsan/features/schema.py changed): retrain with `dsan train` or use a "
             "matching release"
         )
     return manifest

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import ClusterSnapshot
 from dsan.features import AGE_COLUMNS, N_NODE_FEATURES, age_columns, node_block, telemetry_of
 from dsan.model.graph import Graph
 from dsan.model.runtime import Runtime
-from dsan.snapshot import ClusterSnapshot
 
 F32 = npt.NDArray[np.float32]
 #: The snapshot columns node_block's non-telemetry, non-age columns are made of.

@@ -15,7 +15,9 @@ from typing import Any
 import torch
 from torch.export import Dim, export
 
+from dsan.core.snapshot import TELEMETRY_CHANNELS
 from dsan.features import N_FEATURES, N_NODE_FEATURES, schema_hash
+from dsan.features.target import TargetWorkload
 from dsan.model.artifact import (
     DEFAULT_DIR,
     EXPORTED,
@@ -32,8 +34,6 @@ from dsan.model.artifact import (
 from dsan.model.net import DSANNet
 from dsan.model.runtime import NumpyRuntime
 from dsan.model.serving import ServingModel
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import TELEMETRY_CHANNELS
 
 __all__ = ["DEFAULT_DIR", "MANIFEST", "SchemaMismatch", "example_inputs", "load",
            "load_exported", "load_torchscript", "numpy_runtime", "read_manifest", "save",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.snapshot import ClusterSnapshot
+from dsan.core.snapshot import ClusterSnapshot
 
 W_NVLINK, W_RACK, W_ZONE = 1.0, 0.5, 0.2
 

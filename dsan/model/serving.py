@@ -9,10 +9,10 @@ keeps so that a request costs O(candidates) numpy passes instead of a featurizat
   static columns changed (at most every ``min_refresh_s``; the sidecar's default 1 s) or its
   node set did;
 * **per pod class** (every pod field the featurizer reads, plus the two cluster-wide bits
-  :mod:`dsan.clusterwide` conditions columns on): every node's pod-dependent feature row and
-  the 7 quantities its candidate-relative columns are scaled from
+  :mod:`dsan.features.clusterwide` conditions columns on): every node's pod-dependent feature
+  row and the 7 quantities its candidate-relative columns are scaled from
   (:func:`dsan.features.pod_rows`), recomputed only for nodes whose allocation changed since
-  (:class:`~dsan.snapshot.AllocationTracker`);
+  (:class:`~dsan.core.snapshot.AllocationTracker`);
 * **per class and candidate-set extremes** (:func:`dsan.features.extremes`): every node's
   logit and the class row and telemetry age it was computed from. A node's logit depends
   only on its own row, its age, the extremes and the embeddings, so a request recomputes
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.clusterwide import cpu_bound_factor, room_factor
+from dsan.core.snapshot import AllocationTracker, ClusterSnapshot, PodSpec
 from dsan.features import (
     AGE_COLUMNS,
     N_FEATURES,
@@ -54,10 +54,10 @@ from dsan.features import (
     pod_rows,
     relative_columns,
 )
+from dsan.features.clusterwide import cpu_bound_factor, room_factor
 from dsan.model.artifact import DEFAULT_DIR
 from dsan.model.embeddings import NodeEmbeddings
 from dsan.model.runtime import Runtime, load_runtime
-from dsan.snapshot import AllocationTracker, ClusterSnapshot, PodSpec
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]

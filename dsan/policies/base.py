@@ -17,7 +17,10 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.filtering import best_fit_gpus
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
+
+__all__ = ["MAX_NODE_SCORE", "TINY_SPAN", "BaseScorer", "Scorer", "best_fit_gpus", "normalize"]
 
 MAX_NODE_SCORE = 100
 
@@ -88,22 +91,6 @@ class BaseScorer:
 
     def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
         return None
-
-
-def best_fit_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-    """The ``pod.num_gpu`` GPUs with the least free share that still fit (stable by slot).
-
-    Raises ``ValueError`` when the node cannot host the pod's GPUs: callers filter first.
-    """
-    if pod.num_gpu == 0 or pod.gpu_milli == 0:
-        return ()
-    count = int(snap.gpu_count[node])
-    free = snap.gpu_free[node, :count]
-    fits = np.flatnonzero(free >= pod.gpu_milli)
-    if fits.size < pod.num_gpu:
-        raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPUs")
-    order = fits[np.argsort(free[fits], kind="stable")]
-    return tuple(int(g) for g in sorted(order[: pod.num_gpu]))
 
 
 #: Spans at most ``max_score`` times this are so small (subnormal) that ``max_score / span``

@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
 
 #: The FGD simulator's normalisers: the largest node spec (``MaxSpecCpu``, ``MaxSpecGpu``).
 MAX_SPEC_CPU = 128_000

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import TargetWorkload, fgd_select_gpus, schema_hash
 from dsan.model.artifact import DEFAULT_DIR
 from dsan.model.serving import ServingModel
 from dsan.policies.base import BaseScorer
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 __all__ = ["LOGIT_STEP", "DSANScorer", "make", "quantize_logits"]
 

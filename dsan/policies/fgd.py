@@ -2,7 +2,7 @@
 GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC'23).
 
 Score of node i for pod p: ``int(sigmoid((F_i - F_i') / 1000) * 100)`` where ``F_i`` is the
-node's fragment against the target workload (:mod:`dsan.policies.frag`) and ``F_i'`` the
+node's fragment against the target workload (:mod:`dsan.features.frag`) and ``F_i'`` the
 same after placing p. For a GPU-sharing pod every GPU that fits is tried and the best one
 kept (the first on ties); whole-GPU pods take the lowest-indexed free GPUs. This is the FGD
 simulator's ``FGDScore`` plugin (``pkg/simulator/plugin/fgd_score.go``), integer cast
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
+from dsan.features.frag import node_frag
+from dsan.features.target import TargetWorkload
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
-from dsan.policies.frag import node_frag
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
 
@@ -99,7 +99,7 @@ class FGDScorer(BaseScorer):
 
         ``before`` is their current fragment; None computes it in the same
         :func:`node_frag` call as the what-ifs (rows are independent and exact in any batch,
-        see :mod:`dsan.policies.frag`). Returns (score, gpu, before).
+        see :mod:`dsan.features.frag`). Returns (score, gpu, before).
         """
         cpu_after = cpu_free - pod.cpu_milli
         m = len(idx)

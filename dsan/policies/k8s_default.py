@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 KUBERNETES_VERSION = "v1.31"
 #: ``DefaultMilliCPURequest`` / ``DefaultMemoryRequest`` of ``pkg/scheduler/util``.

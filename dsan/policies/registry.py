@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.policies.target import TargetWorkload
 
 #: Every registered policy; the first eight need nothing beyond numpy.
 POLICY_NAMES: tuple[str, ...] = (

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import BaseScorer
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 
 class TetrisScorer(BaseScorer):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec, empty_snapshot
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")

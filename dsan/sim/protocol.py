@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import ClusterSnapshot
+from dsan.features.frag import FragTracker
+from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.policies.frag import FragTracker
 from dsan.policies.registry import POLICY_NAMES, make_scorer
-from dsan.policies.target import TargetWorkload
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.scheduler import name_rank, schedule_one
-from dsan.snapshot import ClusterSnapshot
 
 CURVE_MAX = 130
 #: Score-tie rules: lowest node name, first in the seed's node permutation, or random.

@@ -1,6 +1,6 @@
 """One kube-scheduler cycle over a :class:`ClusterSnapshot`: Filter, Score, select, bind.
 
-Shaped like ``pkg/scheduler/schedule_one.go``: the shared filter (:mod:`dsan.filtering`)
+Shaped like ``pkg/scheduler/schedule_one.go``: the shared filter (:mod:`dsan.core.filtering`)
 keeps the feasible nodes; one feasible node is taken without scoring; otherwise the policy
 scores them and the best one wins. Ties go, by default, uniformly at random (kube-scheduler's
 reservoir-sampling ``selectHost``) from the caller's seeded generator; given ``tie_rank``
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dsan.filtering import allocate, feasible_nodes, release
+from dsan.core.filtering import allocate, feasible_nodes, release
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import Scorer
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 Placement = tuple[int, tuple[int, ...]]
 

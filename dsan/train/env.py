@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import TargetWorkload
-from dsan.policies.frag import FragTracker, node_frag
+from dsan.features.frag import FragTracker, node_frag
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.paths import DEFAULT_NODES, openb_csv
 from dsan.sim.protocol import tuned_order
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,8 @@ class Episode:
     def next_decision(self) -> tuple[PodSpec, npt.NDArray[np.int64], float] | None:
         """Advance to the next pod with >= 2 feasible nodes; returns it, its candidates and the
         SLA penalty of pods that failed on the way. Pods with one candidate are bound here."""
+        from dsan.core.filtering import allocate, feasible_nodes
         from dsan.features import fgd_select_gpus
-        from dsan.filtering import allocate, feasible_nodes
 
         sla = 0.0
         while self.pos < len(self.order):
@@ -150,8 +150,8 @@ class Episode:
     def bind(self, pod: PodSpec, node: int) -> Bound:
         """The first half of :meth:`place`: FGD's GPUs for ``pod`` on ``node``, allocated. The
         node's fragmentation is stale until :func:`refresh_bound` (or ``frag.refresh``)."""
+        from dsan.core.filtering import allocate
         from dsan.features import fgd_select_gpus
-        from dsan.filtering import allocate
 
         snap = self.snap
         bound = Bound(node, snap.cpu_used[node] == 0, float(self.frag.frag[node]), pod)
@@ -195,9 +195,9 @@ class Bound:
 
 def bind_many(eps: Sequence[Episode], pods: Sequence[PodSpec], nodes: Sequence[int]) -> list[Bound]:
     """:meth:`Episode.bind` of one pod in each of several episodes, FGD's GPU choices in one
-    batched call per target workload (:func:`dsan.gpuchoice.fgd_select_gpus_many`)."""
-    from dsan.filtering import allocate
-    from dsan.gpuchoice import fgd_select_gpus_many
+    batched call per target workload (:func:`dsan.features.gpuchoice.fgd_select_gpus_many`)."""
+    from dsan.core.filtering import allocate
+    from dsan.features.gpuchoice import fgd_select_gpus_many
 
     bound = [
         Bound(n, ep.snap.cpu_used[n] == 0, float(ep.frag.frag[n]), pod)
@@ -223,7 +223,7 @@ def refresh_bound(eps: Sequence[Episode], nodes: Sequence[int]) -> None:
     """``ep.frag.refresh(ep.snap, [node])`` for each pair, in one fragmentation call per
     target workload: a lockstep step binds one pod in each of K episodes, and numpy's
     per-call overhead, not arithmetic, is the cost of K one-row calls. Exact: a row's value
-    does not depend on its batch (:func:`dsan.policies.frag.node_frag` sums integers)."""
+    does not depend on its batch (:func:`dsan.features.frag.node_frag` sums integers)."""
     groups: dict[int, list[int]] = {}
     for i, ep in enumerate(eps):
         groups.setdefault(id(ep.frag.target), []).append(i)

@@ -30,7 +30,7 @@ import torch
 from torch.nn.utils import parameters_to_vector
 
 from dsan.model.net import DSANNet
-from dsan.train.ppo import Args, _batch
+from dsan.train.ppo import Args, rollout_batch
 from dsan.train.rollout import Rollout
 from dsan.train.updates import advantages, ppo_loss
 
@@ -117,7 +117,7 @@ class LocalLearner:
         i, steps = plan[k]
         adv, ret = self.gae[i]
         self.model.zero_grad(set_to_none=True)
-        logp, seg, first, values = _batch(self.model, self.ros[i], steps)
+        logp, seg, first, values = rollout_batch(self.model, self.ros[i], steps)
         loss, parts = ppo_loss(
             logp, seg, first, values, self.ros[i], steps, adv, ret, mu, sd, self.a
         )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dsan.clusterwide import cpu_bound_factor, room_factor, takes_cpu_only
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import (
     CPU_SCALE,
     FEATURE_NAMES,
@@ -28,11 +28,11 @@ from dsan.features import (
     default_workload,
     node_block,
 )
-from dsan.placement import Placement, PlacementCache, free_after, placement
+from dsan.features.clusterwide import cpu_bound_factor, room_factor, takes_cpu_only
+from dsan.features.placement import Placement, PlacementCache, free_after, placement
 from dsan.policies.base import BaseScorer
 from dsan.policies.dsan import quantize_logits
 from dsan.policies.fgd import FGDScorer
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 F64 = npt.NDArray[np.float64]
 
@@ -170,8 +170,8 @@ def columns(
     """(m, len(names)) feature columns, equal to the same columns of ``featurize`` with
     workload ``target`` (default: the embedded one). ``static`` may pass
     :func:`dsan.features.node_block` of all nodes, precomputed, ``access`` the target's
-    ``access(snap)``, ``cache`` a :class:`~dsan.placement.PlacementCache` of ``target`` kept
-    across calls (for the fragmentation columns)."""
+    ``access(snap)``, ``cache`` a :class:`~dsan.features.placement.PlacementCache` of
+    ``target`` kept across calls (for the fragmentation columns)."""
     nodes = np.asarray(nodes, dtype=np.int64)
     out = np.empty((len(nodes), len(names)))
     ctx: _Ctx | None = None

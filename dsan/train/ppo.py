@@ -85,7 +85,7 @@ class Args:
         return EnvConfig(workloads=tuple(self.workloads), n_nodes=self.n_nodes, reward=w)
 
 
-def _batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
+def rollout_batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
     """Flat logits, per-step log-probs of all rows, segment ids, values for ``steps``."""
     emb = model.embed_nodes(
         torch.from_numpy(ro.node_x), torch.from_numpy(ro.telemetry), ro.edge_index, ro.edge_weight
@@ -116,7 +116,7 @@ def imitation_update(
     rng: np.random.Generator,
 ) -> float:
     """Raise the probability mass on the teacher's best nodes; returns the mean loss."""
-    return imitation_epochs(model, opt, rollouts, _batch, epochs, minibatch, rng)
+    return imitation_epochs(model, opt, rollouts, rollout_batch, epochs, minibatch, rng)
 
 
 def ppo_update(
@@ -126,7 +126,7 @@ def ppo_update(
     a: Args,
     rng: np.random.Generator,
 ) -> dict[str, float]:
-    return ppo_epochs(model, opt, rollouts, _batch, a, rng)
+    return ppo_epochs(model, opt, rollouts, rollout_batch, a, rng)
 
 
 def evaluate(

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from dsan.core.snapshot import ClusterSnapshot
 from dsan.features import (
     AGE_COLUMNS,
     PlacementCache,
@@ -32,7 +33,6 @@ from dsan.features import (
 from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet
 from dsan.policies.base import Scorer
-from dsan.snapshot import ClusterSnapshot
 from dsan.train.scenario_env import ScenarioEpisode
 
 #: ``dagger``: the model acts greedily, the teacher labels (DAgger, Ross et al. 2011).

@@ -30,8 +30,8 @@ from functools import partial
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.features.target import TargetWorkload
 from dsan.train.teachers import SCENARIO_TEACHERS, WEB_TYPE, Anchored, Composite
 
 

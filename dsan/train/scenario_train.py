@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from dsan.features.target import TargetWorkload
 from dsan.model.export import load, save
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.policies.target import TargetWorkload
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor

@@ -15,8 +15,6 @@ decides what to record and when to update.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
@@ -25,10 +23,7 @@ from dsan.features import FEATURE_NAMES
 from dsan.model.net import DSANNet
 from dsan.train.anchor import OpenbAnchor
 from dsan.train.scenario_rollout import ScenarioRollout
-from dsan.train.updates import imitation_epochs, ppo_epochs, segment_log_softmax
-
-if TYPE_CHECKING:  # scenario_train imports this module
-    from dsan.train.scenario_train import ScenarioArgs
+from dsan.train.updates import PPOConfig, imitation_epochs, ppo_epochs, segment_log_softmax
 
 __all__ = ["PRIORITY_COL", "TASK_COLS", "imitation_update", "ppo_update"]
 
@@ -93,7 +88,7 @@ def ppo_update(
     model: DSANNet,
     opt: torch.optim.Optimizer,
     ros: list[ScenarioRollout],
-    a: ScenarioArgs,
+    a: PPOConfig,
     rng: np.random.Generator,
     anchor: OpenbAnchor | None = None,
 ) -> dict[str, float]:

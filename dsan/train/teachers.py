@@ -16,10 +16,10 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.api.types import TASK_TYPES
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.features.target import TargetWorkload
 from dsan.policies.base import BaseScorer, Scorer
 from dsan.policies.registry import make_scorer
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 WEB_TYPE = TASK_TYPES.index("web")
 #: The seed scenario's batch driver priority (dsan/scenarios/seed-table1.yaml).

@@ -11,7 +11,7 @@ learner (:mod:`dsan.train.learner`) takes the PPO loss per minibatch.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -115,12 +115,24 @@ def ppo_loss(
     return loss, {"pg": pg, "vf": vf, "ent": ent, "kl": (old - new).mean()}
 
 
+class PPOConfig(Protocol):
+    """The PPO hyperparameters :func:`ppo_epochs` reads (both trainers' ``Args`` have them)."""
+
+    gamma: float
+    gae_lambda: float
+    ppo_epochs: int
+    minibatch: int
+    clip: float
+    ent_coef: float
+    vf_coef: float
+
+
 def ppo_epochs(
     model: DSANNet,
     opt: torch.optim.Optimizer,
     rollouts: Sequence[Any],
     batch: Callable[[DSANNet, Any, np.ndarray], tuple[torch.Tensor, ...]],
-    a: Any,
+    a: PPOConfig,
     rng: np.random.Generator,
     extra_loss: Callable[[], torch.Tensor] | None = None,
 ) -> dict[str, float]:

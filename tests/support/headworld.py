@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 __all__ = ["PODS", "base_snapshot", "random_residual", "random_snapshot"]
 

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
+from dsan.core.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, empty_snapshot
 from dsan.sim.scenario.config import ClusterConfig
-from dsan.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, empty_snapshot
 
 
 def build_cluster(cfg: ClusterConfig, telemetry_len: int) -> ClusterSnapshot:

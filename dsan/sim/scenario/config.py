@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from dsan.configload import build
+from dsan.core.configload import build
 
 #: Version 2 (calibration pass of issue 3) added ``load_targets``; version-1 files still load
 #: (the section then takes its defaults), so old copies stay runnable.

@@ -9,7 +9,7 @@
         obs, parts, done = env.step(node)      # parts: RewardParts since the last decision
 
 An observation is a :class:`~dsan.sim.scenario.engine.Decision`: the pod, its feasible
-nodes and the engine's live :class:`~dsan.snapshot.ClusterSnapshot` (telemetry history of
+nodes and the engine's live :class:`~dsan.core.snapshot.ClusterSnapshot` (telemetry history of
 shape (n, T=12, 5) at 10 s samples, topology ids, hourly cost, pod counts, cached images).
 The reward parts are raw (utilisation integral, completed jobs and their JCT sum, cost,
 SLA items and violations); the trainer weights and normalises them (docs/scenarios.md).

@@ -34,9 +34,9 @@ import dataclasses
 
 import numpy as np
 
-from dsan.filtering import feasible
+from dsan.core.filtering import feasible
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.sim.scenario.config import OverprovisioningConfig
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 #: Below every workload priority of the scenario (best effort is 0).
 PRIORITY = -1

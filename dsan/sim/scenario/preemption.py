@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from dsan.sim.scenario import contention as ct
-from dsan.sim.scenario.state import _EPS, DONE, RUNNING, EngineState
+from dsan.sim.scenario.state import DONE, EPS, RUNNING, EngineState
 from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN
 
 
@@ -37,7 +37,7 @@ class ProgressMixin(EngineState):
 
     def _completions(self) -> None:
         done = np.flatnonzero(
-            self.job_active & (self.job_left <= _EPS * np.maximum(self.job_rate, 1.0))
+            self.job_active & (self.job_left <= EPS * np.maximum(self.job_rate, 1.0))
         )
         for j in done:
             job = self.wl.jobs[int(j)]
@@ -54,7 +54,7 @@ class ProgressMixin(EngineState):
                 self.pod_state[p] = DONE
             self.acc.completed(KIND_NAMES[job.kind], self.now - job.submit)
             if job.kind == BATCH:
-                self.acc.sla("batch", int(self.now > job.deadline + _EPS))
+                self.acc.sla("batch", int(self.now > job.deadline + EPS))
 
     def _web_load(self) -> None:
         """Per-replica request rate and CPU use from the diurnal curve and running replicas."""

@@ -29,8 +29,8 @@ def default_factory(
     """Registry scorers; FGD's target workload is this run's own pod mix (as FGD builds it).
     ``options`` go to the scorer's ``make`` (e.g. DSAN's ``model_dir``, through
     ``functools.partial``)."""
+    from dsan.features.target import TargetWorkload
     from dsan.policies.registry import make_scorer
-    from dsan.policies.target import TargetWorkload
 
     target = None
     if name in ("fgd", "dsan"):

@@ -7,11 +7,11 @@ from collections.abc import Generator
 
 import numpy as np
 
-from dsan.filtering import allocate, feasible, release
+from dsan.core.filtering import allocate, feasible, release
+from dsan.core.snapshot import PodSpec
 from dsan.sim.scenario import preemption
 from dsan.sim.scenario.state import PENDING, READY, STARTING, Decision, EngineState
 from dsan.sim.scenario.workload import BE
-from dsan.snapshot import PodSpec
 
 
 class SchedulingMixin(EngineState):

@@ -13,18 +13,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dsan.filtering import release
+from dsan.core.filtering import release
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import Scorer, best_fit_gpus
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.metrics import Accumulator
 from dsan.sim.scenario.overprovision import PlaceholderPool
 from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
-from dsan.snapshot import ClusterSnapshot, PodSpec
 
 ARRIVE, READY, WINDOW = 0, 1, 2
 PENDING_NONE, PENDING, STARTING, RUNNING, DONE = 0, 1, 2, 3, 4
-_EPS = 1e-6
+EPS = 1e-6
 
 SelectGpus = Callable[[PodSpec, ClusterSnapshot, int], tuple[int, ...]]
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dsan.core.snapshot import PodSpec
 from dsan.sim.scenario.config import ScenarioConfig
-from dsan.snapshot import PodSpec
 
 BE, TRAIN, BATCH, WEB = 0, 1, 2, 3
 KIND_NAMES = ("besteffort", "training", "batch", "web")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 
 @pytest.fixture

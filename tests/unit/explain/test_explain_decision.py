@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dsan.core.filtering import feasible_nodes
+from dsan.core.snapshot import PodSpec
 from dsan.explain import ExplainError, decide, explain
-from dsan.filtering import feasible_nodes
 from dsan.policies.registry import make_scorer
 from dsan.sim.scheduler import select_node
-from dsan.snapshot import PodSpec
 
 
 @pytest.mark.parametrize("policy", ["k8s-default", "fgd", "tetris"])

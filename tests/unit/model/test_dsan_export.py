@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from dsan.core.snapshot import PodSpec, empty_snapshot
 from dsan.model import export as ex
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.registry import make_scorer
 from dsan.sim.scheduler import schedule_one
-from dsan.snapshot import PodSpec, empty_snapshot
 
 
 @pytest.fixture(scope="module")

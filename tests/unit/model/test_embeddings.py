@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch_geometric.nn import GraphConv
 
+from dsan.core.snapshot import ClusterSnapshot
 from dsan.features import node_block, telemetry_of
 from dsan.model.embeddings import NodeEmbeddings
 from dsan.model.export import numpy_runtime
 from dsan.model.graph import MeanAdjacency, build_graph
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.snapshot import ClusterSnapshot
 from tests.support.headworld import random_snapshot
 
 

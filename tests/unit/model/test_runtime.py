@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import featurize, node_block, telemetry_of
 from dsan.model import artifact
 from dsan.model.artifact import BadModel, SchemaMismatch, load_serving
@@ -18,7 +19,6 @@ from dsan.model.export import numpy_runtime, save
 from dsan.model.graph import Graph, build_graph
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.runtime import NumpyRuntime, Runtime, TorchScriptRuntime, load_runtime
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from tests.support.headworld import PODS, random_residual, random_snapshot
 
 

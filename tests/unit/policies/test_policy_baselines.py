@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsan.filtering import allocate, feasible_nodes
+from dsan.core.filtering import allocate, feasible_nodes
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.policies.registry import make_scorer
 from dsan.sim.scheduler import schedule_one
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 
 def cluster(cpu: list[float], gpus: list[int], mem: float = 256_000.0) -> ClusterSnapshot:

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from dsan.features.target import TargetWorkload
 from dsan.model.export import serving_model
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.base import Scorer
 from dsan.policies.dsan import DSANScorer
 from dsan.policies.fgd import FGDScorer
-from dsan.policies.target import TargetWorkload
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.scheduler import schedule_one

@@ -6,12 +6,12 @@ from collections import Counter
 
 import numpy as np
 
-from dsan.filtering import allocate, feasible_nodes
+from dsan.core.filtering import allocate, feasible_nodes
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.features.frag import FragTracker, node_frag
+from dsan.features.target import TargetWorkload
 from dsan.policies.fgd import FGDScorer
-from dsan.policies.frag import FragTracker, node_frag
-from dsan.policies.target import TargetWorkload
 from dsan.sim.scheduler import schedule_one
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 # Half the tasks want 500 milli of one GPU, half a whole GPU.
 TW = TargetWorkload.from_shapes([(1000, 500, 1, ()), (1000, 1000, 1, ())], [1, 1])

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from dsan.snapshot import TELEMETRY_CHANNELS
+from dsan.core.snapshot import TELEMETRY_CHANNELS
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig

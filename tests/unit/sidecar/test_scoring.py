@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import BaseScorer
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig

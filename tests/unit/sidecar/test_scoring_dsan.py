@@ -14,10 +14,10 @@ import numpy.typing as npt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import default_workload
 from dsan.model.serving import ServingModel
 from dsan.policies.dsan import DSANScorer, quantize_logits
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dsan.core.snapshot import PodSpec, empty_snapshot
 from dsan.policies.registry import make_scorer
 from dsan.sim.cli import _policies, _seeds
 from dsan.sim.matrix import format_table, load_published, ordering, summary_rows
 from dsan.sim.scheduler import schedule_one, unbind
-from dsan.snapshot import PodSpec, empty_snapshot
 
 
 def fake(wl: str, pol: str, seed: int, unalloc: float) -> dict:  # type: ignore[type-arg]

@@ -7,11 +7,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsan.filtering import feasible
+from dsan.core.filtering import feasible
+from dsan.core.snapshot import PodSpec, empty_snapshot
+from dsan.features.target import TargetWorkload
 from dsan.policies.registry import POLICY_NAMES, make_scorer
-from dsan.policies.target import TargetWorkload
 from dsan.sim.scheduler import schedule_one
-from dsan.snapshot import PodSpec, empty_snapshot
 
 node_st = st.tuples(
     st.sampled_from([8_000, 32_000, 64_000]), st.sampled_from([1, 2, 4, 8]), st.integers(0, 1)

@@ -1,11 +1,11 @@
 """The episode's split placement (batched bind, batched fragmentation refresh, settle) is
-place() (the batched FGD GPU choice it uses is tests/unit/test_gpuchoice.py's)."""
+place() (the batched FGD GPU choice it uses is tests/unit/features/test_gpuchoice.py's)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dsan.policies.frag import FragTracker
+from dsan.features.frag import FragTracker
 from dsan.train.env import EnvConfig, bind_many, make_episode, refresh_bound
 
 ENV = EnvConfig(n_nodes=16, tune=0.8)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from dsan.api.types import TASK_TYPES
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.metrics import RewardParts
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
 from dsan.train.scenario_train import ScenarioArgs
 from dsan.train.teachers import SCENARIO_TEACHERS, Anchored, Composite

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from dsan.api.types import TASK_TYPES
-from dsan.filtering import allocate
+from dsan.core.filtering import allocate
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.scenario_teachers import (
     TEACHERS,
     AnchoredGpuFill,

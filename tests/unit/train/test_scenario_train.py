@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from dsan.api.types import TASK_TYPES
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.metrics import RewardParts
-from dsan.snapshot import ClusterSnapshot, PodSpec
 from dsan.train.gate import TRAINED
 from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
 from dsan.train.scenario_rollout import EmbeddingCache, run_window
@@ -93,7 +93,7 @@ def test_window_recomputes_embeddings_as_telemetry_changes_and_dagger_labels() -
     win = WindowConfig(start_h=0.0, len_h=0.01)  # the web replicas' placements at 0 h
     t = Composite(None)
     ep = ScenarioEpisode(win, ScenarioReward(), 2, CFG, t.select_gpus)
-    from dsan.policies.target import TargetWorkload
+    from dsan.features.target import TargetWorkload
 
     target = TargetWorkload.from_pods(ep.env.engine.wl.pods, ep.env.engine.snap.gpu_models)  # type: ignore[union-attr]
     ro = run_window(ep, target, model, "dagger", t, np.random.default_rng(0), record_every=1)
@@ -173,7 +173,7 @@ def test_cli_scenario_mode_builds_scenario_args() -> None:
 
 def test_gpu_pods_get_no_imitation_label_unless_asked() -> None:
     from dsan.features import FEATURE_NAMES
-    from dsan.policies.target import TargetWorkload
+    from dsan.features.target import TargetWorkload
 
     col = FEATURE_NAMES.index("pod_num_gpu")
     model, _ = load(DEFAULT_DIR)

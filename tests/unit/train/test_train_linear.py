@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
+from dsan.core.filtering import allocate, feasible_nodes
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus
-from dsan.filtering import allocate, feasible_nodes
+from dsan.features.placement import PlacementCache
+from dsan.features.target import TargetWorkload
 from dsan.model.export import save, serving_model
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.placement import PlacementCache
 from dsan.policies.fgd import FGDScorer
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.train.linear import SUPPORTED, LinearFGDScorer, columns
 from dsan.train.skipweights import apply, linear_from_model
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from dsan.core.snapshot import PodSpec
 from dsan.sim.scenario.config import ScenarioConfig, from_dict
 from dsan.sim.scenario.engine import Decision, Engine
-from dsan.snapshot import PodSpec
 
 HORIZON_S = 1000.0
 

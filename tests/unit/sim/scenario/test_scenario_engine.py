@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scenario_fixtures import close, drive, first_node, last_node, tiny_config, train_pod
 
+from dsan.core.snapshot import PodSpec
 from dsan.policies.base import BaseScorer
 from dsan.sim.scenario.engine import Decision, Engine
 from dsan.sim.scenario.workload import BATCH, BE, TRAIN, WEB, WorkloadBuilder
-from dsan.snapshot import PodSpec
 
 
 def test_single_training_job_every_metric(cfg, builder) -> None:

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scenario_fixtures import drive, tiny_config, train_pod
 
-from dsan.filtering import allocate
+from dsan.core.filtering import allocate
+from dsan.core.snapshot import PodSpec
 from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Decision, Engine
 from dsan.sim.scenario.overprovision import PlaceholderPool
 from dsan.sim.scenario.workload import TRAIN, WorkloadBuilder
-from dsan.snapshot import PodSpec
 
 #: Three 16-core CPU nodes.
 CPU3 = {"racks": 1, "zones": 1,

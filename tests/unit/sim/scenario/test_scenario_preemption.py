@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scenario_fixtures import drive, train_pod
 
+from dsan.core.snapshot import PodSpec, empty_snapshot
 from dsan.sim.scenario import preemption
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.workload import BE, TRAIN
-from dsan.snapshot import PodSpec, empty_snapshot
 
 
 def _bound(rows: Sequence[tuple[object, ...]]) -> preemption.Bound:

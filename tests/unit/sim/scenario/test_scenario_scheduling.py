@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from scenario_fixtures import drive, tiny_config
 
+from dsan.core.snapshot import PodSpec
 from dsan.sim.scenario.engine import Decision, Engine
 from dsan.sim.scenario.workload import TRAIN, WorkloadBuilder
-from dsan.snapshot import PodSpec
 
 
 def _offers(ready_nodes_first: bool) -> dict[str, list[int]]:

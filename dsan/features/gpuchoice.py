@@ -3,7 +3,7 @@
 DSAN binds pods to the GPUs FGD would pick (the node is DSAN's choice, the slots inside it
 FGD's), so DSAN's policy (simulator and sidecar) and the training episodes ask here: the
 slot with the highest *integer* FGD score for a sharing pod (the plugin's strict ``>``),
-the first fully free GPUs (best fit) for a whole-GPU pod. :func:`dsan.whatif.placement`
+the first fully free GPUs (best fit) for a whole-GPU pod. :func:`dsan.features.whatif.placement`
 picks a sharing pod's slot by the untruncated fragmentation instead, for the features; the
 two differ on some pods, and the features' choice must not stand in for FGD's.
 """
@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.frag import node_frag
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.core.filtering import best_fit_gpus
+from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.features.frag import node_frag
+from dsan.features.target import TargetWorkload
 
 __all__ = ["fgd_select_gpus", "fgd_select_gpus_many"]
 
@@ -55,8 +56,6 @@ def fgd_select_gpus(
         # The same float expression as FGDScorer, so the truncation flips at the same points.
         score = np.floor(1.0 / (1.0 + np.exp(-((before - after) / 1000.0))) * 100)
         return (int(slots[int(np.argmax(score))]),)
-    from dsan.policies.base import best_fit_gpus
-
     return best_fit_gpus(pod, snap, node)
 
 
@@ -73,8 +72,6 @@ def fgd_select_gpus_many(
     episodes, and two one-node calls per sharing pod cost ~10% of collection (numpy's
     per-call overhead). Same slots: every row's value is independent of its batch, and the
     score is the same elementwise expression."""
-    from dsan.policies.base import best_fit_gpus
-
     out: list[tuple[int, ...]] = [()] * len(pods)
     cpu: list[npt.NDArray[np.float64]] = []
     rows: list[npt.NDArray[np.int64]] = []

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from dsan.core.filtering import allocate, feasible_nodes, release
+from dsan.core.snapshot import AllocationTracker, ClusterSnapshot, PodSpec
 from dsan.features import PlacementCache, default_workload, fgd_select_gpus, placement
-from dsan.filtering import allocate, feasible_nodes, release
-from dsan.snapshot import AllocationTracker, ClusterSnapshot, PodSpec
-from tests.unit.test_features_fast import _random_snapshot
+from tests.unit.features.test_featurizer_batch import _random_snapshot
 
 FIELDS = ("frag_before", "frag_after", "free_after", "slot")
 MOVERS = [PodSpec("g", 0.0, 0.0, 1, 500), PodSpec("c", 24000.0, 0.0),

@@ -4,9 +4,9 @@
 every GPU that fits and keeps the least fragmenting one, as FGD does); :func:`free_after`
 gives just the free share per slot afterwards, at a fraction of the cost, wherever that is all
 a caller counts. Both are pure functions of the snapshot, and every row's value is
-independent of its batch, so :class:`dsan.placement.PlacementCache` keeps and batches their
+independent of its batch, so :class:`dsan.features.placement.PlacementCache` keeps and batches their
 results (through :func:`whatif`, the row-wise core). Fragmentation follows the FGD paper
-(Weng et al., ATC'23) through :func:`dsan.policies.frag.node_frag`.
+(Weng et al., ATC'23) through :func:`dsan.features.frag.node_frag`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.frag import node_frag
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.features.frag import node_frag
+from dsan.features.target import TargetWorkload
 
 __all__ = ["Placement", "free_after", "placement", "whatif"]
 
@@ -39,7 +39,7 @@ def whatif(
     """Fragmentation after placing, per row: (after, slot, free_after). Each row is one
     (pod, node) pair (the pod's GPU count / share per row), so rows of several pods of one
     kind (sharing or not) go through in one call; every row's value is independent of the
-    others (:func:`dsan.policies.frag.node_frag` sums exactly)."""
+    others (:func:`dsan.features.frag.node_frag` sums exactly)."""
     if sharing:
         return _sharing_whatif(gpu_milli, present, free, cpu_after, acc, w, before)
     k = np.where(gpu_milli > 0, num_gpu, 0)
@@ -60,7 +60,7 @@ def _sharing_whatif(
     before: F64,
 ) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Fragmentation after a sharing pod (share ``gpu_milli`` per row) takes each GPU slot:
-    (K, m, 8) corrections of :func:`dsan.policies.frag.node_frag`'s terms, same definitions,
+    (K, m, 8) corrections of :func:`dsan.features.frag.node_frag`'s terms, same definitions,
     8x less work than evaluating every (node, slot) variant from scratch."""
     m = len(free)
     # The slot arithmetic depends on a shape only through its GPU share: done once per
@@ -113,7 +113,7 @@ def placement(
 
     A sharing pod tries every GPU that fits and keeps the one with the least fragmentation
     after (ties: least free share, i.e. best fit), as FGD does; whole-GPU pods take the first
-    fully free GPUs (best fit). Fragmentation is :func:`dsan.policies.frag.node_frag`'s
+    fully free GPUs (best fit). Fragmentation is :func:`dsan.features.frag.node_frag`'s
     definition (FGD and DSAN share it); sharing what-ifs correct its terms per slot.
     ``access`` may pass ``w.access(snap)`` precomputed (:meth:`PlacementCache.access`) and
     ``before`` the nodes' current fragmentation (it does not depend on the pod).

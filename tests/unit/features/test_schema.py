@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dsan import features, featureschema
-from dsan.featureschema import (
+from dsan import features
+from dsan.features import schema as featureschema
+from dsan.features.schema import (
     FEATURE_NAMES,
     FEATURES,
     N_FEATURES,
@@ -40,7 +41,7 @@ def test_features_reexports_the_one_schema() -> None:
 
 
 def test_docs_features_md_is_generated_from_the_schema() -> None:
-    doc = Path(__file__).resolve().parents[2] / "docs" / "features.md"
+    doc = Path(__file__).resolve().parents[3] / "docs" / "features.md"
     assert doc.read_text() == markdown(), (
-        "regenerate: python -m dsan.featureschema > docs/features.md"
+        "regenerate: python -m dsan.features.schema > docs/features.md"
     )

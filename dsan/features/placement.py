@@ -1,12 +1,12 @@
 """FGD's placement what-ifs kept across pods: :class:`PlacementCache` and its batch form.
 
-The what-ifs themselves (:func:`~dsan.whatif.placement`: fragmentation before and after
-placing a pod on each candidate) are :mod:`dsan.whatif`'s pure functions. The cache keeps
+The what-ifs themselves (:func:`~dsan.features.whatif.placement`: fragmentation before and after
+placing a pod on each candidate) are :mod:`dsan.features.whatif`'s pure functions. The cache keeps
 their results per pod shape for every node and recomputes only the nodes whose allocation
 changed; :func:`cached_placements` batches several decisions into one what-if call. One
 implementation for the featurizer (:mod:`dsan.features`), DSAN's serving cache and the
-simulator's rollouts. This module also exports :mod:`dsan.whatif`'s names and
-:func:`~dsan.gpuchoice.fgd_select_gpus`: :mod:`dsan.features` re-exports all of them.
+simulator's rollouts. This module also exports :mod:`dsan.features.whatif`'s names and
+:func:`~dsan.features.gpuchoice.fgd_select_gpus`: :mod:`dsan.features` re-exports all of them.
 """
 
 from __future__ import annotations
@@ -17,23 +17,23 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.gpuchoice import fgd_select_gpus
-from dsan.policies.frag import node_frag
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
-from dsan.whatif import Placement, free_after, placement, whatif
+from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
+from dsan.features.frag import node_frag
+from dsan.features.gpuchoice import fgd_select_gpus
+from dsan.features.target import TargetWorkload
+from dsan.features.whatif import Placement, free_after, placement, whatif
 
 __all__ = ["Placement", "PlacementCache", "cached_placements", "fgd_select_gpus", "free_after",
            "placement"]
 
 F64 = npt.NDArray[np.float64]
 
-_SLOTS = np.arange(MAX_GPUS)[None, :]
+SLOTS = np.arange(MAX_GPUS)[None, :]
 
 
 class PlacementCache:
     """Per pod shape, :func:`placement` results for every node, recomputed only for nodes
-    whose CPU or GPU state changed since (:class:`~dsan.snapshot.AllocationTracker`, as the
+    whose CPU or GPU state changed since (:class:`~dsan.core.snapshot.AllocationTracker`, as the
     FGD scorer's). One placement changes one node, so on the simulator's and the sidecar's
     hot path a pod costs O(changed nodes) what-ifs instead of O(N). Every row's value is
     independent of its batch, so cached and fresh results are the same numbers.
@@ -61,8 +61,8 @@ class PlacementCache:
 
     def adopt_fragmentation(self, frag: F64) -> None:
         """Take ``frag`` as every node's fragmentation at the next :meth:`get`: it must be
-        :func:`dsan.policies.frag.node_frag` of the snapshot that call sees, against this
-        cache's workload (a :class:`~dsan.policies.frag.FragTracker` kept current, as the
+        :func:`dsan.features.frag.node_frag` of the snapshot that call sees, against this
+        cache's workload (a :class:`~dsan.features.frag.FragTracker` kept current, as the
         simulator keeps one), so placements need not recompute it."""
         self._adopted = frag
 
@@ -140,7 +140,7 @@ def cached_placements(
             return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
 
         free = cat([snaps[i].gpu_free[x].astype(np.int64) for i, x in pairs])
-        present = cat([snaps[i].gpu_count[x][:, None] > _SLOTS for i, x in pairs])
+        present = cat([snaps[i].gpu_count[x][:, None] > SLOTS for i, x in pairs])
         cpu_after = cat(
             [snaps[i].cpu_cap[x] - snaps[i].cpu_used[x] - pods[i].cpu_milli for i, x in pairs]
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from dsan.snapshot import BOOL, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import BOOL, ClusterSnapshot, PodSpec
 
 
 def feasible(
@@ -51,7 +51,7 @@ _FEW = 4
 
 def _feasible_few(pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int64]) -> BOOL:
     """:func:`feasible` on a few rows, check for check the same (float64 and integer
-    comparisons on the same values; tests/unit/test_fast_paths.py pins both paths)."""
+    comparisons on the same values; tests/unit/core/test_filtering_reference.py pins both paths)."""
     return np.array(feasible_rows(pod, snap, rows.tolist()), dtype=bool)
 
 
@@ -133,3 +133,19 @@ def release(snap: ClusterSnapshot, pod: PodSpec, node: int, gpus: tuple[int, ...
     if snap.pod_count is not None:
         snap.pod_count[node] = max(0, snap.pod_count[node] - 1)
     snap.version += 1
+
+
+def best_fit_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
+    """The ``pod.num_gpu`` GPUs with the least free share that still fit (stable by slot).
+
+    Raises ``ValueError`` when the node cannot host the pod's GPUs: callers filter first.
+    """
+    if pod.num_gpu == 0 or pod.gpu_milli == 0:
+        return ()
+    count = int(snap.gpu_count[node])
+    free = snap.gpu_free[node, :count]
+    fits = np.flatnonzero(free >= pod.gpu_milli)
+    if fits.size < pod.num_gpu:
+        raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPUs")
+    order = fits[np.argsort(free[fits], kind="stable")]
+    return tuple(int(g) for g in sorted(order[: pod.num_gpu]))

@@ -13,10 +13,10 @@ Four groups, in this column order (see docs/features.md, generated from :data:`F
   copy the best heuristic; shape 1's room once more for pods asking for 2+ whole GPUs when
   the cluster runs out of GPUs before CPU, and the node's CPU per GPU once more for CPU-only
   pods when the GPU nodes run out of CPU first (the two cluster-wide inputs,
-  :mod:`dsan.clusterwide`; the second sits at column 71, among the business columns, where
+  :mod:`dsan.features.clusterwide`; the second sits at column 71, among the business columns, where
   the column it replaced was).
 
-The schema (names, units, normalisations, hash) is :mod:`dsan.featureschema`, re-exported
+The schema (names, units, normalisations, hash) is :mod:`dsan.features.schema`, re-exported
 here so that callers import features from one place.
 
 Everything is vectorised over the candidate nodes: (m, 8) GPU-slot and (m, S, 8)
@@ -35,8 +35,18 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.api.types import TASK_TYPES
-from dsan.clusterwide import cpu_bound_factor, room_factor
-from dsan.featureschema import (
+from dsan.core.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
+from dsan.features.clusterwide import cpu_bound_factor, room_factor
+from dsan.features.frag import node_frag
+from dsan.features.placement import (
+    SLOTS,
+    Placement,
+    PlacementCache,
+    cached_placements,
+    fgd_select_gpus,
+    placement,
+)
+from dsan.features.schema import (
     AGE_COLUMNS,
     CPU_SCALE,
     DEFAULT_T,
@@ -52,17 +62,7 @@ from dsan.featureschema import (
     FeatureSpec,
     schema_hash,
 )
-from dsan.placement import (
-    _SLOTS,
-    Placement,
-    PlacementCache,
-    cached_placements,
-    fgd_select_gpus,
-    placement,
-)
-from dsan.policies.frag import node_frag
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
+from dsan.features.target import TargetWorkload
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -71,7 +71,7 @@ F64 = npt.NDArray[np.float64]
 @functools.cache
 def default_workload() -> TargetWorkload:
     """openb ``default``'s target workload: engineer A's canonical
-    :meth:`dsan.policies.target.TargetWorkload.default` (embedded table), built once."""
+    :meth:`dsan.features.target.TargetWorkload.default` (embedded table), built once."""
     return TargetWorkload.default()
 
 
@@ -218,7 +218,7 @@ def featurize_batch(
     segment reductions), with like columns stacked into one operation (the three resources'
     fractions, the five min-max ranks, the eight shapes). Every value is the same float64
     expression as the column-by-column definition, so the float32 output is bit-identical
-    to featurizing each decision alone (``tests/unit/test_features_fast.py`` pins both).
+    to featurizing each decision alone (``tests/unit/features/test_featurizer_batch.py`` pins both).
     """
     blk, r, v, starts, seg = _columns(pods, snaps, nodes, workload, node_cols, caches, True)
     lo, hi = _seg_reduce(np.minimum, v[:5], starts, seg), _seg_reduce(np.maximum, v, starts, seg)
@@ -383,7 +383,7 @@ def _columns(
     r[i + 5], r[i + 6] = pv[nt + 13], pv[nt + 14]
     i += 7
 
-    present = cnt[:, None] > _SLOTS  # snap.gpu_present of the candidates only
+    present = cnt[:, None] > SLOTS  # snap.gpu_present of the candidates only
     gfree = free.sum(1).astype(np.float64)
     now = np.empty((3, m))
     np.subtract(caps[0], cpu_used, out=now[0])

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import BOOL, F64, ClusterSnapshot
+from dsan.core.snapshot import BOOL, F64, ClusterSnapshot
+from dsan.features.target import TargetWorkload
 
 #: Fixed-point scale of shape frequencies (1e-9 resolution; sums stay far below 2**63).
 FREQ_SCALE = 1_000_000_000

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsan.filtering import feasible
+from dsan.core.filtering import feasible
+from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
 from dsan.policies.base import normalize
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
 
 
 def feasible_reference(pod: PodSpec, snap: ClusterSnapshot) -> list[bool]:

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsan.api.types import TASK_TYPES
+from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.features import (
     CPU_SCALE,
-    F64,
     GPU_SCALE,
     MEM_SCALE,
     N_FEATURES,
@@ -27,20 +27,19 @@ from dsan.features import (
     placement,
     telemetry_of,
 )
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.features.target import TargetWorkload
 
 F32 = npt.NDArray[np.float32]
 
 
-def _minmax(x: F64, higher_is_better: bool = True) -> F64:
+def _minmax(x: npt.NDArray[np.float64], higher_is_better: bool = True) -> npt.NDArray[np.float64]:
     lo, hi = float(x.min()), float(x.max())
     if not hi > lo:
         return np.ones_like(x)
     return (x - lo) / (hi - lo) if higher_is_better else (hi - x) / (hi - lo)
 
 
-def _frac(num: F64, den: F64) -> F64:
+def _frac(num: npt.NDArray[np.float64], den: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.divide(num, den, out=np.zeros_like(num, dtype=np.float64), where=den > 0)
 
 
@@ -65,7 +64,7 @@ def _reference_featurize(
     if blk.shape != (m, N_NODE_FEATURES):
         raise ValueError(f"node_cols has shape {blk.shape}, want ({m}, {N_NODE_FEATURES})")
     one = np.ones(m)
-    b: list[F64] = [one * (pod.task_type == t) for t in range(len(TASK_TYPES))]
+    b: list[npt.NDArray[np.float64]] = [one * (pod.task_type == t) for t in range(len(TASK_TYPES))]
     cpu_cap, mem_cap = snap.cpu_cap[nodes], snap.mem_cap[nodes]
     cnt = snap.gpu_count[nodes].astype(np.float64)
     gpu_cap = cnt * 1000.0
@@ -101,7 +100,7 @@ def _reference_featurize(
     mem_free = mem_cap - snap.mem_used[nodes]
     gfree = free.sum(1).astype(np.float64)
     cfa, mfa, gfa = cpu_free - pod.cpu_milli, mem_free - pod.mem_mib, gfree - gtot
-    d: list[F64] = []
+    d: list[npt.NDArray[np.float64]] = []
     for now, after, cap in (
         (cpu_free, cfa, cpu_cap),
         (mem_free, mfa, mem_cap),

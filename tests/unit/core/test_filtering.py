@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsan.filtering import allocate, feasible, feasible_nodes, release
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.core.filtering import allocate, feasible, feasible_nodes, release
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 
 def snap3():

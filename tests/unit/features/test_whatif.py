@@ -1,4 +1,4 @@
-"""dsan.whatif.free_after: the cheap free-share-after is placement()'s wherever the counts
+"""dsan.features.whatif.free_after: the cheap free-share-after is placement()'s wherever the counts
 of the requested shares can tell."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
-from dsan.whatif import free_after, placement
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.features.target import TargetWorkload
+from dsan.features.whatif import free_after, placement
 
 
 def _snap(seed: int, n: int = 60) -> ClusterSnapshot:

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsan.filtering import allocate
-from dsan.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.core.filtering import allocate
+from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec, empty_snapshot
 
 
 def test_empty_snapshot_gpu_slots() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dsan.configload import build
+from dsan.core.configload import build
 
 
 class Bad(ValueError):

@@ -1,4 +1,4 @@
-"""dsan.clusterwide and the one column it conditions, shape1_room_gpu_bound: hand-set
+"""dsan.features.clusterwide and the one column it conditions, shape1_room_gpu_bound: hand-set
 clusters on each side of the GPU-bound line, every pod class (a 1-GPU pod gets 0 since
 session 9), both featurizer paths."""
 
@@ -7,7 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsan.clusterwide import (
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.features import (
+    FEATURE_NAMES,
+    N_NODE_FEATURES,
+    PlacementCache,
+    featurize,
+    pod_rows,
+)
+from dsan.features.clusterwide import (
     CPU_BOUND_MIN_SHARE,
     CPU_BOUND_RATIO,
     cluster_cpu_bound,
@@ -16,15 +24,7 @@ from dsan.clusterwide import (
     room_factor,
     takes_whole_gpus,
 )
-from dsan.features import (
-    FEATURE_NAMES,
-    N_NODE_FEATURES,
-    PlacementCache,
-    featurize,
-    pod_rows,
-)
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.features.target import TargetWorkload
 
 ROOM = FEATURE_NAMES.index("shape1_room_gpu_bound")
 SHAPE1 = FEATURE_NAMES.index("shape1_hostable_after")

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
+from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus, fragmentation
+from dsan.features.frag import FragTracker
+from dsan.features.target import TargetWorkload
 from dsan.policies.fgd import FGDScorer
-from dsan.policies.frag import FragTracker
-from dsan.policies.target import TargetWorkload
-from dsan.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
 COL = {n: i for i, n in enumerate(FEATURE_NAMES)}
 
@@ -138,7 +138,7 @@ def test_bad_node_block_is_refused_with_a_clear_error() -> None:
 
 def test_sharing_whatif_equals_node_frag_on_every_explicit_variant() -> None:
     from dsan.features import placement
-    from dsan.policies.frag import node_frag
+    from dsan.features.frag import node_frag
 
     rng = np.random.default_rng(7)
     n = 50
@@ -174,8 +174,8 @@ def test_sharing_whatif_equals_node_frag_on_every_explicit_variant() -> None:
 
 
 def test_placement_cache_gives_the_same_features_as_a_fresh_computation() -> None:
+    from dsan.core.filtering import allocate, feasible_nodes
     from dsan.features import PlacementCache
-    from dsan.filtering import allocate, feasible_nodes
     from dsan.policies.base import best_fit_gpus
 
     rng = np.random.default_rng(1)

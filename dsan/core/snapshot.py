@@ -233,7 +233,7 @@ def _copy(a: npt.NDArray[np.generic] | None) -> npt.NDArray[np.generic] | None:
 def _rows_differ(a: npt.NDArray[np.generic], b: npt.NDArray[np.generic]) -> BOOL:
     """``(a != b).any(axis=1)`` for (n, MAX_GPUS) arrays: a row's 8 bool bytes read as one
     uint64 are non-zero iff any differs, one pass instead of numpy's per-row reduction
-    (~10x cheaper at 5,000 nodes, as in :func:`dsan.filtering._gpus_that_fit`)."""
+    (~10x cheaper at 5,000 nodes, as in :func:`dsan.core.filtering._gpus_that_fit`)."""
     ne = a != b
     if ne.ndim == 2 and ne.shape[1] == 8 and ne.flags.c_contiguous:
         return ne.view(np.uint64)[:, 0] != 0
