@@ -1,7 +1,7 @@
 """DSAN inference on the GPU against the CPU, side by side in one process.
 
 The sidecar serves DSAN on the CPU: node embeddings (LSTM + GNN over every node) are
-recomputed only when telemetry changes, and the per-pod head is a numpy few-row path. This
+recomputed only when telemetry changes, and the per-pod head runs in numpy. This
 benchmark answers whether a GPU would pay for either half, with the shipped model on a
 scenario-shaped cluster (racks, zones, NVLink domains; half the nodes with 8 GPUs) of 100 to
 20,000 nodes:
@@ -131,7 +131,7 @@ def run(sizes: list[int], budget_s: float) -> dict[str, Any]:
         nodes = np.arange(n, dtype=np.int64)
         node_x = torch.from_numpy(node_block(snap, nodes))
         tele = torch.from_numpy(telemetry_of(snap, nodes))
-        ei, ew = build_graph(snap)
+        ei, ew = (torch.from_numpy(a) for a in build_graph(snap))
         x_np, _ = featurize(POD, snap, nodes)
         x = torch.from_numpy(x_np)
         mask = torch.ones(n, dtype=torch.bool)
