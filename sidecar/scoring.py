@@ -39,12 +39,12 @@ import numpy.typing as npt
 
 from dsan.core.filtering import feasible
 from dsan.core.snapshot import PodSpec
-from dsan.policies.base import MAX_NODE_SCORE, Scorer, normalize
+from dsan.policies.base import MAX_NODE_SCORE, Scorer
 from sidecar.cache import GraphCache
 from sidecar.published import Published
 
 __all__ = ["BadNodeRows", "NoKnownNodes", "NodeRows", "ScoreResult", "ScoringEngine",
-           "StaleNodeTable", "name_rows"]
+           "StaleNodeTable", "name_rows", "normalize"]
 
 log = logging.getLogger("dsan.sidecar.scoring")
 I64 = npt.NDArray[np.int64]
@@ -92,6 +92,53 @@ class ScoreResult:
     #: ``Published.version`` and ``table_epoch`` of the snapshot scored on.
     version: int
     table_epoch: int
+
+
+#: Spans at most ``max_score`` times this are so small (subnormal) that ``max_score / span``
+#: would overflow float64: those are scaled by division instead (2x margin for rounding).
+TINY_SPAN = 2.0 / np.finfo(np.float64).max
+
+
+def normalize(
+    scores: npt.ArrayLike, max_score: int = MAX_NODE_SCORE
+) -> npt.NDArray[np.int64]:
+    """Min-max scale onto 0..max_score as integers; all-equal scores map to max_score.
+
+    Non-finite scores (a scorer's bug or a missing feature) rank lowest (0) instead of
+    poisoning the scale. All-finite input, the usual case, costs three reductions.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if s.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = s.min(), s.max()
+    if -np.inf < lo and hi < np.inf:
+        # All finite (a NaN would have made lo or hi NaN): two reductions, then one pass.
+        if not hi > lo:
+            return np.full(s.shape, max_score, dtype=np.int64)
+        span = hi - lo
+        if np.inf > span > max_score * TINY_SPAN:
+            out = s - lo
+            out *= max_score / span
+            return np.rint(out, out=out).astype(np.int64)
+    finite = np.isfinite(s)
+    all_finite = bool(finite.all())
+    if not all_finite and not finite.any():
+        return np.zeros(s.shape, dtype=np.int64)
+    lo, hi = (s.min(), s.max()) if all_finite else (s[finite].min(), s[finite].max())
+    if not hi > lo:
+        out = np.full(s.shape, float(max_score))
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            span = hi - lo
+            if np.inf > span > max_score * TINY_SPAN:
+                out = np.rint((s - lo) * (max_score / span))
+            elif np.isfinite(span):  # so small (subnormal) that max_score / span overflows
+                out = np.rint((s - lo) / span * max_score)
+            else:  # the span overflows float64: scale both ends down first
+                out = np.rint((s / 2 - lo / 2) * (max_score / (hi / 2 - lo / 2)))
+    if not all_finite:
+        out = np.where(finite, out, 0.0)
+    return out.astype(np.int64)
 
 
 def name_rows(index: Mapping[str, int], names: Sequence[str]) -> tuple[I64, int]:

@@ -22,9 +22,7 @@ def feasible(
     pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int64] | None = None
 ) -> BOOL:
     """Boolean mask over nodes that can host ``pod`` now (over ``rows`` only, if given: the
-    sidecar's per-pod-class caches re-check just the nodes that changed)."""
-    if rows is not None and len(rows) <= _FEW:
-        return _feasible_few(pod, snap, rows)
+    sidecar checks a request's candidates)."""
     if rows is None:
         cpu_cap, cpu_used = snap.cpu_cap, snap.cpu_used
         mem_cap, mem_used = snap.mem_cap, snap.mem_used
@@ -42,44 +40,6 @@ def feasible(
     if taints is not None:
         ok &= (taints & ~np.int64(pod.toleration_mask)) == 0
     return ok
-
-
-#: Up to this many rows, Python scalars beat a dozen numpy calls (~7 -> ~2 us for 2 rows,
-#: the usual count after an assumption).
-_FEW = 4
-
-
-def _feasible_few(pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int64]) -> BOOL:
-    """:func:`feasible` on a few rows, check for check the same (float64 and integer
-    comparisons on the same values; tests/unit/core/test_filtering_reference.py pins both paths)."""
-    return np.array(feasible_rows(pod, snap, rows.tolist()), dtype=bool)
-
-
-def feasible_rows(pod: PodSpec, snap: ClusterSnapshot, rows: list[int]) -> list[bool]:
-    """:func:`feasible` of a few ``rows`` as Python bools, for callers that write them one
-    by one (the sidecar's feasibility cache after an assumption: no index array to build)."""
-    out = [False] * len(rows)
-    milli, need = pod.gpu_milli, pod.num_gpu
-    gpus = need > 0 and milli > 0
-    taints = snap.taint_mask
-    # Python scalars (.item()): the same float64 subtractions; the requests as numpy reads a
-    # Python scalar against float64 (float(), which rounds an int as numpy does), so every
-    # comparison is the vectorised one's.
-    cpu, mem = float(pod.cpu_milli), float(pod.mem_mib)
-    cpu_cap, cpu_used, mem_cap, mem_used = snap.cpu_cap, snap.cpu_used, snap.mem_cap, snap.mem_used
-    for k, r in enumerate(rows):
-        if not (cpu_cap.item(r) - cpu_used.item(r) >= cpu
-                and mem_cap.item(r) - mem_used.item(r) >= mem):
-            continue
-        if gpus:
-            if len([f for f in snap.gpu_free[r].tolist() if f >= milli]) < need:
-                continue
-            if pod.gpu_models and int(snap.gpu_model[r]) not in pod.gpu_models:
-                continue
-        if taints is not None and int(taints[r]) & ~pod.toleration_mask:
-            continue
-        out[k] = True
-    return out
 
 
 def _gpus_that_fit(gpu_free: npt.NDArray[np.int32], milli: int) -> npt.NDArray[np.integer]:

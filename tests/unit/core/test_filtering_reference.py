@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dsan.core.filtering import feasible
 from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
-from dsan.policies.base import normalize
+from sidecar.scoring import normalize
 
 
 def feasible_reference(pod: PodSpec, snap: ClusterSnapshot) -> list[bool]:

@@ -10,9 +10,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from dsan.policies.base import MAX_NODE_SCORE, normalize
+from dsan.policies.base import MAX_NODE_SCORE
 from dsan.policies.dsan import LOGIT_STEP, DSANScorer, quantize_logits
 from dsan.sim.scheduler import select_node
+from sidecar.scoring import normalize
 
 #: The two logits of session 5's first parting decision (cpu250 seed 7, decision 699): nodes
 #: with identical weighted features, one float32 ulp apart.
