@@ -1,13 +1,9 @@
 """The DSANScore framework plugin: our kube-scheduler build scores through the sidecar's gRPC
-Score service (scheduler-config/dsan-scheduler-grpc.yaml) instead of the HTTP extender, served
-either by the sidecar's own grpcio server or by score-gateway in front of its Score relay."""
+Score service (scheduler-config/dsan-scheduler-grpc.yaml) instead of the HTTP extender."""
 
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +11,6 @@ from kubernetes import client
 
 from dsan.api import types as t
 from tests.support.controlplane import SCHEDULER_CONFIG_DIR, ControlPlane
-from tests.support.gateway import Gateway
 from tests.support.procs import wait_until
 from tests.support.sidecar import Sidecar
 from tests.support.workload import BindingWatch, add_nodes, create_all, fleet, pod_manifest
@@ -31,28 +26,21 @@ def _grpc_calls(sidecar: Sidecar, verb: str = "score") -> float:
     return float(m.group(1)) if m else 0.0
 
 
-@pytest.mark.parametrize("via", ["grpcio", "gateway"])
 def test_grpc_plugin_scores_every_pod_and_the_scheduler_follows(
-    control_plane: ControlPlane, tmp_path: Any, via: str
+    control_plane: ControlPlane, tmp_path: Any
 ) -> None:
+    via = "grpcio"
     ns, sel = f"e2e-grpc-{via}", {"dsan.io/e2e": f"grpc-{via}"}
-    prefix = {"grpcio": "grpcio", "gateway": "grpcgw"}[via]
+    prefix = via
     control_plane.ensure_namespace(ns)
-    sockdir = Path(tempfile.mkdtemp(prefix="dsan-e2e-"))  # a socket path has 107 bytes at most
-    gateway = None
     with control_plane.api_client() as api:
         core: Any = client.CoreV1Api(api)  # manifests are plain dicts
         add_nodes(core, fleet(5, prefix=prefix, labels=sel), f"dsan.io/e2e=grpc-{via}")
         busy = pod_manifest("preload", gpus=5)
         busy["spec"]["nodeName"] = f"{prefix}-0002"  # bestfit's favourite, least-allocated's last
         core.create_namespaced_pod(ns, busy)
-        relay = ("--relay-socket=" + str(sockdir / "relay.sock"),) if via == "gateway" else ()
-        sidecar = Sidecar(control_plane.kubeconfig, tmp_path, policy="bestfit",
-                          extra_args=relay).start()
+        sidecar = Sidecar(control_plane.kubeconfig, tmp_path, policy="bestfit").start()
         address = f"127.0.0.1:{sidecar.grpc_port}"
-        if via == "gateway":
-            gateway = Gateway(str(sockdir / "relay.sock"), tmp_path).start()
-            address = gateway.target
         sched = control_plane.start_scheduler(
             f"dsan-grpc-{via}",
             SCHEDULER_CONFIG_DIR / "dsan-scheduler-grpc.yaml",
@@ -100,9 +88,6 @@ def test_grpc_plugin_scores_every_pod_and_the_scheduler_follows(
             watch.stop()
             control_plane.stop_scheduler(f"dsan-grpc-{via}")
             sidecar.stop()
-            if gateway is not None:
-                gateway.stop()
-            shutil.rmtree(sockdir, ignore_errors=True)
     skipped = [line for line in clean_log.splitlines() if GRPC_ERROR in line]
     assert scored >= len(names), f"only {scored} gRPC Score calls for {len(names)} pods: {skipped}"
     assert not skipped, skipped
