@@ -3,7 +3,8 @@
 The residual DSAN scores ``softplus(a) * 100 * fgd_score_int + w . f + MLP(...)``. PPO did
 not move ``w`` off zero. :func:`greedy` searches ``w`` as tie-breaks of FGD's integer score
 on full 1213-node protocol episodes (reward = minus the unallocated GPU % at arrived workload
-100 %); :mod:`dsan.train.es` is the evolution-strategies variant that did not work here.
+100 %). An evolution-strategies variant was tried and dropped: the perturbed weights
+re-rank every FGD tie at once and the gradient estimate drowned in that noise.
 ``w`` lives on a feature subset that :class:`dsan.train.linear.LinearFGDScorer` computes
 without the full featurizer.
 
@@ -22,12 +23,13 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from dsan.sim import paths
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
 from dsan.train.linear import LinearFGDScorer
-from dsan.train.skipweights import apply, share_args, skip_args
+from dsan.train.skipweights import OPENB_SKIP, apply, load_openb_skip, share_args, skip_args
 
 F64 = npt.NDArray[np.float64]
 
@@ -310,3 +312,66 @@ def export_model(
     }
     version = f"dsan-1-openb-{int(time.time())}"
     return save(net, out_dir, version, training, {"confirm_gap": result.get("confirm_gap")})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dsan.train.search [--screen FILE] ...``: the greedy tie-break search, or
+    a screen of weight variants against FGD; prints the result."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", nargs="+", default=list(TRAIN_WORKLOADS))
+    ap.add_argument("--features", nargs="+", default=list(DEFAULT_FEATURES))
+    ap.add_argument("--out", default=GreedyConfig.out)
+    ap.add_argument("--rounds", type=int, default=GreedyConfig.rounds)
+    ap.add_argument("--coef", type=float, default=GreedyConfig.coef)
+    ap.add_argument("--keep", type=int, default=GreedyConfig.keep)
+    ap.add_argument("--screen-seeds", type=int, nargs="+", default=GreedyConfig.screen_seeds)
+    ap.add_argument("--confirm-seeds", type=int, nargs="+", default=GreedyConfig.confirm_seeds)
+    ap.add_argument("--classes", nargs="+", default=list(GreedyConfig.classes))
+    ap.add_argument(
+        "--init", default="", help="start from this result JSON (e.g. dsan/train/openb_skip.json)"
+    )
+    ap.add_argument(
+        "--screen",
+        default="",
+        help="JSON file {label: {cpu|gpu: {feature: weight}}}: score these variants of --init "
+        "(default: the shipped openb_skip.json) on --workloads x --screen-seeds vs FGD",
+    )
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    if a.screen:
+        base = json.loads(Path(a.init or OPENB_SKIP).read_text())
+        cands = json.loads(Path(a.screen).read_text())
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        gaps = screen(
+            base, cands, tuple(a.workloads), tuple(a.screen_seeds), Path(a.out) / "screen.jsonl"
+        )
+        print(json.dumps(gaps, indent=2))
+        return 0
+    init: tuple[tuple[str, float, float], ...] = ()
+    if a.init:
+        names, w0, gpu_only, gw = load_openb_skip(a.init)
+        extra = gw or [0.0] * len(names)
+        init = tuple(
+            (n, 0.0 if gpu_only else x, x + y) for n, x, y in zip(names, w0, extra, strict=True)
+        )
+    g = GreedyConfig(
+        features=tuple(a.features),
+        workloads=tuple(a.workloads),
+        rounds=a.rounds,
+        out=a.out,
+        coef=a.coef,
+        keep=a.keep,
+        screen_seeds=tuple(a.screen_seeds),
+        confirm_seeds=tuple(a.confirm_seeds),
+        classes=tuple(a.classes),
+        init=init,
+    )
+    print(json.dumps(greedy(g), indent=2))
+    return 0
+
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,64 +12,11 @@ import pytest
 from dsan.features import FEATURE_NAMES, node_block
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes
-from dsan.train.es import SearchConfig, search
 from dsan.train.linear import COLUMNS, SUPPORTED
 from dsan.train.search import GreedyConfig, greedy, screen
 from dsan.train.skipweights import load_openb_skip
 
 OPT = np.array([-0.4, 0.3])
-
-
-class Quadratic:
-    """Fake episodes: unallocated % = 5 + |w - OPT|^2 + per-seed noise common to both halves
-    of an antithetic pair (as common random numbers give on openb)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def unallocated(
-        self,
-        features: tuple[str, ...],
-        w: np.ndarray,
-        workload: str,
-        seed: int,
-        gpu_w: np.ndarray | None = None,
-    ) -> float:
-        self.calls += 1
-        return 5.0 + float(((np.asarray(w) - OPT) ** 2).sum()) + 0.3 * np.sin(seed)
-
-    def fgd(self, workload: str, seed: int) -> float:
-        return 5.0 + float((OPT**2).sum()) + 0.3 * np.sin(seed)
-
-
-def test_search_moves_towards_the_optimum_and_keeps_the_best(tmp_path: Path) -> None:
-    cfg = SearchConfig(
-        features=("node_idle", "gpu_min_free"),
-        workloads=("a", "b"),
-        iterations=60,
-        pairs=2,
-        sigma=0.05,
-        lr=0.03,
-        eval_every=5,
-        out=str(tmp_path),
-    )
-    fake = Quadratic()
-    res = search(cfg, fake)
-    w = np.array(res["weights"])
-    assert np.linalg.norm(w - OPT) < 0.5 * np.linalg.norm(OPT)  # started at 0
-    assert res["val_mean_gap"] < -0.1  # better than FGD (w = 0) on validation
-    lines = (tmp_path / "search.jsonl").read_text().splitlines()
-    assert len(lines) == 61 and json.loads(lines[-1])["it"] == 60
-    assert json.loads((tmp_path / "result.json").read_text())["weights"] == res["weights"]
-
-
-def test_config_rejects_unsupported_features_and_bad_init() -> None:
-    with pytest.raises(ValueError, match="not supported"):
-        SearchConfig(features=("fgd_score",))
-    with pytest.raises(ValueError, match="init"):
-        SearchConfig(features=("node_idle",), init=(1.0, 2.0))
-    with pytest.raises(ValueError, match="sigma"):
-        SearchConfig(sigma=0.0)
 
 
 class TieBreaks:
