@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -144,11 +145,13 @@ def normalize(
 def name_rows(index: Mapping[str, int], names: Sequence[str]) -> tuple[I64, int]:
     """(each name's row in ``index``, -1 for an unknown name; how many are unknown)."""
     m = len(names)
-    try:  # every name known, the usual case
-        return np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=m), 0
-    except KeyError:
-        rows = np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=m)
-        return rows, int(np.count_nonzero(rows < 0))
+    if m > 1:
+        try:  # every name known, the usual case: the lookups in one C call
+            return np.fromiter(itemgetter(*names)(index), dtype=np.int64, count=m), 0
+        except KeyError:
+            pass
+    rows = np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=m)
+    return rows, int(np.count_nonzero(rows < 0))
 
 
 class ScoringEngine:
@@ -203,9 +206,11 @@ class ScoringEngine:
             # --- candidate rows
             rows, n_unknown = self._rows(pub, names)
             m = len(rows)
-            # --- feasibility (unknown candidates stand in as row 0, masked out)
+            # --- feasibility (unknown candidates stand in as row 0, masked out): over every
+            # node, then gathered; contiguous columns make that 4-6x cheaper than gathering
+            # the candidates' columns first, even for 500 of 5,000 nodes
             safe = np.where(rows < 0, 0, rows) if n_unknown else rows
-            ok = feasible(pod, snap, safe)
+            ok = np.take(feasible(pod, snap), safe)
             if n_unknown:
                 ok &= rows >= 0
             stale = self._stale(pub, safe, ok) if self.scorer.reads_telemetry else None
@@ -341,7 +346,7 @@ class ScoringEngine:
             rows, _ = name_rows(pub.index, names)
             known = rows >= 0
             ok = np.ones(len(names), dtype=bool)
-            ok[known] = feasible(pod, pub.snap, rows[known])
+            ok[known] = np.take(feasible(pod, pub.snap), rows[known])
         arr = np.array(names, dtype=object)
         passed: list[str] = arr[ok].tolist()
         failed = dict.fromkeys(arr[~ok].tolist(), _FAILED_REASON)

@@ -4,7 +4,7 @@
   terms) + NodeResourcesBalancedAllocation, as :mod:`dsan.policies.k8s_default`.
 * ``fgd``: ``floor(100 sigmoid((F - F') / 1000))``, written as the neutral 50 (no change in
   fragmentation) plus the fragmentation-delta term; fragmentation before and after the
-  FGD GPU choice are context rows (:func:`dsan.features.placement`).
+  FGD GPU choice are context rows (:func:`dsan.features.placementcache`).
 
 The terms are recomputed here from the documented formulas; the explanation checks that
 they add up to the scorer's own score, so a change in a scorer shows up as a failed check,

@@ -1,6 +1,6 @@
 """DSAN's features: the 128 columns per (pod, node) (:mod:`dsan.features.featurizer`, its
 schema :mod:`dsan.features.schema`), the placement what-ifs they are made of
-(:mod:`dsan.features.whatif`, :mod:`dsan.features.placement`, FGD's fragmentation
+(:mod:`dsan.features.whatif`, :mod:`dsan.features.placementcache`, FGD's fragmentation
 :mod:`dsan.features.frag` against a :mod:`dsan.features.target` workload), the GPU slots a pod
 gets (:mod:`dsan.features.gpuchoice`) and the cluster-wide bits columns are conditioned on
 (:mod:`dsan.features.clusterwide`). One implementation for the simulator, training and the

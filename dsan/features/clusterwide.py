@@ -103,6 +103,6 @@ def room_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
     """1.0 for a whole-GPU pod asking for :data:`MIN_GPUS` or more GPUs in a GPU-bound
     cluster, else 0.0: the factor of ``shape1_room_gpu_bound`` (``shape1_hostable_after``
     times this). The cluster sums are taken only for such pods (and once per snapshot
-    version by :meth:`dsan.features.placement.PlacementCache.room_factor` where versions are
+    version by :meth:`dsan.features.placementcache.PlacementCache.room_factor` where versions are
     trusted)."""
     return 1.0 if takes_several_gpus(pod) and cluster_gpu_bound(snap) else 0.0

@@ -38,7 +38,7 @@ from dsan.api.types import TASK_TYPES
 from dsan.core.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
 from dsan.features.clusterwide import cpu_bound_factor, room_factor
 from dsan.features.frag import node_frag
-from dsan.features.placement import (
+from dsan.features.placementcache import (
     SLOTS,
     Placement,
     PlacementCache,

@@ -4,9 +4,9 @@
 every GPU that fits and keeps the least fragmenting one, as FGD does); :func:`free_after`
 gives just the free share per slot afterwards, at a fraction of the cost, wherever that is all
 a caller counts. Both are pure functions of the snapshot, and every row's value is
-independent of its batch, so :class:`dsan.features.placement.PlacementCache` keeps and batches their
-results (through :func:`whatif`, the row-wise core). Fragmentation follows the FGD paper
-(Weng et al., ATC'23) through :func:`dsan.features.frag.node_frag`.
+independent of its batch, so :class:`dsan.features.placementcache.PlacementCache` keeps and
+batches their results (through :func:`whatif`, the row-wise core). Fragmentation follows the
+FGD paper (Weng et al., ATC'23) through :func:`dsan.features.frag.node_frag`.
 """
 
 from __future__ import annotations

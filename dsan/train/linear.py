@@ -29,7 +29,7 @@ from dsan.features import (
     node_block,
 )
 from dsan.features.clusterwide import cpu_bound_factor, room_factor, takes_cpu_only
-from dsan.features.placement import Placement, PlacementCache, free_after, placement
+from dsan.features.placementcache import Placement, PlacementCache, free_after, placement
 from dsan.policies.base import BaseScorer
 from dsan.policies.dsan import quantize_logits
 from dsan.policies.fgd import FGDScorer
@@ -170,7 +170,7 @@ def columns(
     """(m, len(names)) feature columns, equal to the same columns of ``featurize`` with
     workload ``target`` (default: the embedded one). ``static`` may pass
     :func:`dsan.features.node_block` of all nodes, precomputed, ``access`` the target's
-    ``access(snap)``, ``cache`` a :class:`~dsan.features.placement.PlacementCache` of
+    ``access(snap)``, ``cache`` a :class:`~dsan.features.placementcache.PlacementCache` of
     ``target`` kept across calls (for the fragmentation columns)."""
     nodes = np.asarray(nodes, dtype=np.int64)
     out = np.empty((len(nodes), len(names)))
