@@ -1,19 +1,12 @@
-"""The sidecar's compute thread pools: torch's intra-op pool and numpy's BLAS pool.
+"""The sidecar's compute thread pools: numpy's BLAS pool (and torch's intra-op pool, with the
+TorchScript runtime).
 
 Both libraries size their pools by the CPUs the kernel lists as online, not by the CPUs the
 sidecar may run on. The chart's latency deployment gives the sidecar one CPU of its own
 (``sidecar.exclusiveCpus: 1``, a CPU set of one); a node with 64 cores still shows 64 online.
 Several threads on one CPU can only take turns, and a thread that waits for the CPU can wait
-a whole scheduler time slice (milliseconds): on that deployment numpy's default pool put a
-3-4 ms tail under DSAN's replies (its exact mechanism was not traced; docs/sidecar.md,
-"Compute threads").
-
-Measured (session 19, 2-core machine, score-gateway in front of the sidecar pinned to one
-CPU, Go client back to back, 5,000 candidates, 3,000 calls interleaved with the no-op, three
-alternating pairs): DSAN's p99 was 3,946-4,598 us with numpy's default two OpenBLAS threads
-and 1,275-1,575 us with one; fgd's, which runs no large products, 1,321-2,004 and
-1,405-1,655 us. torch was already held to one thread (``torch_threads``): on a busy node its
-spinning workers cost 50-60 ms against 4-10 ms per pod.
+a whole scheduler time slice (milliseconds); DSAN's products are small, so one thread is what
+they need, and OpenBLAS's spinning threads on shared CPUs slow them several times over.
 
 Nothing here runs at import time; :func:`limit_threads` is called once at start
 (:func:`sidecar.app.load_policies`, and the latency bench's worlds, as the sidecar does).

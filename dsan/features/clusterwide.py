@@ -3,19 +3,18 @@
 Every other column sees one node. Whether the cluster as a whole runs out of GPUs or of CPU
 first decides which tie-break helps a whole-GPU pod on openb: keeping room for the
 workload's second shape helps on cpu100, multigpu30 and multigpu50 (GPUs run out first) and
-costs cpu250 (CPU runs out first; docs/results/dsan_openb.md, sessions 7-8). Only pods asking
-for :data:`MIN_GPUS` or more whole GPUs get it: for 1-GPU pods the same tie-break cost
-gpuspec33 and gpushare40 (session 8's x_single screen, sessions 8-9). The featurizer
-(:func:`dsan.features.featurize_batch`), its few-row path (:mod:`dsan.rowfeatures`), the
-fast scorer (:mod:`dsan.train.linear`) and the serving cache's class key
-(:mod:`dsan.model.headcache`) all call :func:`room_factor`, so the simulator and the sidecar
-read the same bit from the same snapshot.
+costs cpu250 (CPU runs out first; docs/results/dsan_openb.md). Only pods asking for
+:data:`MIN_GPUS` or more whole GPUs get it: for 1-GPU pods the same tie-break cost gpuspec33
+and gpushare40. The featurizer (:func:`dsan.features.featurize_batch`), the fast scorer
+(:mod:`dsan.train.linear`) and the serving cache's class key (:mod:`dsan.model.serving`) all
+call :func:`room_factor`, so the simulator and the sidecar read the same bit from the same
+snapshot.
 
-The same holds for CPU-only pods (session 13): preferring nodes with much CPU per GPU
+The same holds for CPU-only pods: preferring nodes with much CPU per GPU
 (``node_cpu_per_gpu``) keeps the GPUs of CPU-poor nodes usable while the GPU nodes' CPU and
 GPUs run out together (cpu235, cpu250), and strands GPUs once their CPU runs out clearly
 faster (cpu300: +0.83 unallocated GPU points against the same tie-break left off;
-docs/results/dsan_openb.md, session 13). :func:`cpu_bound_factor` is 1 for a CPU-only pod
+docs/results/dsan_openb.md). :func:`cpu_bound_factor` is 1 for a CPU-only pod
 while the GPU nodes are :func:`cluster_cpu_bound`: the factor of ``cpu_bound_cpu_per_gpu``,
 whose skip weight cancels the tie-break's. A column that is 0 until the bit is set leaves
 every decision where it is not set bit for bit as it was, the seed scenario's included.
@@ -43,11 +42,11 @@ def cluster_gpu_bound(snap: ClusterSnapshot) -> bool:
 #: share ...
 #: Chosen between the CPU-heavy files the tie-break helps and the one it harms: over the
 #: FGD protocol, used CPU over used GPU stays at 0.93-1.03 on cpu250 and 1.14-1.23 on
-#: cpu300 (session 13, FGD runs, seed 7).
+#: cpu300 (FGD runs, seed 7).
 CPU_BOUND_RATIO = 1.1
 #: ... and is at least this. Below it the ratio is the first
 #: few pods' order: without the floor, 3 CPU-only pods at 0.03-0.09 % CPU use set the bit on
-#: openb default seed 42 and moved the episode 4.545 -> 4.661 % unallocated (session 13).
+#: openb default seed 42 and moved the episode 4.545 -> 4.661 % unallocated.
 CPU_BOUND_MIN_SHARE = 0.1
 
 
@@ -90,7 +89,7 @@ def takes_whole_gpus(pod: PodSpec) -> bool:
     return pod.num_gpu > 0 and pod.gpu_milli >= 1000
 
 
-#: The fewest whole GPUs a pod asks for to get the factor (session 8's ``x_multi``).
+#: The fewest whole GPUs a pod asks for to get the factor.
 MIN_GPUS = 2
 
 

@@ -70,7 +70,7 @@ F64 = npt.NDArray[np.float64]
 
 @functools.cache
 def default_workload() -> TargetWorkload:
-    """openb ``default``'s target workload: engineer A's canonical
+    """openb ``default``'s target workload:
     :meth:`dsan.features.target.TargetWorkload.default` (embedded table), built once."""
     return TargetWorkload.default()
 

@@ -81,7 +81,7 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(u, "pod_is_sharing", "bool", "0 < gpu_milli < 1000")
     add(u, "pod_is_cpu_only", "bool", "num_gpu == 0")
     # Replaces pod_has_model_constraint (pod_allowed_models > 0; 0 in the seed scenario):
-    # what cancels the openb stage's CPU-pod tie-break while CPU runs out first (session 13).
+    # what cancels the openb stage's CPU-pod tie-break while CPU runs out first.
     bound = "node_cpu_per_gpu (/128000) if the pod is CPU-only and the GPU nodes' used CPU"
     bound += " share is at least 0.1 and above 1.1x their used GPU share, else 0"
     add("derived", "cpu_bound_cpu_per_gpu", "millicores", bound)

@@ -61,7 +61,7 @@ class ModelConfig:
     features: int = N_FEATURES
     node_features: int = N_NODE_FEATURES
     channels: int = len(TELEMETRY_CHANNELS)
-    #: "mlp" (engineer F's head) or "residual" (FGD score x learned scale + zero-init residual)
+    #: "mlp" or "residual" (FGD score x learned scale + zero-init residual)
     head: str = "mlp"
 
     def __post_init__(self) -> None:
