@@ -27,7 +27,7 @@ import orjson
 from sidecar.inbox import Inbox
 from sidecar.podspec import PodError, PodSpecMemo, pod_key
 from sidecar.scoreresult import scores_past
-from sidecar.service import RequestError, ScoringService
+from sidecar.service import RequestError, ScoringService, internal_error
 
 MAX_EXTENDER_PRIORITY = 10
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
@@ -60,8 +60,14 @@ def encode_priorities(names: Sequence[str], scores: npt.ArrayLike) -> bytes:
     return ('[{"Host":"' + "".join(parts.tolist())).encode()
 
 
-def _error_body(message: str) -> bytes:
+def _error_body(message: str, request_id: str = "") -> bytes:
+    if request_id:
+        return orjson.dumps({"error": message, "requestId": request_id})
     return orjson.dumps({"error": message})
+
+
+def _refusal(err: RequestError) -> tuple[int, bytes]:
+    return err.http_status, _error_body(err.message, err.request_id)
 
 
 def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
@@ -116,7 +122,9 @@ class ExtenderApp:
             out = encode_priorities(names, res.scores)
         except RequestError as err:
             self.service.refuse("http", err)
-            return err.http_status, _error_body(err.message)
+            return _refusal(err)
+        except Exception as exc:  # a bug: 500, logged with the id the reply carries
+            return _refusal(self.service.internal("http", exc))
         self._prioritized.inc()
         self.service.record("http", res, time.perf_counter() - t0, len(names))
         return 200, out
@@ -139,7 +147,9 @@ class ExtenderApp:
             passed, failed = self.service.engine.filter(spec, names)
         except RequestError as err:
             self.service.refuse("http", err)
-            return err.http_status, _error_body(err.message)
+            return _refusal(err)
+        except Exception as exc:  # a bug: 500, logged with the id the reply carries
+            return _refusal(self.service.internal("http", exc))
         self.metrics.requests.labels("http", "filter").inc()
         return 200, orjson.dumps({"Nodes": None, "NodeNames": passed, "FailedNodes": failed,
                                   "FailedAndUnresolvableNodes": {}, "Error": ""})
@@ -215,9 +225,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             status, out = route(body)
-        except Exception as exc:  # a bug must not take the server down
+        except Exception as exc:  # a bug must not take the server down (the apps catch theirs)
             self.server.count_error("internal")
-            status, out = 500, _error_body(f"internal error: {type(exc).__name__}: {exc}")
+            status, out = _refusal(internal_error("http", exc))
         self._send(status, out)
         if self.server.after_reply is not None:
             # off the client's clock: the reply is already out

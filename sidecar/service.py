@@ -8,6 +8,7 @@ The HTTP extender and the gRPC service only decode their wire format, call
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -40,12 +41,14 @@ class RequestError(Exception):
         "internal": (500, "INTERNAL"),
     }
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, request_id: str = "") -> None:
         super().__init__(message)
         if reason not in self.CODES:
             raise ValueError(f"unknown error reason {reason!r}")
         self.reason = reason
         self.message = message
+        #: Set on an internal error: the id its log line carries, for the reply to carry too.
+        self.request_id = request_id
 
     @property
     def http_status(self) -> int:
@@ -54,6 +57,16 @@ class RequestError(Exception):
     @property
     def grpc_code(self) -> str:
         return self.CODES[self.reason][1]
+
+
+def internal_error(api: str, exc: BaseException) -> RequestError:
+    """An unexpected exception while serving an ``api`` request, as the reply's error: logged
+    here with its traceback under a fresh request id, which the reply carries instead of the
+    exception (its type and text are for the log, not for callers)."""
+    rid = secrets.token_hex(8)
+    log.error("%s request %s failed: internal error", api, rid, exc_info=exc)
+    return RequestError("internal", f"internal error (request id {rid}); the sidecar logged it",
+                        request_id=rid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,3 +203,8 @@ class ScoringService:
     def refuse(self, api: str, err: RequestError) -> None:
         self.metrics.error(api, err.reason)
         log.debug("%s request refused (%s): %s", api, err.reason, err.message)
+
+    def internal(self, api: str, exc: BaseException) -> RequestError:
+        """:func:`internal_error`, counted."""
+        self.metrics.error(api, "internal")
+        return internal_error(api, exc)

@@ -142,3 +142,35 @@ def test_grpc_scores_encoding_refuses_scores_past_one_byte_varints() -> None:
     assert encode_scores(np.array([0, 127], dtype=np.int32)) == \
         encode_scores(np.array([0, 127], dtype=np.int64))
     assert encode_scores(np.zeros(0, dtype=np.int64)) == b""
+
+
+@pytest.mark.parametrize("cpu", ["1e999998", "1e999999", "1e300000", "9e999999Ki"])
+def test_cpu_quantities_past_any_range_are_400s_naming_the_field(cpu: str) -> None:
+    """Issue 34, defect 3: these answered 500 with decimal.Overflow's name, unlogged."""
+    svc = service()
+    for verb in ("prioritize", "filter"):
+        status, out = getattr(ExtenderApp(svc), verb)(args(["n0"], cpu=cpu))
+        assert status == 400, out
+        assert "requests[cpu]" in json.loads(out)["error"]
+    assert svc.metrics.errors.labels("http", "bad_pod")._value.get() == 2
+
+
+@pytest.mark.parametrize("verb", ["prioritize", "filter"])
+def test_an_unexpected_error_is_a_500_carrying_the_request_id_it_was_logged_with(
+        verb: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    svc = service()
+
+    def boom(*a: Any, **k: Any) -> Any:
+        raise ZeroDivisionError("an internal detail")
+
+    monkeypatch.setattr(svc.engine, "score" if verb == "prioritize" else "filter", boom)
+    with caplog.at_level("ERROR", logger="dsan.sidecar"):
+        status, out = getattr(ExtenderApp(svc), verb)(args(["n0"]))
+    assert status == 500
+    reply = json.loads(out)
+    assert "ZeroDivisionError" not in out.decode() and "internal detail" not in out.decode()
+    rid = reply["requestId"]
+    assert len(rid) == 16 and rid in reply["error"]
+    logged = [r for r in caplog.records if rid in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+    assert svc.metrics.errors.labels("http", "internal")._value.get() == 1
