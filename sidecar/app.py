@@ -87,7 +87,8 @@ class Sidecar:
             cfg.bind_address, cfg.http_port, cfg.url_prefix, ExtenderApp(self.service),
             cfg.max_body_bytes, ready=self.service.ready,
             metrics_body=self.service.exposition,
-            count_error=lambda reason: self.metrics.error("http", reason))
+            count_error=lambda reason: self.metrics.error("http", reason),
+            backlog=cfg.http_backlog)
         handler = ScoreHandler(self.service)
         self.grpc: GrpcServer | None = None
         if cfg.grpc_port >= 0:
@@ -132,14 +133,28 @@ class Sidecar:
     def wait_ready(self, timeout: float | None = None) -> bool:
         return self._ready.wait(timeout)
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 0.0) -> int:
+        """Stop serving. With ``drain_s`` (SIGTERM): refuse new connections and RPCs, report
+        not ready on /readyz and gRPC health, and give the requests in flight up to
+        ``drain_s`` seconds to finish. Returns how many HTTP requests were still in flight
+        when the time ran out (0: every request got its answer)."""
         self._stop.set()
+        left = 0
+        if drain_s > 0:
+            stopped = None
+            if self.grpc is not None:
+                self.grpc.set_serving(False)
+                stopped = self.grpc.server.stop(drain_s)  # running RPCs finish within it
+            left = self.http.drain(drain_s)
+            if stopped is not None:
+                stopped.wait(drain_s + 1)
         self.view.stop()
         self.http.stop()
         if self.grpc is not None:
             self.grpc.stop()
         if self.relay is not None:
             self.relay.stop()
+        return left
 
 
 def _bad(counts: dict[str, int], kind: str) -> float:

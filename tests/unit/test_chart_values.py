@@ -77,3 +77,8 @@ def test_gateway_values_are_score_gateway_flags_each_rendered() -> None:
     for flag, key in kebab.items():
         assert f"-{flag}={{{{" in template and f".Values.gateway.{key}" in template, flag
     assert "-relay={{ .Values.sidecar.config.relay_socket }}" in template
+
+
+def test_the_sidecar_assumes_pods_of_the_scheduler_the_chart_deploys() -> None:
+    v = values()
+    assert v["sidecar"]["config"]["scheduler_name"] == v["scheduler"]["schedulerName"]

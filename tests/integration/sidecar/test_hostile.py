@@ -3,6 +3,7 @@ connection burst or one malformed frame can do to everybody else's scoring."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -54,6 +55,8 @@ def test_a_huge_quantity_is_a_fast_400_and_healthz_never_waits(
 
     prober = threading.Thread(target=probe)
     prober.start()
+    while not healthz and prober.is_alive():
+        time.sleep(0.001)
     try:
         with httpx.Client(timeout=5) as c:
             for verb in ("prioritize", "filter"):
@@ -62,10 +65,11 @@ def test_a_huge_quantity_is_a_fast_400_and_healthz_never_waits(
                            content=body(NAMES, ko.pod("p", extra_requests=requests)))
                 assert r.status_code == 400 and time.perf_counter() - t < 0.5
                 assert f"requests[{next(iter(requests))}]" in r.json()["error"]
+        time.sleep(0.05)  # and a few probes after
     finally:
         stop.set()
         prober.join()
-    assert healthz and max(healthz) < 0.1, max(healthz)
+    assert len(healthz) > 2 and max(healthz) < 0.1, healthz
 
 
 def test_grpc_refuses_a_huge_quantity_as_invalid_argument_naming_the_field(
@@ -126,3 +130,95 @@ def raw(port: int, data: bytes, timeout: float = 5.0) -> bytes:
         except TimeoutError:
             pass
         return out
+
+
+# --- defect 8: framing -------------------------------------------------------------------------
+def _request(path: str, headers: list[str], payload: bytes) -> bytes:
+    head = [f"POST {path} HTTP/1.1", "Host: x", "Content-Type: application/json", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+
+
+def _chunked(payload: bytes, size: int = 7) -> bytes:
+    parts = [payload[i:i + size] for i in range(0, len(payload), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("headers", "framed", "status"),
+    [  # conflicting framing: refused and the connection closed (RFC 9112 section 6.3)
+        (["Content-Length: {n}", "Content-Length: 3"], False, 400),
+        (["Content-Length: {n}, 3"], False, 400),
+        (["Content-Length: {n}", "Transfer-Encoding: chunked"], True, 400),
+        (["Transfer-Encoding: chunked", "Content-Length: {n}"], True, 400),
+        (["Transfer-Encoding: gzip, chunked"], True, 501),
+        (["Content-Length: +{n}"], False, 400),
+        (["Content-Length: {n}_0"], False, 400),
+        (["Content-Length: \u0661"], False, 400),
+        ([], False, 411),
+        # agreeing framing: served
+        (["Content-Length: {n}", "Content-Length: {n}"], False, 200),
+        (["Content-Length: {n}, {n}"], False, 200),
+        (["Transfer-Encoding: chunked"], True, 200),
+        (["Transfer-Encoding: Chunked"], True, 200),
+    ],
+)
+def test_request_framing_follows_http_1_1(sidecar_factory: Any, headers: list[str],
+                                          framed: bool, status: int) -> None:
+    """Defect 8: a second, different Content-Length was ignored and Content-Length won over
+    chunked encoding; a proxy in front could then disagree with us on where a request ends."""
+    sc, _ = sidecar_factory(n=10)
+    payload = body(NAMES[:3])
+    hdrs = [h.replace("{n}", str(len(payload))) for h in headers]
+    data = _request("/dsan/prioritize", hdrs, _chunked(payload) if framed else payload)
+    reply = raw(sc.http.port, data, timeout=2)
+    assert reply.startswith(f"HTTP/1.1 {status} ".encode()), reply[:200]
+    if status != 200:
+        assert b"Connection: close" in reply
+        assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]
+    else:
+        assert [h["Host"] for h in json.loads(reply.split(b"\r\n\r\n", 1)[1])] == NAMES[:3]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "status"),
+    [(b"zz\r\nabc\r\n0\r\n\r\n", 400), (b"3\r\nabcdef\r\n0\r\n\r\n", 400),
+     (b"ffffffffff\r\n", 400), (b"-1\r\n", 400), (b"800\r\n" + b"x" * 2048 + b"\r\n", 413)],
+)
+def test_malformed_or_oversized_chunked_bodies_are_refused(
+        sidecar_factory: Any, chunks: bytes, status: int) -> None:
+    sc, _ = sidecar_factory(n=10, max_body_bytes=1024)
+    reply = raw(sc.http.port, _request("/dsan/prioritize", ["Transfer-Encoding: chunked"],
+                                       chunks), timeout=2)
+    assert reply.startswith(f"HTTP/1.1 {status} ".encode()), reply[:200]
+
+
+# --- defect 4: bursts of new connections ---------------------------------------------------------
+async def _one(port: int, data: bytes) -> tuple[float, bytes]:
+    t0 = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    out = await reader.read()  # the request says Connection: close
+    writer.close()
+    return time.perf_counter() - t0, out
+
+
+def test_a_burst_of_200_new_connections_is_served_without_a_reset(sidecar_factory: Any) -> None:
+    """Defect 4: with Python's default listen backlog of 5, bursts of new connections were
+    reset or waited seconds in SYN retries (21 of 50 simultaneous first requests reset).
+    200 connections opened at once all get their answer, none after a SYN retry (>= 1 s)."""
+    sc, _ = sidecar_factory(n=10)
+    data = _request("/dsan/prioritize", [f"Content-Length: {len(body(NAMES))}",
+                                         "Connection: close"], body(NAMES))
+
+    async def burst() -> list[tuple[float, bytes] | BaseException]:
+        return await asyncio.gather(*(_one(sc.http.port, data) for _ in range(200)),
+                                    return_exceptions=True)
+
+    for _ in range(2):  # twice: the second burst meets the threads of the first one ending
+        results = asyncio.run(burst())
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert not errors, errors[:3]
+        times = sorted(t for t, _ in results)  # type: ignore[misc]
+        assert all(out.startswith(b"HTTP/1.1 200 OK") for _, out in results)  # type: ignore[misc]
+        assert times[-1] < 1.0, f"slowest {times[-1]:.2f} s: a SYN was retried"
