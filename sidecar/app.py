@@ -77,11 +77,17 @@ class Sidecar:
             nodes=lambda: float(len(self.cache)),
             assumed=lambda: float(self.service.assumed_count),
             informer_lag={r: functools.partial(self.view.lag_seconds, r) for r in RESOURCES},
-            bad_objects={k: functools.partial(_bad, stats.bad_objects, k)
+            bad_objects={k: functools.partial(_count, stats.bad_objects, k)
                          for k in stats.bad_objects},
             ready=lambda: 1.0 if self.view.synced() else 0.0,
             policy_errors=lambda: float(engine.policy_errors),
         )
+        self.metrics.assumptions_ended.fns.update(
+            {k: functools.partial(_count, stats.assumptions_ended, k)
+             for k in stats.assumptions_ended})
+        skipped = self.service.assume_skipped
+        self.metrics.assumptions_skipped.fns.update(
+            {k: functools.partial(_count, skipped, k) for k in skipped})
         self.metrics.set_compute_threads(pool_sizes())
         self.http = ExtenderServer(
             cfg.bind_address, cfg.http_port, cfg.url_prefix, ExtenderApp(self.service),
@@ -157,5 +163,6 @@ class Sidecar:
         return left
 
 
-def _bad(counts: dict[str, int], kind: str) -> float:
+def _count(counts: dict[str, int], kind: str) -> float:
+    """One entry of a dict of plain counters, for a scrape."""
     return float(counts[kind])

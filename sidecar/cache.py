@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from dsan.api import telemetry as tele_api
 from dsan.snapshot import PodSpec
-from sidecar.allocations import Allocations
+from sidecar.allocations import ENDINGS, Allocations
 from sidecar.changelog import ChangeLog
 from sidecar.config import SidecarConfig
 from sidecar.nodetable import NodeTable, parse_node
@@ -50,6 +50,9 @@ class CacheStats:
                                                                   "telemetry": 0})
     overcommits: int = 0
     assumed_expired: int = 0
+    #: How assumptions ended, by sidecar.allocations.ENDINGS.
+    assumptions_ended: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(ENDINGS, 0))
     publishes: int = 0
 
 
@@ -76,6 +79,10 @@ class GraphCache:
         self.scoring_lock = threading.Lock()
         #: Telemetry of nodes not in the table yet, applied when the node appears.
         self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
+        #: Pods the informer has seen pending with spec.schedulerName == cfg.scheduler_name,
+        #: under their UID and their namespace/name (a gRPC caller may send either): the
+        #: only pods a score may assume (may_assume).
+        self._ours: dict[str, None] = {}
         self._version = 0
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
@@ -155,18 +162,31 @@ class GraphCache:
 
     def _upsert_pod(self, obj: Mapping[str, Any]) -> None:
         key = pod_key(obj)
-        node = (obj.get("spec") or {}).get("nodeName")
+        meta = obj.get("metadata") or {}
+        alias = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        spec = obj.get("spec") or {}
+        node = spec.get("nodeName")
         phase = (obj.get("status") or {}).get("phase")
         with self._lock:
+            pending = not node and phase not in _TERMINAL
+            if pending and spec.get("schedulerName") == self._cfg.scheduler_name:
+                self._ours[key] = self._ours[alias] = None
+            else:
+                self._ours.pop(key, None)
+                self._ours.pop(alias, None)
             old = self._alloc.bound.get(key)
             if node and phase not in _TERMINAL and old is not None and old.node == node:
                 return  # a status update: requests of a bound pod do not change
             if not node or phase in _TERMINAL:
-                if self._alloc.unbind(key):
+                # The first event for an assumed pod that did not bind it ends the
+                # assumption: the pod is still pending (scheduling failed or is retried).
+                dropped = self._alloc.drop_assumed(key, "informer_event")
+                dropped |= self._alloc.drop_assumed(alias, "informer_event")
+                if self._alloc.unbind(key) or dropped:
                     self._touch()
                 return
-            spec = podspec_from_pod(obj, self._table.models_pub)
-            self._alloc.bind(key, str(node), spec)
+            podspec = podspec_from_pod(obj, self._table.models_pub)
+            self._alloc.bind(key, str(node), podspec)
             self._touch()
 
     def delete_pod(self, obj: Mapping[str, Any]) -> None:
@@ -178,13 +198,16 @@ class GraphCache:
             self._bad("pod", obj, exc)
             return
         with self._lock:
+            self._ours.pop(key, None)
+            self._ours.pop(alias, None)
             self._alloc.unbind(key)
-            self._alloc.drop_assumed(key)
-            self._alloc.drop_assumed(alias)
+            self._alloc.drop_assumed(key, "deleted")
+            self._alloc.drop_assumed(alias, "deleted")
             self._touch()
 
     def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
         with self._lock:
+            self._ours.clear()  # rebuilt from the list
             seen = set()
             for obj in objs:
                 self.upsert_pod(obj)
@@ -193,6 +216,16 @@ class GraphCache:
             for key in [k for k in self._alloc.bound if k not in seen]:
                 self._alloc.unbind(key)
             self._touch()
+
+    @property
+    def scheduler_name(self) -> str:
+        return self._cfg.scheduler_name
+
+    def may_assume(self, key: str) -> bool:
+        """Whether a score may charge pod ``key`` (its UID, or namespace/name) to its best
+        node: only a pod the informer has seen pending for the configured scheduler, so
+        that a caller cannot hold capacity for made-up pods or for another scheduler's."""
+        return key in self._ours
 
     # --- assumed pods ----------------------------------------------------------------------
     def assume(self, key: str, spec: PodSpec, node: str, patch_published: bool = False) -> None:
@@ -206,6 +239,7 @@ class GraphCache:
         with self._lock:
             if key in self._alloc.bound:
                 return  # already bound: the real charge wins
+            # (whether it may be assumed at all is the caller's question: may_assume)
             log = self._log
             start = log.end
             current = patch_published and self._publisher.is_current(self._version)

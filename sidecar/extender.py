@@ -100,6 +100,12 @@ def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
     return pod, names
 
 
+def _scheduler_name(pod: dict[str, Any]) -> str:
+    """The Pod's spec.schedulerName; Kubernetes defaults an absent one to default-scheduler."""
+    name = pod["spec"].get("schedulerName")  # spec is an object: the pod parsed
+    return name if isinstance(name, str) and name else "default-scheduler"
+
+
 class ExtenderApp:
     """Request bodies in, (status, body) out: the extender's logic, independent of the server."""
 
@@ -120,7 +126,8 @@ class ExtenderApp:
                 spec = self._specs.get(pod, self.service.cache.models)
             except PodError as exc:
                 raise RequestError("bad_pod", str(exc)) from None
-            res = self.service.score("http", spec, pod_key(pod), names, MAX_EXTENDER_PRIORITY,
+            key = self.service.assume_key(pod_key(pod), _scheduler_name(pod))
+            res = self.service.score("http", spec, key, names, MAX_EXTENDER_PRIORITY,
                                      defer=True)
             out = encode_priorities(names, res.scores)
         except RequestError as err:

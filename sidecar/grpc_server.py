@@ -144,7 +144,7 @@ class ScoreHandler:
             spec = self._podspec(pod)
         except PodError as exc:
             raise RequestError("bad_pod", str(exc)) from None
-        key = pod.uid or f"{pod.namespace or 'default'}/{pod.name}"
+        key = self.service.assume_key(pod.uid or f"{pod.namespace or 'default'}/{pod.name}")
         res = self.service.score("grpc", spec, key, candidates(req), 100, defer=True)
         tail = scorer_pb2.ScoreResponse(
             policy=self.service.policy.version, snapshot_version=res.version,

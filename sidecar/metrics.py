@@ -141,6 +141,17 @@ class SidecarMetrics:
             "dsan_sidecar_bad_objects", "Informed objects (Node, Pod, GPUTelemetry) skipped as "
             "malformed, by kind; each is logged once with its namespace/name", "kind")
         r.register(self.bad_objects)
+        self.assumptions_ended = ScrapedCounters(
+            "dsan_sidecar_assumptions_ended", "Assumptions (pods charged to their best node "
+            "after a score) ended, by how: bound (seen bound anywhere), deleted, "
+            "informer_event (updated while still pending), expired (assume_ttl_s), evicted "
+            "(oldest past assume_max)", "how")
+        self.assumptions_skipped = ScrapedCounters(
+            "dsan_sidecar_assumptions_skipped", "Scored pods not assumed, by reason: "
+            "other_scheduler (the request's pod names another scheduler), not_pending (the "
+            "informer has not seen the pod pending for the configured scheduler)", "reason")
+        r.register(self.assumptions_ended)
+        r.register(self.assumptions_skipped)
         self.ready = Gauge("dsan_sidecar_ready", "1 once the informers have synced", registry=r)
         self.cpus = Gauge(
             "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "

@@ -23,6 +23,8 @@ from sidecar.metrics import SidecarMetrics
 from sidecar.scoring import ScoreResult, ScoringEngine
 
 log = logging.getLogger("dsan.sidecar")
+#: Why a scored pod was not assumed (ScoringService.assume_key).
+ASSUME_SKIPS = ("other_scheduler", "not_pending")
 
 
 class RequestError(Exception):
@@ -100,6 +102,8 @@ class ScoringService:
         self.settles = 0
         #: Settle times waiting to be observed by the next settle().
         self._settled_s: deque[float] = deque()
+        #: Scored pods not assumed, by reason (assume_key).
+        self.assume_skipped = dict.fromkeys(ASSUME_SKIPS, 0)
 
     def ready(self) -> bool:
         return self.view.synced()
@@ -108,10 +112,27 @@ class ScoringService:
         if not self.view.synced():
             raise RequestError("not_ready", "the sidecar's informers have not synced yet")
 
+    def assume_key(self, key: str, scheduler_name: str | None = None) -> str:
+        """``key`` if the pod a caller asks to score may be charged to its best node
+        (assumed), else "" and the reason is counted: the request names another scheduler
+        (``scheduler_name``, what an extender request's pod says; None for gRPC, whose pods
+        carry none), or the informer has not seen the pod pending for the configured
+        scheduler (:meth:`GraphCache.may_assume`: a made-up pod, one already bound, or one
+        the informer has not caught up with). The APIs ask this; what they do not assume
+        they still score."""
+        if scheduler_name is not None and scheduler_name != self.cache.scheduler_name:
+            self.assume_skipped["other_scheduler"] += 1
+            return ""
+        if not self.cache.may_assume(key):
+            self.assume_skipped["not_pending"] += 1
+            return ""
+        return key
+
     def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str] | NodeRows,
               max_score: int, defer: bool = False) -> ScoreResult:
         """Score one pod's candidates and charge the pod to the winner until it binds
-        (with ``defer``, in :meth:`settle`, which the caller runs once the reply is out)."""
+        (with ``defer``, in :meth:`settle`, which the caller runs once the reply is out);
+        ``key`` "" assumes nothing (the APIs pass :meth:`assume_key`'s answer)."""
         if not names:
             raise RequestError("bad_request", "no candidate node names in the request")
         try:

@@ -151,8 +151,9 @@ def test_gpu_requests_respected_by_the_dsan_scheduler(stack: Stack) -> None:
 class Probe:
     """Asks the sidecar to score a one-GPU pod without disturbing what it measures.
 
-    The sidecar charges every pod it scores to its best node until the pod binds ("assumed").
-    A probe carrying the UID of a pod that is already bound elsewhere is never assumed, so
+    The sidecar charges a pod it scores to its best node until the pod binds ("assumed") only
+    when its informer saw the pod pending for dsan-scheduler. A probe carrying the UID of a
+    pod that is already bound elsewhere is never assumed, so
     repeated probes leave the candidates' allocation untouched.
     """
 

@@ -132,7 +132,7 @@ def raw(port: int, data: bytes, timeout: float = 5.0) -> bytes:
         return out
 
 
-# --- defect 8: framing -------------------------------------------------------------------------
+# --- defect 8: framing ---------------------------------------------------------------------
 def _request(path: str, headers: list[str], payload: bytes) -> bytes:
     head = [f"POST {path} HTTP/1.1", "Host: x", "Content-Type: application/json", *headers]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
@@ -192,7 +192,7 @@ def test_malformed_or_oversized_chunked_bodies_are_refused(
     assert reply.startswith(f"HTTP/1.1 {status} ".encode()), reply[:200]
 
 
-# --- defect 4: bursts of new connections ---------------------------------------------------------
+# --- defect 4: bursts of new connections ---------------------------------------------------
 async def _one(port: int, data: bytes) -> tuple[float, bytes]:
     t0 = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -222,3 +222,48 @@ def test_a_burst_of_200_new_connections_is_served_without_a_reset(sidecar_factor
         times = sorted(t for t, _ in results)  # type: ignore[misc]
         assert all(out.startswith(b"HTTP/1.1 200 OK") for _, out in results)  # type: ignore[misc]
         assert times[-1] < 1.0, f"slowest {times[-1]:.2f} s: a SYN was retried"
+
+
+# --- defect 7: who may hold capacity --------------------------------------------------------
+def _filter_passes(sc: Any, c: httpx.Client, names: list[str], **pod: Any) -> list[str]:
+    r = c.post(sc.extender_url + "/filter", content=body(names, **pod))
+    assert r.status_code == 200
+    return list(r.json()["NodeNames"])
+
+
+def test_made_up_pods_cannot_hold_capacity(sidecar_factory: Any) -> None:
+    """Defect 7: 600 prioritize calls for made-up 8-GPU pods made /filter reject all 1,002
+    nodes for 30 s. Only pods the informer has seen pending for the configured scheduler
+    are assumed now; everything else is scored and forgotten, and counted."""
+    sc, view = sidecar_factory(n=20)  # 10 nodes with 8 GPUs
+    names = [f"node-{i:05d}" for i in range(20)]
+    gpu_nodes = names[0::2]
+    call = score_call(sc.grpc_target)
+    with httpx.Client(timeout=5) as c:
+        for i in range(40):
+            fake = ko.pod(f"fake-{i}", gpus=8, uid=f"fake-{i}")
+            assert c.post(sc.extender_url + "/prioritize",
+                          content=body(names, fake)).status_code == 200
+            call(scorer_pb2.ScoreRequest(
+                pod=scorer_pb2.Pod(name=f"g-{i}", uid=f"g-{i}",
+                                   requests={"nvidia.com/gpu": "8"}),
+                node_names=names).SerializeToString(), timeout=5)
+        other = ko.pod("other", gpus=8)  # pending in the cluster, but another scheduler's
+        other["spec"]["schedulerName"] = "default-scheduler"
+        view.apply("pods", "ADDED", other)
+        c.post(sc.extender_url + "/prioritize", content=body(names, other))
+        assert _filter_passes(sc, c, names, gpus=8) == gpu_nodes
+        assert sc.service.assumed_count == 0
+        # A pod of ours the informer saw pending is assumed, until its next event.
+        ours = ko.pod("ours", gpus=8, uid="ours")
+        view.apply("pods", "ADDED", ours)
+        c.post(sc.extender_url + "/prioritize", content=body(names, ours))
+        assert sc.service.assumed_count == 1
+        assert len(_filter_passes(sc, c, names, gpus=8)) == len(gpu_nodes) - 1
+        view.apply("pods", "MODIFIED", ours)  # still pending: the assumption ends
+        assert _filter_passes(sc, c, names, gpus=8) == gpu_nodes
+        text = c.get(base(sc) + "/metrics").text
+    assert 'dsan_sidecar_assumptions_skipped_total{reason="not_pending"} 80.0' in text
+    assert 'dsan_sidecar_assumptions_skipped_total{reason="other_scheduler"} 1.0' in text
+    assert 'dsan_sidecar_assumptions_ended_total{how="informer_event"} 1.0' in text
+    assert "dsan_sidecar_assumed_pods_total 1.0" in text

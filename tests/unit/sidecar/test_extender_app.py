@@ -18,10 +18,12 @@ from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, RequestError, ScoringService
 
 
-def service(n: int = 4, start: bool = True) -> ScoringService:
+def service(n: int = 4, start: bool = True,
+            pods: list[dict[str, Any]] | None = None) -> ScoringService:
+    """``pods``: what the informer has seen (a pending pod of ours may be assumed)."""
     cache = GraphCache(SidecarConfig())
     view = FakeClusterView(cache, nodes=[ko.node(f"n{i}", cpu=str(4 * (i + 1)), gpus=2,
-                                                 model="A100") for i in range(n)])
+                                                 model="A100") for i in range(n)], pods=pods)
     if start:
         view.start()
     eng = ScoringEngine(cache, make_scorer("k8s-default"), make_scorer("fgd"), 60)
@@ -41,7 +43,7 @@ def test_priorities_encoding_round_trips_any_names(names: list[str], data: st.Da
 
 
 def test_prioritize_replies_host_priority_list_in_request_order() -> None:
-    svc = service()
+    svc = service(pods=[ko.pod("p")])  # pending, for dsan-scheduler
     status, body = ExtenderApp(svc).prioritize(args(["n3", "n0", "ghost"], cpu="2"))
     assert status == 200
     reply = json.loads(body)
