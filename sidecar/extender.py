@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from email.message import Message
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -257,10 +258,12 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # no per-request logging; errors are counted in /metrics
 
     def _send(self, status: int, body: bytes, ctype: str = "application/json",
-              close: bool = False) -> None:
+              close: bool = False, extra: str = "") -> None:
+        """One response in one write; ``extra``: more header lines, each ending in CRLF."""
         close = close or self.server.draining  # a draining server ends every connection
-        head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-                f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+        reason = _REASONS.get(status) or HTTPStatus(status).phrase
+        head = (f"HTTP/1.1 {status} {reason}\r\n"
+                f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n{extra}"
                 + ("Connection: close\r\n" if close else "") + "\r\n")
         if close:
             self.close_connection = True
@@ -268,10 +271,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def send_error(self, code: int, message: str | None = None,
                    explain: str | None = None) -> None:
-        # The stdlib's own errors (bad request line, unsupported method) leave any body
-        # unread: close, or its bytes would be parsed as the next request.
-        self.close_connection = True
-        super().send_error(code, message, explain)
+        """The stdlib's own errors (a bad request line or header, a method nobody knows),
+        as JSON with a status line (the stdlib's would have none for a request line it could
+        not read, as if to HTTP/0.9). Any body is left unread: close, or its bytes would be
+        parsed as the next request."""
+        self.server.count_error("bad_request")
+        self._send(code, _error_body(message or HTTPStatus(code).phrase), close=True)
 
     def do_POST(self) -> None:
         self.busy = True
@@ -292,6 +297,9 @@ class _Handler(BaseHTTPRequestHandler):
                                    f"the limit of {srv.max_body}")
             else:
                 body = self.rfile.read(n)
+                if len(body) < n:
+                    raise FramingError(400, "bad_request", f"request body ended after "
+                                       f"{len(body)} of {n} bytes")
         except FramingError as err:
             srv.count_error(err.reason)
             self._send(err.status, _error_body(err.message), close=True)
@@ -344,6 +352,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._get()
         finally:
             self.busy = False
+
+    def _not_allowed(self) -> None:
+        """A standard method this server has no resource for: 405 (the stdlib would answer
+        501, as for a method it does not know); any body is left unread, so close."""
+        self.server.count_error("method_not_allowed")
+        self._send(405, _error_body(f"method {self.command} not allowed (GET, POST)"),
+                   close=True, extra="Allow: GET, POST\r\n")
+
+    do_HEAD = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
 
     def _get(self) -> None:
         path = self.path.split("?", 1)[0]
