@@ -7,6 +7,9 @@ wherever it landed. A charge takes GPU slots by best fit, as the FGD simulator d
 write goes to the node table's allocation columns, and its row to :attr:`Allocations.touched`
 (the cache copies an assumption's rows into the published snapshot).
 
+Only the cache decides which pods may be assumed (:meth:`GraphCache.may_assume`); here every
+assumption is charged, and counted by how it ends (:data:`ENDINGS`).
+
 A pod may name a node the table does not hold (yet): it is remembered under the node's name
 and charged when the node appears (:meth:`Allocations.recharge`). Nothing here locks: the
 cache serialises calls.
@@ -37,6 +40,14 @@ class Counters(Protocol):
 
     overcommits: int
     assumed_expired: int
+    #: How assumptions ended (:data:`ENDINGS`), by their ending.
+    assumptions_ended: dict[str, int]
+
+
+#: Ways an assumption ends: its pod was seen bound (anywhere), deleted, or updated while still
+#: pending (the first informer event for it after the score), its TTL ran out, or it was the
+#: oldest past ``assume_max``.
+ENDINGS = ("bound", "deleted", "informer_event", "expired", "evicted")
 
 
 class Allocations:
@@ -108,9 +119,9 @@ class Allocations:
     def bind(self, key: str, node: str, spec: PodSpec) -> None:
         """Pod ``key`` is bound to ``node``: its assumption (if any) gives way to the real
         charge, wherever it landed."""
-        self.drop_assumed(key)
+        self.drop_assumed(key, "bound")
         # A gRPC client that sent no UID was assumed under namespace/name.
-        self.drop_assumed(spec.name)
+        self.drop_assumed(spec.name, "bound")
         old = self.bound.get(key)
         if old is not None:
             self._detach(key, old)
@@ -130,24 +141,35 @@ class Allocations:
     def assume(self, key: str, spec: PodSpec, node: str) -> None:
         """Charge ``spec`` to ``node`` as pod ``key``, replacing its previous assumption and
         uncharging the oldest past the size limit."""
-        self.drop_assumed(key)
+        self.drop_assumed(key, None)  # renewed, not ended
         self.expire()
         charge = Charge(node=node, spec=spec)
-        for old, evicted in self._assumed.add(key, charge):
-            self._detach(old, evicted)
+        evicted = self._assumed.add(key, charge)
+        for old, c in evicted:
+            self._detach(old, c)
+        if evicted:
+            self._counters.assumptions_ended["evicted"] += len(evicted)
         self._attach(key, charge)
 
-    def drop_assumed(self, key: str) -> None:
+    def drop_assumed(self, key: str, ending: str | None) -> bool:
+        """Uncharge pod ``key``'s assumption, if any, counted under ``ending`` (one of
+        :data:`ENDINGS`; None: not counted). True if there was one."""
         old = self._assumed.pop(key)
-        if old is not None:
-            self._detach(key, old)
+        if old is None:
+            return False
+        self._detach(key, old)
+        if ending is not None:
+            self._counters.assumptions_ended[ending] += 1
+        return True
 
     def expire(self) -> int:
         """Uncharge the assumptions whose TTL ran out; how many."""
         expired = self._assumed.expire()
         for key, charge in expired:
             self._detach(key, charge)
-        self._counters.assumed_expired += len(expired)
+        if expired:
+            self._counters.assumed_expired += len(expired)
+            self._counters.assumptions_ended["expired"] += len(expired)
         return len(expired)
 
 

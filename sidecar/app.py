@@ -76,17 +76,24 @@ class Sidecar:
             nodes=lambda: float(len(self.cache)),
             assumed=lambda: float(self.service.assumed_count),
             informer_lag={r: functools.partial(self.view.lag_seconds, r) for r in RESOURCES},
-            bad_objects={k: functools.partial(_bad, stats.bad_objects, k)
+            bad_objects={k: functools.partial(_count, stats.bad_objects, k)
                          for k in stats.bad_objects},
             ready=lambda: 1.0 if self.view.synced() else 0.0,
             policy_errors=lambda: float(engine.policy_errors),
         )
+        self.metrics.assumptions_ended.fns.update(
+            {k: functools.partial(_count, stats.assumptions_ended, k)
+             for k in stats.assumptions_ended})
+        skipped = self.service.assume_skipped
+        self.metrics.assumptions_skipped.fns.update(
+            {k: functools.partial(_count, skipped, k) for k in skipped})
         self.metrics.set_compute_threads(pool_sizes())
         self.http = ExtenderServer(
             cfg.bind_address, cfg.http_port, cfg.url_prefix, ExtenderApp(self.service),
             cfg.max_body_bytes, ready=self.service.ready,
             metrics_body=self.service.exposition,
-            count_error=lambda reason: self.metrics.error("http", reason))
+            count_error=lambda reason: self.metrics.error("http", reason),
+            backlog=cfg.http_backlog)
         handler = ScoreHandler(self.service)
         self.grpc: GrpcServer | None = None
         if cfg.grpc_port >= 0:
@@ -126,13 +133,28 @@ class Sidecar:
     def wait_ready(self, timeout: float | None = None) -> bool:
         return self._ready.wait(timeout)
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 0.0) -> int:
+        """Stop serving. With ``drain_s`` (SIGTERM): refuse new connections and RPCs, report
+        not ready on /readyz and gRPC health, and give the requests in flight up to
+        ``drain_s`` seconds to finish. Returns how many HTTP requests were still in flight
+        when the time ran out (0: every request got its answer)."""
         self._stop.set()
+        left = 0
+        if drain_s > 0:
+            stopped = None
+            if self.grpc is not None:
+                self.grpc.set_serving(False)
+                stopped = self.grpc.server.stop(drain_s)  # running RPCs finish within it
+            left = self.http.drain(drain_s)
+            if stopped is not None:
+                stopped.wait(drain_s + 1)
         self.view.stop()
         self.http.stop()
         if self.grpc is not None:
             self.grpc.stop()
+        return left
 
 
-def _bad(counts: dict[str, int], kind: str) -> float:
+def _count(counts: dict[str, int], kind: str) -> float:
+    """One entry of a dict of plain counters, for a scrape."""
     return float(counts[kind])

@@ -16,6 +16,8 @@ Topology: zone, rack and NVLink domain labels become cluster-wide integer ids in
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -26,14 +28,17 @@ import numpy.typing as npt
 
 from dsan.api import telemetry as tele_api
 from dsan.core.snapshot import PodSpec
-from sidecar.allocations import Allocations
+from sidecar.allocations import ENDINGS, Allocations
 from sidecar.config import SidecarConfig
 from sidecar.nodetable import NodeTable, parse_node
-from sidecar.podspec import PodError, pod_key, podspec_from_pod
+from sidecar.podspec import pod_key, podspec_from_pod
 from sidecar.published import Published, Publisher
 from sidecar.telemetry import BadTelemetry
 
 _TERMINAL = ("Succeeded", "Failed")
+#: Bad objects remembered as already logged (then forgotten all at once, and logged again).
+_LOGGED_MAX = 10_000
+log = logging.getLogger("dsan.sidecar.cache")
 
 
 @dataclass
@@ -44,6 +49,9 @@ class CacheStats:
                                                                   "telemetry": 0})
     overcommits: int = 0
     assumed_expired: int = 0
+    #: How assumptions ended, by sidecar.allocations.ENDINGS.
+    assumptions_ended: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(ENDINGS, 0))
     publishes: int = 0
 
 
@@ -69,9 +77,30 @@ class GraphCache:
         self.scoring_lock = threading.Lock()
         #: Telemetry of nodes not in the table yet, applied when the node appears.
         self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
+        #: Pods the informer has seen pending with spec.schedulerName == cfg.scheduler_name,
+        #: under their UID and their namespace/name (a gRPC caller may send either): the
+        #: only pods a score may assume (may_assume).
+        self._ours: dict[str, None] = {}
         self._version = 0
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
+        #: (kind, namespace/name, resourceVersion) of the bad objects logged so far: a relist
+        #: delivers the same bad object again, and it is counted again but not logged again.
+        self._logged: set[tuple[str, str, str]] = set()
+
+    def _bad(self, kind: str, obj: Any, exc: BaseException) -> None:
+        """Count a malformed object of ``kind`` and log it once (per resourceVersion) with
+        its namespace/name; it is skipped, and nothing else is held up by it."""
+        self.stats.bad_objects[kind] += 1
+        ident, rv = _ident(obj)
+        key = (kind, ident, rv)
+        if key in self._logged:
+            return
+        if len(self._logged) >= _LOGGED_MAX:
+            self._logged.clear()
+        self._logged.add(key)
+        log.warning("skipping malformed %s %s (resourceVersion %s): %s", kind, ident,
+                    rv or "?", exc)
 
     def _touch(self) -> None:
         self._version += 1
@@ -81,8 +110,8 @@ class GraphCache:
     def upsert_node(self, obj: Mapping[str, Any]) -> None:
         try:
             row = parse_node(obj)
-        except (PodError, KeyError, TypeError, ValueError, AttributeError):
-            self.stats.bad_objects["node"] += 1
+        except Exception as exc:  # any malformed Node: counted, logged once, skipped
+            self._bad("node", obj, exc)
             return
         name = row[0]
         with self._lock:
@@ -100,59 +129,100 @@ class GraphCache:
             if self._table.remove(name):
                 self._touch()
 
+    def delete_node_obj(self, obj: Mapping[str, Any]) -> None:
+        """A DELETED event's Node; one without a name is counted as bad."""
+        name = _name(obj)
+        if name is None:
+            self._bad("node", obj, ValueError("deleted Node without metadata.name"))
+            return
+        self.delete_node(name)
+
     def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        """A relist: the list is the whole truth, nodes not in it are gone."""
+        """A relist: the list is the whole truth, nodes not in it are gone. A node whose
+        new version is malformed keeps its last good row."""
         with self._lock:
             seen = set()
             for obj in objs:
                 self.upsert_node(obj)
-                seen.add(str((obj.get("metadata") or {}).get("name")))
+                name = _name(obj)
+                if name is not None:
+                    seen.add(name)
             for name in [n for n in self._table.names if n not in seen]:
                 self.delete_node(name)
 
     # --- pods --------------------------------------------------------------------------------
     def upsert_pod(self, obj: Mapping[str, Any]) -> None:
         try:
-            key = pod_key(obj)
-            node = (obj.get("spec") or {}).get("nodeName")
-            phase = (obj.get("status") or {}).get("phase")
-        except AttributeError:
-            self.stats.bad_objects["pod"] += 1
-            return
+            self._upsert_pod(obj)
+        except Exception as exc:  # any malformed Pod: counted, logged once, skipped
+            self._bad("pod", obj, exc)
+
+    def _upsert_pod(self, obj: Mapping[str, Any]) -> None:
+        key = pod_key(obj)
+        meta = obj.get("metadata") or {}
+        alias = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        spec = obj.get("spec") or {}
+        node = spec.get("nodeName")
+        phase = (obj.get("status") or {}).get("phase")
         with self._lock:
+            pending = not node and phase not in _TERMINAL
+            if pending and spec.get("schedulerName") == self._cfg.scheduler_name:
+                self._ours[key] = self._ours[alias] = None
+            else:
+                self._ours.pop(key, None)
+                self._ours.pop(alias, None)
             old = self._alloc.bound.get(key)
             if node and phase not in _TERMINAL and old is not None and old.node == node:
                 return  # a status update: requests of a bound pod do not change
             if not node or phase in _TERMINAL:
-                if self._alloc.unbind(key):
+                # The first event for an assumed pod that did not bind it ends the
+                # assumption: the pod is still pending (scheduling failed or is retried).
+                dropped = self._alloc.drop_assumed(key, "informer_event")
+                dropped |= self._alloc.drop_assumed(alias, "informer_event")
+                if self._alloc.unbind(key) or dropped:
                     self._touch()
                 return
-            try:
-                spec = podspec_from_pod(obj, self._table.models_pub)
-            except PodError:
-                self.stats.bad_objects["pod"] += 1
-                return
-            self._alloc.bind(key, str(node), spec)
+            podspec = podspec_from_pod(obj, self._table.models_pub)
+            self._alloc.bind(key, str(node), podspec)
             self._touch()
 
     def delete_pod(self, obj: Mapping[str, Any]) -> None:
-        key = pod_key(obj)
-        with self._lock:
-            self._alloc.unbind(key)
-            self._alloc.drop_assumed(key)
+        try:
+            key = pod_key(obj)
             meta = obj.get("metadata") or {}
-            self._alloc.drop_assumed(f"{meta.get('namespace', 'default')}/{meta.get('name', '')}")
+            alias = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        except Exception as exc:
+            self._bad("pod", obj, exc)
+            return
+        with self._lock:
+            self._ours.pop(key, None)
+            self._ours.pop(alias, None)
+            self._alloc.unbind(key)
+            self._alloc.drop_assumed(key, "deleted")
+            self._alloc.drop_assumed(alias, "deleted")
             self._touch()
 
     def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
         with self._lock:
+            self._ours.clear()  # rebuilt from the list
             seen = set()
             for obj in objs:
                 self.upsert_pod(obj)
-                seen.add(pod_key(obj))
+                with contextlib.suppress(Exception):  # counted as bad by upsert_pod
+                    seen.add(pod_key(obj))
             for key in [k for k in self._alloc.bound if k not in seen]:
                 self._alloc.unbind(key)
             self._touch()
+
+    @property
+    def scheduler_name(self) -> str:
+        return self._cfg.scheduler_name
+
+    def may_assume(self, key: str) -> bool:
+        """Whether a score may charge pod ``key`` (its UID, or namespace/name) to its best
+        node: only a pod the informer has seen pending for the configured scheduler, so
+        that a caller cannot hold capacity for made-up pods or for another scheduler's."""
+        return key in self._ours
 
     # --- assumed pods ----------------------------------------------------------------------
     def assume(self, key: str, spec: PodSpec, node: str, patch_published: bool = False) -> None:
@@ -166,6 +236,7 @@ class GraphCache:
         with self._lock:
             if key in self._alloc.bound:
                 return  # already bound: the real charge wins
+            # (whether it may be assumed at all is the caller's question: may_assume)
             current = patch_published and self._publisher.is_current(self._version)
             touched = self._alloc.touched
             touched.clear()
@@ -180,20 +251,24 @@ class GraphCache:
 
     # --- telemetry ---------------------------------------------------------------------------
     def upsert_telemetry(self, obj: Mapping[str, Any]) -> None:
-        tel = tele_api.parse(obj)
-        if tel is None:
-            self.stats.bad_objects["telemetry"] += 1
+        try:
+            tel = tele_api.GPUTelemetry.from_dict(obj)
+        except Exception as exc:  # TelemetryError names the field; anything else is a bug
+            self._bad("telemetry", obj, exc)
             return
         with self._lock:
             i = self._table.index.get(tel.node_name)
             if i is None:
                 self._pending_tele[tel.node_name] = tel
                 return
-            if self._apply_telemetry(i, tel):
+            if self._apply_telemetry(i, tel, obj):
                 self._touch()
 
     def delete_telemetry(self, obj: Mapping[str, Any]) -> None:
-        name = str((obj.get("metadata") or {}).get("name", ""))
+        name = _name(obj)
+        if name is None:
+            self._bad("telemetry", obj, ValueError("deleted GPUTelemetry without metadata.name"))
+            return
         with self._lock:
             self._pending_tele.pop(name, None)
             i = self._table.index.get(name)
@@ -205,11 +280,13 @@ class GraphCache:
         for obj in objs:
             self.upsert_telemetry(obj)
 
-    def _apply_telemetry(self, i: int, tel: tele_api.GPUTelemetry) -> bool:
+    def _apply_telemetry(self, i: int, tel: tele_api.GPUTelemetry,
+                         obj: Mapping[str, Any] | None = None) -> bool:
         try:
             return self._table.append_telemetry(i, tel, self._cfg.gpu_power_ref_w)
-        except BadTelemetry:
-            self.stats.bad_objects["telemetry"] += 1
+        except BadTelemetry as exc:
+            self._bad("telemetry", obj if obj is not None else
+                      {"metadata": {"name": tel.node_name}}, exc)
             return False
 
     # --- publishing --------------------------------------------------------------------------
@@ -243,3 +320,21 @@ class GraphCache:
 
     def __len__(self) -> int:
         return len(self._table)
+
+
+def _name(obj: Any) -> str | None:
+    """``metadata.name`` of an object as a string, or None when it has none."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _ident(obj: Any) -> tuple[str, str]:
+    """(namespace/name, resourceVersion) of an object for the log, whatever its shape; cut
+    short, since a malformed object's name may be anything."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "<without metadata>", ""
+    name, ns, rv = meta.get("name"), meta.get("namespace"), meta.get("resourceVersion")
+    ident = f"{ns}/{name}" if isinstance(ns, str) and ns else str(name)
+    return (ident if len(ident) <= 256 else ident[:253] + "..."), str(rv or "")[:32]

@@ -6,16 +6,16 @@ servers listen and the informers have synced, one stable line goes to stdout:
 
     serving extender on http://127.0.0.1:8888/dsan grpc on 127.0.0.1:50051
 
-(with `` relay on PATH`` appended when ``--relay-socket`` is set).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import queue
 import signal
 import sys
-import threading
+import time
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -70,24 +70,60 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"dsan serve: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    log = logging.getLogger("dsan.sidecar")
+    signals = Signals()
     sidecar.start()
-    logging.getLogger("dsan.sidecar").info(
-        "listening: extender %s, grpc %s, policy %s; waiting for informers",
-        sidecar.extender_url, sidecar.grpc_target, sidecar.service.policy.version)
+    log.info("listening: extender %s, grpc %s, policy %s; waiting for informers",
+             sidecar.extender_url, sidecar.grpc_target, sidecar.service.policy.version)
     timeout = args.ready_timeout or None
-    while not stop.is_set() and not sidecar.wait_ready(0.2):
+    while not signals.stopping(log) and not sidecar.wait_ready(0.2):
         if timeout is not None:
             timeout -= 0.2
             if timeout <= 0:
                 print("dsan serve: informers did not sync in time", file=sys.stderr)
                 sidecar.stop()
                 return 1
-    if not stop.is_set():
+    if not signals.stopping(log):
         print(f"serving extender on {sidecar.extender_url} grpc on "
               f"{sidecar.grpc_target or 'disabled'}", flush=True)
-        stop.wait()
-    sidecar.stop()
+        while not signals.stopping(log, wait=True):
+            pass
+    log.info("draining (up to %.1f s), then exiting", cfg.drain_timeout_s)
+    t0 = time.monotonic()
+    left = sidecar.stop(drain_s=cfg.drain_timeout_s)
+    if left:
+        log.warning("drain timed out after %.1f s with %d HTTP request(s) in flight; exiting",
+                    time.monotonic() - t0, left)
+    else:
+        log.info("drained in %.2f s; exiting", time.monotonic() - t0)
     return 0
+
+
+class Signals:
+    """SIGTERM and SIGINT stop the sidecar (after a drain); SIGHUP, whose default action
+    would kill it, is logged and ignored: the config is read once at start, so a change
+    needs a restart. The handlers only queue the signal; the main thread logs it (a signal
+    handler that logs could interrupt a log call of the same thread)."""
+
+    def __init__(self) -> None:
+        self._got: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._stop = False
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: self._got.put(signum))
+
+    def stopping(self, log: logging.Logger, wait: bool = False) -> bool:
+        """Whether a stop signal came (with ``wait``, after waiting up to a second for a
+        signal); logs each signal received since the last call."""
+        try:
+            while True:
+                signum = self._got.get(timeout=1.0) if wait else self._got.get_nowait()
+                wait = False
+                name = signal.Signals(signum).name
+                if signum == signal.SIGHUP:
+                    log.info("SIGHUP received: ignored (the config is read only at start; "
+                             "restart the sidecar to change it)")
+                else:
+                    log.info("%s received", name)
+                    self._stop = True
+        except queue.Empty:
+            return self._stop

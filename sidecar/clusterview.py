@@ -90,12 +90,11 @@ class FakeClusterView:
 
 
 def _dispatch(cache: GraphCache, resource: str, kind: str, obj: Mapping[str, Any]) -> None:
+    """One event into the cache, which counts and skips a malformed object itself: nothing
+    an object holds can end a watch (and restart it with a relist)."""
     deleted = kind == "DELETED"
     if resource == "nodes":
-        if deleted:
-            cache.delete_node(str(obj["metadata"]["name"]))
-        else:
-            cache.upsert_node(obj)
+        (cache.delete_node_obj if deleted else cache.upsert_node)(obj)
     elif resource == "pods":
         (cache.delete_pod if deleted else cache.upsert_pod)(obj)
     elif resource == "gputelemetries":
@@ -228,6 +227,8 @@ class KubeClusterView:
         r.response = resp
         try:
             for event in _events(resp):
+                if not isinstance(event, dict):
+                    raise RuntimeError(f"watch event is not an object: {str(event)[:100]}")
                 kind = event.get("type")
                 obj = event.get("object") or {}
                 r.heard = time.time()
@@ -235,7 +236,8 @@ class KubeClusterView:
                     if obj.get("code") == 410:
                         raise _Gone()
                     raise RuntimeError(f"watch error event: {obj.get('message', obj)}")
-                new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+                meta = obj.get("metadata") if isinstance(obj, dict) else None
+                new_rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
                 if kind != "BOOKMARK":
                     _dispatch(self.cache, r.resource, str(kind), obj)
                 if new_rv:

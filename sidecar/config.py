@@ -45,6 +45,13 @@ class SidecarConfig:
     runtime: str = "numpy"
     #: Extender requests with a larger body are refused with 413.
     max_body_bytes: int = 8 * 1024 * 1024
+    #: Listen backlog of the extender's HTTP server: new connections the kernel holds until
+    #: the server accepts them (the kernel caps it at net.core.somaxconn). Python's default
+    #: of 5 made bursts of new connections wait seconds in SYN retries, or be reset.
+    http_backlog: int = 1024
+    #: On SIGTERM (or SIGINT): how long the requests in flight may take to finish before the
+    #: sidecar exits; new connections are refused meanwhile.
+    drain_timeout_s: float = 5.0
     #: gRPC messages larger than this are refused by the gRPC server.
     max_grpc_message_bytes: int = 8 * 1024 * 1024
     #: Telemetry history kept per node (windows), the temporal stream's length.
@@ -53,7 +60,13 @@ class SidecarConfig:
     telemetry_stale_s: float = 60.0
     #: GPU power at which gpu_power_frac is 1.0 when the CR carries no power limit.
     gpu_power_ref_w: float = 400.0
-    #: Pods we scored best stay charged to that node this long unless seen bound first.
+    #: The scheduler whose pods are charged to their best node after a score ("assumed"):
+    #: only a pod the informer has seen pending with this spec.schedulerName is, so a caller
+    #: cannot hold capacity for made-up pods. The kube-scheduler profile's name (Helm
+    #: scheduler.schedulerName).
+    scheduler_name: str = "dsan-scheduler"
+    #: Pods we scored best stay charged to that node this long unless an informer event for
+    #: the pod (bound, deleted or updated while pending) comes first.
     assume_ttl_s: float = 30.0
     #: Most pods remembered as assumed at once (oldest dropped first).
     assume_max: int = 100_000
@@ -106,6 +119,9 @@ class SidecarConfig:
         need(bool(self.fallback_policy), "fallback_policy", "must name a policy")
         need(self.max_body_bytes >= 1024, "max_body_bytes", "must be at least 1024")
         need(self.max_grpc_message_bytes >= 1024, "max_grpc_message_bytes", "must be >= 1024")
+        need(1 <= self.http_backlog <= 65535, "http_backlog", "must be within 1..65535")
+        need(0 <= self.drain_timeout_s <= 600, "drain_timeout_s", "must be within 0..600")
+        need(bool(self.scheduler_name), "scheduler_name", "must name a scheduler")
         need(1 <= self.telemetry_window <= 1024, "telemetry_window", "must be within 1..1024")
         need(self.telemetry_stale_s > 0, "telemetry_stale_s", "must be positive")
         need(self.gpu_power_ref_w > 0, "gpu_power_ref_w", "must be positive")

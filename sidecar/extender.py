@@ -14,23 +14,28 @@ the kernel (field notes). No per-request logging.
 
 from __future__ import annotations
 
+import contextlib
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from email.message import Message
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import orjson
 
 from sidecar.podspec import PodError, PodSpecMemo, pod_key
-from sidecar.service import RequestError, ScoringService
+from sidecar.service import RequestError, ScoringService, internal_error
 
 MAX_EXTENDER_PRIORITY = 10
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             411: "Length Required", 413: "Payload Too Large", 500: "Internal Server Error",
-            503: "Service Unavailable"}
+            501: "Not Implemented", 503: "Service Unavailable"}
 Route = Callable[[bytes], tuple[int, bytes]]
 
 
@@ -58,8 +63,14 @@ def encode_priorities(names: Sequence[str], scores: npt.ArrayLike) -> bytes:
     return ('[{"Host":"' + "".join(parts.tolist())).encode()
 
 
-def _error_body(message: str) -> bytes:
+def _error_body(message: str, request_id: str = "") -> bytes:
+    if request_id:
+        return orjson.dumps({"error": message, "requestId": request_id})
     return orjson.dumps({"error": message})
+
+
+def _refusal(err: RequestError) -> tuple[int, bytes]:
+    return err.http_status, _error_body(err.message, err.request_id)
 
 
 def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
@@ -89,6 +100,12 @@ def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
     return pod, names
 
 
+def _scheduler_name(pod: dict[str, Any]) -> str:
+    """The Pod's spec.schedulerName; Kubernetes defaults an absent one to default-scheduler."""
+    name = pod["spec"].get("schedulerName")  # spec is an object: the pod parsed
+    return name if isinstance(name, str) and name else "default-scheduler"
+
+
 class ExtenderApp:
     """Request bodies in, (status, body) out: the extender's logic, independent of the server."""
 
@@ -109,12 +126,15 @@ class ExtenderApp:
                 spec = self._specs.get(pod, self.service.cache.models)
             except PodError as exc:
                 raise RequestError("bad_pod", str(exc)) from None
-            res = self.service.score("http", spec, pod_key(pod), names, MAX_EXTENDER_PRIORITY,
+            key = self.service.assume_key(pod_key(pod), _scheduler_name(pod))
+            res = self.service.score("http", spec, key, names, MAX_EXTENDER_PRIORITY,
                                      defer=True)
             out = encode_priorities(names, res.scores)
         except RequestError as err:
             self.service.refuse("http", err)
-            return err.http_status, _error_body(err.message)
+            return _refusal(err)
+        except Exception as exc:  # a bug: 500, logged with the id the reply carries
+            return _refusal(self.service.internal("http", exc))
         self._prioritized.inc()
         self.service.record("http", res, time.perf_counter() - t0, len(names))
         return 200, out
@@ -136,24 +156,67 @@ class ExtenderApp:
             passed, failed = self.service.engine.filter(spec, names)
         except RequestError as err:
             self.service.refuse("http", err)
-            return err.http_status, _error_body(err.message)
+            return _refusal(err)
+        except Exception as exc:  # a bug: 500, logged with the id the reply carries
+            return _refusal(self.service.internal("http", exc))
         self.metrics.requests.labels("http", "filter").inc()
         return 200, orjson.dumps({"Nodes": None, "NodeNames": passed, "FailedNodes": failed,
                                   "FailedAndUnresolvableNodes": {}, "Error": ""})
 
 
-class NoopExtenderApp:
-    """The latency floor: same server, same parsing and reply encoding, every score 0."""
+class App(Protocol):
+    """What the server routes: the extender's verbs on request bodies, and the bookkeeping it
+    runs once each reply is written."""
 
-    def prioritize(self, body: bytes) -> tuple[int, bytes]:
-        try:
-            _, names = parse_args(body)
-        except RequestError as err:
-            return err.http_status, _error_body(err.message)
-        return 200, encode_priorities(names, np.zeros(len(names), dtype=np.int64))
+    def prioritize(self, body: bytes) -> tuple[int, bytes]: ...
 
-    def settle(self) -> None:
-        return None
+    def filter(self, body: bytes) -> tuple[int, bytes]: ...
+
+    def settle(self) -> None: ...
+
+
+#: Framing of a request body sent chunked (Transfer-Encoding: chunked).
+CHUNKED = -1
+#: Longest chunk-size line (hex size plus extensions) and most trailer lines read.
+_CHUNK_LINE_MAX = 1024
+_TRAILERS_MAX = 64
+
+
+class FramingError(Exception):
+    """A request whose body framing is refused (RFC 9112 section 6): answered with
+    ``status`` and the connection closed, since where the next request starts is unknown."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.reason, self.message = status, reason, message
+
+
+def body_length(headers: Message) -> int:
+    """The request body's length from its headers, or :data:`CHUNKED`; FramingError for
+    conflicting or malformed framing: two different Content-Length values, Content-Length
+    beside Transfer-Encoding, a transfer coding other than chunked, a length that is not
+    1*DIGIT (``int()`` would take ``+5``, ``5_0`` or other scripts' digits)."""
+    lengths = headers.get_all("Content-Length")
+    codings = headers.get_all("Transfer-Encoding")
+    if codings is not None:
+        if lengths is not None:
+            raise FramingError(400, "bad_request", "both Content-Length and Transfer-Encoding "
+                               "are set: conflicting framing")
+        coding = [c.strip().lower() for v in codings for c in v.split(",")]
+        if coding != ["chunked"]:
+            raise FramingError(501, "bad_request", f"Transfer-Encoding {', '.join(coding)!r} "
+                               "is not supported (only chunked)")
+        return CHUNKED
+    if lengths is None:
+        raise FramingError(411, "bad_request", "Content-Length is required")
+    values = {v.strip() for h in lengths for v in h.split(",")}
+    if len(values) != 1:
+        raise FramingError(400, "bad_request", "conflicting Content-Length values: "
+                           + ", ".join(sorted(v[:20] for v in values)[:4]))
+    value = values.pop()
+    if not (value.isascii() and value.isdigit()) or len(value) > 18:
+        raise FramingError(400, "bad_request", f"bad Content-Length {value[:20]!r}")
+    return int(value)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -164,13 +227,42 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 120
     server: ExtenderServer
 
+    def setup(self) -> None:
+        super().setup()
+        self._poll = select.poll()  # descriptors past 1024, unlike select.select
+        self._poll.register(self.connection.fileno(), select.POLLIN)
+        #: True while a request is being answered (ExtenderServer.drain waits for it).
+        self.busy = False
+        self._read_shut = False
+        self.server.track(self)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.untrack(self)
+
+    def idle_waiting(self) -> bool:
+        """For drain: True if the client's next request has (partly) arrived."""
+        return bool(self._poll.poll(0))
+
+    def shut_read(self) -> None:
+        """For drain: end an idle keep-alive connection (its thread's read sees EOF)."""
+        if not self._read_shut:
+            self._read_shut = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RD)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # no per-request logging; errors are counted in /metrics
 
     def _send(self, status: int, body: bytes, ctype: str = "application/json",
-              close: bool = False) -> None:
-        head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-                f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+              close: bool = False, extra: str = "") -> None:
+        """One response in one write; ``extra``: more header lines, each ending in CRLF."""
+        close = close or self.server.draining  # a draining server ends every connection
+        reason = _REASONS.get(status) or HTTPStatus(status).phrase
+        head = (f"HTTP/1.1 {status} {reason}\r\n"
+                f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n{extra}"
                 + ("Connection: close\r\n" if close else "") + "\r\n")
         if close:
             self.close_connection = True
@@ -178,93 +270,191 @@ class _Handler(BaseHTTPRequestHandler):
 
     def send_error(self, code: int, message: str | None = None,
                    explain: str | None = None) -> None:
-        # The stdlib's own errors (bad request line, unsupported method) leave any body
-        # unread: close, or its bytes would be parsed as the next request.
-        self.close_connection = True
-        super().send_error(code, message, explain)
+        """The stdlib's own errors (a bad request line or header, a method nobody knows),
+        as JSON with a status line (the stdlib's would have none for a request line it could
+        not read, as if to HTTP/0.9). Any body is left unread: close, or its bytes would be
+        parsed as the next request."""
+        self.server.count_error("bad_request")
+        self._send(code, _error_body(message or HTTPStatus(code).phrase), close=True)
 
     def do_POST(self) -> None:
-        length = self.headers.get("Content-Length")
-        if length is None:
-            self.server.count_error("bad_request")
-            self._send(411, _error_body("Content-Length is required"), close=True)
-            return
+        self.busy = True
         try:
-            n = int(length)
-            if n < 0:
-                raise ValueError
-        except ValueError:
-            self.server.count_error("bad_request")
-            self._send(400, _error_body(f"bad Content-Length {length!r}"), close=True)
+            self._post()
+        finally:
+            self.busy = False
+
+    def _post(self) -> None:
+        srv = self.server
+        try:
+            n = body_length(self.headers)
+            if n == CHUNKED:
+                body = self._read_chunked(srv.max_body)
+            elif n > srv.max_body:
+                # Refuse without reading: the body may be huge; closing drops the rest.
+                raise FramingError(413, "too_large", f"request body of {n} bytes exceeds "
+                                   f"the limit of {srv.max_body}")
+            else:
+                body = self.rfile.read(n)
+                if len(body) < n:
+                    raise FramingError(400, "bad_request", f"request body ended after "
+                                       f"{len(body)} of {n} bytes")
+        except FramingError as err:
+            srv.count_error(err.reason)
+            self._send(err.status, _error_body(err.message), close=True)
             return
-        if n > self.server.max_body:
-            # Refuse without reading: the body may be huge; closing drops the rest.
-            self.server.count_error("too_large")
-            self._send(413, _error_body(
-                f"request body of {n} bytes exceeds the limit of {self.server.max_body}"),
-                close=True)
-            return
-        body = self.rfile.read(n)
-        route = self.server.post_routes.get(self.path.split("?", 1)[0])
+        route = srv.post_routes.get(self.path.split("?", 1)[0])
         if route is None:
-            self._send(404, _error_body(f"no such endpoint: POST {self.path}"))
+            self._send(404, _error_body(f"no such endpoint: POST {self.path[:200]}"))
             return
         try:
             status, out = route(body)
-        except Exception as exc:  # a bug must not take the server down
-            self.server.count_error("internal")
-            status, out = 500, _error_body(f"internal error: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # a bug must not take the server down (the apps catch theirs)
+            srv.count_error("internal")
+            status, out = _refusal(internal_error("http", exc))
         self._send(status, out)
-        self.server.after_reply()  # off the client's clock: the reply is already out
+        srv.app.settle()  # off the client's clock: the reply is already out
+
+    def _read_chunked(self, limit: int) -> bytes:
+        """A chunked body (RFC 9112 section 7.1), at most ``limit`` bytes; trailers are read
+        and dropped. FramingError for anything malformed or too large."""
+        rfile, body = self.rfile, bytearray()
+        while True:
+            line = rfile.readline(_CHUNK_LINE_MAX + 1)
+            size = line.split(b";", 1)[0].strip()
+            if (not line.endswith(b"\n") or not size or len(size) > 8
+                    or size.strip(b"0123456789abcdefABCDEF")):
+                raise FramingError(400, "bad_request", "malformed chunked body")
+            n = int(size, 16)
+            if n == 0:
+                break
+            if len(body) + n > limit:
+                raise FramingError(413, "too_large", "chunked request body exceeds the limit "
+                                   f"of {limit} bytes")
+            chunk = rfile.read(n)
+            if len(chunk) < n or rfile.readline(3) not in (b"\r\n", b"\n"):
+                raise FramingError(400, "bad_request", "malformed chunked body")
+            body += chunk
+        for _ in range(_TRAILERS_MAX):
+            line = rfile.readline(_CHUNK_LINE_MAX + 1)
+            if line in (b"\r\n", b"\n"):
+                return bytes(body)
+            if not line.endswith(b"\n"):
+                break
+        raise FramingError(400, "bad_request", "malformed chunked body (trailers)")
 
     def do_GET(self) -> None:
+        self.busy = True
+        try:
+            self._get()
+        finally:
+            self.busy = False
+
+    def _not_allowed(self) -> None:
+        """A standard method this server has no resource for: 405 (the stdlib would answer
+        501, as for a method it does not know); any body is left unread, so close."""
+        self.server.count_error("method_not_allowed")
+        self._send(405, _error_body(f"method {self.command} not allowed (GET, POST)"),
+                   close=True, extra="Allow: GET, POST\r\n")
+
+    do_HEAD = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
+
+    def _get(self) -> None:
         path = self.path.split("?", 1)[0]
         srv = self.server
         if path == "/healthz":
             self._send(200, b"ok", "text/plain")
         elif path == "/readyz":
-            ok = srv.ready()
-            self._send(200 if ok else 503, b"ok" if ok else b"informers not synced",
-                       "text/plain")
+            ok = srv.ready() and not srv.draining
+            self._send(200 if ok else 503, b"ok" if ok else
+                       b"draining" if srv.draining else b"informers not synced", "text/plain")
         elif path == "/metrics" and srv.metrics_body is not None:
             self._send(200, srv.metrics_body(), "text/plain; version=0.0.4; charset=utf-8")
         else:
-            self._send(404, _error_body(f"no such endpoint: GET {path}"))
+            self._send(404, _error_body(f"no such endpoint: GET {path[:200]}"))
 
 
 class ExtenderServer(ThreadingHTTPServer):
-    """Serves one app's routes under ``prefix`` on (host, port) in a background thread."""
+    """Serves one app's routes under ``prefix`` on (host, port) in a background thread.
+
+    One thread per connection; a keep-alive connection is kept until the client closes it
+    or it has been idle ``_Handler.timeout`` seconds. ``backlog`` is the listen queue: new
+    connections the kernel holds until the accept loop takes them (Python's default of 5
+    made bursts of new connections wait seconds in SYN retries, or be reset)."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, host: str, port: int, prefix: str, app: ExtenderApp | NoopExtenderApp,
+    def __init__(self, host: str, port: int, prefix: str, app: App,
                  max_body: int, ready: Callable[[], bool] = lambda: True,
                  metrics_body: Callable[[], bytes] | None = None,
-                 count_error: Callable[[str], None] = lambda reason: None) -> None:
+                 count_error: Callable[[str], None] = lambda reason: None,
+                 backlog: int = 1024) -> None:
+        self.request_queue_size = backlog  # read by listen() in the constructor below
         super().__init__((host, port), _Handler)
-        self.post_routes: dict[str, Route] = {f"{prefix}/prioritize": app.prioritize}
-        if isinstance(app, ExtenderApp):
-            self.post_routes[f"{prefix}/filter"] = app.filter
-        #: Run after every POST reply is written (the app's deferred bookkeeping).
-        self.after_reply = app.settle
+        self.app = app
+        self.post_routes: dict[str, Route] = {f"{prefix}/prioritize": app.prioritize,
+                                              f"{prefix}/filter": app.filter}
         self.max_body = max_body
         self.ready = ready
         self.metrics_body = metrics_body
         self.count_error = count_error
+        #: Set by drain(): /readyz answers 503 and every reply closes its connection.
+        self.draining = False
+        self._conns: set[_Handler] = set()
+        self._conns_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
 
+    def track(self, handler: _Handler) -> None:
+        with self._conns_lock:
+            self._conns.add(handler)
+
+    def untrack(self, handler: _Handler) -> None:
+        with self._conns_lock:
+            self._conns.discard(handler)
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="extender-http", daemon=True)
         self._thread.start()
 
+    def drain(self, timeout: float) -> int:
+        """Stop accepting connections, let the requests in flight finish (each reply then
+        closes its connection), end idle keep-alive connections; wait at most ``timeout``
+        seconds. Returns how many requests were still in flight when it gave up (0: all
+        answered). A request whose first bytes have already arrived on an idle connection
+        counts as in flight (its thread is about to take it)."""
+        self.draining = True
+        if self._thread is not None:
+            self.shutdown()  # the accept loop ends...
+        self.socket.close()  # ...and new connections are refused from here on
+        deadline = time.monotonic() + timeout
+        quiet = 0
+        while True:
+            with self._conns_lock:
+                conns = list(self._conns)
+            busy = 0
+            for h in conns:
+                if h.busy or h.idle_waiting():
+                    busy += 1
+                else:
+                    h.shut_read()
+            # Quiet twice, 10 ms apart: a thread that had just read a request line when it
+            # was looked at (not busy yet, nothing left waiting) is busy by the second look.
+            quiet = quiet + 1 if busy == 0 else 0
+            if quiet == 2 or time.monotonic() >= deadline:
+                return busy
+            time.sleep(0.01)
+
     def stop(self) -> None:
-        self.shutdown()
+        if not self.draining:
+            self.draining = True
+            if self._thread is not None:
+                self.shutdown()
         self.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)

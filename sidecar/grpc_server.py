@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import fields
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
 import grpc
 import numpy as np
@@ -80,7 +80,7 @@ class ScoreHandler:
                                    f"NodeTableRequest: {exc}") from None
         except RequestError as err:
             self.service.refuse("grpc", err)
-            context.abort(_CODES[err.grpc_code], err.message)
+            _abort(context, err)
         self.metrics.requests.labels("grpc", "node_table").inc()
         epoch, names = self.service.node_table()
         return scorer_pb2.NodeTableResponse(epoch=epoch, node_names=names).SerializeToString()
@@ -91,10 +91,9 @@ class ScoreHandler:
             resp, res = self._score(raw)
         except RequestError as err:
             self.service.refuse("grpc", err)
-            context.abort(_CODES[err.grpc_code], err.message)
-        except Exception as exc:  # a bug must not go unreported or uncounted
-            self.metrics.error("grpc", "internal")
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
+            _abort(context, err)
+        except Exception as exc:  # a bug: INTERNAL, logged with the id the reply carries
+            _abort(context, self.service.internal("grpc", exc))
         self._scored.inc()
         self.service.record("grpc", res, time.perf_counter() - t0, len(res.scores))
         # The winner's assumption once the RPC is done (grpcio runs RPC callbacks on its
@@ -117,13 +116,22 @@ class ScoreHandler:
             spec = self._podspec(pod)
         except PodError as exc:
             raise RequestError("bad_pod", str(exc)) from None
-        key = pod.uid or f"{pod.namespace or 'default'}/{pod.name}"
+        key = self.service.assume_key(pod.uid or f"{pod.namespace or 'default'}/{pod.name}")
         res = self.service.score("grpc", spec, key, candidates(req), 100, defer=True)
         tail = scorer_pb2.ScoreResponse(
             policy=self.service.policy.version, snapshot_version=res.version,
             fallback_nodes=res.fallback, unknown_nodes=res.unknown,
             node_table_epoch=res.table_epoch).SerializeToString()
         return encode_scores(res.scores) + tail, res
+
+
+def _abort(context: grpc.ServicerContext, err: RequestError) -> NoReturn:
+    """End the RPC with the error's status; an internal error's request id also goes out as
+    trailing metadata (``x-request-id``)."""
+    if err.request_id:
+        context.set_trailing_metadata((("x-request-id", err.request_id),))
+    context.abort(_CODES[err.grpc_code], err.message)
+    raise err  # abort() raises; this line is for the type checker
 
 
 def candidates(req: scorer_pb2.ScoreRequest) -> Sequence[str] | NodeRows:
@@ -167,28 +175,16 @@ def _varint(n: int) -> bytes:
 _SCORES_TAG = bytes([(1 << 3) | 2])  # field 1, length-delimited (packed)
 
 
-class NoopScoreHandler:
-    """The gRPC latency floor: decode, reply zeros, same server and encoding; serves a node
-    table of ``names`` (epoch 1) so clients can send rows to it as to the real service."""
+class Servicer(Protocol):
+    """The two methods the server routes, on raw request bytes."""
 
-    def __init__(self, names: Sequence[str] = ()) -> None:
-        self.table = scorer_pb2.NodeTableResponse(epoch=1, node_names=names).SerializeToString()
+    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes: ...
 
-    def ready(self) -> bool:
-        return True
-
-    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        return self.table
-
-    def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        req = scorer_pb2.ScoreRequest.FromString(raw)
-        m = len(req.node_names) or len(candidates(req))
-        return encode_scores(np.zeros(m, dtype=np.int64)) + \
-            scorer_pb2.ScoreResponse(policy="noop", node_table_epoch=1).SerializeToString()
+    def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes: ...
 
 
 class GrpcServer:
-    def __init__(self, host: str, port: int, handler: ScoreHandler | NoopScoreHandler,
+    def __init__(self, host: str, port: int, handler: Servicer,
                  workers: int = 4, max_message_bytes: int = 8 * 1024 * 1024) -> None:
         opts = [("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),

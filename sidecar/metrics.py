@@ -21,7 +21,7 @@ from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from prometheus_client.exposition import generate_latest
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 APIS = ("http", "grpc", "inprocess")
@@ -67,6 +67,21 @@ class RequestHistograms:
         for labels, r in rows:
             fam.add_metric(labels, list(zip(self._les, map(float, accumulate(r[:-1])),
                                             strict=True)), r[-1])
+        yield fam
+
+
+class ScrapedCounters:
+    """A counter family whose values live elsewhere (plain ints the cache bumps without a
+    lock) and are read at scrape time: ``fns`` maps each label value to its reader."""
+
+    def __init__(self, name: str, doc: str, label: str) -> None:
+        self.name, self.doc, self.label = name, doc, label
+        self.fns: dict[str, Callable[[], float]] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        fam = CounterMetricFamily(self.name, self.doc, labels=[self.label])
+        for value, fn in self.fns.items():
+            fam.add_metric([value], fn())
         yield fam
 
 
@@ -116,9 +131,21 @@ class SidecarMetrics:
             "dsan_sidecar_informer_lag_seconds",
             "Seconds since each informer last heard from the apiserver (event, bookmark, list)",
             ["resource"], registry=r)
-        self.bad_objects = Gauge(
-            "dsan_sidecar_bad_objects", "Informed objects skipped as malformed, by kind",
-            ["kind"], registry=r)
+        self.bad_objects = ScrapedCounters(
+            "dsan_sidecar_bad_objects", "Informed objects (Node, Pod, GPUTelemetry) skipped as "
+            "malformed, by kind; each is logged once with its namespace/name", "kind")
+        r.register(self.bad_objects)
+        self.assumptions_ended = ScrapedCounters(
+            "dsan_sidecar_assumptions_ended", "Assumptions (pods charged to their best node "
+            "after a score) ended, by how: bound (seen bound anywhere), deleted, "
+            "informer_event (updated while still pending), expired (assume_ttl_s), evicted "
+            "(oldest past assume_max)", "how")
+        self.assumptions_skipped = ScrapedCounters(
+            "dsan_sidecar_assumptions_skipped", "Scored pods not assumed, by reason: "
+            "other_scheduler (the request's pod names another scheduler), not_pending (the "
+            "informer has not seen the pod pending for the configured scheduler)", "reason")
+        r.register(self.assumptions_ended)
+        r.register(self.assumptions_skipped)
         self.ready = Gauge("dsan_sidecar_ready", "1 once the informers have synced", registry=r)
         self.cpus = Gauge(
             "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "
@@ -185,8 +212,7 @@ class SidecarMetrics:
         self.cache_assumed.set_function(assumed)
         for res, fn in informer_lag.items():
             self.informer_lag.labels(res).set_function(fn)
-        for kind, fn in bad_objects.items():
-            self.bad_objects.labels(kind).set_function(fn)
+        self.bad_objects.fns.update(bad_objects)
         self.ready.set_function(ready)
         self.policy_errors.set_function(policy_errors)
         # The main thread's mask (a scrape runs on another thread): what taskset -p shows.

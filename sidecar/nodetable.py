@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.api import telemetry as tele_api
+from dsan.api.quantity import parse_quantity
 from dsan.api.types import (
     LABEL_GPU_MODEL,
     LABEL_HOURLY_COST,
@@ -29,7 +30,6 @@ from dsan.api.types import (
     parse_float_label,
 )
 from dsan.core.snapshot import MAX_GPUS
-from sidecar.podspec import parse_quantity
 from sidecar.telemetry import CHANNELS, new_windows
 
 #: (cpu_used, mem_used, pod_count, gpu_count, gpu_free) of one node table: what a charge
@@ -43,23 +43,24 @@ NodeRow = tuple[str, float, float, int, str | None, Topology, float]
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeRow:
-    """A Node object's row; raises (KeyError, ValueError, ...) on a malformed one."""
+    """A Node object's row; raises (QuantityError, KeyError, ValueError, ...) on a malformed
+    one, and the cache counts and skips it."""
     meta = obj["metadata"]
     name = str(meta["name"])
     labels = meta.get("labels") or {}
     status = obj.get("status") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
-    cpu = float(parse_quantity(alloc.get("cpu", 0), f"Node {name} allocatable.cpu")) * 1000
-    mem = float(parse_quantity(alloc.get("memory", 0), f"Node {name} allocatable.memory"))
-    gpus = int(parse_quantity(alloc.get(RESOURCE_GPU, 0), f"Node {name} allocatable gpu"))
-    # A finite quantity past float64 ("1e400") would become inf here, and inf capacity NaN
-    # features; no real node has it.
-    if not (math.isfinite(cpu) and math.isfinite(mem)):
-        raise ValueError(f"Node {name}: allocatable cpu or memory past any real node's")
+    cpu = parse_quantity(alloc.get("cpu", 0), "Node.status.allocatable[cpu]")
+    mem = parse_quantity(alloc.get("memory", 0), "Node.status.allocatable[memory]")
+    gpus = parse_quantity(alloc.get(RESOURCE_GPU, 0),
+                          f"Node.status.allocatable[{RESOURCE_GPU}]")
+    if cpu < 0 or mem < 0 or gpus < 0:
+        raise ValueError(f"Node {name}: negative allocatable cpu, memory or GPUs")
     topo = Topology.from_labels(labels)
     cost = parse_float_label(labels.get(LABEL_HOURLY_COST))
-    return (name, cpu, mem / 2**20, min(gpus, MAX_GPUS), labels.get(LABEL_GPU_MODEL), topo,
-            1.0 if cost is None else cost)
+    # Quantities are at most 2^63-1 (dsan.api.quantity): finite as floats.
+    return (name, float(cpu) * 1000, float(mem) / 2**20, min(int(gpus), MAX_GPUS),
+            labels.get(LABEL_GPU_MODEL), topo, 1.0 if cost is None else cost)
 
 
 class NodeTable:

@@ -11,15 +11,16 @@ largest init container, plus the pod overhead.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import orjson
 
+from dsan.api.quantity import QuantityError
+from dsan.api.quantity import parse_quantity as parse_quantity_api
 from dsan.api.types import (
     ANNOTATION_GPU_MILLI,
     ANNOTATION_GPU_MODELS,
@@ -36,13 +37,10 @@ from dsan.core.snapshot import PodSpec
 #: Model index that matches no node: a pod asking only for unknown GPU models fits nowhere.
 NO_MODEL = -2
 _MIB = Decimal(1024 * 1024)
-_SUFFIX = {
-    "Ki": Decimal(1024), "Mi": Decimal(1024**2), "Gi": Decimal(1024**3),
-    "Ti": Decimal(1024**4), "Pi": Decimal(1024**5), "Ei": Decimal(1024**6),
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-    "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
-    "P": Decimal(10**15), "E": Decimal(10**18),
-}
+#: Pod.spec.priority is an int32 in the Kubernetes API.
+_INT32 = (-(2**31), 2**31 - 1)
+#: Extended resources are whole numbers in Kubernetes (its validation refuses "0.5").
+_WHOLE = (RESOURCE_GPU, RESOURCE_GPU_MILLI)
 
 
 class PodError(ValueError):
@@ -50,48 +48,14 @@ class PodError(ValueError):
 
 
 def parse_quantity(value: Any, where: str) -> Decimal:
-    """A Kubernetes quantity ("500m", "2Gi", "1e3", 4) as a Decimal; PodError if malformed."""
-    if isinstance(value, str):
-        # Pods repeat a handful of quantity strings: parse each once.
-        got = _parse_str(value)
-        if isinstance(got, Decimal):
-            return got
-        raise PodError(f"{where}: {got}")
-    return _parse(value, where)
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_str(value: str) -> Decimal | str:
-    """The Decimal, or the error message (exceptions are not cached by lru_cache)."""
+    """A request: a Kubernetes quantity (:mod:`dsan.api.quantity`) that is not negative;
+    PodError naming ``where`` otherwise."""
     try:
-        return _parse(value, "")
-    except PodError as exc:
-        return str(exc).removeprefix(": ")
-
-
-def _parse(value: Any, where: str) -> Decimal:
-    if isinstance(value, bool):
-        raise PodError(f"{where}: {value!r} is not a quantity")
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    if not isinstance(value, str) or not value:
-        raise PodError(f"{where}: {value!r} is not a quantity")
-    s = value.strip()
-    for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"):
-        if s.endswith(suffix):
-            number, mult = s[:-2], _SUFFIX[suffix]
-            break
-    else:
-        if s[-1:] in ("n", "u", "m", "k", "M", "G", "T", "P", "E"):
-            number, mult = s[:-1], _SUFFIX[s[-1]]
-        else:
-            number, mult = s, _SUFFIX[""]
-    try:
-        out = Decimal(number) * mult
-    except InvalidOperation as exc:
-        raise PodError(f"{where}: {value!r} is not a quantity") from exc
-    if not out.is_finite() or out < 0:
-        raise PodError(f"{where}: {value!r} must be a finite, non-negative quantity")
+        out = parse_quantity_api(value, where)
+    except QuantityError as exc:
+        raise PodError(str(exc)) from None
+    if out < 0:
+        raise PodError(f"{where}: {value!r} is negative")
     return out
 
 
@@ -106,7 +70,8 @@ def _container_requests(c: Any, where: str) -> dict[str, Decimal]:
         req = res.get("limits") or {}  # Kubernetes defaults requests to limits
     if not isinstance(req, Mapping):
         raise PodError(f"{where}.resources.requests: expected an object")
-    return {str(k): parse_quantity(v, f"{where}.resources.requests[{k}]") for k, v in req.items()}
+    return {str(k): parse_quantity(v, f"{where}.resources.requests[{_name(k)}]")
+            for k, v in req.items()}
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -130,7 +95,8 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     overhead = spec.get("overhead") or {}
     if isinstance(overhead, Mapping):
         for k, v in overhead.items():
-            total[str(k)] = total.get(str(k), Decimal(0)) + parse_quantity(v, f"overhead[{k}]")
+            total[str(k)] = total.get(str(k), Decimal(0)) + parse_quantity(
+                v, f"Pod.spec.overhead[{_name(k)}]")
     return total
 
 
@@ -237,19 +203,29 @@ def podspec_from_parts(
     one GPU, as in openb. ``gpu_models`` maps GPU model names to snapshot indices.
     """
     req = {
-        str(k): v if isinstance(v, Decimal) else parse_quantity(v, f"requests[{k}]")
+        str(k): v if isinstance(v, Decimal) else parse_quantity(v, f"requests[{_name(k)}]")
         for k, v in requests.items()
     }
+    if priority is None:
+        priority = 0  # unset (a JSON null): Kubernetes' default priority
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise PodError(f"Pod.spec.priority: expected an integer, got {priority!r}")
+        raise PodError(f"Pod.spec.priority: expected an integer, got {_show(priority)}")
+    if not _INT32[0] <= priority <= _INT32[1]:
+        raise PodError(f"Pod.spec.priority: {priority} is outside int32, as Kubernetes "
+                       "refuses it")
+    for res in _WHOLE:
+        if res in req and req[res] != req[res].to_integral_value():
+            raise PodError(f"requests[{res}]: {req[res]} is not a whole number (an extended "
+                           "resource)")
     num_gpu = int(req.get(RESOURCE_GPU, Decimal(0)))
     milli: int | None = None
+    share = _annotation(annotations, ANNOTATION_GPU_MILLI)
     if RESOURCE_GPU_MILLI in req:
         milli = parse_gpu_milli(str(int(req[RESOURCE_GPU_MILLI])))
         if milli is None:
             raise PodError(f"requests[{RESOURCE_GPU_MILLI}]: must be within 1..1000")
-    elif ANNOTATION_GPU_MILLI in annotations:
-        milli = parse_gpu_milli(str(annotations[ANNOTATION_GPU_MILLI]))
+    elif share is not None:
+        milli = parse_gpu_milli(share)
         if milli is None:
             raise PodError(f"annotations[{ANNOTATION_GPU_MILLI}]: must be within 1..1000")
     if milli is not None and milli < 1000:
@@ -257,10 +233,10 @@ def podspec_from_parts(
     else:
         gpu_milli = 1000 if num_gpu > 0 else 0
     models: tuple[int, ...] = ()
-    wanted = parse_gpu_models(_str_or_none(annotations.get(ANNOTATION_GPU_MODELS)))
+    wanted = parse_gpu_models(_annotation(annotations, ANNOTATION_GPU_MODELS))
     if wanted:
         models = tuple(sorted({gpu_models.get(m, NO_MODEL) for m in wanted}))
-    task = parse_task_type(_str_or_none(annotations.get(ANNOTATION_TASK_TYPE)))
+    task = parse_task_type(_annotation(annotations, ANNOTATION_TASK_TYPE))
     cpu_milli = float(req.get("cpu", Decimal(0)) * 1000)
     mem_mib = float(req.get("memory", Decimal(0)) / _MIB)
     if not (math.isfinite(cpu_milli) and math.isfinite(mem_mib)) or num_gpu > 1 << 20:
@@ -277,8 +253,28 @@ def podspec_from_parts(
     )
 
 
-def _str_or_none(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
+def _annotation(annotations: Mapping[str, Any], key: str) -> str | None:
+    """One of our annotations: a string (Kubernetes annotations are strings) or absent."""
+    v = annotations.get(key)
+    if v is None or isinstance(v, str):
+        return v
+    raise PodError(f"annotations[{key}]: expected a string, got {_show(v)}")
+
+
+def _name(key: Any) -> str:
+    """A map key as it appears in an error message, cut short."""
+    text = str(key)
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def _show(value: Any) -> str:
+    """A value as it appears in an error message, cut short (a huge int has no cheap repr)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, dict | list):
+        return f"a JSON {type(value).__name__}"
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + "..."
 
 
 def model_index(names: Sequence[str]) -> dict[str, int]:

@@ -8,6 +8,7 @@ The HTTP extender and the gRPC service only decode their wire format, call
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ from sidecar.scoring import (
 )
 
 log = logging.getLogger("dsan.sidecar")
+#: Why a scored pod was not assumed (ScoringService.assume_key).
+ASSUME_SKIPS = ("other_scheduler", "not_pending")
 
 
 class RequestError(Exception):
@@ -46,12 +49,14 @@ class RequestError(Exception):
         "internal": (500, "INTERNAL"),
     }
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, request_id: str = "") -> None:
         super().__init__(message)
         if reason not in self.CODES:
             raise ValueError(f"unknown error reason {reason!r}")
         self.reason = reason
         self.message = message
+        #: Set on an internal error: the id its log line carries, for the reply to carry too.
+        self.request_id = request_id
 
     @property
     def http_status(self) -> int:
@@ -60,6 +65,16 @@ class RequestError(Exception):
     @property
     def grpc_code(self) -> str:
         return self.CODES[self.reason][1]
+
+
+def internal_error(api: str, exc: BaseException) -> RequestError:
+    """An unexpected exception while serving an ``api`` request, as the reply's error: logged
+    here with its traceback under a fresh request id, which the reply carries instead of the
+    exception (its type and text are for the log, not for callers)."""
+    rid = secrets.token_hex(8)
+    log.error("%s request %s failed: internal error", api, rid, exc_info=exc)
+    return RequestError("internal", f"internal error (request id {rid}); the sidecar logged it",
+                        request_id=rid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +108,8 @@ class ScoringService:
         self.settles = 0
         #: Settle times waiting to be observed by the next settle().
         self._settled_s: deque[float] = deque()
+        #: Scored pods not assumed, by reason (assume_key).
+        self.assume_skipped = dict.fromkeys(ASSUME_SKIPS, 0)
 
     def ready(self) -> bool:
         return self.view.synced()
@@ -101,10 +118,27 @@ class ScoringService:
         if not self.view.synced():
             raise RequestError("not_ready", "the sidecar's informers have not synced yet")
 
+    def assume_key(self, key: str, scheduler_name: str | None = None) -> str:
+        """``key`` if the pod a caller asks to score may be charged to its best node
+        (assumed), else "" and the reason is counted: the request names another scheduler
+        (``scheduler_name``, what an extender request's pod says; None for gRPC, whose pods
+        carry none), or the informer has not seen the pod pending for the configured
+        scheduler (:meth:`GraphCache.may_assume`: a made-up pod, one already bound, or one
+        the informer has not caught up with). The APIs ask this; what they do not assume
+        they still score."""
+        if scheduler_name is not None and scheduler_name != self.cache.scheduler_name:
+            self.assume_skipped["other_scheduler"] += 1
+            return ""
+        if not self.cache.may_assume(key):
+            self.assume_skipped["not_pending"] += 1
+            return ""
+        return key
+
     def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str] | NodeRows,
               max_score: int, defer: bool = False) -> ScoreResult:
         """Score one pod's candidates and charge the pod to the winner until it binds
-        (with ``defer``, in :meth:`settle`, which the caller runs once the reply is out)."""
+        (with ``defer``, in :meth:`settle`, which the caller runs once the reply is out);
+        ``key`` "" assumes nothing (the APIs pass :meth:`assume_key`'s answer)."""
         if not names:
             raise RequestError("bad_request", "no candidate node names in the request")
         try:
@@ -180,3 +214,8 @@ class ScoringService:
     def refuse(self, api: str, err: RequestError) -> None:
         self.metrics.error(api, err.reason)
         log.debug("%s request refused (%s): %s", api, err.reason, err.message)
+
+    def internal(self, api: str, exc: BaseException) -> RequestError:
+        """:func:`internal_error`, counted."""
+        self.metrics.error(api, "internal")
+        return internal_error(api, exc)

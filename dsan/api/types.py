@@ -60,13 +60,11 @@ def parse_gpu_models(value: str | None) -> tuple[str, ...]:
 
 
 def parse_gpu_milli(value: str | None) -> int | None:
-    """A per-GPU share in thousandths, 1..1000, or None when absent or malformed."""
-    if value is None:
+    """A per-GPU share in thousandths, 1..1000, or None when absent or malformed (only ASCII
+    digits: ``int()`` would also take spaces, ``_`` and other scripts' digits)."""
+    if value is None or not (0 < len(value) <= 4 and value.isascii() and value.isdigit()):
         return None
-    try:
-        milli = int(value)
-    except ValueError:
-        return None
+    milli = int(value)
     return milli if 0 < milli <= 1000 else None
 
 

@@ -10,6 +10,7 @@ column, which the CLI prints as one line instead of a traceback. Columns (see
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec, empty_snapshot
+from dsan.sim.inputfile import InputFileError, read_text
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
@@ -129,39 +131,52 @@ class PodTrace:
 
 
 def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    if not path.is_file():
-        raise TraceError(path, "file not found")
-    with path.open(newline="") as fh:
-        reader = csv.reader(fh)
+    try:
+        text = read_text(path)
+    except InputFileError as exc:
+        raise TraceError(path, exc.message, exc.line) from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise TraceError(path, "empty file (no header row)") from None
+    except csv.Error as exc:
+        raise TraceError(path, f"unreadable header: {exc}", 1) from None
+    _one_line(path, header, 1, reader.line_num)
+    header = [h.strip() for h in header]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise TraceError(
+            path, f"missing column(s) {', '.join(missing)}; header is {','.join(header)}", 1
+        )
+    n_rows = 0
+    while True:
+        start = reader.line_num + 1  # the line this record starts on
         try:
-            header = next(reader)
+            row = next(reader)
         except StopIteration:
-            raise TraceError(path, "empty file (no header row)") from None
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise TraceError(path, f"unreadable header: {exc}", 1) from None
-        header = [h.strip() for h in header]
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise TraceError(
-                path, f"missing column(s) {', '.join(missing)}; header is {','.join(header)}", 1
-            )
-        n_rows = 0
-        try:
-            for row in reader:
-                line = reader.line_num
-                if not row or all(not v.strip() for v in row):
-                    continue
-                if len(row) < len(header):
-                    col = header[len(row)]
-                    raise TraceError(
-                        path, f"truncated row: {len(row)} of {len(header)} fields", line, col
-                    )
-                n_rows += 1
-                yield line, dict(zip(header, row, strict=False))
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise TraceError(path, f"malformed CSV: {exc}", reader.line_num) from None
-        if n_rows == 0:
-            raise TraceError(path, "no data rows after the header")
+            break
+        except csv.Error as exc:
+            raise TraceError(path, f"malformed CSV: {exc}", start) from None
+        line = reader.line_num
+        _one_line(path, row, start, line)
+        if not row or all(not v.strip() for v in row):
+            continue
+        if len(row) < len(header):
+            col = header[len(row)]
+            raise TraceError(path, f"truncated row: {len(row)} of {len(header)} fields", line, col)
+        n_rows += 1
+        yield line, dict(zip(header, row, strict=False))
+    if n_rows == 0:
+        raise TraceError(path, "no data rows after the header")
+
+
+def _one_line(path: Path, row: list[str], start: int, end: int) -> None:
+    """No trace field holds a line break: a record over several lines is a quote opened on
+    its first line and never closed there (the reader then runs on to the next quote)."""
+    if end > start or any("\n" in v or "\r" in v for v in row):
+        raise TraceError(path, f"unbalanced quote: the quoted field opened here runs on to "
+                         f"line {end}", start)
 
 
 def _int(path: Path, line: int, col: str, value: str, lo: int, hi: int | None = None) -> int:

@@ -105,6 +105,31 @@ def test_opted_in_pods_bind_to_the_node_the_sidecar_scored_highest(stack: Stack)
     assert len(set(bound.values())) <= 3, f"pods spread out instead of packing: {bound}"
 
 
+def test_the_pods_it_scores_are_assumed_until_their_binding_arrives(stack: Stack) -> None:
+    """Only pods the informer saw pending for dsan-scheduler are assumed (issue 34): in a
+    real cluster that is every pod kube-scheduler asks about, barring a pod the informer
+    had not caught up with yet; each assumption ends when the pod's binding arrives."""
+    ns, sel = "e2e-dsan-assume", {"dsan.io/e2e": "dsan-assume"}
+    stack.cp.ensure_namespace(ns)
+    add_nodes(stack.core, fleet(3, prefix="assume", gpus=4, labels=sel), "dsan.io/e2e=dsan-assume")
+
+    def counts() -> tuple[float, float, float, float]:
+        return (stack.metric("dsan_sidecar_requests_total", 'api="http",verb="prioritize"'),
+                stack.metric("dsan_sidecar_assumed_pods_total"),
+                stack.metric("dsan_sidecar_assumptions_skipped_total", 'reason="not_pending"'),
+                stack.metric("dsan_sidecar_assumptions_ended_total", 'how="bound"'))
+
+    before = counts()
+    names = [f"a{i}" for i in range(4)]
+    stack.run_pods(
+        ns, [pod_manifest(n, scheduler=t.SCHEDULER_NAME, gpus=1, node_selector=sel) for n in names])
+    _eventually("every assumption ended by its binding",
+                lambda: (d := [x - y for x, y in zip(counts(), before, strict=True)])[3] == d[1])
+    calls, assumed, skipped, _ = (x - y for x, y in zip(counts(), before, strict=True))
+    assert calls == len(names) and assumed + skipped == calls and assumed >= 1, (
+        calls, assumed, skipped)
+
+
 def test_pods_without_the_scheduler_name_are_untouched(stack: Stack) -> None:
     ns, sel = "e2e-dsan-untouched", {"dsan.io/e2e": "dsan-untouched"}
     stack.cp.ensure_namespace(ns)
@@ -151,8 +176,9 @@ def test_gpu_requests_respected_by_the_dsan_scheduler(stack: Stack) -> None:
 class Probe:
     """Asks the sidecar to score a one-GPU pod without disturbing what it measures.
 
-    The sidecar charges every pod it scores to its best node until the pod binds ("assumed").
-    A probe carrying the UID of a pod that is already bound elsewhere is never assumed, so
+    The sidecar charges a pod it scores to its best node until the pod binds ("assumed") only
+    when its informer saw the pod pending for dsan-scheduler. A probe carrying the UID of a
+    pod that is already bound elsewhere is never assumed, so
     repeated probes leave the candidates' allocation untouched.
     """
 

@@ -65,3 +65,6 @@ def test_scheduler_values_match_the_shipped_scheduler_config() -> None:
     assert ext["urlPrefix"].endswith(f":{SidecarConfig().http_port}{SidecarConfig().url_prefix}")
 
 
+def test_the_sidecar_assumes_pods_of_the_scheduler_the_chart_deploys() -> None:
+    v = values()
+    assert v["sidecar"]["config"]["scheduler_name"] == v["scheduler"]["schedulerName"]

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from dsan.core.configload import build
+from dsan.sim.inputfile import InputFileError, read_text
 
 #: Version 2 (calibration pass of issue 3) added ``load_targets``; version-1 files still load
 #: (the section then takes its defaults), so old copies stay runnable.
@@ -345,9 +346,11 @@ def load(name_or_path: str, settings: Sequence[str] = ()) -> ScenarioConfig:
     ``settings`` (``dotted.key=value``, :func:`with_settings`) applied on top."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
-            raise ValueError(f"scenario file {path} does not exist")
-        text = path.read_text()
+        try:
+            text = read_text(path)
+        except InputFileError as exc:
+            line = "" if exc.line is None else f", line {exc.line}"
+            raise ValueError(f"scenario file {path}{line}: {exc.message}") from None
         where = str(path)
     else:
         res = resources.files("dsan").joinpath("scenarios", f"{name_or_path}.yaml")

@@ -106,7 +106,8 @@ def test_raw_requests_without_length_get_411(sidecar_factory: Any) -> None:
 
 
 def test_metrics_expose_latency_per_phase_policy_and_cache(sidecar_factory: Any) -> None:
-    sc, _ = sidecar_factory(n=20)
+    sc, view = sidecar_factory(n=20)
+    view.apply("pods", "ADDED", ko.pod("p"))
     with httpx.Client() as c:
         for _ in range(3):
             c.post(sc.extender_url + "/prioritize", json=body(NAMES[:20]))
@@ -215,7 +216,11 @@ def test_grpc_node_table_rows_score_as_names_and_a_stale_table_is_refused(
 def test_concurrent_clients_on_both_apis_all_get_answers(sidecar_factory: Any) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    sc, _ = sidecar_factory()
+    sc, view = sidecar_factory()
+    for k in range(3):  # every pod pending for dsan-scheduler, as the informer saw it
+        for i in range(10):
+            view.apply("pods", "ADDED", ko.pod("p", uid=f"h{k}-{i}"))
+            view.apply("pods", "ADDED", ko.pod(f"g{k}-{i}", uid=f"g{k}-{i}"))
 
     def http_client(k: int) -> int:
         with httpx.Client() as c:

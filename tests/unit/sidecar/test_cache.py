@@ -309,3 +309,43 @@ def test_telemetry_ages_move_on_a_coarse_clock_and_never_go_negative() -> None:
     clock.t = 1003.05
     later = cache.snapshot().snap.telemetry_age_s
     assert later is not None and later[0] == pytest.approx(2.8)
+
+
+def test_only_pods_seen_pending_for_our_scheduler_may_be_assumed() -> None:
+    cache, _ = make(1)
+    ours, other = ko.pod("a", namespace="ns"), ko.pod("b", namespace="ns")
+    other["spec"]["schedulerName"] = "default-scheduler"
+    for p in (ours, other):
+        cache.upsert_pod(p)
+    assert cache.may_assume("uid-a") and cache.may_assume("ns/a")  # UID or namespace/name
+    assert not cache.may_assume("uid-b") and not cache.may_assume("made-up")
+    cache.upsert_pod(ko.pod("a", namespace="ns", node_name="n0"))  # bound: no longer pending
+    assert not cache.may_assume("uid-a") and not cache.may_assume("ns/a")
+    cache.upsert_pod(ko.pod("c"))
+    cache.delete_pod(ko.pod("c"))
+    assert not cache.may_assume("uid-c")
+    cache.upsert_pod(ko.pod("d"))
+    cache.replace_pods([ko.pod("e")])  # a relist is the whole truth
+    assert not cache.may_assume("uid-d") and cache.may_assume("uid-e")
+
+
+def test_an_assumption_ends_at_the_first_informer_event_for_its_pod_and_is_counted() -> None:
+    cache, clock = make(2, assume_ttl_s=5.0, assume_max=2)
+    spec = podspec_from_pod(ko.pod("p", cpu="1"), cache.models)
+    ended = cache.stats.assumptions_ended
+    cache.assume("uid-p", spec, "n0")
+    cache.upsert_pod(ko.pod("p"))  # updated while still pending: scheduling was retried
+    assert cache.assumed_count == 0 and ended["informer_event"] == 1
+    cache.assume("uid-p", spec, "n0")
+    cache.upsert_pod(ko.pod("p", cpu="1", node_name="n1"))
+    assert ended["bound"] == 1 and cache.snapshot().snap.cpu_used.tolist() == [0, 1000]
+    cache.assume("uid-q", spec, "n0")
+    cache.delete_pod(ko.pod("q"))
+    assert ended["deleted"] == 1
+    for key in ("x", "y", "z"):  # assume_max=2: the oldest goes
+        cache.assume(key, spec, "n0")
+    assert ended["evicted"] == 1
+    clock.t += 6
+    cache.snapshot()
+    assert ended["expired"] == 2 and cache.assumed_count == 0
+    assert cache.snapshot().snap.cpu_used.tolist() == [0, 1000]

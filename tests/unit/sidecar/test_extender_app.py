@@ -12,16 +12,18 @@ from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
-from sidecar.extender import ExtenderApp, NoopExtenderApp, encode_priorities, parse_args
+from sidecar.extender import ExtenderApp, encode_priorities, parse_args
 from sidecar.metrics import SidecarMetrics
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, RequestError, ScoringService
 
 
-def service(n: int = 4, start: bool = True) -> ScoringService:
+def service(n: int = 4, start: bool = True,
+            pods: list[dict[str, Any]] | None = None) -> ScoringService:
+    """``pods``: what the informer has seen (a pending pod of ours may be assumed)."""
     cache = GraphCache(SidecarConfig())
     view = FakeClusterView(cache, nodes=[ko.node(f"n{i}", cpu=str(4 * (i + 1)), gpus=2,
-                                                 model="A100") for i in range(n)])
+                                                 model="A100") for i in range(n)], pods=pods)
     if start:
         view.start()
     eng = ScoringEngine(cache, make_scorer("k8s-default"), make_scorer("fgd"), 60)
@@ -41,7 +43,7 @@ def test_priorities_encoding_round_trips_any_names(names: list[str], data: st.Da
 
 
 def test_prioritize_replies_host_priority_list_in_request_order() -> None:
-    svc = service()
+    svc = service(pods=[ko.pod("p")])  # pending, for dsan-scheduler
     status, body = ExtenderApp(svc).prioritize(args(["n3", "n0", "ghost"], cpu="2"))
     assert status == 200
     reply = json.loads(body)
@@ -93,12 +95,6 @@ def test_filter_reply_is_an_extender_filter_result() -> None:
     assert reply["Error"] == "" and reply["Nodes"] is None
 
 
-def test_noop_app_parses_and_replies_zeros() -> None:
-    status, body = NoopExtenderApp().prioritize(args(["a", "b"]))
-    assert status == 200 and json.loads(body) == [{"Host": "a", "Score": 0},
-                                                  {"Host": "b", "Score": 0}]
-
-
 def test_request_error_reasons_are_known() -> None:
     with pytest.raises(ValueError, match="unknown error reason"):
         RequestError("oops", "x")
@@ -142,3 +138,35 @@ def test_grpc_scores_encoding_refuses_scores_past_one_byte_varints() -> None:
     assert encode_scores(np.array([0, 127], dtype=np.int32)) == \
         encode_scores(np.array([0, 127], dtype=np.int64))
     assert encode_scores(np.zeros(0, dtype=np.int64)) == b""
+
+
+@pytest.mark.parametrize("cpu", ["1e999998", "1e999999", "1e300000", "9e999999Ki"])
+def test_cpu_quantities_past_any_range_are_400s_naming_the_field(cpu: str) -> None:
+    """Issue 34, defect 3: these answered 500 with decimal.Overflow's name, unlogged."""
+    svc = service()
+    for verb in ("prioritize", "filter"):
+        status, out = getattr(ExtenderApp(svc), verb)(args(["n0"], cpu=cpu))
+        assert status == 400, out
+        assert "requests[cpu]" in json.loads(out)["error"]
+    assert svc.metrics.errors.labels("http", "bad_pod")._value.get() == 2
+
+
+@pytest.mark.parametrize("verb", ["prioritize", "filter"])
+def test_an_unexpected_error_is_a_500_carrying_the_request_id_it_was_logged_with(
+        verb: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    svc = service()
+
+    def boom(*a: Any, **k: Any) -> Any:
+        raise ZeroDivisionError("an internal detail")
+
+    monkeypatch.setattr(svc.engine, "score" if verb == "prioritize" else "filter", boom)
+    with caplog.at_level("ERROR", logger="dsan.sidecar"):
+        status, out = getattr(ExtenderApp(svc), verb)(args(["n0"]))
+    assert status == 500
+    reply = json.loads(out)
+    assert "ZeroDivisionError" not in out.decode() and "internal detail" not in out.decode()
+    rid = reply["requestId"]
+    assert len(rid) == 16 and rid in reply["error"]
+    logged = [r for r in caplog.records if rid in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+    assert svc.metrics.errors.labels("http", "internal")._value.get() == 1

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -104,8 +106,61 @@ def test_pod_key_prefers_uid() -> None:
 
 
 def test_absurd_requests_are_rejected_not_turned_into_infinity() -> None:
-    with pytest.raises(PodError, match="more than any node"):
+    with pytest.raises(PodError, match=r"requests\[cpu\]: '1e400' is out of range"):
         podspec_from_pod(ko.pod("p", cpu="1e400"), {})
+
+
+@pytest.mark.parametrize(
+    ("requests", "field"),
+    [({"nvidia.com/gpu": "1e999998"}, "nvidia.com/gpu"),
+     ({"dsan.io/gpu-milli": "1e999999"}, "dsan.io/gpu-milli"),
+     ({"cpu": "1e999998"}, "cpu"), ({"cpu": "1e999999"}, "cpu"),
+     ({"memory": "1e300000"}, "memory"), ({"nvidia.com/gpu": "1e300000"}, "nvidia.com/gpu")],
+)
+def test_huge_exponents_are_refused_in_microseconds_naming_the_field(
+        requests: dict[str, str], field: str) -> None:
+    """Defects 1-3 of issue 34: `int()` of a million-digit GPU count froze every thread for
+    ~31 s, and a CPU request past Decimal's range raised decimal.Overflow (a 500)."""
+    t0 = time.process_time()
+    with pytest.raises(PodError, match=rf"requests\[{re.escape(field)}\]: .* out of range"):
+        podspec_from_parts("p", requests, {}, 0, {})
+    with pytest.raises(PodError, match=rf"requests\[{re.escape(field)}\]"):
+        podspec_from_pod(ko.pod("p", extra_requests=requests), {})
+    assert time.process_time() - t0 < 0.05
+
+
+@pytest.mark.parametrize(
+    ("requests", "priority", "field"),
+    [({"memory": "1_000"}, 0, "memory"), ({"cpu": "\u0661"}, 0, "cpu"),
+     ({"cpu": "1 "}, 0, "cpu"), ({"cpu": " 1"}, 0, "cpu"), ({"cpu": "-1"}, 0, "cpu"),
+     ({"nvidia.com/gpu": "0.5"}, 0, "nvidia.com/gpu"),
+     ({"dsan.io/gpu-milli": "250.5"}, 0, "dsan.io/gpu-milli"),
+     ({}, 2**63, "priority"), ({}, 2**31, "priority"), ({}, -(2**31) - 1, "priority")],
+)
+def test_what_kubernetes_refuses_is_refused(requests: dict[str, str], priority: int,
+                                            field: str) -> None:
+    """Defect 8: quantities outside apimachinery's grammar, and a priority outside int32."""
+    with pytest.raises(PodError, match=re.escape(field)):
+        podspec_from_parts("p", requests, {}, priority, {})
+
+
+def test_int32_priorities_and_a_null_priority_are_accepted() -> None:
+    assert podspec_from_parts("p", {}, {}, 2**31 - 1, {}).priority == 2**31 - 1
+    assert podspec_from_parts("p", {}, {}, -(2**31), {}).priority == -(2**31)
+    assert podspec_from_parts("p", {}, {}, None, {}).priority == 0
+
+
+@pytest.mark.parametrize("share", ["\u0663\u0660\u0660", " 300", "3_00", "300 "])
+def test_a_gpu_share_annotation_is_ascii_digits(share: str) -> None:
+    with pytest.raises(PodError, match="gpu-milli"):
+        podspec_from_pod(ko.pod("p", gpus=1, annotations={"dsan.io/gpu-milli": share}), {})
+
+
+def test_our_annotations_must_be_strings() -> None:
+    pod = ko.pod("p", gpus=1)
+    pod["metadata"]["annotations"] = {"dsan.io/gpu-models": ["A100"]}
+    with pytest.raises(PodError, match=r"annotations\[dsan.io/gpu-models\]: expected a string"):
+        podspec_from_pod(pod, {})
 
 
 _QUANTITIES = st.sampled_from(["1", "500m", "2Gi", 4, 4.0, "4", True, "-1", "abc", None, "1"])

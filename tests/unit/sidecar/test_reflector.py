@@ -6,9 +6,12 @@ tests/integration/sidecar/test_informer.py."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
@@ -148,3 +151,42 @@ def test_not_synced_until_every_resource_listed() -> None:
         assert not wait_for(v.synced, 0.3)
     finally:
         v.stop()
+
+
+def test_malformed_objects_are_counted_logged_once_and_never_block_sync(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 34, defect 2: a bound pod whose CPU request overflowed (``1e999999``) raised
+    out of the cache; the pods informer relisted every 5 s forever, the sidecar never became
+    ready, and nothing named the pod. Now every malformed object is counted by kind, logged
+    once with its namespace/name, and skipped; the rest of the list lands."""
+    hog = ko.pod("hog", cpu="1e999999", node_name="a", namespace="team")
+    hog["metadata"]["resourceVersion"] = "7"
+    nodes = Script([("list", ("1", [ko.node("a"), ko.node("huge", cpu="1e999999"),
+                                    {"metadata": "x"}, 5]))])
+    pods = Script([
+        ("list", ("1", [hog, ko.pod("ok", cpu="2", node_name="a"), {"metadata": ["x"]}, 5])),
+        ("watch", [ev("ADDED", ko.pod("hog2", memory="1e999998", node_name="a"), "2"),
+                   {"type": "DELETED", "object": {"kind": "Pod", "metadata": 3}},
+                   {"type": "MODIFIED", "object": ["not", "a", "pod"]},
+                   ev("ADDED", ko.pod("fine", cpu="1", node_name="a"), "3")]),
+        ("raise", 410),
+        ("list", ("9", [hog, ko.pod("ok", cpu="2", node_name="a"),
+                        ko.pod("fine", cpu="1", node_name="a")])),  # hog again: not logged
+    ])
+    tele = Script([("list", ("1", [{"kind": "GPUTelemetry", "metadata": {"name": "a"}}]))])
+    with caplog.at_level(logging.WARNING, logger="dsan.sidecar.cache"):
+        v, cache = view(nodes, pods, tele)
+        v.start()
+        try:
+            assert wait_for(pods.done.is_set, 5) and wait_for(v.synced, 5)
+            assert v.relists("pods") == 2 and v.relists("nodes") == 1
+            assert cache.stats.bad_objects == {"node": 3, "pod": 7, "telemetry": 1}
+            assert sorted(cache.snapshot().index) == ["a"]
+            assert cache.snapshot().snap.cpu_used[0] == 3000  # "ok" and "fine" are charged
+        finally:
+            v.stop()
+    hog_lines = [r.getMessage() for r in caplog.records if "team/hog " in r.getMessage()]
+    assert len(hog_lines) == 1, hog_lines
+    assert "requests[cpu]" in hog_lines[0] and "out of range" in hog_lines[0]
+    assert any("node huge" in r.getMessage() for r in caplog.records)
+    assert any("telemetry a " in r.getMessage() for r in caplog.records)

@@ -113,3 +113,14 @@ def test_missing_traces_message(
     monkeypatch.setenv("DSAN_TRACES", str(tmp_path / "absent"))
     assert main(["sim", "openb"]) == 2
     assert "DSAN_TRACES" in capsys.readouterr().err
+
+
+def test_a_directory_given_as_a_trace_is_named_a_directory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1000,1,G2\n")
+    (tmp_path / "traces").mkdir()
+    rc = main(["sim", "openb", "--pods", str(tmp_path / "traces"), "--nodes", str(nodes)])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{tmp_path / 'traces'}: is a directory" in err
+    assert "not found" not in err and "Traceback" not in err

@@ -77,3 +77,50 @@ def test_bad_node_files(tmp_path: Path, text: str, needle: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="file not found"):
         load_nodes(tmp_path / "nope.csv")
+
+
+def _many(n: int = 3000) -> list[str]:
+    return [f"p{i},4000,1024,0,0\n" for i in range(n)]
+
+
+def test_undecodable_bytes_are_reported_on_their_own_line(tmp_path: Path) -> None:
+    """Issue 34, defect 9: the line reported was where the decoder's read buffer ended
+    (line 2102 for a bad byte on line 2501)."""
+    rows = _many()
+    rows[2499] = "p2499,40\xff0,1024,0,0\n"  # line 2501 (the header is line 1)
+    path = tmp_path / "pods.csv"
+    path.write_bytes(("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + "".join(rows))
+                     .encode("latin-1"))
+    with pytest.raises(TraceError, match=r"pods\.csv, line 2501: not UTF-8 text: byte 0xff"):
+        load_pods(path)
+
+
+@pytest.mark.parametrize(("index", "line"), [(9, 11), (2998, 3000)])
+def test_an_unbalanced_quote_is_reported_where_it_opens(tmp_path: Path, index: int,
+                                                        line: int) -> None:
+    """Defect 9: the reader ran on to the end of the file and blamed its last line."""
+    rows = _many()
+    rows[index] = '"' + rows[index]
+    path = write(tmp_path, "pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                 + "".join(rows))
+    with pytest.raises(TraceError, match=rf"line {line}: unbalanced quote"):
+        load_pods(path)
+
+
+def test_a_quote_closed_on_a_later_line_is_unbalanced_too(tmp_path: Path) -> None:
+    text = PODS.replace("p0,4000", '"p0,4000').replace("p1,8000", 'p1",8000')
+    with pytest.raises(TraceError, match=r"line 2: unbalanced quote.*line 3"):
+        load_pods(write(tmp_path, "pods.csv", text), ["G2", "P100"])
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    """Defect 9: the BOM was read as part of the first column's name ("missing column")."""
+    path = tmp_path / "nodes.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + NODES.encode())
+    assert load_nodes(path).names == ["n0", "n1"]
+
+
+def test_a_directory_is_reported_as_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "pods.csv").mkdir()
+    with pytest.raises(TraceError, match="is a directory"):
+        load_pods(tmp_path / "pods.csv")

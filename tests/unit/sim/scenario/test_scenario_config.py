@@ -104,3 +104,20 @@ def test_a_bad_setting_is_named() -> None:
         load("seed-table1", ["hours=-1"])
     with pytest.raises(ValueError, match="value is not YAML"):
         load("seed-table1", ["hours=[1"])
+
+
+def test_scenario_files_name_a_directory_a_bad_byte_s_line_and_accept_a_bom(
+        tmp_path: Path) -> None:
+    """Issue 34, defect 9, for scenario files."""
+    (tmp_path / "dir.yaml").mkdir()
+    with pytest.raises(ValueError, match=r"dir\.yaml: is a directory"):
+        load(str(tmp_path / "dir.yaml"))
+    shipped = (Path(__file__).resolve().parents[4] / "dsan" / "scenarios"
+               / "seed-table1.yaml").read_bytes()
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(shipped.replace(b"\n", b"\n# caf\xe9\n", 1))  # a Latin-1 comment, line 2
+    with pytest.raises(ValueError, match=r"bad\.yaml, line 2: not UTF-8 text: byte 0xe9"):
+        load(str(bad))
+    bom = tmp_path / "bom.yaml"
+    bom.write_bytes(b"\xef\xbb\xbf" + shipped)
+    assert load(str(bom)) == load("seed-table1")
