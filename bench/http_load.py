@@ -6,7 +6,8 @@
 Each server runs as a process of its own: `dsan serve` (``--policy``, fgd by default) synced
 from a stand-in apiserver (tests/support/fakeapiserver.py) holding ``--nodes`` nodes, and the
 no-op server: the same ``ExtenderServer`` (same backlog, framing and reply encoding) with
-``NoopExtenderApp`` (``bench/latency_server.py``), which parses the request and answers every score 0. The load generator
+``NoopExtenderApp`` (``bench/latency_server.py``), which parses the request and answers every
+score 0. The load generator
 (this process, asyncio) keeps ``--clients`` keep-alive connections busy back to back, each
 sending ExtenderArgs with ``--names`` candidate names, and every ``--burst-every`` seconds
 opens ``--burst`` new connections at once, each sending one request with ``Connection:

@@ -26,11 +26,53 @@ sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench/world.py besid
 from world import World
 
 
+class NoopExtenderApp:
+    """The HTTP floor: the same server, parsing and reply encoding, every score 0."""
+
+    def prioritize(self, body: bytes) -> tuple[int, bytes]:
+        import numpy as np
+
+        from sidecar.extender import encode_priorities, parse_args
+
+        _, names = parse_args(body)
+        return 200, encode_priorities(names, np.zeros(len(names), dtype=np.int64))
+
+    def filter(self, body: bytes) -> tuple[int, bytes]:
+        return 404, b"{}"
+
+    def settle(self) -> None:
+        return None
+
+
+class NoopScoreHandler:
+    """The gRPC floor: decode, reply zeros, same server and encoding; serves a node table of
+    ``names`` (epoch 1) so clients can send rows to it as to the real service."""
+
+    def __init__(self, names: list[str]) -> None:
+        from dsan.api.gen.scorer_v1 import scorer_pb2
+
+        self.pb = scorer_pb2
+        self.table = scorer_pb2.NodeTableResponse(epoch=1, node_names=names).SerializeToString()
+
+    def node_table(self, raw: bytes, context: Any) -> bytes:
+        return self.table
+
+    def score(self, raw: bytes, context: Any) -> bytes:
+        import numpy as np
+
+        from sidecar.grpc_server import candidates, encode_scores
+
+        req = self.pb.ScoreRequest.FromString(raw)
+        m = len(req.node_names) or len(candidates(req))
+        return encode_scores(np.zeros(m, dtype=np.int64)) + self.pb.ScoreResponse(
+            policy="noop", node_table_epoch=1).SerializeToString()
+
+
 def noop_servers(n: int) -> tuple[Any, Any]:
     """The floor: the same servers, parsing and reply encoding, every score 0."""
     from sidecar import kubeobjects as ko
-    from sidecar.extender import ExtenderServer, NoopExtenderApp
-    from sidecar.grpc_server import GrpcServer, NoopScoreHandler
+    from sidecar.extender import ExtenderServer
+    from sidecar.grpc_server import GrpcServer
 
     names = [nd["metadata"]["name"] for nd in ko.cluster(n)]
     http = ExtenderServer("127.0.0.1", 0, "/dsan", NoopExtenderApp(), 8 << 20)

@@ -60,6 +60,9 @@ class World:
                                    for _ in range(int(nd["status"]["allocatable"].get(
                                        "nvidia.com/gpu", 0)))])
                 for nd in nodes if nd["status"]["allocatable"].get("nvidia.com/gpu")]
+        # The request pods, pending for the dsan-scheduler as the informer sees them: only such
+        # pods are assumed after a score (a made-up pod is scored and forgotten).
+        pods += [pod(i) for i in range(VARIANTS)]
         cfg = SidecarConfig(http_port=0, grpc_port=0, policy=policy, telemetry_stale_s=1e9,
                             gc_freeze_after_sync=False)
 

@@ -105,6 +105,9 @@ class _Class:
     # the reductions over a candidate set run along contiguous rows)
     at: I64  # (n,) tracker tick each row was computed at (-1: never)
     sets: dict[bytes, _Set] = field(default_factory=dict)
+    #: The candidates of the class's last request: what its next one most likely sends
+    #: (kube-scheduler sends rotations of the same feasible nodes).
+    last: I64 | None = None
 
 
 class ServingModel:
@@ -245,26 +248,19 @@ class ServingModel:
         redo = nodes[(np.take(s.at, nodes) != at) | (np.take(s.age, nodes) != np.take(ages, nodes))]
         if redo.size:
             self._compute(c, s, snap, np.unique(redo), ages)
+        c.last = nodes
         return np.take(s.logit, nodes)
 
     def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
-        """Off the request path: refresh the embeddings if due, update ``pod``'s class rows
-        that changed, and its most recent candidate set's logits of them, so the next
-        request of the class only gathers."""
+        """Off the request path: refresh the embeddings if due and serve ``pod``'s class its
+        last candidates again, discarding the answer: the rows that changed are featurized
+        and the logits under the candidate set's new extremes computed, so the next request
+        of the class, if it sends the same nodes, only gathers."""
         self._sync(snap, due=True)
         key = (class_key(pod), room_factor(pod, snap), cpu_bound_factor(pod, snap))
         c = self._classes.get(key)
-        if c is None or not c.sets:
-            return
-        changed = np.flatnonzero(c.at < self._rows.epoch)
-        changed = changed[c.at[changed] >= 0]  # rows this class has computed before
-        if not changed.size:
-            return
-        self._update_rows(c, pod, snap, changed)
-        s = c.sets[next(reversed(c.sets))]
-        if s.version != self.embeddings.version:
-            return  # the next request recomputes every candidate anyway
-        self._compute(c, s, snap, changed, self._ages(snap))
+        if c is not None and c.last is not None:
+            self.logits(pod, snap, c.last)
 
     def reference(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         """``runtime.logits(featurize(pod, snap, nodes), nodes)`` with current embeddings:
