@@ -20,6 +20,7 @@ from sidecar.config import ConfigError, SidecarConfig
 from sidecar.extender import ExtenderApp, ExtenderServer
 from sidecar.grpc_server import GrpcServer, ScoreHandler
 from sidecar.metrics import SidecarMetrics
+from sidecar.metricsserver import MetricsServer
 from sidecar.relay import RelayServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
@@ -96,6 +97,10 @@ class Sidecar:
         self.relay: RelayServer | None = None
         if cfg.relay_socket is not None:
             self.relay = RelayServer(cfg.relay_socket, handler, cfg.max_grpc_message_bytes)
+        self.metrics_http: MetricsServer | None = None
+        if cfg.metrics_port >= 0:
+            self.metrics_http = MetricsServer(cfg.metrics_address, cfg.metrics_port,
+                                              self.service.exposition, self.service.ready)
         self._stop = threading.Event()
         self._ready = threading.Event()
 
@@ -113,6 +118,8 @@ class Sidecar:
             self.grpc.start()
         if self.relay is not None:
             self.relay.start()
+        if self.metrics_http is not None:
+            self.metrics_http.start()
         self.view.start()
         threading.Thread(target=self._watch_ready, name="readiness", daemon=True).start()
 
@@ -138,6 +145,8 @@ class Sidecar:
         self.http.stop()
         if self.grpc is not None:
             self.grpc.stop()
+        if self.metrics_http is not None:
+            self.metrics_http.stop()
         if self.relay is not None:
             self.relay.stop()
 

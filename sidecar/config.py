@@ -72,6 +72,13 @@ class SidecarConfig:
     grpc_workers: int = 4
     #: Reject a request naming any unknown node (400 / NOT_FOUND) instead of scoring it 0.
     strict_node_names: bool = False
+    #: Address of the metrics listener (sidecar/metricsserver.py): /metrics, /healthz and
+    #: /readyz only, nothing that scores, so it may face the pod network (Prometheus, the
+    #: kubelet's httpGet probes) while the extender and gRPC stay on bind_address.
+    metrics_address: str = "0.0.0.0"
+    #: Its port; -1 = no metrics listener (the extender port serves the same three paths),
+    #: 0 = any free port. The Helm chart turns it on (9402).
+    metrics_port: int = -1
     #: torch intra-op threads when the served policy uses torch (DSAN); 0 = torch's default.
     #: One thread: on a busy node, torch's spinning worker threads cost far more than they
     #: give on per-pod inference (measured 50-60 ms vs 4-10 ms per pod on 2 loaded cores).
@@ -107,6 +114,8 @@ class SidecarConfig:
 
         need(0 <= self.http_port <= 65535, "http_port", "must be within 0..65535")
         need(-1 <= self.grpc_port <= 65535, "grpc_port", "must be within -1..65535")
+        need(-1 <= self.metrics_port <= 65535, "metrics_port", "must be within -1..65535")
+        need(bool(self.metrics_address), "metrics_address", "must name an address")
         need(self.relay_socket is None or (self.relay_socket.startswith("/")
                                            and len(self.relay_socket.encode()) <= 107),
              "relay_socket", "must be an absolute path of at most 107 bytes (a unix socket)")
