@@ -17,6 +17,8 @@ from typing import Any
 
 #: prometheus_client's text exposition format.
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: A refused request's body is read (and dropped) up to this size.
+MAX_DRAINED_BODY = 1 << 16
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -55,8 +57,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.do_GET(head_only=True)
 
     def _refuse(self) -> None:
-        self.close_connection = True  # any request body stays unread
+        # Read a small body first: a reply sent while the client still writes it can reach
+        # the client as a reset instead of a 405. A big one stays unread, and the connection
+        # closes after the reply either way.
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            n = -1
+        if 0 <= n <= MAX_DRAINED_BODY:
+            self.rfile.read(n)
         self.send_response(405)
+        self.send_header("Connection", "close")  # the client must not reuse it
         self.send_header("Allow", "GET, HEAD")
         self.send_header("Content-Length", "0")
         self.end_headers()

@@ -124,8 +124,9 @@ class ScoringEngine:
         self.settled_by_next = 0
         #: Ties at the top go to the lowest node name (sidecar.tiebreak); ranks per table.
         self._name_rank = NameRank()
-        #: Called once per assumption made (the service counts them in its metrics).
-        self.on_assume: Callable[[], None] | None = None
+        #: Called once per assumption made, with its node (the service counts them in its
+        #: metrics, per node).
+        self.on_assume: Callable[[str], None] | None = None
 
     def score(
         self, pod: PodSpec, names: Sequence[str] | NodeRows, max_score: int = MAX_NODE_SCORE,
@@ -163,7 +164,7 @@ class ScoringEngine:
                 else:
                     self.cache.assume(assume, pod, winner, patch_published=True)
                     if self.on_assume is not None:
-                        self.on_assume()
+                        self.on_assume(winner)
             return res
 
     def settle(self) -> bool:
@@ -229,7 +230,7 @@ class ScoringEngine:
         self._pending = None
         self.cache.assume(key, pod, node, patch_published=True)
         if self.on_assume is not None:
-            self.on_assume()
+            self.on_assume(node)
         try:
             # One view for the whole refresh: the feasibility handed to the scorer's hook is
             # then that of the very snapshot the hook reads.

@@ -35,6 +35,9 @@ def test_metrics_healthz_readyz_on_their_own_port_follow_the_sidecar(
         assert m.headers["content-type"].startswith("text/plain; version=0.0.4")
         assert 'dsan_sidecar_requests_total{api="http",verb="prioritize"} 1.0' in m.text
         assert "dsan_sidecar_cache_age_seconds" in m.text
+        # The node it scored best is where it charged the pod: one decision there.
+        best = max(r.json(), key=lambda h: h["Score"])["Host"]
+        assert f'dsan_sidecar_decisions_total{{node="{best}"}} 1.0' in m.text
         assert c.head(f"{url}/metrics").status_code == 200
 
 
