@@ -21,6 +21,9 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("deviceplugin", "deviceplugin.cli", "run the GPU device plugin and telemetry agent"),
 )
 
+#: Our top-level packages: a missing module among them is a bug, not a missing extra.
+_OURS = ("dsan", "sidecar", "deviceplugin")
+
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dsan", description="DSAN Scheduler")
@@ -37,7 +40,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name is not None and module.startswith(exc.name):
+            # The subcommand's module, or a library it needs that this install lacks (the
+            # serving images carry no torch: `dsan train` is listed, not offered). A module
+            # of ours missing is a bug and raises.
+            if exc.name is not None and (module.startswith(exc.name)
+                                         or exc.name.split(".")[0] not in _OURS):
                 sub.add_parser(name, help=f"{help_text} [not available: {exc.name}]")
                 continue
             raise
