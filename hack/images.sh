@@ -3,6 +3,8 @@
 #   localhost/dsan-sidecar:<version>        `dsan serve`        (images/python.Containerfile)
 #   localhost/dsan-deviceplugin:<version>   `dsan deviceplugin` (images/python.Containerfile)
 #   localhost/dsan-kube-scheduler:<k8s>     our kube-scheduler build with the DSANScore plugin
+# and localhost/kube-scheduler-upstream:<k8s>, the stock kube-scheduler for the e2e tier's check
+# that the chart's extender mode runs on the upstream image.
 # Python images: podman build, FROM two Debian bookworm bases made by mmdebstrap and imported
 # (no registry pull). The scheduler image: a static Go binary in a one-layer image written by
 # images/assemble (go-containerregistry) and loaded into podman by skopeo.
@@ -23,11 +25,13 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SIDECAR="localhost/dsan-sidecar:$VERSION"
 DEVICEPLUGIN="localhost/dsan-deviceplugin:$VERSION"
 SCHEDULER="localhost/dsan-kube-scheduler:$K8S_VERSION"
+UPSTREAM="localhost/kube-scheduler-upstream:$K8S_VERSION"
 
 print_names() {
   echo "SIDECAR=$SIDECAR"
   echo "DEVICEPLUGIN=$DEVICEPLUGIN"
   echo "SCHEDULER=$SCHEDULER"
+  echo "UPSTREAM_SCHEDULER=$UPSTREAM"
   echo "CONTAINERS_CONF=$DIR/containers.conf"
 }
 if [[ "${1:-}" == "--print" ]]; then print_names; exit 0; fi
@@ -81,7 +85,7 @@ base() {
   fi
   echo "$tag"
 }
-RUNTIME_BASE="$(base runtime python3,ca-certificates)"
+RUNTIME_BASE="$(base runtime python3,libstdc++6,ca-certificates)"
 BUILD_BASE="$(base build python3,python3-venv,python3-dev,gcc,libc6-dev,ca-certificates)"
 
 # --- the Python images ------------------------------------------------------------------------
@@ -111,22 +115,11 @@ for target in sidecar deviceplugin; do
     -t "$image" -f "$ctx/Containerfile" "$ctx" >/dev/null
 done
 
-# --- the scheduler image ----------------------------------------------------------------------
+# --- the scheduler images ---------------------------------------------------------------------
 # Same flags as hack/control-plane-build.sh, so Go's build cache is shared and only the link
 # step runs here; the version is stamped in (kube-scheduler --version, its metrics).
 export CGO_ENABLED=0 GOMAXPROCS="${GOMAXPROCS:-2}" GOFLAGS="-trimpath -mod=readonly"
 GO="${GO:-go}"
-src_hash="$(cat scheduler-plugin/go.mod scheduler-plugin/go.sum $(find scheduler-plugin -name '*.go' ! -name '*_test.go' | sort) | sha1sum | cut -c1-12)"
-bin="$DIR/kube-scheduler-$K8S_VERSION-$src_hash/kube-scheduler"
-if [[ ! -x "$bin" ]]; then
-  log "building kube-scheduler $K8S_VERSION with DSANScore into $(dirname "$bin")"
-  v="k8s.io/component-base/version"
-  minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  ldflags="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
-  tmp="$(dirname "$bin").tmp.$$"; mkdir -p "$tmp"
-  (cd scheduler-plugin && nice -n 5 "$GO" build -p 2 -ldflags="$ldflags" -o "$tmp/" ./cmd/kube-scheduler)
-  rm -rf "$(dirname "$bin")"; mv "$tmp" "$(dirname "$bin")"
-fi
 tool_hash="$(cat images/assemble/go.mod images/assemble/go.sum images/assemble/*.go | sha1sum | cut -c1-12)"
 assemble="$CACHE/bin/assemble-$tool_hash/assemble"
 if [[ ! -x "$assemble" ]]; then
@@ -134,21 +127,44 @@ if [[ ! -x "$assemble" ]]; then
   mkdir -p "$(dirname "$assemble")"
   (cd images/assemble && "$GO" build -ldflags="-s -w" -o "$assemble.tmp" . && mv "$assemble.tmp" "$assemble")
 fi
-layout="$DIR/layout-kube-scheduler"
-digest="$("$assemble" -out "$layout" -ref "$K8S_VERSION" \
-  -add "$bin=/usr/local/bin/kube-scheduler" -user-name nonroot \
-  -entrypoint '["/usr/local/bin/kube-scheduler"]' \
-  -label "org.opencontainers.image.title=dsan-kube-scheduler" \
-  -label "org.opencontainers.image.description=kube-scheduler $K8S_VERSION with the DSANScore plugin" \
-  -label "org.opencontainers.image.version=$K8S_VERSION")"
-if [[ "$(podman image inspect --format '{{.Digest}}' "$SCHEDULER" 2>/dev/null || true)" == "$digest" ]]; then
-  log "$SCHEDULER is up to date ($digest)"
-else
-  log "loading $SCHEDULER into podman"
-  skopeo copy --quiet "oci:$layout:$K8S_VERSION" "containers-storage:$SCHEDULER" >&2
-fi
+src_hash="$(cat scheduler-plugin/go.mod scheduler-plugin/go.sum $(find scheduler-plugin -name '*.go' ! -name '*_test.go' | sort) | sha1sum | cut -c1-12)"
 
-for image in "$SIDECAR" "$DEVICEPLUGIN" "$SCHEDULER"; do
+# go_image IMAGE NAME PACKAGE DESCRIPTION: build PACKAGE (in scheduler-plugin's module) once per
+# source hash and load a one-layer image of it as IMAGE unless podman has that very digest.
+go_image() {
+  local image="$1" name="$2" pkg="$3" what="$4" bin layout digest tmp v minor ldflags
+  bin="$DIR/$name-$K8S_VERSION-$src_hash/kube-scheduler"
+  if [[ ! -x "$bin" ]]; then
+    log "building $what into $(dirname "$bin")"
+    v="k8s.io/component-base/version"
+    minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+    ldflags="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+    tmp="$(dirname "$bin").tmp.$$"; mkdir -p "$tmp"
+    (cd scheduler-plugin && nice -n 5 "$GO" build -p 2 -ldflags="$ldflags" -o "$tmp/kube-scheduler" "$pkg")
+    rm -rf "$(dirname "$bin")"; mv "$tmp" "$(dirname "$bin")"
+  fi
+  layout="$DIR/layout-$name"
+  digest="$("$assemble" -out "$layout" -ref "$K8S_VERSION" \
+    -add "$bin=/usr/local/bin/kube-scheduler" -user-name nonroot \
+    -entrypoint '["/usr/local/bin/kube-scheduler"]' \
+    -label "org.opencontainers.image.title=$name" \
+    -label "org.opencontainers.image.description=$what" \
+    -label "org.opencontainers.image.version=$K8S_VERSION")"
+  if [[ "$(podman image inspect --format '{{.Digest}}' "$image" 2>/dev/null || true)" == "$digest" ]]; then
+    log "$image is up to date ($digest)"
+  else
+    log "loading $image into podman"
+    skopeo copy --quiet "oci:$layout:$K8S_VERSION" "containers-storage:$image" >&2
+  fi
+}
+go_image "$SCHEDULER" dsan-kube-scheduler ./cmd/kube-scheduler \
+  "kube-scheduler $K8S_VERSION with the DSANScore plugin"
+# The upstream kube-scheduler (no plugin of ours), as registry.k8s.io/kube-scheduler ships it:
+# what the e2e tier runs the chart's extender mode with, to show it needs nothing of ours.
+go_image "$UPSTREAM" kube-scheduler-upstream k8s.io/kubernetes/cmd/kube-scheduler \
+  "upstream kube-scheduler $K8S_VERSION (extender-mode check)"
+
+for image in "$SIDECAR" "$DEVICEPLUGIN" "$SCHEDULER" "$UPSTREAM"; do
   size="$(podman image inspect --format '{{.Size}}' "$image")"
   log "$(awk -v i="$image" -v s="$size" 'BEGIN { printf "%-40s %6.1f MB", i, s / 1e6 }')"
 done
