@@ -43,6 +43,8 @@ def _obj(props: dict[str, Any], **kw: Any) -> dict[str, Any]:
 
 def _image(what: str, tag_default: str) -> dict[str, Any]:
     return _obj({
+        "registry": {"type": "string", "default": "",
+                     "description": "This image's registry; empty: global.imageRegistry."},
         "repository": {"type": "string", "minLength": 1,
                        "description": f"The {what} image, after global.imageRegistry."},
         "tag": {"type": "string", "default": tag_default,

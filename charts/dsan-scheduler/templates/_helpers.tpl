@@ -14,13 +14,14 @@ app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
 {{- end -}}
 
 {{/*
-An image reference: global.imageRegistry (may be empty) / repository : tag (empty: the
-chart's appVersion). Call with (list $ .Values.sidecar.image).
+An image reference: registry / repository : tag, where the registry is the image's own or else
+global.imageRegistry (either may be empty: no registry part) and an empty tag is the chart's
+appVersion. Call with (list $ .Values.sidecar.image).
 */}}
 {{- define "dsan.image" -}}
 {{- $root := index . 0 -}}
 {{- $img := index . 1 -}}
-{{- $reg := $root.Values.global.imageRegistry | default "" -}}
+{{- $reg := $img.registry | default $root.Values.global.imageRegistry | default "" -}}
 {{- $tag := $img.tag | default $root.Chart.AppVersion -}}
 {{- if $reg }}{{ printf "%s/%s:%s" $reg $img.repository $tag }}{{ else }}{{ printf "%s:%s" $img.repository $tag }}{{ end -}}
 {{- end -}}
