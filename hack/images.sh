@@ -51,6 +51,9 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 mkdir -p "$DIR"
+# One build at a time per machine (sessions share the cache and podman's image names).
+exec 9>"$DIR/.lock"
+flock 9
 # crun fails on this kind of host (cgroup v1 with a hybrid unified mount): use runc, and give
 # build steps sane ulimits (podman's defaults come from a systemd that is not running here).
 cat >"$DIR/containers.conf" <<'EOF'
