@@ -555,7 +555,10 @@ def test_helm_upgrade_rolls_the_scheduler_pods_and_uninstall_leaves_nothing(
             return found
 
         try:
-            helm("install", release, str(CHART), "--skip-crds", *kube)
+            out = helm("install", release, str(CHART), "--skip-crds", *kube)
+            # NOTES.txt: how to opt in and where to look, with this release's names.
+            assert "schedulerName: dsan-scheduler" in out, out
+            assert f"deploy/{release}-dsan-scheduler -c sidecar" in out, out
             before, cfg = live()
             assert cfg == SidecarConfig.from_mapping(chart_values["sidecar"]["config"])
             helm("upgrade", release, str(CHART), "--skip-crds", "--values", str(values), *kube)
