@@ -82,6 +82,10 @@ base() {
     "${MMDEBSTRAP[@]}" --include="$pkgs" "$SUITE" "$tar.tmp" "$MIRROR" >&2
     mv "$tar.tmp" "$tar"
     podman rmi -f "$tag" >/dev/null 2>&1 || true
+    # Bases of an older package list are not used again: their tars and tags go.
+    find "$DIR" -maxdepth 1 -name "base-$name-*.tar" ! -name "$(basename "$tar")" -delete
+    podman images --format '{{.Repository}}:{{.Tag}}' "localhost/dsan-base-$name" \
+      | grep -v -x -F "$tag" | xargs -r podman rmi >/dev/null 2>&1 || true
   fi
   if ! podman image exists "$tag"; then
     podman import --quiet --change 'CMD ["/bin/bash"]' "$tar" "$tag" >/dev/null
@@ -145,6 +149,9 @@ go_image() {
     tmp="$(dirname "$bin").tmp.$$"; mkdir -p "$tmp"
     (cd scheduler-plugin && nice -n 5 "$GO" build -p 2 -ldflags="$ldflags" -o "$tmp/kube-scheduler" "$pkg")
     rm -rf "$(dirname "$bin")"; mv "$tmp" "$(dirname "$bin")"
+    # Builds of older sources are not used again.
+    find "$DIR" -maxdepth 1 -type d -name "$name-$K8S_VERSION-*" ! -name "$(basename "$(dirname "$bin")")" \
+      -exec rm -rf {} +
   fi
   layout="$DIR/layout-$name"
   digest="$("$assemble" -out "$layout" -ref "$K8S_VERSION" \
