@@ -24,6 +24,9 @@ SUBCOMMANDS: tuple[tuple[str, str, str, str], ...] = (
 )
 OUR_PACKAGES = ("dsan", "sidecar", "deviceplugin")
 
+#: Our top-level packages: a missing module among them is a bug, not a missing extra.
+_OURS = ("dsan", "sidecar", "deviceplugin")
+
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dsan", description="DSAN Scheduler")

@@ -20,6 +20,7 @@ from sidecar.config import ConfigError, SidecarConfig
 from sidecar.extender import ExtenderApp, ExtenderServer
 from sidecar.grpc_server import GrpcServer, ScoreHandler
 from sidecar.metrics import SidecarMetrics
+from sidecar.metricsserver import MetricsServer
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
 from sidecar.threadlimits import limit_threads, pool_sizes
@@ -99,6 +100,10 @@ class Sidecar:
         if cfg.grpc_port >= 0:
             self.grpc = GrpcServer(cfg.bind_address, cfg.grpc_port, handler,
                                    cfg.grpc_workers, cfg.max_grpc_message_bytes)
+        self.metrics_http: MetricsServer | None = None
+        if cfg.metrics_port >= 0:
+            self.metrics_http = MetricsServer(cfg.metrics_address, cfg.metrics_port,
+                                              self.service.exposition, self.service.ready)
         self._stop = threading.Event()
         self._ready = threading.Event()
 
@@ -114,6 +119,8 @@ class Sidecar:
         self.http.start()
         if self.grpc is not None:
             self.grpc.start()
+        if self.metrics_http is not None:
+            self.metrics_http.start()
         self.view.start()
         threading.Thread(target=self._watch_ready, name="readiness", daemon=True).start()
 
@@ -152,6 +159,8 @@ class Sidecar:
         self.http.stop()
         if self.grpc is not None:
             self.grpc.stop()
+        if self.metrics_http is not None:
+            self.metrics_http.stop()
         return left
 
 

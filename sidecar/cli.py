@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     sidecar.start()
     log.info("listening: extender %s, grpc %s, policy %s; waiting for informers",
              sidecar.extender_url, sidecar.grpc_target, sidecar.service.policy.version)
+    if sidecar.metrics_http is not None:
+        log.info("metrics, healthz, readyz on %s:%d", cfg.metrics_address,
+                 sidecar.metrics_http.port)
     timeout = args.ready_timeout or None
     while not signals.stopping(log) and not sidecar.wait_ready(0.2):
         if timeout is not None:

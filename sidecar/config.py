@@ -84,6 +84,13 @@ class SidecarConfig:
     grpc_workers: int = 4
     #: Reject a request naming any unknown node (400 / NOT_FOUND) instead of scoring it 0.
     strict_node_names: bool = False
+    #: Address of the metrics listener (sidecar/metricsserver.py): /metrics, /healthz and
+    #: /readyz only, nothing that scores, so it may face the pod network (Prometheus, the
+    #: kubelet's httpGet probes) while the extender and gRPC stay on bind_address.
+    metrics_address: str = "0.0.0.0"
+    #: Its port; -1 = no metrics listener (the extender port serves the same three paths),
+    #: 0 = any free port. The Helm chart turns it on (9402).
+    metrics_port: int = -1
     #: torch intra-op threads with runtime "torchscript"; 0 = torch's default. One thread: on
     #: a busy node, torch's spinning worker threads cost far more than they give on per-pod
     #: inference.
@@ -112,6 +119,8 @@ class SidecarConfig:
 
         need(0 <= self.http_port <= 65535, "http_port", "must be within 0..65535")
         need(-1 <= self.grpc_port <= 65535, "grpc_port", "must be within -1..65535")
+        need(-1 <= self.metrics_port <= 65535, "metrics_port", "must be within -1..65535")
+        need(bool(self.metrics_address), "metrics_address", "must name an address")
         need(self.url_prefix == "" or (self.url_prefix.startswith("/")
                                       and not self.url_prefix.endswith("/")),
              "url_prefix", "must be empty or start with '/' and not end with '/'")

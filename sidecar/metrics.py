@@ -85,6 +85,22 @@ class ScrapedCounters:
         yield fam
 
 
+class NodeCounts:
+    """A counter with one series per node, ``node`` label: a plain dict bumped by the one
+    thread that holds the scoring lock (a labelled prometheus_client child per node would
+    take a lock and a label lookup per decision), exported at scrape time."""
+
+    def __init__(self, name: str, doc: str) -> None:
+        self.name, self.doc = name, doc
+        self.counts: dict[str, int] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        fam = CounterMetricFamily(self.name, self.doc, labels=["node"])
+        for node, n in list(self.counts.items()):  # one C-level copy: safe beside a writer
+            fam.add_metric([node], n)
+        yield fam
+
+
 class SidecarMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -121,6 +137,11 @@ class SidecarMetrics:
         self.assumed = Counter(
             "dsan_sidecar_assumed_pods", "Pods charged to their best node before binding",
             registry=r)
+        self.decisions = NodeCounts(
+            "dsan_sidecar_decisions",
+            "Pods the sidecar scored best on a node and charged there until they bind (its "
+            "placement decisions), by node")
+        r.register(self.decisions)
         self.policy = Info("dsan_sidecar_policy", "Served policy and its fallback", registry=r)
         self.cache_age = Gauge(
             "dsan_sidecar_cache_age_seconds", "Seconds since the cache last changed", registry=r)
@@ -186,6 +207,12 @@ class SidecarMetrics:
             st = self._settle_row
             st[bisect_left(self.latency.bounds, settle_s)] += 1
             st[-1] += settle_s
+
+    def decided(self, node: str) -> None:
+        """One assumption made: the pod is charged to ``node`` until it binds."""
+        self.assumed.inc()
+        counts = self.decisions.counts
+        counts[node] = counts.get(node, 0) + 1
 
     def error(self, api: str, reason: str) -> None:
         self.errors.labels(api, reason).inc()

@@ -184,8 +184,9 @@ class ScoringEngine:
         self.settle_errors = 0
         #: Deferred assumptions the next request applied first (its settle() came late).
         self.settled_by_next = 0
-        #: Called once per assumption made (the service counts them in its metrics).
-        self.on_assume: Callable[[], None] | None = None
+        #: Called once per assumption made, with its node (the service counts them in its
+        #: metrics, per node).
+        self.on_assume: Callable[[str], None] | None = None
 
     def score(
         self, pod: PodSpec, names: Sequence[str] | NodeRows, max_score: int = MAX_NODE_SCORE,
@@ -319,7 +320,7 @@ class ScoringEngine:
     def _assume(self, key: str, pod: PodSpec, node: str) -> None:
         self.cache.assume(key, pod, node, patch_published=True)
         if self.on_assume is not None:
-            self.on_assume()
+            self.on_assume(node)
 
     def _settle_locked(self) -> None:
         assert self._pending is not None

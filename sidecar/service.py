@@ -99,7 +99,7 @@ class ScoringService:
         self.metrics = metrics
         self.policy = policy
         metrics.set_policy(policy.name, policy.version, policy.fallback)
-        engine.on_assume = metrics.assumed.inc
+        engine.on_assume = metrics.decided
         # Latency observations wait in a deque (appends are atomic) until settle(), after
         # the reply: the histograms' lock and bisects are work nobody needs before it is sent.
         self._observed: deque[tuple[str, float, float, float, int]] = deque()

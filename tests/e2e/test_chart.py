@@ -1,29 +1,28 @@
 """The Helm chart for real. The real `helm` CLI (built by hack/helm-build.sh) lints and renders
-charts/dsan-scheduler with its default values and with an override; `helm install` puts every
-rendered object into the real kube-apiserver (the CRD goes through a server-side dry-run apply,
-the workloads' pod templates through a dry-run Pod create, because no controller manager runs
-here); the rendered sidecar config file and device-plugin flags parse with the components' own
-parsers into exactly the values given; and the real kube-scheduler runs the rendered
-KubeSchedulerConfiguration as the chart's ServiceAccount: it gets ready, takes the chart's Lease
-and is never forbidden anything (so the chart's RBAC is enough). Then each workload's container
-runs outside a kubelet exactly as rendered, with its ServiceAccount's token: the scheduler pod
-(sidecar + kube-scheduler, rendered exec probes included) schedules an opted-in pod, and the
-device plugin writes its node's GPUTelemetry. See docs/helm.md."""
+charts/dsan-scheduler with its default values, with an override of every value and with the
+production-shaped values (gRPC scoring, a CPU of its own, a ServiceMonitor, a dashboard);
+kubeconform checks every rendered object against the schemas of the apiserver it installs
+into; the values schema refuses what the config dataclasses would; every pod is non-root,
+read-only, capability-free and probed without starting an interpreter; `helm install`,
+`upgrade` and `uninstall` run against the real kube-apiserver; the rendered sidecar config
+file and device-plugin flags parse with the components' own parsers into exactly the values
+given; and each workload's containers run outside a kubelet exactly as rendered, with their
+ServiceAccount's token: the scheduler pod (sidecar + kube-scheduler, rendered probes included)
+schedules an opted-in pod, and the device plugin writes its node's GPUTelemetry. RBAC and the
+admission policy: tests/e2e/test_chart_rbac.py. See docs/helm.md."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import re
-import shutil
+import ssl
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +35,25 @@ from dsan.api.telemetry import GPUTelemetry
 from dsan.cli import build_parser
 from sidecar import cli as sc_cli
 from sidecar.config import SidecarConfig
+from tests.support.helm import CHART, ChartTools, Helm, Rendered, deep_merge
+from tests.support.helm import service_account_token as sa_token
+from tests.support.kubeschemas import LOCATION, write_schemas
 from tests.support.pki import write_kubeconfig
 from tests.support.procs import Proc, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "dsan-scheduler"
-BUILD = ROOT / "hack" / "helm-build.sh"
 
 #: Every value changed from its default where the chart renders it, so a key that the chart
 #: drops, misspells or hard-codes shows up as a mismatch below.
 OVERRIDE: dict[str, Any] = {
+    "global": {"imageRegistry": "registry.example:5000/dsan"},
+    "imagePullSecrets": [{"name": "registry-login"}],
     "scheduler": {
+        "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler",
+                  "tag": "v1.36.3", "pullPolicy": "Always"},
         "schedulerName": "dsan-chart-override",
         "leaseName": "dsan-chart-override",
+        "replicas": 1,  # no PDB with one replica
         "qps": 200,
         "burst": 400,
         "verbosity": 3,
@@ -59,11 +63,20 @@ OVERRIDE: dict[str, Any] = {
             "ignorable": False,
             "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
         },
+        "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+        "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                         "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+        "podAnnotations": {"example.com/team": "platform"},
     },
     "sidecar": {
+        "image": {"repository": "sidecar-x", "tag": "t1", "pullPolicy": "Never"},
         "config": {
             "http_port": 9999,
             "grpc_port": -1,  # gRPC off: must not become a containerPort
+            "metrics_port": 9555,
             "url_prefix": "/score",
             "policy": "fgd",
             "fallback_policy": "tetris",
@@ -74,9 +87,13 @@ OVERRIDE: dict[str, Any] = {
             "watch_telemetry": False,
             "strict_node_names": True,
             "log_level": "DEBUG",
-        }
+        },
     },
     "devicePlugin": {
+        "image": {"repository": "dp-x", "tag": "t2"},
+        "nodeSelector": {"example.com/gpu": "yes"},
+        "tolerations": [{"key": "example.com/gpu", "operator": "Exists"}],
+        "restrictToOwnNode": False,
         "config": {
             "resource_name": "example.com/gpu",
             "plugin_dir": "/var/lib/kubelet/dp",
@@ -96,7 +113,7 @@ OVERRIDE: dict[str, Any] = {
             "window_s": 20,
             "horizon_s": 600,
             "metrics_addr": "127.0.0.1",
-            "metrics_port": -1,  # no /metrics: must not become a containerPort
+            "metrics_port": -1,  # no /metrics: no containerPort, no metrics Service
             "crd_enabled": False,
             "crd_interval_s": 2.5,
             "crd_backoff_max_s": 45,  # a YAML int for a float field
@@ -108,118 +125,215 @@ OVERRIDE: dict[str, Any] = {
             "pod_attribution": False,
             "pod_resources_socket": "/run/pr/kubelet.sock",
             "pod_resources_interval_s": 2.5,
-        }
+        },
     },
+    "metrics": {"service": {"annotations": {"example.com/scrape": "yes"}}},
 }
 
-
-#: scoreVia: gateway, every gateway value changed from its default.
-GATEWAY: dict[str, Any] = {
-    "scheduler": {"scoreVia": "gateway", "extender": {"weight": 7, "httpTimeout": "80ms"},
+#: Production-shaped: gRPC scoring, the sidecar on a CPU of its own (a Guaranteed pod), three
+#: replicas behind a PDB, prometheus-operator's ServiceMonitor and the Grafana dashboard.
+PRODUCTION: dict[str, Any] = {
+    "scheduler": {"scoreVia": "grpc", "replicas": 3,
+                  "podDisruptionBudget": {"maxUnavailable": 2},
+                  "extender": {"weight": 7, "httpTimeout": "80ms"},
                   "resources": {"requests": {"cpu": "1500m", "memory": "256Mi"}}},
-    # The latency deployment: the sidecar on a CPU of its own (a Guaranteed pod).
-    "sidecar": {"config": {"relay_socket": "/run/dsan-relay/score.sock"}, "exclusiveCpus": 1},
-    "gateway": {"listen": "127.0.0.1:50077", "conns": 2, "maxMessageBytes": 4194304,
-                "healthInterval": "250ms"},
+    "sidecar": {"exclusiveCpus": 1},
+    "metrics": {"serviceMonitor": {"enabled": True, "interval": "15s",
+                                   "labels": {"release": "kube-prometheus-stack"}},
+                "dashboard": {"enabled": True}},
 }
+VARIANTS = {"default": {}, "override": OVERRIDE, "production": PRODUCTION}
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and k in out else v
-    return out
-
-
-@dataclass(frozen=True)
-class Rendered:
-    release: str
-    namespace: str
-    values: dict[str, Any]  # the effective values: values.yaml with the override merged in
-    values_file: Path | None
-    docs: list[dict[str, Any]]
-
-    def one(self, kind: str, suffix: str = "") -> dict[str, Any]:
-        found = [
-            d for d in self.docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)
-        ]
-        assert len(found) == 1, f"expected one {kind} *{suffix}, got {len(found)}"
-        return found[0]
-
-    def container(self, kind: str, name: str) -> dict[str, Any]:
-        spec = self.one(kind)["spec"]["template"]["spec"]
-        return next(c for c in spec["containers"] if c["name"] == name)
-
-
-class Helm:
-    """The real helm CLI with its config/cache/data homes in a temp dir (nothing in ~)."""
-
-    def __init__(self, binary: Path, home: Path) -> None:
-        self.binary = binary
-        self.env = {
-            **os.environ,
-            **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CONFIG", "CACHE", "DATA")},
-        }
-
-    def __call__(self, *args: str, check: bool = True, timeout: float = 120.0) -> str:
-        proc = subprocess.run(
-            [str(self.binary), *args], capture_output=True, text=True, env=self.env,
-            timeout=timeout,
-        )
-        if check:
-            assert proc.returncode == 0, (
-                f"helm {' '.join(args)} failed:\n{proc.stderr}{proc.stdout}"
-            )
-        return proc.stdout
-
-
-@pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    proc = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True)
-    assert proc.returncode == 0, f"{BUILD.name} failed:\n{proc.stderr[-3000:]}"
-    path = Path(proc.stdout.strip().splitlines()[-1].split("=", 1)[1])
-    return Helm(path, tmp_path_factory.mktemp("helm-home"))
-
-
-@pytest.fixture(scope="module", params=["default", "override", "gateway"])
+@pytest.fixture(scope="module", params=list(VARIANTS))
 def rendered(
     request: pytest.FixtureRequest, helm: Helm, tmp_path_factory: pytest.TempPathFactory
 ) -> Rendered:
     release = f"chart-{request.param}"
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     values_file = None
-    args = ["template", release, str(CHART), "--namespace", f"dsan-{release}", "--include-crds"]
+    args = ["--namespace", f"dsan-{release}", "--include-crds"]
     if request.param != "default":
-        over = OVERRIDE if request.param == "override" else GATEWAY
+        over = VARIANTS[request.param]
         values_file = tmp_path_factory.mktemp("values") / f"{request.param}.yaml"
         values_file.write_text(yaml.safe_dump(over))
-        values = _deep_merge(values, over)
+        values = deep_merge(values, over)
         args += ["--values", str(values_file)]
-    docs = [d for d in yaml.safe_load_all(helm(*args)) if d]
-    return Rendered(release, f"dsan-{release}", values, values_file, docs)
+    return Rendered(release, f"dsan-{release}", values, values_file,
+                    helm.template(release, *args))
 
 
-def test_helm_lint_passes_strict_with_default_and_override_values(
-    helm: Helm, rendered: Rendered
-) -> None:
+def test_helm_lint_passes_strict(helm: Helm, rendered: Rendered) -> None:
     extra = ["--values", str(rendered.values_file)] if rendered.values_file else []
     out = helm("lint", "--strict", str(CHART), *extra)
     assert "0 chart(s) failed" in out, out
 
 
 def test_render_holds_every_component(rendered: Rendered) -> None:
-    kinds = sorted(d["kind"] for d in rendered.docs)
-    assert kinds == sorted(
-        ["CustomResourceDefinition", "ConfigMap", "Deployment", "DaemonSet"]
-        + ["ServiceAccount"] * 2 + ["ClusterRole"] * 2 + ["ClusterRoleBinding"] * 4
-        + ["RoleBinding"]
-    ), kinds
-    cluster_scoped = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    v = rendered.values
+    dp_metrics = v["devicePlugin"]["config"]["metrics_port"] > 0
+    expected = (["CustomResourceDefinition", "ConfigMap", "Deployment", "DaemonSet"]
+                + ["ServiceAccount"] * 2 + ["ClusterRole"] * 2 + ["ClusterRoleBinding"] * 2
+                + ["Role"] + ["RoleBinding"] * 2 + ["Service"] * (1 + dp_metrics))
+    if v["scheduler"]["replicas"] > 1:
+        expected.append("PodDisruptionBudget")
+    if v["devicePlugin"]["restrictToOwnNode"]:
+        expected += ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    if v["metrics"]["serviceMonitor"]["enabled"]:
+        expected.append("ServiceMonitor")
+    if v["metrics"]["dashboard"]["enabled"]:
+        expected.append("ConfigMap")
+    assert sorted(d["kind"] for d in rendered.docs) == sorted(expected)
+    cluster_scoped = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+                      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     for d in rendered.docs:
-        if d["kind"] not in cluster_scoped:
+        if d["kind"] in cluster_scoped:
+            assert "namespace" not in d["metadata"], d["metadata"]
+        elif d["metadata"]["name"].endswith("-auth-reader"):
             # The scheduler's auth-reader binding must sit beside its Role in kube-system.
-            want = "kube-system" if d["kind"] == "RoleBinding" else rendered.namespace
-            assert d["metadata"].get("namespace") == want, d["metadata"]
+            assert d["metadata"]["namespace"] == "kube-system"
+        else:
+            assert d["metadata"].get("namespace") == rendered.namespace, d["metadata"]
+
+
+def test_every_object_passes_kubeconform_against_the_apiserver_schemas(
+    rendered: Rendered, chart_tools: ChartTools, apiserver_openapi: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    """Strict: an unknown field anywhere (a typo in a template) is an error, as is a kind
+    the apiserver does not serve."""
+    kinds = {(d["apiVersion"], d["kind"]) for d in rendered.docs}
+    write_schemas(apiserver_openapi, tmp_path / "schemas", kinds)
+    manifest = tmp_path / "rendered.yaml"
+    manifest.write_text(yaml.safe_dump_all(rendered.docs))
+    proc = subprocess.run(
+        [str(chart_tools.kubeconform), "-strict", "-summary",
+         "-schema-location", f"{tmp_path / 'schemas'}/{LOCATION}", str(manifest)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"Valid: {len(rendered.docs)}, Invalid: 0, Errors: 0, Skipped: 0" in proc.stdout
+
+
+def test_images_come_from_the_values(rendered: Rendered) -> None:
+    v = rendered.values
+    reg = v["global"]["imageRegistry"]
+
+    def ref(img: dict[str, Any]) -> str:
+        r = img["registry"] or reg
+        return (f"{r}/" if r else "") + f"{img['repository']}:{img['tag'] or '0.1.0'}"
+
+    assert rendered.container("Deployment", "kube-scheduler")["image"] == \
+        ref(v["scheduler"]["image"])
+    assert rendered.container("Deployment", "sidecar")["image"] == ref(v["sidecar"]["image"])
+    assert rendered.container("DaemonSet", "deviceplugin")["image"] == \
+        ref(v["devicePlugin"]["image"])
+    for kind in ("Deployment", "DaemonSet"):
+        assert rendered.pod_spec(kind).get("imagePullSecrets", []) == v["imagePullSecrets"]
+    assert rendered.container("Deployment", "sidecar")["imagePullPolicy"] == \
+        v["sidecar"]["image"]["pullPolicy"]
+
+
+def test_every_container_runs_non_root_read_only_without_capabilities(
+    rendered: Rendered,
+) -> None:
+    """The scheduler pod runs as 65532 with nothing writable but an emptyDir /tmp; the device
+    plugin is the documented exception (root, for the kubelet's root-owned sockets), with the
+    same read-only root filesystem, no capabilities and no privilege escalation."""
+    for kind in ("Deployment", "DaemonSet"):
+        spec = rendered.pod_spec(kind)
+        pod = spec["securityContext"]
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+        if kind == "Deployment":
+            assert pod["runAsNonRoot"] is True and pod["runAsUser"] == 65532
+        else:
+            assert pod["runAsUser"] == 0 and "runAsNonRoot" not in pod
+        assert not any(spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+        for c in rendered.containers(kind):
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True, c["name"]
+            assert sc["allowPrivilegeEscalation"] is False, c["name"]
+            assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
+            assert not sc.get("privileged"), c["name"]
+    tmp = {m["mountPath"]: m["name"] for m in
+           rendered.container("Deployment", "sidecar")["volumeMounts"]}
+    vols = {v["name"]: v for v in rendered.pod_spec("Deployment")["volumes"]}
+    assert "emptyDir" in vols[tmp["/tmp"]]
+
+
+def test_probes_are_the_kubelets_own_http_gets(rendered: Rendered) -> None:
+    """No probe starts a process in a container (an exec probe of the sidecar would start a
+    Python interpreter every few seconds); the sidecar's go to its metrics listener."""
+    metrics = rendered.values["sidecar"]["config"]["metrics_port"]
+    for kind in ("Deployment", "DaemonSet"):
+        for c in rendered.containers(kind):
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                if probe in c:
+                    assert "exec" not in c[probe], (c["name"], probe)
+    sidecar = rendered.container("Deployment", "sidecar")
+    ports = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
+    assert ports["metrics"] == metrics
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    # A native sidecar whose startup probe waits for the informers: the kubelet starts
+    # kube-scheduler after it, so no pod is scored before the sidecar can.
+    spec = rendered.pod_spec("Deployment")
+    assert [c["name"] for c in spec["initContainers"]] == ["sidecar"]
+    assert sidecar["restartPolicy"] == "Always"
+    assert sidecar["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert [c["name"] for c in spec["containers"]] == ["kube-scheduler"]
+    assert sidecar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    ks = rendered.container("Deployment", "kube-scheduler")
+    assert ks["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+
+
+def test_scheduler_pods_spread_over_nodes_and_survive_drains(rendered: Rendered) -> None:
+    v = rendered.values["scheduler"]
+    spec = rendered.pod_spec("Deployment")
+    if v["affinity"]:
+        assert spec["affinity"] == v["affinity"]
+    else:
+        (term,) = spec["affinity"]["podAntiAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+        assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == \
+            rendered.one("Deployment")["spec"]["selector"]["matchLabels"]
+    assert spec.get("nodeSelector", {}) == v["nodeSelector"]
+    assert spec.get("tolerations", []) == v["tolerations"]
+    pdbs = rendered.all("PodDisruptionBudget")
+    if v["replicas"] > 1 and v["podDisruptionBudget"]["enabled"]:
+        (pdb,) = pdbs
+        assert pdb["spec"]["maxUnavailable"] == v["podDisruptionBudget"]["maxUnavailable"]
+        assert pdb["spec"]["selector"] == rendered.one("Deployment")["spec"]["selector"]
+    else:
+        assert not pdbs
+
+
+def test_metrics_services_and_monitor_select_the_metrics_ports(rendered: Rendered) -> None:
+    """Only the metrics listener is in a Service: never the extender or gRPC ports."""
+    v = rendered.values
+    for svc in rendered.all("Service"):
+        (port,) = svc["spec"]["ports"]
+        assert port["name"] == "metrics" and svc["spec"]["clusterIP"] == "None"
+        component = svc["spec"]["selector"]["app.kubernetes.io/component"]
+        kind = "Deployment" if component == "scheduler" else "DaemonSet"
+        labels = rendered.one(kind)["spec"]["template"]["metadata"]["labels"]
+        assert all(labels[k] == val for k, val in svc["spec"]["selector"].items())
+        assert svc["metadata"].get("annotations", {}) == v["metrics"]["service"]["annotations"]
+        if component == "scheduler":
+            assert port["port"] == v["sidecar"]["config"]["metrics_port"]
+    if v["metrics"]["serviceMonitor"]["enabled"]:
+        sm = rendered.one("ServiceMonitor")
+        (ep,) = sm["spec"]["endpoints"]
+        assert ep["port"] == "metrics" and ep["interval"] == \
+            v["metrics"]["serviceMonitor"]["interval"]
+        for svc in rendered.all("Service"):
+            assert all(svc["metadata"]["labels"].get(k) == val
+                       for k, val in sm["spec"]["selector"]["matchLabels"].items())
+        for k, val in v["metrics"]["serviceMonitor"]["labels"].items():
+            assert sm["metadata"]["labels"][k] == val
+    if v["metrics"]["dashboard"]["enabled"]:
+        dash = rendered.one("ConfigMap", "-dashboard")
+        assert dash["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert dash["data"]["dsan.json"] == (CHART / "dashboards" / "dsan.json").read_text()
 
 
 def test_sidecar_config_file_and_command_parse_into_the_values(
@@ -236,7 +350,7 @@ def test_sidecar_config_file_and_command_parse_into_the_values(
     args = build_parser(argv).parse_args(argv)
     assert args.func is sc_cli.run
     assert sc_cli.config_from_args(args) == expected
-    if rendered.values_file is not None:
+    if "sidecar" in VARIANTS[rendered.release.removeprefix("chart-")]:
         assert expected != SidecarConfig()  # the override really reached the file
 
 
@@ -290,14 +404,13 @@ def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:
     assert (le["leaderElect"], le["resourceName"], le["resourceNamespace"]) == (
         v["leaderElect"], v["leaseName"], rendered.namespace
     )
-    if v["scoreVia"] == "gateway":
-        # The DSANScore plugin, pointed at the gateway; no extender.
+    if v["scoreVia"] == "grpc":
+        # The DSANScore plugin, pointed at the sidecar's gRPC port; no extender.
         assert "extenders" not in cfg
         (profile,) = cfg["profiles"]
         (pc,) = profile["pluginConfig"]
         assert pc == {"name": "DSANScore", "args": {
-            "address": rendered.values["gateway"]["listen"],
-            "timeout": v["extender"]["httpTimeout"]}}
+            "address": f"127.0.0.1:{sc['grpc_port']}", "timeout": v["extender"]["httpTimeout"]}}
         assert profile["plugins"]["score"]["enabled"] == [
             {"name": "DSANScore", "weight": v["extender"]["weight"]}]
         return
@@ -309,41 +422,14 @@ def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:
     assert ext.get("managedResources", []) == v["extender"]["managedResources"]
 
 
-def test_score_gateway_runs_only_with_score_via_gateway_and_carries_its_values(
-    rendered: Rendered,
-) -> None:
-    spec = rendered.one("Deployment")["spec"]["template"]["spec"]
-    names = [c["name"] for c in spec["containers"]]
-    if rendered.values["scheduler"]["scoreVia"] != "gateway":
-        assert names == ["kube-scheduler", "sidecar"]
-        assert [v["name"] for v in spec["volumes"]] == ["config"]
-        return
-    assert names == ["kube-scheduler", "sidecar", "score-gateway"]
-    g, sock = rendered.values["gateway"], rendered.values["sidecar"]["config"]["relay_socket"]
-    gw = rendered.container("Deployment", "score-gateway")
-    assert gw["command"] == [
-        "/usr/local/bin/score-gateway", f"-listen={g['listen']}", f"-relay={sock}",
-        f"-conns={g['conns']}", f"-max-message-bytes={g['maxMessageBytes']}",
-        f"-health-interval={g['healthInterval']}"]
-    assert gw["readinessProbe"]["exec"]["command"] == [
-        "/usr/local/bin/score-gateway", f"-probe={g['listen']}"]
-    # The socket's directory is one emptyDir, mounted in both containers.
-    sidecar = rendered.container("Deployment", "sidecar")
-    for c in (gw, sidecar):
-        assert {"name": "relay", "mountPath": str(Path(sock).parent)} in c["volumeMounts"]
-    assert {"name": "relay", "emptyDir": {}} in spec["volumes"]
-
-
 def test_exclusive_cpus_make_every_request_a_limit_and_the_sidecar_cpus_whole(
     rendered: Rendered,
 ) -> None:
     values = rendered.values
     n = values["sidecar"]["exclusiveCpus"]
     given = {"kube-scheduler": values["scheduler"]["resources"],
-             "sidecar": values["sidecar"]["resources"],
-             "score-gateway": values["gateway"]["resources"]}
-    spec = rendered.one("Deployment")["spec"]["template"]["spec"]
-    for c in spec["containers"]:
+             "sidecar": values["sidecar"]["resources"]}
+    for c in rendered.containers("Deployment"):
         if not n:
             assert c["resources"] == given[c["name"]]
             continue
@@ -354,32 +440,37 @@ def test_exclusive_cpus_make_every_request_a_limit_and_the_sidecar_cpus_whole(
 
 
 @pytest.mark.parametrize(("sets", "message"), [
-    (["sidecar.exclusiveCpus=1.5"], "must be a whole number of CPUs, got 1.5"),
-    (["sidecar.exclusiveCpus=1", "gateway.resources.requests.memory=null",
-      "scheduler.scoreVia=gateway", "sidecar.config.relay_socket=/run/d/s.sock"],
-     "needs cpu and memory requests on every container of the scheduler pod; score-gateway"),
+    # --set-json: helm's --set keeps 1.5 a string (it parses whole numbers only).
+    (["json:sidecar.exclusiveCpus=1.5"], "must be a whole number of CPUs, got 1.5"),
+    (["sidecar.exclusiveCpus=1", "scheduler.resources.requests.memory=null"],
+     "needs cpu and memory requests on every container of the scheduler pod; kube-scheduler"),
+    (["sidecar.config.htp_port=1"], "additional properties 'htp_port' not allowed"),
+    (["sidecar.config.http_port=high"], "at '/sidecar/config/http_port': got string, want "
+                                        "integer"),
+    (["sidecar.config.policy=fdg"], "at '/sidecar/config/policy'"),
+    (["sidecar.config.metrics_port=-1"], "at '/sidecar/config/metrics_port'"),
+    (["scheduler.scoreVia=gateway"], "at '/scheduler/scoreVia'"),
+    (["devicePlugin.config.backend=nvidia"], "at '/devicePlugin/config/backend'"),
+    (["scheduler.scoreVia=grpc", "sidecar.config.grpc_port=-1"],
+     "scheduler.scoreVia: grpc needs the sidecar's gRPC server on a fixed port"),
+    (["metrics.serviceMonitor.enabled=true", "metrics.service.enabled=false"],
+     "metrics.serviceMonitor.enabled needs metrics.service.enabled"),
 ])
-def test_exclusive_cpus_refuse_what_cannot_be_guaranteed(
+def test_values_that_cannot_work_are_refused_before_anything_is_installed(
     helm: Helm, sets: list[str], message: str
 ) -> None:
-    out = subprocess.run(
-        [str(helm.binary), "template", "x", str(CHART), *(a for s in sets for a in ("--set", s))],
-        capture_output=True, text=True, env=helm.env)
+    args = [a for s in sets for a in (("--set-json", s[5:]) if s.startswith("json:")
+                                      else ("--set", s))]
+    out = helm.run("template", "x", str(CHART), *args)
     assert out.returncode != 0 and message in out.stderr, out.stderr
-
-
-def test_score_via_gateway_without_a_relay_socket_is_refused(helm: Helm) -> None:
-    out = subprocess.run(
-        [str(helm.binary), "template", "x", str(CHART), "--set", "scheduler.scoreVia=gateway"],
-        capture_output=True, text=True, env=helm.env)
-    assert out.returncode != 0 and "needs sidecar.config.relay_socket" in out.stderr
 
 
 # --- against the real control plane ---------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def installed(rendered: Rendered, helm: Helm, control_plane: Any) -> Iterator[Rendered]:
+def installed(rendered: Rendered, helm: Helm, control_plane: Any,
+              servicemonitor_crd: None) -> Iterator[Rendered]:
     """`helm install` the render's values into a fresh namespace (CRDs skipped: the session's
     CRD is shared, and it is checked by a dry-run apply instead); `helm uninstall` afterwards."""
     control_plane.ensure_namespace(rendered.namespace)
@@ -442,22 +533,25 @@ def test_kube_scheduler_runs_the_rendered_config_as_the_chart_service_account(
     assert not forbidden, "the chart's RBAC is missing something:\n" + "\n".join(forbidden[:10])
 
 
-def test_helm_upgrade_to_new_values_rolls_the_scheduler_pods(
+def test_helm_upgrade_rolls_the_scheduler_pods_and_uninstall_leaves_nothing(
     helm: Helm, control_plane: Any, tmp_path: Path
 ) -> None:
     """A values change reaches the live ConfigMap, and the pod template's config checksum
     changes with it, so the Deployment rolls its pods onto the new config (a ConfigMap change
-    alone restarts nothing)."""
-    from kubernetes import client
+    alone restarts nothing). `helm uninstall` then removes every object of the release,
+    the cluster-scoped RBAC and admission policy included."""
+    from kubernetes import client, dynamic
 
     release, ns = "chart-upgrade", "dsan-chart-upgrade"
     control_plane.ensure_namespace(ns)
     kube = ["--kubeconfig", str(control_plane.kubeconfig), "--namespace", ns]
     values = tmp_path / "override.yaml"
     values.write_text(yaml.safe_dump(OVERRIDE))
+    chart_values = yaml.safe_load((CHART / "values.yaml").read_text())
     with control_plane.api_client() as api:
         apps: Any = client.AppsV1Api(api)
         core: Any = client.CoreV1Api(api)
+        dyn = dynamic.DynamicClient(api)
 
         def live() -> tuple[str, SidecarConfig]:
             dep = apps.read_namespaced_deployment(f"{release}-dsan-scheduler", ns)
@@ -465,54 +559,71 @@ def test_helm_upgrade_to_new_values_rolls_the_scheduler_pods(
             checksum = dep.spec.template.metadata.annotations["checksum/config"]
             return checksum, SidecarConfig.from_mapping(yaml.safe_load(cm.data["sidecar.yaml"]))
 
+        def objects(*args: str) -> list[tuple[str, str]]:
+            """The objects of the release rendered with ``args`` that exist in the cluster."""
+            docs = helm.template(release, "--namespace", ns, *args)
+            found = []
+            for d in docs:
+                res = dyn.resources.get(api_version=d["apiVersion"], kind=d["kind"])
+                with contextlib.suppress(client.exceptions.ApiException):
+                    dyn.get(res, name=d["metadata"]["name"],
+                            namespace=d["metadata"].get("namespace"))
+                    found.append((d["kind"], d["metadata"]["name"]))
+            return found
+
         try:
-            helm("install", release, str(CHART), "--skip-crds", *kube)
+            out = helm("install", release, str(CHART), "--skip-crds", *kube)
+            # NOTES.txt: how to opt in and where to look, with this release's names.
+            assert "schedulerName: dsan-scheduler" in out, out
+            assert f"deploy/{release}-dsan-scheduler -c sidecar" in out, out
             before, cfg = live()
-            assert cfg == SidecarConfig()
+            assert cfg == SidecarConfig.from_mapping(chart_values["sidecar"]["config"])
             helm("upgrade", release, str(CHART), "--skip-crds", "--values", str(values), *kube)
             after, cfg = live()
-            assert cfg == SidecarConfig.from_mapping(OVERRIDE["sidecar"]["config"])
+            assert cfg == SidecarConfig.from_mapping(
+                deep_merge(chart_values, OVERRIDE)["sidecar"]["config"])
             assert after != before, "config changed but the pod template did not: no rollout"
+            upgraded = helm.template(release, "--namespace", ns, "--values", str(values))
+            assert len(objects("--values", str(values))) == len(upgraded)
+            # What the upgrade turned off (a PDB for one replica, the admission policy) went.
+            assert len(objects()) < len(helm.template(release, "--namespace", ns))
         finally:
             helm("uninstall", release, *kube, check=False)
+        assert objects() == objects("--values", str(values)) == [], \
+            "helm uninstall left objects behind"
 
 
-@pytest.mark.parametrize("via", ["extender", "gateway"])
+@pytest.mark.parametrize("via", ["extender", "grpc"])
 def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
     helm: Helm, control_plane: Any, tmp_path: Path, via: str
 ) -> None:
     """The whole Deployment pod outside a kubelet: `dsan serve` with the rendered command and
-    file and kube-scheduler with the rendered config, both as the chart's ServiceAccount (and,
-    with ``scoreVia: gateway``, score-gateway with its rendered command); the rendered probes
-    pass against the live sidecar; an opted-in pod is scored and bound."""
+    file and kube-scheduler with the rendered config, both as the chart's ServiceAccount; the
+    rendered probes (the kubelet's HTTP GETs) pass against the live sidecar and fail once it
+    stops; an opted-in pod is scored, over the API the values chose, and bound."""
     from kubernetes import client
 
     from tests.support.workload import NodeShape, add_nodes, node_manifest, pod_manifest
 
-    http_port, grpc_port = free_port(), free_port()  # a shared machine: no fixed 8888
+    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     sets = {
-        "sidecar.config.http_port": http_port,
+        "sidecar.config.http_port": http_port,  # a shared machine: no fixed ports
         "sidecar.config.grpc_port": grpc_port,
+        "sidecar.config.metrics_port": metrics_port,
+        "sidecar.config.metrics_address": "127.0.0.1",  # the pod IP's stand-in
         "sidecar.config.policy": "bestfit",  # a heuristic: no model needed to score here
         "scheduler.schedulerName": f"dsan-chart-e2e-{via}",
         "scheduler.leaseName": f"dsan-chart-e2e-{via}",
+        "scheduler.scoreVia": via,
     }
-    sockdir = Path(tempfile.mkdtemp(prefix="dsan-chart-"))  # a socket path has 107 bytes
-    if via == "gateway":
-        sets.update({"scheduler.scoreVia": "gateway",
-                     "sidecar.config.relay_socket": str(sockdir / "score.sock"),
-                     "gateway.listen": f"127.0.0.1:{free_port()}",
-                     "gateway.healthInterval": "100ms"})
     release, ns = f"chart-e2e-{via}", f"dsan-chart-e2e-{via}"
     args = ["--namespace", ns, "--set", ",".join(f"{k}={v}" for k, v in sets.items())]
-    docs = [d for d in yaml.safe_load_all(helm("template", release, str(CHART), *args)) if d]
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    rendered = Rendered(release, ns, values, None, docs)
+    rendered = Rendered(release, ns, {}, None, helm.template(release, *args))
     control_plane.ensure_namespace(ns)
     kube = ["--kubeconfig", str(control_plane.kubeconfig)]
     label = {"dsan-test": f"chart-e2e-{via}"}
     nodes = [node_manifest(f"chart-e2e-{via}-{i}", NodeShape(), label) for i in range(2)]
-    sidecar = gateway = None
+    sidecar = None
     with control_plane.api_client() as api:
         core: Any = client.CoreV1Api(api)
         try:
@@ -531,20 +642,10 @@ def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
                  f"--kubeconfig={_sa_kubeconfig(control_plane, rendered)}"],
                 tmp_path / "sidecar.log",
             ).start()
-            ready, live = (container[p]["exec"]["command"] for p in ("readinessProbe",
-                                                                      "livenessProbe"))
-            wait_until("the rendered readinessProbe", lambda: _probe(ready), 60, [sidecar])
-            assert _probe(live), "the rendered livenessProbe fails against a live sidecar"
-            gw_probe: list[str] = []
-            if via == "gateway":
-                # The rendered container with the image's binary replaced by our build.
-                gw = rendered.container("Deployment", "score-gateway")
-                exe = str(control_plane.bins.score_gateway)
-                gateway = Proc("score-gateway (chart)", [exe, *gw["command"][1:]],
-                               tmp_path / "gateway.log").start()
-                gw_probe = [exe, *gw["readinessProbe"]["exec"]["command"][1:]]
-                wait_until("the gateway's rendered readinessProbe", lambda: _probe(gw_probe),
-                           30, [gateway])
+            probes = {p: _http_probe(container, container[p]["httpGet"])
+                      for p in ("startupProbe", "livenessProbe", "readinessProbe")}
+            wait_until("the rendered readinessProbe", probes["readinessProbe"], 60, [sidecar])
+            assert probes["livenessProbe"]() and probes["startupProbe"]()
             add_nodes(core, nodes, f"dsan-test=chart-e2e-{via}")
             with _rendered_scheduler(control_plane, rendered):
                 pod = pod_manifest("opted-in", scheduler=f"dsan-chart-e2e-{via}",
@@ -552,23 +653,20 @@ def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
                 core.create_namespaced_pod(ns, pod)
                 bound = _wait_bound(core, ns, "opted-in", 30)
             assert bound in {n["metadata"]["name"] for n in nodes}
-            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5) as r:
+            # The metrics Service's port: what Prometheus scrapes in the cluster.
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                        timeout=5) as r:
                 metrics = r.read().decode()
-            asked = (r'api="grpc",verb="score"' if via == "gateway"
-                     else r'api="http",verb="prioritize"')
+            asked = r'api="grpc",verb="score"' if via == "grpc" else \
+                r'api="http",verb="prioritize"'
             assert re.search(r"dsan_sidecar_requests_total\{" + asked + r"\} [1-9]", metrics), \
                 "the scheduler bound the pod without asking the sidecar"
             sidecar.stop()
-            assert not _probe(ready), "the readinessProbe passes with no sidecar listening"
-            if gw_probe:
-                wait_until("the gateway's probe failing without a sidecar",
-                           lambda: not _probe(gw_probe), 10)
+            assert not probes["readinessProbe"](), "the readinessProbe passes with no sidecar"
+            assert not probes["livenessProbe"](), "the livenessProbe passes with no sidecar"
         finally:
-            if gateway is not None:
-                gateway.stop()
             if sidecar is not None:
                 sidecar.stop()
-            shutil.rmtree(sockdir, ignore_errors=True)
             with contextlib.suppress(client.exceptions.ApiException):
                 core.delete_namespaced_pod("opted-in", ns, grace_period_seconds=0)
             for n in nodes:
@@ -584,11 +682,12 @@ def test_rendered_deviceplugin_writes_gpu_telemetry_as_its_service_account(
     helm: Helm, control_plane: Any, tmp_path: Path
 ) -> None:
     """The DaemonSet's container outside a kubelet: `dsan deviceplugin` with the rendered flags
-    (fake GPUs, loopback metrics) as the chart's device-plugin ServiceAccount writes its node's
-    GPUTelemetry object through the chart's RBAC."""
+    (fake GPUs, loopback metrics), with the token the kubelet would give its pod on the node,
+    writes that node's GPUTelemetry through the chart's RBAC and admission policy."""
     from kubernetes import client
 
     from dsan.api import types as t
+    from tests.support.workload import NodeShape, node_manifest
 
     node = "chart-dp-node"
     sets = {
@@ -596,22 +695,24 @@ def test_rendered_deviceplugin_writes_gpu_telemetry_as_its_service_account(
         "devicePlugin.config.plugin_dir": str(tmp_path / "dp"),  # no kubelet: it waits for one
         "devicePlugin.config.metrics_addr": "127.0.0.1",
         "devicePlugin.config.metrics_port": 0,
-        "devicePlugin.config.crd_interval_s": 0.5,
     }
     release, ns = "chart-dp", "dsan-chart-dp"
-    args = ["--namespace", ns, "--set", ",".join(f"{k}={v}" for k, v in sets.items())]
-    docs = [d for d in yaml.safe_load_all(helm("template", release, str(CHART), *args)) if d]
-    rendered = Rendered(release, ns, {}, None, docs)
+    args = ["--namespace", ns, "--set", ",".join(f"{k}={v}" for k, v in sets.items()),
+            # helm's --set keeps 0.5 a string, which the schema refuses for a number
+            "--set-json", "devicePlugin.config.crd_interval_s=0.5"]
+    rendered = Rendered(release, ns, {}, None, helm.template(release, *args))
     (tmp_path / "dp").mkdir()
     control_plane.ensure_namespace(ns)
     kube = ["--kubeconfig", str(control_plane.kubeconfig)]
     agent = None
     with control_plane.api_client() as api:
         custom: Any = client.CustomObjectsApi(api)
+        core: Any = client.CoreV1Api(api)
         try:
             helm("install", release, str(CHART), *kube, *args)
+            core.create_node(node_manifest(node, NodeShape(), {"dsan-test": "chart-dp"}))
             command = rendered.container("DaemonSet", "deviceplugin")["command"]
-            kubeconfig = _sa_kubeconfig(control_plane, rendered, "DaemonSet")
+            kubeconfig = _sa_kubeconfig(control_plane, rendered, "DaemonSet", node=node)
             agent = Proc(
                 "dsan deviceplugin (chart)",
                 [sys.executable, "-m", "dsan.cli", *command[1:], f"--kubeconfig={kubeconfig}"],
@@ -636,15 +737,33 @@ def test_rendered_deviceplugin_writes_gpu_telemetry_as_its_service_account(
                 agent.stop()
             with contextlib.suppress(client.exceptions.ApiException):
                 custom.delete_cluster_custom_object(t.GROUP, t.VERSION, t.TELEMETRY_PLURAL, node)
+            with contextlib.suppress(client.exceptions.ApiException):
+                core.delete_node(node)
             helm("uninstall", release, "--namespace", ns, *kube, check=False)
     log = (tmp_path / "deviceplugin.log").read_text()
     refused = [ln for ln in log.splitlines() if "forbidden" in ln.lower() or " 403" in ln]
-    assert not refused, "the device plugin was refused by RBAC:\n" + "\n".join(refused[:10])
+    assert not refused, "the device plugin was refused:\n" + "\n".join(refused[:10])
 
 
-def _probe(command: list[str]) -> bool:
-    """Run an exec probe as the kubelet would: success is exit status 0."""
-    return subprocess.run(command, capture_output=True, timeout=10).returncode == 0
+def _http_probe(container: dict[str, Any], get: dict[str, Any]) -> Any:
+    """The kubelet's HTTP GET probe of ``container`` (a named port resolved as the kubelet
+    does), aimed at loopback, where the test's sidecar stands in for the pod IP: success is a
+    2xx or 3xx status."""
+    port = get["port"]
+    if isinstance(port, str):
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == port)
+    url = f"{get.get('scheme', 'HTTP').lower()}://127.0.0.1:{port}{get['path']}"
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # as the kubelet: no verify
+
+    def probe() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
+                return 200 <= r.status < 400
+        except OSError:
+            return False
+
+    return probe
 
 
 def _wait_bound(core: Any, ns: str, name: str, timeout: float) -> str:
@@ -657,21 +776,28 @@ def _wait_bound(core: Any, ns: str, name: str, timeout: float) -> str:
     raise AssertionError(f"pod {ns}/{name} not bound within {timeout} s")
 
 
-def _sa_kubeconfig(control_plane: Any, rendered: Rendered, kind: str = "Deployment") -> Path:
-    """A kubeconfig holding a token of the ServiceAccount the chart gives ``kind``'s pods."""
+def _sa_kubeconfig(control_plane: Any, rendered: Rendered, kind: str = "Deployment",
+                   node: str | None = None) -> Path:
+    """A kubeconfig holding a token of the ServiceAccount the chart gives ``kind``'s pods;
+    with ``node``, bound to a pod of that ServiceAccount on that node (made here, as the
+    DaemonSet controller would), as the kubelet's projected token is."""
     from kubernetes import client
 
-    sa = rendered.one(kind)["spec"]["template"]["spec"]["serviceAccountName"]
+    sa = rendered.pod_spec(kind)["serviceAccountName"]
     with control_plane.api_client() as api:
-        core: Any = client.CoreV1Api(api)
-        token = core.create_namespaced_service_account_token(
-            sa, rendered.namespace, client.AuthenticationV1TokenRequest(
-                spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
-            ),
-        ).status.token
+        bound = None
+        if node is not None:
+            core: Any = client.CoreV1Api(api)
+            pod = core.create_namespaced_pod(rendered.namespace, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"generateName": f"{rendered.release}-{kind.lower()}-"},
+                "spec": {"serviceAccountName": sa, "nodeName": node,
+                         "containers": [{"name": "c", "image": "x"}]}})
+            bound = api.sanitize_for_serialization(pod)
+        token = sa_token(api, rendered.namespace, sa, bound)
     return write_kubeconfig(
-        control_plane.dir / f"{rendered.release}-{sa}.kubeconfig", control_plane.server,
-        control_plane.pki.ca_cert, token,
+        control_plane.dir / f"{rendered.release}-{sa}-{node or 'unbound'}.kubeconfig",
+        control_plane.server, control_plane.pki.ca_cert, token,
     )
 
 
@@ -724,3 +850,4 @@ def _forbidden(log: Path) -> list[str]:
     """The scheduler's log lines where the apiserver refused it something (RBAC)."""
     text = log.read_text(errors="replace")
     return [line for line in text.splitlines() if "forbidden" in line.lower()]
+

@@ -1,8 +1,13 @@
-"""The Helm chart's values map one to one onto the components' config dataclasses."""
+"""The Helm chart's values map one to one onto the components' config dataclasses, and its
+values.schema.json (hack/chartschema.py) is generated from the same dataclasses."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -12,21 +17,68 @@ import yaml
 from deviceplugin.config import PluginConfig
 from sidecar.config import SidecarConfig
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "dsan-scheduler"
-#: PluginConfig fields the chart does not set: node_name comes from the downward API,
-#: kubeconfig is the in-cluster config.
-NOT_IN_VALUES = {"node_name", "kubeconfig"}
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "dsan-scheduler"
+_spec = importlib.util.spec_from_file_location("chartschema", ROOT / "hack" / "chartschema.py")
+assert _spec is not None and _spec.loader is not None
+chartschema = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(chartschema)
+NOT_IN_VALUES = set(chartschema.DEVICEPLUGIN_NOT_IN_VALUES)
 
 
 def values() -> dict[str, Any]:
     return dict(yaml.safe_load((CHART / "values.yaml").read_text()))
 
 
+def schema() -> dict[str, Any]:
+    return dict(json.loads((CHART / "values.schema.json").read_text()))
+
+
 def test_sidecar_values_are_exactly_the_sidecar_config_with_its_defaults() -> None:
     cfg = values()["sidecar"]["config"]
     assert set(cfg) == {f.name for f in fields(SidecarConfig)}
-    # Validated exactly as `dsan serve --config` would, and no default silently forked.
-    assert SidecarConfig.from_mapping(cfg) == SidecarConfig()
+    # Validated exactly as `dsan serve --config` would, and no default silently forked: the
+    # chart's own values are the named, documented ones.
+    assert SidecarConfig.from_mapping(cfg) == SidecarConfig().replace(
+        **chartschema.SIDECAR_CHART_DEFAULTS)
+
+
+def test_the_values_schema_is_generated_from_the_dataclasses_and_current() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "hack" / "chartschema.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    props = schema()["properties"]
+    sc = props["sidecar"]["properties"]["config"]["properties"]
+    dp = props["devicePlugin"]["properties"]["config"]["properties"]
+    assert set(sc) == {f.name for f in fields(SidecarConfig)}
+    assert set(dp) == {f.name for f in fields(PluginConfig)} - NOT_IN_VALUES
+    # The schema's defaults are what values.yaml ships.
+    for name, prop in sc.items():
+        assert prop["default"] == values()["sidecar"]["config"][name], name
+    for name, prop in dp.items():
+        got = values()["devicePlugin"]["config"][name]
+        assert (sorted(got) if isinstance(got, list) else got) == prop["default"], name
+
+
+def _paths(v: Any, prefix: str = "") -> set[str]:
+    """The dotted key paths of a values mapping, down to the leaves."""
+    if not isinstance(v, dict) or not v:
+        return {prefix}
+    return set().union(*(_paths(x, f"{prefix}.{k}" if prefix else str(k)) for k, x in v.items()))
+
+
+def test_every_value_is_in_the_schema() -> None:
+    def find(s: dict[str, Any], path: str) -> bool:
+        for key in path.split("."):
+            if s.get("type") != "object" or "properties" not in s:
+                return s.get("type") == "object"  # a free-form map (nodeSelector, resources)
+            if key not in s["properties"]:
+                return False
+            s = s["properties"][key]
+        return True
+
+    missing = [p for p in _paths(values()) if not find(schema(), p)]
+    assert not missing, f"values.yaml keys without a schema: {missing}"
 
 
 def test_deviceplugin_values_are_plugin_config_fields_each_rendered_as_a_flag() -> None:
@@ -39,11 +91,11 @@ def test_deviceplugin_values_are_plugin_config_fields_each_rendered_as_a_flag() 
     assert used == set(cfg), f"values without a flag: {set(cfg) - used}; unknown: {used - set(cfg)}"
     defaults = PluginConfig(node_name="-")
     for key, value in cfg.items():
-        default = getattr(defaults, key)
+        default = chartschema.DEVICEPLUGIN_CHART_DEFAULTS.get(key, getattr(defaults, key))
         if isinstance(default, (tuple, frozenset)):
             assert sorted(value) == sorted(default), key
         else:
-            assert str(value) == str(default) or key == "metrics_addr", key
+            assert str(value) == str(default), key
 
 
 def test_scheduler_values_match_the_shipped_scheduler_config() -> None:

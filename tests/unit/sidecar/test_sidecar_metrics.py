@@ -54,3 +54,14 @@ def test_exposition_equals_prometheus_clients_histograms() -> None:
     assert m.latency.sum_count("http", "total") == (
         lat.labels("http", "total")._sum.get(),
         sum(int(b.get()) for b in lat.labels("http", "total")._buckets))
+
+
+def test_decisions_are_counted_per_node_beside_the_assumed_total() -> None:
+    m = SidecarMetrics()
+    for node in ("gpu-a", "gpu-b", "gpu-a"):
+        m.decided(node)
+    text = m.exposition().decode()
+    assert 'dsan_sidecar_decisions_total{node="gpu-a"} 2.0' in text
+    assert 'dsan_sidecar_decisions_total{node="gpu-b"} 1.0' in text
+    assert "# TYPE dsan_sidecar_decisions_total counter" in text
+    assert "dsan_sidecar_assumed_pods_total 3.0" in text

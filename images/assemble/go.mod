@@ -1,0 +1,14 @@
+// images/assemble: a small tool of its own module, so go-containerregistry never enters the
+// scheduler-plugin module's dependency graph (pinned to k8s.io/kubernetes v1.36.3).
+module github.com/dsan-scheduler/dsan/images/assemble
+
+go 1.26.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)
