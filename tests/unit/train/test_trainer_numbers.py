@@ -58,17 +58,17 @@ def run_openb(out: Path) -> dict[str, Any]:
     return _result(out, train(a))
 
 
-def run_scenario(out: Path) -> dict[str, Any]:
+def run_scenario(out: Path, **kw: Any) -> dict[str, Any]:
+    """Windows at 0 h (the web replicas' placements) or, with ``start_hours=(10.0,)``, at
+    the batch and training peak after a 10 h warm-up by the teacher."""
     from dsan.train.scenario_train import ScenarioArgs, train
 
-    a = ScenarioArgs(out=str(out), start_hours=(0.0,), window_h=0.01, imitation_episodes=1,
-                     imitation_epochs=1, dagger_rounds=1, dagger_episodes=1, iterations=1,
-                     eval_episodes=1, anchor_episodes=1, anchor_coef=0.5, export=False,
-                     progress=False)
-    summary = train(a)
-    summary.pop("eval", None)  # the last row's eval_* again
-    summary.pop("teacher_eval", None)
-    return _result(out, summary)
+    a = ScenarioArgs(**{"out": str(out), "start_hours": (0.0,), "window_h": 0.01,
+                        "imitation_episodes": 1, "imitation_epochs": 1, "dagger_rounds": 1,
+                        "dagger_episodes": 1, "iterations": 1, "eval_episodes": 1,
+                        "anchor_episodes": 1, "anchor_coef": 0.5, "export": False,
+                        "progress": False, **kw})
+    return _result(out, train(a))
 
 
 def run_distributed(out: Path, ship: str, port: int) -> dict[str, Any]:
@@ -86,6 +86,8 @@ def run_distributed(out: Path, ship: str, port: int) -> dict[str, Any]:
 RUNS = {
     "openb": run_openb,
     "scenario": run_scenario,
+    "scenario-10h": lambda out: run_scenario(out, start_hours=(10.0,), window_h=0.02,
+                                             class_by_priority=True, imitate_gpu_pods=False),
     "distributed-gradients": lambda out: run_distributed(out, "gradients", 29641),
     "distributed-rollouts": lambda out: run_distributed(out, "rollouts", 29643),
 }
@@ -102,7 +104,7 @@ def _recorded(name: str) -> dict[str, Any]:
     return data["runs"][name]
 
 
-@pytest.mark.parametrize("name", ["openb", "scenario"])
+@pytest.mark.parametrize("name", ["openb", "scenario", "scenario-10h"])
 def test_trainer_numbers_are_the_recorded_ones(name: str, tmp_path: Path) -> None:
     want = _recorded(name)
     assert RUNS[name](tmp_path) == want
@@ -120,6 +122,7 @@ if __name__ == "__main__":
 
     if sys.argv[1:] != ["--record"]:
         raise SystemExit("usage: python tests/unit/train/test_trainer_numbers.py --record")
+    sys.path.insert(0, str(ROOT))  # this checkout's dsan, not an installed one
     got = {}
     for name, fn in RUNS.items():
         with tempfile.TemporaryDirectory() as d:
