@@ -3,7 +3,7 @@
 ``dsan train --scenario`` keeps the PPO iteration with the best greedy reward on held-out
 windows (``scenario_train.evaluate``: seeds from 10000, one hour from each of
 ``start_hours``). This replays those windows with a tree's default model (and the teacher)
-and prints one JSON line per window with the reward's terms (``dsan.train.scenario_env``:
+and prints one JSON line per window with the reward's terms (``dsan.train.window``:
 utilisation, completion, cost, SLA and the SLA shaping) and the window's own utilisation
 and SLA. Session 10 used it to find why a model's held-out reward fell while its Table 1
 improved (docs/results/dsan_openb.md)::
@@ -26,7 +26,7 @@ import torch
 
 from dsan.model.export import load
 from dsan.sim.scenario.metrics import RewardParts
-from dsan.train import scenario_env
+from dsan.train import window
 from dsan.train.scenario_train import EVAL_SEED_BASE, ScenarioArgs, play
 
 
@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ScenarioArgs()
     model, _ = load(a.model)
     terms: dict[str, float] = defaultdict(float)
-    reward = scenario_env.ScenarioEpisode.reward
+    reward = window.WindowEnv.reward
 
-    def split(self: scenario_env.ScenarioEpisode, parts: RewardParts, overheat: float,
+    def split(self: window.WindowEnv, parts: RewardParts, overheat: float,
               boot_wait_s: float = 0.0) -> float:
         w = self.weights
         terms["util"] += w.w_util * parts.util_integral / self.window_s
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         terms["steps"] += 1
         return reward(self, parts, overheat, boot_wait_s)
 
-    scenario_env.ScenarioEpisode.reward = split  # type: ignore[method-assign]
+    window.WindowEnv.reward = split  # type: ignore[method-assign]
     for mode in ("greedy", "teacher"):
         for i in range(a.seeds):
             for start in a.hours if a.hours is not None else args.start_hours:

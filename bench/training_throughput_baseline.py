@@ -1,8 +1,8 @@
 """Experience-collection throughput of ANY checkout of this repo (decisions per second), with
-the APIs every version has (``run_episode``, ``dsan.train.distributed.run``), for the side by
-side rows of docs/results/training.md: run it against the code before the lockstep collector
-right next to ``bench/test_training_throughput.py`` (same episodes per process, same
-machine, same minutes). Usage (repo root)::
+the APIs every version has (one episode played at a time, ``dsan.train.distributed.run``),
+for the side by side rows of docs/results/training.md: run it against the code before the
+lockstep collector right next to ``bench/test_training_throughput.py`` (same episodes per
+process, same machine, same minutes). Usage (repo root)::
 
     git archive c02cd90 | tar -x -C /tmp/dsan-old      # the code before session 2
     DSAN_TRACES=$PWD/../shared/traces PYTHONPATH=/tmp/dsan-old OMP_NUM_THREADS=1 \\
@@ -17,15 +17,30 @@ import json
 import os
 import tempfile
 import time
+from typing import Any
 
 import torch
 
 import dsan
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.distributed import DistConfig, run
-from dsan.train.env import EnvConfig, make_episode
 from dsan.train.ppo import Args
-from dsan.train.rollout import run_episode
+
+try:  # this checkout: episodes in dsan.train.openb, played by the collector
+    from dsan.train.collector import collect
+    from dsan.train.openb import EnvConfig, make_episode
+
+    def play_one(ep: Any, model: DSANNet) -> int:
+        return len(collect([ep], model, "sample")[0])
+except ImportError:  # checkouts before the shared collector
+    from dsan.train.env import (  # type: ignore[no-redef,attr-defined]
+        EnvConfig,
+        make_episode,
+    )
+    from dsan.train.rollout import run_episode  # type: ignore[attr-defined]
+
+    def play_one(ep: Any, model: DSANNet) -> int:
+        return len(run_episode(ep, model, "sample"))
 
 N_NODES = 96
 EPISODES = 16  # per collecting process, as bench/test_training_throughput.py
@@ -38,7 +53,7 @@ def single() -> float:
     env = EnvConfig(n_nodes=N_NODES)
     make_episode(env, 0)
     t0 = time.perf_counter()
-    n = sum(len(run_episode(make_episode(env, s), model, "sample")) for s in range(EPISODES))
+    n = sum(play_one(make_episode(env, s), model) for s in range(EPISODES))
     return n / (time.perf_counter() - t0)
 
 
