@@ -1,6 +1,6 @@
 """Keep the openb policy while training on the scenario: a KL anchor on openb states.
 
-The shipped model is trained in two stages: the openb stage (engineer O: the head's FGD prior
+The shipped model is trained in two stages: the openb stage (the head's FGD prior
 scale and linear skip, which break FGD's ties on openb) and the scenario stage (the attention
 fusion and the head's MLP). The MLP adds to every logit, so a scenario-trained MLP could
 re-rank openb's FGD ties and undo the first stage. The anchor records greedy openb episodes
