@@ -51,8 +51,7 @@ from dsan.sim.scenario.config import ScenarioConfig, load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
-from dsan.train.scenario_teachers import PackingRescue, powered
-from dsan.train.teachers import WEB_TYPE, Anchored, Composite
+from dsan.train.teachers import WEB_TYPE, Anchored, Composite, PackingRescue, powered
 
 Make = Callable[[TargetWorkload], Scorer]
 
@@ -119,7 +118,7 @@ class Keep(PackingRescue):
       of a 16-core one), not fullest-after-placement first as in ``Composite``;
     * ``rescue``: a powered node that is empty in its 10-minute grace period comes first among
       the powered ones (otherwise it powers off and is booted back by the next wave);
-      these two are ``packing-rescue`` (dsan.train.scenario_teachers.PackingRescue);
+      these two are ``packing-rescue`` (dsan.train.teachers.PackingRescue);
     * ``spread``: the emptiest powered node first instead of the fullest;
     * ``h_min``: while the powered CPU nodes hold fewer than ``h_min`` millicores of free
       executor slots, the pod boots the largest powered-off node ahead of the next wave.

@@ -37,8 +37,7 @@ from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
-from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
-from dsan.train.teachers import WEB_TYPE
+from dsan.train.teachers import SCENARIO_TEACHERS, WEB_TYPE
 
 
 class Compare:

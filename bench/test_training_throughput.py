@@ -2,9 +2,9 @@
 best-heuristic parity, measured side by side in one session:
 
 * ``single-episode``: one process playing its episodes one after another, one head call per
-  decision (:func:`dsan.train.rollout.run_episode`, the original collection path);
+  decision (:func:`dsan.train.collector.collect` of one episode at a time);
 * ``single-lockstep``: one process playing the same episodes in lockstep, one batched head
-  call per step (:func:`dsan.train.rollout.collect`, what the workers run);
+  call per step (:func:`dsan.train.collector.collect` of all of them, what the workers run);
 * ``single-lockstep-mix``: the same, on the training default's four pod files (``Args``):
   a step featurizes each file's episodes in its own batch, so this costs more per decision;
 * ``rpc``: the distributed trainer with 1 and 2 rollout workers on torch.distributed.rpc
@@ -43,10 +43,10 @@ import pytest
 import torch
 
 from dsan.model.net import DSANNet, ModelConfig
+from dsan.train.collector import collect
 from dsan.train.distributed import DistConfig, run
-from dsan.train.env import EnvConfig, make_episode
+from dsan.train.openb import EnvConfig, make_episode
 from dsan.train.ppo import Args, train
-from dsan.train.rollout import collect, run_episode
 
 N_NODES = 96
 EPISODES = 16  # per collecting process (lockstep batch)
@@ -67,7 +67,8 @@ def _single(lockstep: bool, env: EnvConfig) -> tuple[float, float]:
     if lockstep:
         ros = collect(eps, model, "sample", rng=np.random.default_rng(0))
     else:
-        ros = [run_episode(ep, model, "sample") for ep in eps]
+        rng = np.random.default_rng(0)
+        ros = [r for ep in eps for r in collect([ep], model, "sample", rng=rng)]
     n = sum(len(r) for r in ros)
     return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 

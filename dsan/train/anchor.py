@@ -1,6 +1,6 @@
 """Keep the openb policy while training on the scenario: a KL anchor on openb states.
 
-The shipped model is trained in two stages: the openb stage (engineer O: the head's FGD prior
+The shipped model is trained in two stages: the openb stage (the head's FGD prior
 scale and linear skip, which break FGD's ties on openb) and the scenario stage (the attention
 fusion and the head's MLP). The MLP adds to every logit, so a scenario-trained MLP could
 re-rank openb's FGD ties and undo the first stage. The anchor records greedy openb episodes
@@ -24,9 +24,10 @@ import numpy as np
 import torch
 
 from dsan.model.net import DSANNet
-from dsan.train.env import EnvConfig, make_episode
-from dsan.train.ppo import rollout_batch
-from dsan.train.rollout import Rollout, run_episode
+from dsan.train.collector import collect
+from dsan.train.openb import EnvConfig, make_episode
+from dsan.train.rollout import Rollout
+from dsan.train.updates import batch
 
 #: openb episode seeds for the anchor (disjoint from PPO's < 10_000 and eval's 10_000+).
 ANCHOR_SEED_BASE = 20_000
@@ -56,11 +57,11 @@ class OpenbAnchor:
         self.ref: list[torch.Tensor] = []
         for i in range(cfg.episodes):
             w = cfg.workloads[i % len(cfg.workloads)]
-            ro = run_episode(make_episode(env, ANCHOR_SEED_BASE + i, w), model, "greedy")
+            (ro,) = collect([make_episode(env, ANCHOR_SEED_BASE + i, w)], model, "greedy")
             if len(ro) == 0:
                 continue
             with torch.no_grad():
-                logp, *_ = rollout_batch(model, ro, np.arange(len(ro)))
+                logp, *_ = batch(model, ro, np.arange(len(ro)))
             self.rollouts.append(ro)
             self.ref.append(logp.detach())
 
@@ -73,7 +74,7 @@ class OpenbAnchor:
         worst, changed, steps = 0.0, 0, 0
         with torch.no_grad():
             for ro, ref in zip(self.rollouts, self.ref, strict=True):
-                logp, seg, _, _ = rollout_batch(model, ro, np.arange(len(ro)))
+                logp, seg, _, _ = batch(model, ro, np.arange(len(ro)))
                 worst = max(worst, float((logp - ref).abs().max()))
                 n = len(ro)
                 best_new = torch.full((n,), -1e30).scatter_reduce(0, seg, logp, "amax")
@@ -96,7 +97,7 @@ class OpenbAnchor:
         i = int(rng.integers(len(self.rollouts)))
         ro, ref = self.rollouts[i], self.ref[i]
         steps = np.sort(rng.choice(len(ro), size=min(self.cfg.minibatch, len(ro)), replace=False))
-        logp, seg, _, _ = rollout_batch(model, ro, steps)
+        logp, seg, _, _ = batch(model, ro, steps)
         sizes = np.array([len(ro.cand[s]) for s in steps])
         offsets = np.concatenate([[0], np.cumsum([len(c) for c in ro.cand])])
         rows = torch.from_numpy(

@@ -5,7 +5,7 @@ validator. One iteration:
 
 1. the PS sends the current weights and version to every worker (``rpc_async``); each plays
    ``episodes_per_iter`` episodes with its own simulator, all in lockstep (one batched head
-   call per step, :func:`dsan.train.rollout.collect`);
+   call per step, :func:`dsan.train.collector.collect`);
 2. the PPO step, version v+1, in one of two ways (``DistConfig.ship``):
 
    * ``gradients`` (default): workers keep their rollouts and return only counts and
@@ -13,7 +13,7 @@ validator. One iteration:
      gradient on its share, and the PS averages, clips and steps
      (:mod:`dsan.train.learner`: synchronous data-parallel PPO, 143 kB per message);
    * ``rollouts``: workers return the rollouts (~17 kB per decision) and the PS aggregates
-     them and takes the PPO step alone (:func:`dsan.train.ppo.ppo_update`);
+     them and takes the PPO step alone (:func:`dsan.train.updates.ppo_update`);
 3. the shadow validator scores v+1 greedily on held-out episodes; if the score drops more
    than ``rollback_threshold`` allocation points below the last good version, the PS
    restores the last good weights and optimiser state and logs a ``rollback`` event;
@@ -41,12 +41,14 @@ import torch.multiprocessing as mp
 
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
+from dsan.train.collector import collect
 from dsan.train.csvlog import CsvLog
-from dsan.train.env import EnvConfig, make_episode
 from dsan.train.learner import Grad, LocalLearner, Share, global_moments, ppo_rounds
+from dsan.train.openb import EnvConfig, make_episode
 from dsan.train.paramserver import ParameterServer
-from dsan.train.ppo import EVAL_SEED_BASE, PPO_FIELDS, Args, ppo_update
-from dsan.train.rollout import Rollout, RowStore, collect
+from dsan.train.ppo import EVAL_SEED_BASE, PPO_FIELDS, Args
+from dsan.train.rollout import Rollout, RowStore
+from dsan.train.updates import ppo_update
 
 SHIP = ("gradients", "rollouts")
 
@@ -86,7 +88,7 @@ def play(
     cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
 ) -> tuple[list[Rollout], float, float]:
     """Worker: play one episode per seed with the given weights, all in lockstep (one batched
-    head call per step, :func:`dsan.train.rollout.collect`); returns rollouts, wall seconds
+    head call per step, :func:`dsan.train.collector.collect`); returns rollouts, wall seconds
     and CPU seconds (the CPU time is what a busy shared machine does not inflate much).
     Rollouts pickle as a few flat arrays each, so shipping them back is cheap."""
     torch.set_num_threads(1)
@@ -144,7 +146,7 @@ def validate(
     torch.set_num_threads(1)
     eps = [make_episode(env, s) for s in seeds]
     ros = collect(eps, _local_model(cfg, state), "greedy", keep=False)
-    return float(np.mean([r.alloc_pct for r in ros]))
+    return float(np.mean([r.summary["alloc_pct"] for r in ros]))
 
 
 def _gradient_async(

@@ -14,7 +14,7 @@ every worker returns the gradient of the clipped PPO loss (:func:`dsan.train.upd
 its k-th minibatch, and :func:`ppo_rounds` averages them weighted by steps, clips and takes the
 optimiser step. Every term of the loss is a mean over steps, so the weighted average is the
 gradient of the loss over the union of the workers' minibatches: with one worker the updates
-are :func:`dsan.train.ppo.ppo_update`'s (tested). Each worker splits its episodes into
+are :func:`dsan.train.updates.ppo_update`'s (tested). Each worker splits its episodes into
 minibatches of ``minibatch / workers`` steps, so a round sees ``minibatch`` steps and an
 iteration takes as many optimiser steps as the PS would over the same rollouts.
 """
@@ -30,9 +30,8 @@ import torch
 from torch.nn.utils import parameters_to_vector
 
 from dsan.model.net import DSANNet
-from dsan.train.ppo import Args, rollout_batch
 from dsan.train.rollout import Rollout
-from dsan.train.updates import advantages, ppo_loss
+from dsan.train.updates import PPOConfig, advantages, batch, ppo_loss
 
 STATS = ("pg", "vf", "ent", "kl")
 # flat gradient, steps it averages over, per-parameter "got a gradient", loss parts
@@ -63,7 +62,7 @@ class LocalLearner:
         self,
         model: DSANNet,
         rollouts: list[Rollout],
-        a: Args,
+        a: PPOConfig,
         minibatch: int,
         rng: np.random.Generator,
     ) -> None:
@@ -90,7 +89,7 @@ class LocalLearner:
         return Share(
             decisions=sum(len(r) for r in self.ros),
             episode_rewards=[float(sum(r.reward)) for r in self.ros],
-            alloc_pct=[float(r.alloc_pct) for r in self.ros],
+            alloc_pct=[float(r.summary["alloc_pct"]) for r in self.ros],
             adv_n=len(adv),
             adv_mean=mean,
             adv_m2=float(((adv - mean) ** 2).sum()),
@@ -117,7 +116,7 @@ class LocalLearner:
         i, steps = plan[k]
         adv, ret = self.gae[i]
         self.model.zero_grad(set_to_none=True)
-        logp, seg, first, values = rollout_batch(self.model, self.ros[i], steps)
+        logp, seg, first, values = batch(self.model, self.ros[i], steps)
         loss, parts = ppo_loss(
             logp, seg, first, values, self.ros[i], steps, adv, ret, mu, sd, self.a
         )

@@ -4,12 +4,13 @@
    on the training episodes) plays episodes; the network maximises the probability mass it
    puts on the teacher's best-scored nodes, ``-log sum_{j in best} p_j``.
 2. **PPO** (Schulman et al. 2017): clipped surrogate, value loss, entropy bonus, GAE, on
-   episodes sampled from the current policy; reward in :mod:`dsan.train.env`.
+   episodes sampled from the current policy; reward in :mod:`dsan.train.openb`.
 
-Progress goes to a tqdm bar (live reward and allocation), ``metrics.csv`` and checkpoints
+Episodes, collection and updates are the core both stages share (:mod:`dsan.train.env`,
+:mod:`dsan.train.collector`, :mod:`dsan.train.updates`); this module wires them. Progress
+goes to a tqdm bar (live reward and allocation), ``metrics.csv`` and checkpoints
 (``ckpt.pt``: model, optimiser, iteration, RNG seeds) from which ``--resume`` continues.
-The distributed trainer (:mod:`dsan.train.distributed`) reuses :func:`ppo_update` and
-:func:`evaluate` unchanged.
+The distributed trainer (:mod:`dsan.train.distributed`) reuses the same pieces.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from tqdm import tqdm
 
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
+from dsan.train.collector import collect
 from dsan.train.csvlog import CsvLog
-from dsan.train.env import EnvConfig, RewardWeights, make_episode
-from dsan.train.rollout import Rollout, collect, run_episode
-from dsan.train.teachers import TEACHERS, make_teacher
-from dsan.train.updates import imitation_epochs, ppo_epochs, segment_log_softmax
+from dsan.train.openb import EnvConfig, RewardWeights, make_episode
+from dsan.train.teachers import OPENB_TEACHERS, make_teacher
+from dsan.train.updates import imitation_update, ppo_update
 
 
 @dataclass
@@ -75,7 +76,7 @@ class Args:
     def __post_init__(self) -> None:
         if self.hidden < 4 or self.n_nodes < 2 or self.iterations < 0:
             raise ValueError("Args: hidden >= 4, n_nodes >= 2 and iterations >= 0 are required")
-        if self.teacher != "auto" and self.teacher not in TEACHERS:
+        if self.teacher != "auto" and self.teacher not in OPENB_TEACHERS:
             raise ValueError(f"Args.teacher {self.teacher!r} is not a heuristic DSAN can imitate")
 
     def env(self) -> EnvConfig:
@@ -85,65 +86,19 @@ class Args:
         return EnvConfig(workloads=tuple(self.workloads), n_nodes=self.n_nodes, reward=w)
 
 
-def rollout_batch(model: DSANNet, ro: Rollout, steps: np.ndarray) -> tuple[torch.Tensor, ...]:
-    """Flat logits, per-step log-probs of all rows, segment ids, values for ``steps``."""
-    emb = model.embed_nodes(
-        torch.from_numpy(ro.node_x), torch.from_numpy(ro.telemetry), ro.edge_index, ro.edge_weight
-    )
-    x = np.concatenate([ro.x[i] for i in steps])
-    cand = np.concatenate([ro.cand[i] for i in steps])
-    sizes = np.array([len(ro.cand[i]) for i in steps])
-    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
-    c = torch.from_numpy(cand)
-    logits, values = model.score(
-        torch.from_numpy(x),
-        emb.index_select(0, c),
-        torch.ones(len(cand), dtype=torch.bool),
-        seg,
-        len(steps),
-    )
-    logp = segment_log_softmax(logits, seg, len(steps))
-    first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
-    return logp, seg, first, values
-
-
-def imitation_update(
-    model: DSANNet,
-    opt: torch.optim.Optimizer,
-    rollouts: list[Rollout],
-    epochs: int,
-    minibatch: int,
-    rng: np.random.Generator,
-) -> float:
-    """Raise the probability mass on the teacher's best nodes; returns the mean loss."""
-    return imitation_epochs(model, opt, rollouts, rollout_batch, epochs, minibatch, rng)
-
-
-def ppo_update(
-    model: DSANNet,
-    opt: torch.optim.Optimizer,
-    rollouts: list[Rollout],
-    a: Args,
-    rng: np.random.Generator,
-) -> dict[str, float]:
-    return ppo_epochs(model, opt, rollouts, rollout_batch, a, rng)
-
-
 def evaluate(
     model: DSANNet | None, env: EnvConfig, seeds: list[int], policy: str | None = None
 ) -> float:
     """Mean allocation % over held-out episodes (greedy model, or a heuristic by name)."""
     out = []
-    for s in seeds:
+    for s in seeds:  # one at a time: a lockstep batch could break near-ties another way
         ep = make_episode(env, s)
         if policy is None:
-            ro = run_episode(ep, model, mode="greedy", keep=False)
+            (ro,) = collect([ep], model, "greedy", keep=False)
         else:
             sc = make_teacher(policy, ep.target, seed=s)
-            ro = run_episode(
-                ep, mode="teacher", teacher=sc, rng=np.random.default_rng(s), keep=False
-            )
-        out.append(ro.alloc_pct)
+            (ro,) = collect([ep], None, "teacher", sc, np.random.default_rng(s), keep=False)
+        out.append(ro.summary["alloc_pct"])
     return float(np.mean(out))
 
 
@@ -189,11 +144,7 @@ def train(a: Args) -> dict[str, Any]:
         eps = []
         for _ in range(a.imitation_episodes):
             ep = make_episode(env, int(rng.integers(10_000)))
-            eps.append(
-                run_episode(
-                    ep, mode="teacher", teacher=make_teacher(teacher, ep.target, a.seed), rng=rng
-                )
-            )
+            eps += collect([ep], None, "teacher", make_teacher(teacher, ep.target, a.seed), rng)
         il = imitation_update(model, opt, eps, a.imitation_epochs, a.minibatch, rng)
         score = best = evaluate(model, env, eval_seeds)
         if parity_s is None and score >= parity_at - 1e-9:
@@ -216,9 +167,9 @@ def train(a: Args) -> dict[str, Any]:
     bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:
         t_col = time.perf_counter()
-        # Lockstep collection (engineer T's collect): one head call per step over the episodes.
+        # Lockstep collection: one head call per step over the episodes.
         todo = [make_episode(env, int(rng.integers(10_000))) for _ in range(a.episodes_per_iter)]
-        ros = collect(todo, model, "sample", rng)
+        ros = collect(todo, model, "sample", rng=rng)
         col_s = time.perf_counter() - t_col
         decisions = sum(len(r) for r in ros)
         st = ppo_update(model, opt, ros, a, rng)

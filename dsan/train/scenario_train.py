@@ -2,22 +2,26 @@
 
 ``dsan train --scenario seed-table1`` runs :func:`train`:
 
-1. the openb stage: a model directory (``init_model``), or by default a fresh residual DSAN
-   seeded by ``seed`` (its MLP residual is zero: it ranks as FGD) into which ``openb_skip``
-   (engineer O's searched tie-break weights, a JSON with ``features`` and ``weights``) is
-   written by :func:`dsan.train.skipweights.apply`; then **freeze** the node encoders (LSTM, GNN)
-   and the head's prior scale and skip: the scenario stage trains the attention fusion and
-   the head's MLP and value only, and its residual is gated off without telemetry
-   (:mod:`dsan.train.gate`), so it cannot undo the openb stage's parameters or decisions,
-   only add a residual on top of them;
+1. the openb stage (:func:`dsan.train.skipweights.openb_stage`): a model directory
+   (``init_model``), or by default a fresh residual DSAN seeded by ``seed`` (it ranks as
+   FGD), with the searched tie-break weights of ``openb_skip`` written in; then **freeze**
+   the node encoders (LSTM, GNN) and the head's prior scale and skip: this stage trains the
+   attention fusion and the head's MLP and value only, and its residual is gated off
+   without telemetry (:mod:`dsan.train.gate`), so it cannot undo the openb stage's
+   parameters or decisions, only add a residual on top of them;
 2. imitation: the ``scenario`` teacher (:class:`~dsan.train.teachers.Composite`) plays
-   windows of seeded runs; the loss raises the probability mass on its best nodes; then
-   ``dagger_rounds`` of DAgger (the model drives, the teacher labels the states it reaches,
-   the aggregate is trained on), because a cloned policy drifts into states the teacher
-   never visits (a web node overheated by an earlier mistake);
+   windows of seeded runs (:class:`~dsan.train.window.WindowEnv`); the loss raises the
+   probability mass on its best nodes; then ``dagger_rounds`` of DAgger (the model drives,
+   the teacher labels the states it reaches, the aggregate is trained on), because a cloned
+   policy drifts into states the teacher never visits (a web node overheated by an earlier
+   mistake);
 3. PPO (clipped surrogate, GAE, value loss, entropy bonus) on windows sampled from the
-   current policy, reward of :mod:`dsan.train.scenario_env` (article weights + SLA shaping);
+   current policy, reward of :mod:`dsan.train.window` (article weights + SLA shaping);
    a greedy evaluation on held-out seeds after each iteration keeps the best model.
+
+Windows are played by the collector both stages share (:mod:`dsan.train.collector`, with
+the stage's own draw :func:`~dsan.train.collector.softmax_choice`) and trained by the same
+updates (:mod:`dsan.train.updates`); this module wires them.
 
 Logs: a tqdm bar (live reward, utilisation, SLA), ``metrics.csv``, TensorBoard event files
 under ``<out>/tb``, ``ckpt.pt`` every iteration (``--resume`` continues from it), and the
@@ -29,6 +33,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +41,20 @@ import numpy as np
 import torch
 
 from dsan.features.target import TargetWorkload
-from dsan.model.export import load, save
-from dsan.model.net import DSANNet, ModelConfig
+from dsan.model.export import save
+from dsan.model.net import DSANNet
 from dsan.sim.scenario.config import load as load_scenario
+from dsan.sim.scenario.env import ScenarioEnv
 from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
+from dsan.train.collector import collect, softmax_choice
 from dsan.train.csvlog import CsvLog
 from dsan.train.gate import freeze, gate, gate_margin
-from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
-from dsan.train.scenario_rollout import ScenarioRollout, run_window
-from dsan.train.scenario_teachers import TEACHERS as SCENARIO_TEACHERS
-from dsan.train.scenario_updates import imitation_update, ppo_update
+from dsan.train.rollout import Rollout
+from dsan.train.skipweights import openb_stage
+from dsan.train.teachers import SCENARIO_TEACHERS
+from dsan.train.updates import imitation_update, ppo_update
+from dsan.train.window import ScenarioReward, WindowConfig, WindowEnv
 
 EVAL_SEED_BASE = 10_000
 #: metrics.csv's columns of the scenario stage (every float of a row also goes to TensorBoard).
@@ -86,16 +94,15 @@ class ScenarioArgs:
     w_cost: float = 0.2
     w_sla: float = 0.1
     sla_shaping: float = 1.0
-    boot_shaping: float = 0.0  # start-up term (scenario_env): per placement, boot wait / 90 s
+    boot_shaping: float = 0.0  # start-up term (window.py): per placement, boot wait / 90 s
     scenario_teacher: str = "scenario"  # or "anchored": the boot-aware teacher (teachers.py)
     imitate_gpu_pods: bool = True  # False: GPU pods keep the openb ranking on the scenario too
     #: Imitation classes are (task type, priority), not task type alone: batch drivers (~5 %
     #: of batch placements) then weigh as much as executors (docs/model.md).
     class_by_priority: bool = False
     #: Imitation targets are the teacher's nodes within this many points of its best; < 0 =
-    #: the teacher's own ``tolerance`` (2 points). With ``anchored-drivers`` 2 points is a
-    #: fill band of 0.2, and picking the fullest node inside it puts web nodes over the
-    #: contention cliff at the 14:00 web peak (docs/results/table1.md, session 6).
+    #: the teacher's own ``tolerance`` (2 points: with ``anchored-drivers`` a fill band of
+    #: 0.2 that puts web nodes over the contention cliff at the 14:00 peak, table1.md).
     imitation_tolerance: float = -1.0
     anchor_episodes: int = 2
     anchor_coef: float = 0.0  # the gate keeps openb; the anchor then only checks
@@ -140,29 +147,6 @@ class ScenarioArgs:
         )
 
 
-def openb_stage(a: ScenarioArgs) -> tuple[DSANNet, dict[str, Any]]:
-    """The model the scenario stage starts from, and the manifest describing it."""
-    if a.init_model:
-        model, manifest = load(a.init_model)
-    else:  # exactly what `dsan train --head residual --iterations 0 --seed S` starts from
-        model = DSANNet(ModelConfig(hidden=32, head="residual"))
-        manifest = {"version": f"residual-seed{a.seed}", "training": {"head": "residual"}}
-    if a.openb_skip:
-        from dsan.train.skipweights import apply, load_openb_skip
-
-        # (features, weights, gpu_only, gpu_weights): old files without gpu_weights still load
-        features, weights, gpu_only, gpu_weights = load_openb_skip(a.openb_skip)
-        apply(model, features, weights, gpu_only, gpu_weights)
-        manifest["training"] = {
-            **manifest.get("training", {}),
-            "openb_skip": a.openb_skip,
-            "skip_weights": dict(zip(features, weights, strict=True)),
-            "gpu_skip_weights": dict(zip(features, gpu_weights or [], strict=False)),
-            "gpu_pods_only": gpu_only,
-        }
-    return model, manifest
-
-
 def play(
     a: ScenarioArgs,
     seed: int,
@@ -170,20 +154,24 @@ def play(
     model: DSANNet | None,
     mode: str,
     rng: np.random.Generator,
-) -> ScenarioRollout:
+) -> Rollout:
     """One window of seed ``seed`` starting at ``start_h``, the teacher warming it up."""
     cfg = load_scenario(a.scenario)
     wl = generate(cfg, seed, False)
-    ep0 = ScenarioEpisode(WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg)
-    target = TargetWorkload.from_pods(wl.pods, ep0.env.engine.snap.gpu_models)  # type: ignore[union-attr]
+    win = WindowConfig(a.scenario, start_h, a.window_h)
+    sim = ScenarioEnv(cfg, burst=win.burst, hours=win.start_h + win.len_h)
+    sim.reset(seed)  # the run's cluster, for its GPU models
+    assert sim.engine is not None
+    target = TargetWorkload.from_pods(wl.pods, sim.engine.snap.gpu_models)
     teacher = SCENARIO_TEACHERS[a.scenario_teacher](target)
     if a.imitation_tolerance >= 0:
         teacher.tolerance = a.imitation_tolerance
-    ep = ScenarioEpisode(
-        WindowConfig(a.scenario, start_h, a.window_h), a.reward(), seed, cfg, teacher.select_gpus
-    )
+    env = WindowEnv(win, a.reward(), seed, cfg, teacher, target, rng)
     every = a.record_every if mode in ("teacher", "dagger") else 1
-    return run_window(ep, target, model, mode, teacher, rng, every, a.imitate_gpu_pods)
+    # Rows are kept only with a model: the steps keep their node embeddings.
+    (ro,) = collect([env], model, mode, teacher, rng, keep=model is not None,
+                    record_every=every, label_gpu_pods=a.imitate_gpu_pods, choose=softmax_choice)
+    return ro
 
 
 def evaluate(a: ScenarioArgs, model: DSANNet | None) -> dict[str, float]:
@@ -206,7 +194,7 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
     rng = np.random.default_rng(a.seed)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    model, manifest = openb_stage(a)
+    model, manifest = openb_stage(a.init_model, a.seed, a.openb_skip)
     gate(model)
     params = freeze(model.train())
     anchor = OpenbAnchor(model, AnchorConfig(episodes=a.anchor_episodes, coef=a.anchor_coef))
@@ -223,6 +211,8 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
         rng = np.random.default_rng(state["rng_seed"])
         torch.manual_seed(state["rng_seed"])
     teacher_eval = state.get("teacher_eval") or evaluate(a, None)
+    balance = "task-priority" if a.class_by_priority else "task"
+    extra = partial(anchor.loss, model, rng)  # the openb anchor: 0 unless anchor_coef > 0
     if not state:
         hours = a.start_hours  # cycled, so every window (web placement at 0 h too) is seen
         ros = [
@@ -230,7 +220,7 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
             for i in range(a.imitation_episodes)
         ]
         loss = imitation_update(
-            model, opt, ros, a.imitation_epochs, a.minibatch, rng, anchor, a.class_by_priority
+            model, opt, ros, a.imitation_epochs, a.minibatch, rng, balance, extra
         )
         for r in range(a.dagger_rounds):  # the model drives, the teacher labels its states
             ros += [
@@ -239,9 +229,7 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
                 )
                 for i in range(a.dagger_episodes)
             ]
-            loss = imitation_update(
-                model, opt, ros, 1, a.minibatch, rng, anchor, a.class_by_priority
-            )
+            loss = imitation_update(model, opt, ros, 1, a.minibatch, rng, balance, extra)
         ev = evaluate(a, model)
         log.write({"iteration": -1, "phase": "imitation", "loss": loss, **_eval(ev),
                    "wall_s": time.perf_counter() - t0}, tb)
@@ -258,7 +246,7 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
             )
             for _ in range(a.episodes_per_iter)
         ]
-        st = ppo_update(model, opt, ros, a, rng, anchor)
+        st = ppo_update(model, opt, ros, a, rng, extra)
         ev = evaluate(a, model)
         rew = float(np.mean([sum(r.reward) for r in ros]))
         bar.set_postfix(

@@ -1,5 +1,6 @@
 """The openb stage's searched skip weights as a model: written into a residual head, read
-back from one, and the result shipped with the package.
+back from one, the result shipped with the package, and the model the scenario stage starts
+from (:func:`openb_stage`).
 
 :func:`dsan.train.search.greedy` finds tie-break weights of FGD's integer score; the weights
 travel as a result dict (``openb_skip.json``: features, weights, whether GPU pods only, the
@@ -19,10 +20,11 @@ import numpy as np
 import torch
 
 from dsan.features import FEATURE_NAMES
-from dsan.model.net import DSANNet
+from dsan.model.export import load
+from dsan.model.net import DSANNet, ModelConfig
 
 __all__ = ["OPENB_SKIP", "SkipArgs", "apply", "linear_from_model", "load_openb_skip",
-           "share_args", "share_from_model", "skip_args"]
+           "openb_stage", "share_args", "share_from_model", "skip_args"]
 
 
 def apply(
@@ -131,3 +133,26 @@ def share_from_model(model_dir: str | Path) -> list[float] | None:
     if missing:
         raise ValueError(f"{model_dir}: share_skip weights {missing} outside skip and gpu_skip")
     return [float(u[FEATURE_NAMES.index(n)]) for n in names]
+
+
+def openb_stage(init_model: str, seed: int, openb_skip: str) -> tuple[DSANNet, dict[str, Any]]:
+    """The model the scenario stage starts from, and the manifest describing it: the model at
+    ``init_model``, or a fresh residual DSAN (ranks as FGD) when empty, with the skip weights
+    of the ``openb_skip`` file written in when one is named."""
+    if init_model:
+        model, manifest = load(init_model)
+    else:  # exactly what `dsan train --head residual --iterations 0 --seed S` starts from
+        model = DSANNet(ModelConfig(hidden=32, head="residual"))
+        manifest = {"version": f"residual-seed{seed}", "training": {"head": "residual"}}
+    if openb_skip:
+        # (features, weights, gpu_only, gpu_weights): old files without gpu_weights still load
+        features, weights, gpu_only, gpu_weights = load_openb_skip(openb_skip)
+        apply(model, features, weights, gpu_only, gpu_weights)
+        manifest["training"] = {
+            **manifest.get("training", {}),
+            "openb_skip": openb_skip,
+            "skip_weights": dict(zip(features, weights, strict=True)),
+            "gpu_skip_weights": dict(zip(features, gpu_weights or [], strict=False)),
+            "gpu_pods_only": gpu_only,
+        }
+    return model, manifest

@@ -1,10 +1,14 @@
-"""Teachers for the imitation warm start: registry heuristics plus ``fgd-pack``.
+"""The teachers imitation learns from, both stages'.
 
-``fgd-pack`` is FGD (engineer A's scorer, integer scores as in the FGD simulator) with ties
-broken by BestFit instead of by node name: among the nodes FGD cannot tell apart it prefers
-the fullest one, which consolidates like the simulator's fixed name order does, but with a
-reason the network can see in its features (``is_best_fgd``, ``rel_bestfit``). On openb
-``default`` it allocates more than FGD; on some files less (docs/model.md).
+openb (:data:`OPENB_TEACHERS`, :func:`make_teacher`): registry heuristics plus ``fgd-pack``,
+FGD (integer scores, as in the FGD simulator) with ties broken by BestFit instead of by node
+name: among the nodes FGD cannot tell apart it prefers the fullest, which consolidates like
+the simulator's fixed name order, for a reason the network sees in its features
+(``is_best_fgd``, ``rel_bestfit``).
+
+Seed scenario (:data:`SCENARIO_TEACHERS`, ``dsan train --scenario ... --scenario-teacher
+NAME``): hand-made per-task-type rules (:class:`Composite` and its variants) that read only
+what DSAN's features hold; docs/model.md says what each is for.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dsan.policies.registry import make_scorer
 WEB_TYPE = TASK_TYPES.index("web")
 #: The seed scenario's batch driver priority (dsan/scenarios/seed-table1.yaml).
 DRIVER_PRIORITY = 400
-TEACHERS = ("fgd-pack", "fgd", "bestfit", "dotprod", "gpu-packing", "tetris")
+OPENB_TEACHERS = ("fgd-pack", "fgd", "bestfit", "dotprod", "gpu-packing", "tetris")
 
 
 class FGDPack(BaseScorer):
@@ -50,8 +54,8 @@ class FGDPack(BaseScorer):
 def make_teacher(name: str, target: TargetWorkload | None, seed: int = 0) -> Scorer:
     if name == "fgd-pack":
         return FGDPack(target)
-    if name not in TEACHERS:
-        raise ValueError(f"unknown teacher {name!r}; known: {', '.join(TEACHERS)}")
+    if name not in OPENB_TEACHERS:
+        raise ValueError(f"unknown teacher {name!r}; known: {', '.join(OPENB_TEACHERS)}")
     return make_scorer(name, seed=seed, target_workload=target)
 
 
@@ -221,9 +225,76 @@ class Anchored(Composite):
         return out
 
 
+def gpu_allocated(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Allocated fraction of each node's GPU shares (0 on a CPU-only node)."""
+    cap = snap.gpu_count[nodes].astype(np.float64) * 1000.0
+    free = snap.gpu_free[nodes].sum(axis=1).astype(np.float64)
+    return np.where(cap > 0, (cap - free) / np.maximum(cap, 1.0), 0.0)
+
+
+class AnchoredGpuFill(Anchored):
+    """``anchored-drivers`` whose GPU pods fill the fullest powered GPU node first (FGD only
+    orders one allocation level): with the CPU pool kept powered, the GPU nodes are the part
+    of the powered set a placement still controls, and filled this way the others empty and
+    power off (docs/results/table1.md)."""
+
+    name = "anchored-gpufill"
+
+    def score(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        if pod.num_gpu == 0:
+            return super().score(pod, snap, nodes)
+        # Composite's GPU branch (what anchored-drivers gives GPU pods) is 100 x powered on
+        # + 200 x CPU stays cool + 10 x FGD normalised to [0, 1] + 1 x image cached; keep its
+        # class terms, turn FGD's weight down to 1 and rank by allocation first (10 x the
+        # allocated fraction: 2.5 points a whole GPU), so FGD only orders one allocation level.
+        f = np.asarray(self.fgd.score(pod, snap, nodes), dtype=np.float64)
+        fn = (f - f.min()) / max(float(f.max() - f.min()), 1e-9)
+        base = np.asarray(super().score(pod, snap, nodes), dtype=np.float64)
+        return base - 9.0 * fn + 10.0 * gpu_allocated(snap, nodes)
+
+
+def powered(snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
+    """Powered on as DSAN can see it: pods bound or a warm image cache (booting included)."""
+    assert snap.pod_count is not None and snap.images is not None
+    warm = np.fromiter((len(x) > 0 for x in snap.images), dtype=bool, count=len(snap))
+    return np.asarray((snap.pod_count > 0) | warm)
+
+
+class PackingRescue(Composite):
+    """The packing teacher with two boot-aware rules for CPU pods other than web: a powered-off
+    node is taken largest first (one 64-core boot rather than four 16-core ones), and a
+    powered node with no pod (in its scale-down grace period) comes first among the powered
+    ones, before it powers off and the next wave boots it back. ``Composite``'s score plus
+    ``-10 after + 20 cap / 64 cores`` on a powered-off node (its fill term ranked those
+    smallest first) and ``rescue`` on a powered node with no pod."""
+
+    name = "packing-rescue"
+
+    def __init__(self, target: TargetWorkload | None, rescue: float = 50.0) -> None:
+        super().__init__(target)
+        self.rescue = rescue
+
+    def score(
+        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        s = np.asarray(super().score(pod, snap, nodes), dtype=np.float64)
+        if pod.num_gpu > 0 or pod.task_type == WEB_TYPE:
+            return s
+        assert snap.pod_count is not None
+        on, count = powered(snap)[nodes], snap.pod_count[nodes]
+        cap = snap.cpu_cap[nodes]
+        after = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / cap, 1.0)
+        s = s + np.where(on, 0.0, -10.0 * after + 20.0 * cap / 64000.0)
+        return s + self.rescue * ((count == 0) & on)
+
+
 #: Scenario-stage teachers by name (``dsan train --scenario ... --scenario-teacher NAME``).
 SCENARIO_TEACHERS: dict[str, Callable[[TargetWorkload | None], Composite]] = {
     "scenario": Composite,
     "anchored": Anchored,
     "anchored-drivers": partial(Anchored, spread_drivers=True),
+    "anchored-gpufill": partial(AnchoredGpuFill, spread_drivers=True),
+    "packing-rescue": PackingRescue,
 }

@@ -1,23 +1,31 @@
-"""The updates both training stages share: the imitation target and loss loop, GAE, the
-clipped PPO loss and its epoch loop.
+"""The gradient updates of both training stages, on rollouts (:mod:`dsan.train.rollout`):
+:func:`batch` (a minibatch of steps scored by the model), the imitation loss and its epochs
+(:func:`imitation_update`), GAE, the clipped PPO loss (:func:`ppo_loss`, which the
+distributed learner takes per minibatch) and its epochs (:func:`ppo_update`).
 
-The openb stage (:mod:`dsan.train.ppo`) and the scenario stage
-(:mod:`dsan.train.scenario_updates`) differ only in how a rollout's steps become tensors (a
-``batch`` function returning per-row log-probabilities, segment ids, each step's first row and
-values), in the scenario stage's task-type weighting and in its openb anchor; the distributed
-learner (:mod:`dsan.train.learner`) takes the PPO loss per minibatch.
+The stages differ only in what they pass: the scenario stage weighs imitation steps by
+class (``balance``) and adds its openb anchor's loss (``extra_loss``), and its optimiser
+holds only the parameters :func:`dsan.train.gate.freeze` left trainable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
 
+from dsan.api.types import TASK_TYPES
+from dsan.features import FEATURE_NAMES
 from dsan.model.net import DSANNet
 from dsan.train.rollout import Rollout
+
+TASK_COLS = [FEATURE_NAMES.index(f"pod_task_{t}") for t in TASK_TYPES]
+PRIORITY_COL = FEATURE_NAMES.index("pod_priority")
+#: Imitation step weights: None (every step alike), each task type or each (task type,
+#: priority) class weighing equally (:func:`class_weights`).
+BALANCE = (None, "task", "task-priority")
 
 
 def segment_log_softmax(logits: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
@@ -43,29 +51,74 @@ def log_best_mass(
     return m + s.log()
 
 
-def imitation_epochs(
+def batch(
+    model: DSANNet, ro: Rollout, steps: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Steps ``steps`` of ``ro`` scored in one head call, with gradients: every candidate
+    row's log-probability within its step, each row's step, each step's first row and the
+    steps' values. Node embeddings are recomputed from ``ro.nodes`` (the encoders train) or
+    taken as recorded (``ro.emb``: the encoders are frozen)."""
+    n = ro.nodes
+    emb = None
+    if n is not None:
+        emb = model.embed_nodes(
+            torch.from_numpy(n.x), torch.from_numpy(n.telemetry), n.edge_index, n.edge_weight
+        )
+    x = torch.from_numpy(np.concatenate([ro.x[i] for i in steps]))
+    sizes = np.array([len(ro.x[i]) for i in steps])
+    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
+    if emb is not None:
+        e = emb.index_select(0, torch.from_numpy(np.concatenate([ro.cand[i] for i in steps])))
+    else:
+        e = torch.from_numpy(np.concatenate([ro.emb[i] for i in steps]))
+    logits, values = model.score(x, e, torch.ones(len(x), dtype=torch.bool), seg, len(steps))
+    logp = segment_log_softmax(logits, seg, len(steps))
+    first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+    return logp, seg, first, values
+
+
+def class_weights(ro: Rollout, steps: np.ndarray, by_priority: bool = False) -> torch.Tensor:
+    """Per-step weights summing to 1, each task type (or (type, priority)) present getting an
+    equal share."""
+    kind = np.array([int(np.argmax(ro.x[i][0, TASK_COLS])) for i in steps])
+    if by_priority:  # the priority feature is one value per pod: the class is (type, priority)
+        prio = np.array([float(ro.x[i][0, PRIORITY_COL]) for i in steps])
+        pairs = np.stack([kind.astype(np.float64), prio], 1)
+        kind = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
+    _, inv, cnt = np.unique(kind, return_inverse=True, return_counts=True)
+    w = 1.0 / (cnt[inv] * len(cnt))
+    return torch.tensor(w, dtype=torch.float32)
+
+
+def imitation_update(
     model: DSANNet,
     opt: torch.optim.Optimizer,
-    rollouts: Sequence[Any],
-    batch: Callable[[DSANNet, Any, np.ndarray], tuple[torch.Tensor, ...]],
+    rollouts: Sequence[Rollout],
     epochs: int,
     minibatch: int,
     rng: np.random.Generator,
-    reduce: Callable[[torch.Tensor, Any, np.ndarray], torch.Tensor] | None = None,
+    balance: str | None = None,
     extra_loss: Callable[[], torch.Tensor] | None = None,
 ) -> float:
     """``epochs`` passes over minibatches of every rollout raising the probability mass on
-    the teacher's best nodes (:func:`log_best_mass`; ``batch`` as in :func:`ppo_epochs`).
-    The loss is ``-mean`` of the masses, or ``reduce(mass, rollout, steps)`` (the scenario
-    stage weighs task types), plus ``extra_loss()``. Returns the mean loss."""
+    the teacher's best nodes, ``-log sum_{b in best} p_b`` (:func:`log_best_mass`): its mean
+    over the steps, or with ``balance`` its class-weighted sum (the scenario stage: ~120 web
+    placements against thousands of batch ones would otherwise leave the web rule
+    unlearnt), plus ``extra_loss()``. Returns the mean loss."""
+    if balance not in BALANCE:
+        raise ValueError(f"imitation balance {balance!r} is not one of {BALANCE}")
     losses = []
+    ros = [r for r in rollouts if len(r)]  # a quiet episode may hold no decision
     for _ in range(epochs):
-        for ro in rollouts:
+        for ro in ros:
             for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
                 logp, seg, _, _ = batch(model, ro, steps)
                 best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
                 mass = log_best_mass(logp, seg, best, len(steps))
-                loss = -mass.mean() if reduce is None else reduce(mass, ro, steps)
+                if balance is None:
+                    loss = -mass.mean()
+                else:
+                    loss = -(mass * class_weights(ro, steps, balance == "task-priority")).sum()
                 if extra_loss is not None:
                     loss = loss + extra_loss()
                 _step(model, opt, loss, max_norm=1.0)
@@ -90,16 +143,16 @@ def ppo_loss(
     seg: torch.Tensor,
     first: torch.Tensor,
     values: torch.Tensor,
-    ro: Any,
+    ro: Rollout,
     steps: np.ndarray,
     adv: np.ndarray,
     ret: np.ndarray,
     mu: float,
     sd: float,
-    a: Any,
+    a: PPOConfig,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    r"""Clipped PPO loss of one minibatch ``steps`` of a rollout (openb or scenario: anything
-    with ``action`` and ``logp`` lists) and its parts; ``a`` carries clip, vf_coef, ent_coef.
+    r"""Clipped PPO loss of one minibatch ``steps`` of a rollout (``logp``, ``seg``, ``first``
+    and ``values`` from :func:`batch`) and its parts.
 
     .. math:: L = -\min(r A, \mathrm{clip}(r, 1-\epsilon, 1+\epsilon) A)
         + c_v (V - R)^2 - c_e H
@@ -116,7 +169,7 @@ def ppo_loss(
 
 
 class PPOConfig(Protocol):
-    """The PPO hyperparameters :func:`ppo_epochs` reads (both trainers' ``Args`` have them)."""
+    """The PPO hyperparameters :func:`ppo_update` reads (both trainers' ``Args`` have them)."""
 
     gamma: float
     gae_lambda: float
@@ -127,25 +180,27 @@ class PPOConfig(Protocol):
     vf_coef: float
 
 
-def ppo_epochs(
+def ppo_update(
     model: DSANNet,
     opt: torch.optim.Optimizer,
-    rollouts: Sequence[Any],
-    batch: Callable[[DSANNet, Any, np.ndarray], tuple[torch.Tensor, ...]],
+    rollouts: Sequence[Rollout],
     a: PPOConfig,
     rng: np.random.Generator,
     extra_loss: Callable[[], torch.Tensor] | None = None,
 ) -> dict[str, float]:
-    """``a.ppo_epochs`` passes of :func:`ppo_loss` over minibatches of every rollout (openb or
-    scenario: ``batch`` gives a rollout's (logp, seg, first, values) for some steps), GAE
+    """``a.ppo_epochs`` passes of :func:`ppo_loss` over minibatches of every rollout, GAE
     advantages normalised over all of them; ``extra_loss`` (the scenario stage's openb
-    anchor) is added to each minibatch's loss. Returns the mean of each loss part."""
-    gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in rollouts]
-    allv = np.concatenate([g[0] for g in gae]) if gae else np.zeros(1)
+    anchor) is added to each minibatch's loss. Returns the mean of each loss part ({} when
+    no rollout holds a step)."""
+    ros = [r for r in rollouts if len(r)]
+    if not ros:
+        return {}
+    gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in ros]
+    allv = np.concatenate([g[0] for g in gae])
     mu, sd = allv.mean(), allv.std() + 1e-8
     stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
     for _ in range(a.ppo_epochs):
-        for ro, (adv, ret) in zip(rollouts, gae, strict=True):
+        for ro, (adv, ret) in zip(ros, gae, strict=True):
             for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
                 logp, seg, first, values = batch(model, ro, steps)
                 loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)

@@ -239,7 +239,7 @@ def test_fast_featurize_is_bit_identical_to_the_reference(seed: int, n: int, ext
 
 
 def test_fast_featurize_matches_the_reference_along_an_openb_episode() -> None:
-    from dsan.train.env import EnvConfig, make_episode
+    from dsan.train.openb import EnvConfig, make_episode
 
     ep = make_episode(EnvConfig(n_nodes=48), 3)
     cache = PlacementCache(ep.target)

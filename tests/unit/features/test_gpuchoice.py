@@ -5,7 +5,7 @@ tests/unit/features/test_featurizer.py's and the FGD policy tests'."""
 from __future__ import annotations
 
 from dsan.features.gpuchoice import fgd_select_gpus, fgd_select_gpus_many
-from dsan.train.env import EnvConfig, make_episode
+from dsan.train.openb import EnvConfig, make_episode
 
 
 def test_batched_fgd_gpu_choice_is_fgd_select_gpus_on_every_candidate() -> None:

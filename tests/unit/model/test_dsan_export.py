@@ -75,7 +75,7 @@ def test_the_shipped_default_model_loads() -> None:
 def test_the_shipped_model_allocates_about_as_well_as_fgd_on_a_held_out_episode() -> None:
     if not (ex.DEFAULT_DIR / ex.MANIFEST).is_file():
         pytest.skip("no shipped model in this checkout")
-    from dsan.train.env import EnvConfig
+    from dsan.train.openb import EnvConfig
     from dsan.train.ppo import evaluate
 
     torch.set_num_threads(1)

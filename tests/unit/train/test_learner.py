@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.train.env import EnvConfig, make_episode
+from dsan.train.collector import collect
 from dsan.train.learner import Grad, LocalLearner, global_moments, ppo_rounds
-from dsan.train.ppo import Args, ppo_update
-from dsan.train.rollout import Rollout, collect
+from dsan.train.openb import EnvConfig, make_episode
+from dsan.train.ppo import Args
+from dsan.train.rollout import Rollout
+from dsan.train.updates import ppo_update
 
 SMALL = EnvConfig(n_nodes=12)
 
@@ -100,7 +102,7 @@ def test_two_workers_average_to_the_gradient_of_the_union() -> None:
 
 def test_an_episode_without_decisions_adds_no_minibatch() -> None:
     model, ros = _setup()
-    empty = Rollout(ros[0].node_x, ros[0].telemetry, ros[0].edge_index, ros[0].edge_weight)
+    empty = Rollout(nodes=ros[0].nodes, summary={"alloc_pct": 0.0, "failed": 0, "pods": 0})
     a = Args(ppo_epochs=1, minibatch=10**6)
     w = LocalLearner(copy.deepcopy(model), [empty, *ros], a, a.minibatch, np.random.default_rng(0))
     share = w.share()

@@ -10,9 +10,9 @@ from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.metrics import RewardParts
-from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
 from dsan.train.scenario_train import ScenarioArgs
 from dsan.train.teachers import SCENARIO_TEACHERS, Anchored, Composite
+from dsan.train.window import ScenarioReward, WindowConfig, WindowEnv
 
 CFG = load_scenario("seed-table1")
 
@@ -89,7 +89,7 @@ def test_anchored_gpu_pods_score_as_composite_and_names_resolve() -> None:
 
 def test_boot_wait_and_the_start_up_term_by_hand() -> None:
     w = ScenarioReward(0.4, 0.3, 0.2, 0.1, sla_shaping=0.0, boot_shaping=0.5)
-    ep = ScenarioEpisode(WindowConfig(start_h=0.0, len_h=0.05), w, 1, CFG)
+    ep = WindowEnv(WindowConfig(start_h=0.0, len_h=0.05), w, 1, CFG)
     parts = RewardParts(dt_s=60, util_integral=30.0)
     assert ep.reward(parts, 0.0, 45.0) == pytest.approx(0.4 * 30.0 / 180.0 - 0.5 * 45.0 / 90.0)
     eng = ep.env.engine

@@ -1,4 +1,5 @@
-"""Scenario training: the per-task-type teacher, the reward, windows, DAgger, train/resume, CLI."""
+"""Scenario training: the per-task-type teacher, windows played in DAgger and teacher mode,
+train/resume, CLI. The window's own reward and node inputs are test_window.py's."""
 
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.model.export import DEFAULT_DIR, load
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
-from dsan.sim.scenario.metrics import RewardParts
+from dsan.train.collector import collect, softmax_choice
 from dsan.train.gate import TRAINED
-from dsan.train.scenario_env import ScenarioEpisode, ScenarioReward, WindowConfig
-from dsan.train.scenario_rollout import EmbeddingCache, run_window
 from dsan.train.scenario_train import ScenarioArgs, train
 from dsan.train.teachers import Composite
+from dsan.train.window import ScenarioReward, WindowConfig, WindowEnv
 
 CFG = load_scenario("seed-table1")
 
@@ -54,65 +54,21 @@ def test_composite_packs_cpu_pods_on_warm_cool_cpu_nodes() -> None:
     assert cand[np.argmax(t.score(_pod("batch"), snap, cand))] == warm_cool
 
 
-def test_reward_terms_by_hand() -> None:
-    w = ScenarioReward(0.4, 0.3, 0.2, 0.1, sla_shaping=2.0, jobs_norm=10.0)
-    ep = ScenarioEpisode(WindowConfig(start_h=0.0, len_h=0.05), w, 1, CFG)
-    parts = RewardParts(dt_s=60, util_integral=30.0, jct_sum_s=7200.0, cost=5.0, sla_violations=2)
-    got = ep.reward(parts, overheat=0.1)
-    want = (
-        0.4 * 30.0 / 180.0
-        - 0.3 * 7200.0 / (3600 * 10)
-        - 0.2 * 5.0 / ep.full_cost
-        - 0.1 * 2 / ep.sla_norm
-        - 2.0 * 0.1
-    )
-    assert got == pytest.approx(want)
-    with pytest.raises(ValueError):
-        ScenarioReward(w_util=-1)
-    with pytest.raises(ValueError):
-        WindowConfig(len_h=0)
-
-
-def test_overheat_only_on_nodes_with_web_replicas() -> None:
-    ep = ScenarioEpisode(WindowConfig(start_h=0.0, len_h=0.02), ScenarioReward(), 1, CFG)
-    eng = ep.env.engine
-    assert eng is not None
-    while ep.obs is not None and np.any(eng.pod_node[eng.web_pods] < 0):
-        ep.step(int(ep.obs.nodes[0]))  # web replicas come first (priority 1000)
-    assert ep.obs is not None
-    web_node = int(eng.pod_node[eng.web_pods][0])
-    empty = int(np.flatnonzero(ep.obs.snapshot.pod_count == 0)[0])
-    ep.obs.snapshot.cpu_used[web_node] = ep.obs.snapshot.cpu_cap[web_node]  # full
-    assert ep.overheat(web_node) > 0.2
-    ep.obs.snapshot.cpu_used[empty] = ep.obs.snapshot.cpu_cap[empty]
-    assert ep.overheat(empty) == 0.0
-
-
-def test_window_recomputes_embeddings_as_telemetry_changes_and_dagger_labels() -> None:
+def test_dagger_window_keeps_labelled_steps_with_their_embeddings() -> None:
     model, _ = load(DEFAULT_DIR)
     win = WindowConfig(start_h=0.0, len_h=0.01)  # the web replicas' placements at 0 h
     t = Composite(None)
-    ep = ScenarioEpisode(win, ScenarioReward(), 2, CFG, t.select_gpus)
-    from dsan.features.target import TargetWorkload
-
-    target = TargetWorkload.from_pods(ep.env.engine.wl.pods, ep.env.engine.snap.gpu_models)  # type: ignore[union-attr]
-    ro = run_window(ep, target, model, "dagger", t, np.random.default_rng(0), record_every=1)
+    ep = WindowEnv(win, ScenarioReward(), 2, CFG, t)
+    (ro,) = collect([ep], model, "dagger", t, np.random.default_rng(0), choose=softmax_choice)
     assert len(ro) > 5 and ep.obs is None
     assert all(b.any() for b in ro.teacher)  # every kept step has a teacher label
+    assert ro.nodes is None  # the encoders are frozen here: the steps keep embeddings
     assert all(
-        x.shape[0] == e.shape[0] == b.size for x, e, b in zip(ro.x, ro.emb, ro.teacher, strict=True)
+        x.shape[0] == e.shape[0] == b.size == c.size
+        for x, e, b, c in zip(ro.x, ro.emb, ro.teacher, ro.cand, strict=True)
     )
     assert ro.total == pytest.approx(sum(ro.reward))
-    cache = EmbeddingCache(model)
-    assert ep.env.engine is not None
-    snap = ep.env.engine.snap
-    first, _ = cache.get(snap)
-    cache.get(snap)
-    assert cache.recomputed == 1  # same telemetry version: cached
-    snap.telemetry_version += 1
-    snap.telemetry[:, -1, 0] = 1.0  # type: ignore[index]
-    second, _ = cache.get(snap)
-    assert cache.recomputed == 2 and not torch.equal(first, second)
+    assert set(ro.summary) >= {"utilization_pct", "sla_violation_pct"}
 
 
 def test_train_logs_checkpoints_resumes_and_freezes(tmp_path: Path) -> None:
@@ -129,10 +85,11 @@ def test_train_logs_checkpoints_resumes_and_freezes(tmp_path: Path) -> None:
         export=False,
         progress=False,
     )
-    from dsan.train.scenario_train import openb_stage
+    from dsan.train.skipweights import openb_stage
 
     torch.manual_seed(1)  # train() seeds the same way before building its start model
-    init, _ = openb_stage(ScenarioArgs())
+    a = ScenarioArgs()
+    init, _ = openb_stage(a.init_model, a.seed, a.openb_skip)
     train(ScenarioArgs(iterations=1, **kw))  # type: ignore[arg-type]
     assert (tmp_path / "ckpt.pt").is_file() and (tmp_path / "model" / "weights.pt").is_file()
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
@@ -173,19 +130,15 @@ def test_cli_scenario_mode_builds_scenario_args() -> None:
 
 def test_gpu_pods_get_no_imitation_label_unless_asked() -> None:
     from dsan.features import FEATURE_NAMES
-    from dsan.features.target import TargetWorkload
 
     col = FEATURE_NAMES.index("pod_num_gpu")
     model, _ = load(DEFAULT_DIR)
     kept = {}
     for label in (False, True):
         t = Composite(None)
-        ep = ScenarioEpisode(
-            WindowConfig(start_h=0.0, len_h=0.3), ScenarioReward(), 3, CFG, t.select_gpus
-        )
-        assert ep.env.engine is not None
-        target = TargetWorkload.from_pods(ep.env.engine.wl.pods, ep.env.engine.snap.gpu_models)
-        ro = run_window(ep, target, model, "teacher", Composite(target), label_gpu_pods=label)
+        ep = WindowEnv(WindowConfig(start_h=0.0, len_h=0.3), ScenarioReward(), 3, CFG, t)
+        (ro,) = collect([ep], model, "teacher", Composite(ep.target), label_gpu_pods=label,
+                        choose=softmax_choice)
         kept[label] = sum(int(x[0, col] > 0) for x in ro.x)
     assert kept[False] == 0 and kept[True] > 0
 
@@ -194,11 +147,11 @@ def test_openb_stage_writes_the_skip_weights(tmp_path: Path) -> None:
     import json
 
     from dsan.features import FEATURE_NAMES
-    from dsan.train.scenario_train import openb_stage
+    from dsan.train.skipweights import openb_stage
 
     path = tmp_path / "skip.json"
     path.write_text(json.dumps({"features": ["least_allocated"], "weights": [0.25]}))
-    model, manifest = openb_stage(ScenarioArgs(openb_skip=str(path)))
+    model, manifest = openb_stage("", 1, str(path))
     w = model.head.skip.weight[0]
     assert float(w[FEATURE_NAMES.index("least_allocated")]) == pytest.approx(0.25)
     assert float(w.abs().sum()) == pytest.approx(0.25)

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.train.env import EnvConfig, RewardWeights, make_episode
-from dsan.train.ppo import Args, imitation_update
-from dsan.train.rollout import run_episode
+from dsan.train.collector import collect
+from dsan.train.openb import EnvConfig, RewardWeights, make_episode
+from dsan.train.ppo import Args
 from dsan.train.teachers import make_teacher
+from dsan.train.updates import imitation_update
 
 SMALL = EnvConfig(n_nodes=12)
 
@@ -20,10 +21,11 @@ SMALL = EnvConfig(n_nodes=12)
 def test_util_reward_sums_to_the_allocation_ratio() -> None:
     env = EnvConfig(n_nodes=12, reward=RewardWeights(1.0, 0.0, 0.0, 0.0, 0.0))
     ep = make_episode(env, 3)
-    ro = run_episode(ep, mode="teacher", teacher=make_teacher("bestfit", ep.target), keep=False)
+    (ro,) = collect([ep], None, "teacher", make_teacher("bestfit", ep.target), keep=False)
     # Forced (single-candidate) placements earn no decision reward, so <=.
-    assert 0 < sum(ro.reward) <= ro.alloc_pct / 100 + 1e-9
-    assert len(ro) > 10 and ro.pods >= len(ro) + ro.failed
+    assert 0 < sum(ro.reward) <= ro.summary["alloc_pct"] / 100 + 1e-9
+    assert len(ro) > 10 and ro.summary["pods"] >= len(ro) + ro.summary["failed"]
+    assert ro.total == pytest.approx(sum(ro.reward)) and not ro.x  # keep=False: no features
 
 
 def test_imitation_moves_the_policy_towards_the_teacher() -> None:
@@ -33,9 +35,7 @@ def test_imitation_moves_the_policy_towards_the_teacher() -> None:
     eps = []
     for s in (1, 2):
         ep = make_episode(SMALL, s)
-        eps.append(
-            run_episode(ep, mode="teacher", teacher=make_teacher("fgd-pack", ep.target), rng=rng)
-        )
+        eps += collect([ep], None, "teacher", make_teacher("fgd-pack", ep.target), rng)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     first = imitation_update(model, opt, eps, 1, 32, rng)
     for _ in range(4):

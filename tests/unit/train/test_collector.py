@@ -1,16 +1,18 @@
-"""The lockstep collector takes the decisions the one-episode path takes, samples from the
-model's distribution, and rollouts survive pickling (RPC) intact."""
+"""The collector: K episodes in lockstep take the decisions one episode at a time takes, the
+draws sample from the model's distribution, rows may live in a row store, and the modes
+record what they say."""
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
+import pytest
 import torch
 
 from dsan.model.net import DSANNet, ModelConfig
-from dsan.train.env import EnvConfig, make_episode
-from dsan.train.rollout import RowStore, collect, run_episode, segment_choice
+from dsan.train.collector import collect, segment_choice, softmax_choice
+from dsan.train.openb import EnvConfig, make_episode
+from dsan.train.rollout import RowStore
+from dsan.train.teachers import make_teacher
 
 
 def _model() -> DSANNet:
@@ -21,12 +23,12 @@ def _model() -> DSANNet:
 def test_lockstep_greedy_decides_exactly_as_one_episode_at_a_time() -> None:
     model, env = _model(), EnvConfig(n_nodes=12, tune=0.6)
     seeds = [1, 2, 5]
-    one = [run_episode(make_episode(env, s), model, "greedy") for s in seeds]
+    one = [collect([make_episode(env, s)], model, "greedy")[0] for s in seeds]
     many = collect([make_episode(env, s) for s in seeds], model, "greedy")
     assert len({len(r) for r in one}) > 1  # episodes of different lengths: some finish first
     for a, b in zip(one, many, strict=True):
         assert len(a) > 10 and a.action == b.action
-        assert a.reward == b.reward and a.alloc_pct == b.alloc_pct and a.failed == b.failed
+        assert a.reward == b.reward and a.summary == b.summary
         for xa, xb, ca, cb in zip(a.x, b.x, a.cand, b.cand, strict=True):
             np.testing.assert_array_equal(xa, xb)
             np.testing.assert_array_equal(ca, cb)
@@ -61,37 +63,6 @@ def test_segment_choice_samples_each_segment_from_its_softmax() -> None:
     np.testing.assert_allclose(counts[4:] / n, [0.5, 0.5], atol=0.015)
 
 
-def test_rollout_pickles_to_flat_buffers_and_back() -> None:
-    ro = collect([make_episode(EnvConfig(n_nodes=16), 7)], _model(), "sample")[0]
-    back = pickle.loads(pickle.dumps(ro))
-    assert len(back) == len(ro) > 0
-    for k in ("action", "logp", "value", "reward"):
-        assert getattr(back, k) == getattr(ro, k)
-    for k in ("x", "cand", "teacher"):
-        assert len(getattr(back, k)) == len(ro)
-        for u, v in zip(getattr(back, k), getattr(ro, k), strict=True):
-            np.testing.assert_array_equal(u, v)
-    np.testing.assert_array_equal(back.flat()[2], ro.flat()[2])
-    assert back.alloc_pct == ro.alloc_pct and torch.equal(back.edge_index, ro.edge_index)
-
-
-def test_row_store_keeps_rows_until_reset_and_then_reuses_its_memory() -> None:
-    store = RowStore(cols=3, chunk_rows=5)
-    rng = np.random.default_rng(0)
-    xs = [rng.random((n, 3)).astype(np.float32) for n in (2, 2, 3, 7, 1)]
-    views = [store.put(x) for x in xs]
-    for x, v in zip(xs, views, strict=True):  # none overwritten by later puts, across chunks
-        np.testing.assert_array_equal(v, x)
-    assert [len(c) for c in store.chunks] == [5, 5, 7, 5]  # an oversized put gets its own
-    chunks = list(store.chunks)
-    store.reset()
-    again = [store.put(x[::-1].copy()) for x in xs]
-    assert all(a is b for a, b in zip(store.chunks, chunks, strict=True))  # no new memory
-    assert np.shares_memory(again[0], views[0])
-    for x, v in zip(xs, again, strict=True):
-        np.testing.assert_array_equal(v, x[::-1])
-
-
 def test_collect_into_a_row_store_keeps_the_same_rollouts() -> None:
     model, env = _model(), EnvConfig(n_nodes=12, tune=0.6)
     plain = collect([make_episode(env, s) for s in (1, 2)], model, "sample")
@@ -104,3 +75,43 @@ def test_collect_into_a_row_store_keeps_the_same_rollouts() -> None:
             for xa, xb in zip(a.x, b.x, strict=True):
                 np.testing.assert_array_equal(xa, xb)
                 assert any(np.shares_memory(xb, c) for c in store.chunks)
+
+
+def test_softmax_choice_draws_as_the_scenario_stage_does() -> None:
+    """torch's float64 log-softmax per segment, argmax or ``rng.choice`` over it: the rule
+    whose draws the shipped scenario model was trained on."""
+    logits = np.array([0.5, 2.0, -1.0, 3.0, 3.0], dtype=np.float32)
+    offsets = np.array([0, 3, 5])
+    pick, logp = softmax_choice(logits, offsets, "greedy", np.random.default_rng(0))
+    assert pick.tolist() == [1, 0]
+    lp = torch.log_softmax(torch.from_numpy(logits[:3]).double(), 0)
+    assert logp[0] == float(lp[1])
+    rng, ref = np.random.default_rng(5), np.random.default_rng(5)
+    pick, _ = softmax_choice(logits, offsets, "sample", rng)
+    for (lo, hi), got in zip([(0, 3), (3, 5)], pick.tolist(), strict=True):
+        p = torch.log_softmax(torch.from_numpy(logits[lo:hi]).double(), 0).exp()
+        assert got == int(ref.choice(hi - lo, p=p.numpy() / float(p.sum())))
+
+
+def test_teacher_mode_labels_the_teachers_choice_and_keep_false_keeps_no_rows() -> None:
+    env = EnvConfig(n_nodes=12, tune=0.6)
+    ep = make_episode(env, 2)
+    (ro,) = collect([ep], None, "teacher", make_teacher("fgd", ep.target))
+    assert len(ro) > 10 and len(ro.x) == len(ro.teacher) == len(ro.cand) == len(ro)
+    for a, best, x, cand in zip(ro.action, ro.teacher, ro.x, ro.cand, strict=True):
+        assert best.sum() == 1 and best[a]  # the exact choice, tie-break included
+        assert x.shape == (len(cand), 128)
+    assert ro.nodes is not None and not ro.emb  # openb keeps node inputs, not embeddings
+    (bare,) = collect([make_episode(env, 2)], None, "teacher", make_teacher("fgd", ep.target),
+                      keep=False)
+    assert bare.action == ro.action and bare.reward == ro.reward and not bare.x
+
+
+def test_modes_are_checked() -> None:
+    ep = make_episode(EnvConfig(n_nodes=12), 1)
+    with pytest.raises(ValueError, match="unknown rollout mode"):
+        collect([ep], _model(), "explore")
+    with pytest.raises(ValueError, match="teacher"):
+        collect([ep], _model(), "dagger")
+    with pytest.raises(ValueError, match="model"):
+        collect([ep], None, "sample")

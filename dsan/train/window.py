@@ -1,11 +1,11 @@
-"""Training episodes on the seed scenario (issue 4): a window of a 24 h run, and its reward.
+"""Scenario episodes (:class:`WindowEnv`): a window of a seeded seed-scenario run, and its reward.
 
 An episode is one seeded scenario run (:class:`~dsan.sim.scenario.env.ScenarioEnv`, whose
 telemetry changes every 10 s). The scenario's pressure sits at the diurnal peaks (batch and
 training at 11:00, web at 14:00), so an episode is a *window* ``[start_h, start_h + len_h)``:
-before ``start_h`` the teacher plays (fast, nothing recorded) to bring the cluster into a
-realistic state; inside the window the learner (or the teacher, for imitation) places every
-pod and each placement is a step; the run stops at the window's end.
+before ``start_h`` the window's teacher plays (fast, nothing recorded) to bring the cluster
+into a realistic state; inside the window the learner (or the teacher, for imitation) places
+every pod and each placement is a decision; the run stops at the window's end.
 
 Reward of a step (all that happened until the next decision, :class:`RewardParts`), with the
 article's weights (configurable) and every term normalised to roughly [0, 1] per episode:
@@ -37,14 +37,19 @@ image cache and telemetry). Default 0: the shipped packing model does not use it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
+from dsan.features import AGE_COLUMNS, PlacementCache, TargetWorkload, age_columns
 from dsan.sim.scenario.config import ScenarioConfig, load
-from dsan.sim.scenario.engine import Decision, SelectGpus
 from dsan.sim.scenario.env import ScenarioEnv
 from dsan.sim.scenario.metrics import RewardParts
+from dsan.train.env import F32, Decision, NodeInputs
+from dsan.train.teachers import Composite
 
 
 @dataclass(frozen=True)
@@ -86,8 +91,12 @@ class WindowConfig:
             raise ValueError("WindowConfig: start_h >= 0 and len_h > 0 are required")
 
 
-class ScenarioEpisode:
-    """One seeded window: ``obs`` is the pending :class:`Decision` (None once over)."""
+class WindowEnv:
+    """One seeded window, an :class:`~dsan.train.env.Env`; ``obs`` is the simulator's pending
+    decision (None once over). ``teacher`` plays the warm-up, picks GPUs inside the chosen
+    node and sets the imitation tolerance; ``rng`` breaks its ties."""
+
+    fixed_nodes: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -95,22 +104,34 @@ class ScenarioEpisode:
         reward: ScenarioReward,
         seed: int,
         cfg: ScenarioConfig | None = None,
-        select_gpus: SelectGpus | None = None,
+        teacher: Composite | None = None,
+        target: TargetWorkload | None = None,
+        rng: np.random.Generator | None = None,
     ) -> None:
         self.win, self.weights, self.seed = win, reward, seed
+        self.teacher, self.rng = teacher, rng or np.random.default_rng(0)
         self.cfg = cfg or load(win.scenario)
         self.env = ScenarioEnv(
-            self.cfg, burst=win.burst, hours=win.start_h + win.len_h, select_gpus=select_gpus
+            self.cfg,
+            burst=win.burst,
+            hours=win.start_h + win.len_h,
+            select_gpus=None if teacher is None else teacher.select_gpus,
         )
         self.start_s = win.start_h * 3600.0
         self.window_s = win.len_h * 3600.0
-        self.obs: Decision | None = self.env.reset(seed)
+        self.obs = self.env.reset(seed)
         eng = self.env.engine
         assert eng is not None and eng.snap.hourly_cost is not None
         self.full_cost = float(eng.snap.hourly_cost.sum()) * win.len_h
         self.sla_norm = max(
             1.0, self.cfg.web.services * self.window_s / self.cfg.metrics.web_window_s
         )
+        if target is None:
+            target = TargetWorkload.from_pods(eng.wl.pods, eng.snap.gpu_models)
+        self.target = target
+        self.cache = PlacementCache(self.target)
+        self._inputs: NodeInputs | None = None
+        self._version = -1
 
     @property
     def in_window(self) -> bool:
@@ -153,6 +174,52 @@ class ScenarioEpisode:
         self.obs, parts, _ = self.env.step(int(node))
         return self.reward(parts, heat, boot) if inside else 0.0
 
+    # -- the Env protocol ------------------------------------------------------------------
+
+    def decision(self) -> Decision | None:
+        """The pending in-window decision, once the teacher has played up to the window."""
+        while self.obs is not None and not self.in_window:
+            if self.teacher is None:
+                raise ValueError("WindowEnv: a window that starts after 0 h needs a teacher")
+            o = self.obs
+            nodes = np.asarray(o.nodes, dtype=np.int64)
+            s = np.asarray(self.teacher.score(o.pod, o.snapshot, nodes), dtype=np.float64)
+            self.step(int(nodes[pick(s, self.rng)]))
+        d = self.obs
+        return None if d is None else Decision(d.pod, d.snapshot, np.asarray(d.nodes, np.int64))
+
+    def nodes(self) -> NodeInputs:
+        """Recomputed whenever the snapshot's ``telemetry_version`` moved, the rule of
+        :class:`~dsan.model.serving.ServingModel`."""
+        assert self.obs is not None
+        snap = self.obs.snapshot
+        if (
+            self._inputs is None
+            or snap.telemetry_version != self._version
+            or len(self._inputs.x) != len(snap)
+        ):
+            self._inputs, self._version = NodeInputs.of(snap), snap.telemetry_version
+        return self._inputs
+
+    def node_cols(self) -> F32:
+        assert self.obs is not None
+        nodes = np.asarray(self.obs.nodes, dtype=np.int64)
+        c = self.nodes().x[nodes]
+        c[:, AGE_COLUMNS] = age_columns(self.obs.snapshot, nodes)
+        return c
+
+    def label(
+        self, scores: npt.NDArray[np.float64], rng: np.random.Generator
+    ) -> tuple[int, npt.NDArray[np.bool_]]:
+        """Ties break at random, as kube-scheduler's selectHost; imitation targets the
+        teacher's top class (its nodes within ``tolerance`` points of its best)."""
+        tol = 0.0 if self.teacher is None else self.teacher.tolerance
+        return pick(scores, rng), scores >= scores.max() - tol
+
+    @classmethod
+    def step_all(cls, envs: Sequence[WindowEnv], nodes: Sequence[int]) -> list[float]:
+        return [e.step(n) for e, n in zip(envs, nodes, strict=True)]
+
     def summary(self) -> dict[str, float]:
         s = self.env.summary()
         return {
@@ -165,3 +232,9 @@ class ScenarioEpisode:
                 "queueing_events",
             )
         }
+
+
+def pick(scores: npt.NDArray[np.float64], rng: np.random.Generator) -> int:
+    """Argmax with random tie-breaking, as kube-scheduler's selectHost does."""
+    ties = np.flatnonzero(scores >= scores.max())
+    return int(ties[0] if ties.size == 1 else rng.choice(ties))

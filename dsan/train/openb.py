@@ -1,0 +1,315 @@
+"""openb episodes (:class:`OpenbEnv`): the FGD protocol on openb, shrunk to a few hundred nodes.
+
+An episode samples ``n_nodes`` GPU nodes of the openb node list and submits pods of one
+workload file in the protocol's order (seeded shuffle, :func:`dsan.sim.protocol.tuned_order`)
+until the arrived GPU request reaches ``tune`` x the episode's capacity. Pods are placed one
+at a time and never leave. Every pod with two or more feasible nodes is a *decision*, whose
+reward is (weights configurable, defaults the article's 0.4/0.3/0.2/0.1)
+``w_util util + w_jct completion + w_cost cost + w_sla sla + frag_shaping dPhi``:
+
+* util: GPU milli the pod got / episode GPU capacity (> 0; sums to the allocation ratio);
+* completion: 0 on openb (no pod ever finishes; the seed scenario fills it);
+* cost: -(price of the node if it was idle before) / total price (waking nodes costs);
+* sla: -(pods that failed before the next decision) / pods submitted (<= 0);
+* dPhi: Phi(after) - Phi(before), Phi = -cluster fragmentation / capacity: potential shaping
+  (Ng et al. '99), which leaves the optimal policy unchanged and gives dense credit.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.core.filtering import allocate, feasible_nodes
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.features import PlacementCache, TargetWorkload, fgd_select_gpus
+from dsan.features.frag import FragTracker, node_frag
+from dsan.features.gpuchoice import fgd_select_gpus_many
+from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
+from dsan.sim.paths import DEFAULT_NODES, openb_csv
+from dsan.sim.protocol import tuned_order
+from dsan.train.env import F32, Decision, NodeInputs
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    util: float = 0.4
+    completion: float = 0.3
+    cost: float = 0.2
+    sla: float = 0.1
+    frag_shaping: float = 0.4
+
+    def __post_init__(self) -> None:
+        for k in ("util", "completion", "cost", "sla", "frag_shaping"):
+            if not np.isfinite(getattr(self, k)) or getattr(self, k) < 0:
+                raise ValueError(f"reward weight {k} must be a finite number >= 0")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    workloads: tuple[str, ...] = ("openb_pod_list_default.csv",)
+    nodes_csv: str = DEFAULT_NODES
+    n_nodes: int = 96
+    tune: float = 1.0
+    reward: RewardWeights = field(default_factory=RewardWeights)
+
+    def __post_init__(self) -> None:
+        if not self.workloads:
+            raise ValueError("EnvConfig.workloads must name at least one openb pod file")
+        if self.n_nodes < 2:
+            raise ValueError("EnvConfig.n_nodes must be >= 2")
+        if not 0 < self.tune <= 2:
+            raise ValueError("EnvConfig.tune must be within (0, 2]")
+
+
+@functools.cache
+def _nodes(name: str) -> NodeTrace:
+    """A node list, parsed once per process."""
+    return load_nodes(_path(name))
+
+
+@functools.cache
+def _pods(name: str, nodes_csv: str) -> tuple[PodTrace, list[PodSpec], TargetWorkload]:
+    """A pod list, its pods and its target workload, parsed once per process."""
+    gpu_models = _nodes(nodes_csv).gpu_models
+    trace = load_pods(_path(name), gpu_models)
+    specs = trace.pod_specs(gpu_models)
+    return trace, specs, TargetWorkload.from_pods(specs, gpu_models)
+
+
+def _path(name: str) -> Path:
+    p = Path(name)
+    return p if p.is_file() else openb_csv(name)
+
+
+@dataclass
+class OpenbEnv:
+    """One openb episode, an :class:`~dsan.train.env.Env`. :meth:`next_decision` and
+    :meth:`place` (or :meth:`bind` + :meth:`settle`) are the raw steps; :meth:`decision` and
+    :meth:`step` add the SLA bookkeeping of a rollout: pods that fail between two decisions
+    are charged to the earlier one (those before the first, to the first)."""
+
+    fixed_nodes: ClassVar[bool] = True
+
+    snap: ClusterSnapshot
+    pods: list[PodSpec]
+    order: npt.NDArray[np.int64]
+    target: TargetWorkload
+    weights: RewardWeights
+    capacity: float
+    pos: int = 0
+    alloc: float = 0.0
+    failed: int = 0
+    decisions: int = 0
+
+    def __post_init__(self) -> None:
+        self.frag = FragTracker(self.snap, self.target)
+        cost = self.snap.hourly_cost
+        self.price = cost if cost is not None else np.ones(len(self.snap))
+        self.total_price = float(self.price.sum())
+        self.cache = PlacementCache(self.target)
+        self._inputs: NodeInputs | None = None
+        self._pending: Decision | None = None
+        self._started = False
+        self._carry = 0.0  # SLA penalty waiting for the next step's reward
+
+    def next_decision(self) -> tuple[PodSpec, npt.NDArray[np.int64], float] | None:
+        """Advance to the next pod with >= 2 feasible nodes; returns it, its candidates and the
+        SLA penalty of pods that failed on the way. Pods with one candidate are bound here."""
+        sla = 0.0
+        while self.pos < len(self.order):
+            pod = self.pods[int(self.order[self.pos])]
+            self.pos += 1
+            cand = feasible_nodes(pod, self.snap)
+            if cand.size == 0:
+                self.failed += 1
+                sla -= 1.0 / len(self.order)
+                continue
+            if cand.size == 1:
+                node = int(cand[0])
+                gpus = fgd_select_gpus(pod, self.snap, node, self.target, self.frag.access)
+                allocate(self.snap, pod, node, gpus)
+                self.alloc += pod.gpu_total_milli
+                self.frag.refresh(self.snap, [node])
+                continue
+            return pod, cand, sla
+        return None
+
+    def place(self, pod: PodSpec, node: int) -> npt.NDArray[np.float64]:
+        """Bind ``pod`` to ``node``; returns reward parts (util, completion, cost, dPhi)."""
+        bound = self.bind(pod, node)
+        self.frag.refresh(self.snap, [node])
+        return self.settle(bound)
+
+    def bind(self, pod: PodSpec, node: int) -> Bound:
+        """The first half of :meth:`place`: FGD's GPUs for ``pod`` on ``node``, allocated. The
+        node's fragmentation is stale until :func:`refresh_bound` (or ``frag.refresh``)."""
+        snap = self.snap
+        bound = Bound(node, snap.cpu_used[node] == 0, float(self.frag.frag[node]), pod)
+        gpus = fgd_select_gpus(pod, snap, node, self.target, self.frag.access)
+        allocate(snap, pod, node, gpus)
+        return bound
+
+    def settle(self, b: Bound) -> npt.NDArray[np.float64]:
+        """The second half of :meth:`place`, once the node's fragmentation is current."""
+        milli = b.pod.gpu_total_milli
+        self.alloc += milli
+        self.decisions += 1
+        dphi = -(self.frag.frag[b.node] - b.frag_before) / self.capacity
+        cost = -float(self.price[b.node]) / self.total_price if b.was_idle else 0.0
+        return np.array([milli / self.capacity, 0.0, cost, dphi])
+
+    def reward(self, parts: npt.NDArray[np.float64], sla: float) -> float:
+        w = self.weights
+        u, c, k, f = parts
+        return float(w.util * u + w.completion * c + w.cost * k + w.sla * sla + w.frag_shaping * f)
+
+    @property
+    def alloc_pct(self) -> float:
+        return 100.0 * self.alloc / self.capacity
+
+    # -- the Env protocol ------------------------------------------------------------------
+
+    def decision(self) -> Decision | None:
+        if not self._started:
+            self._started = True
+            self._carry += self._advance()
+        return self._pending
+
+    def nodes(self) -> NodeInputs:
+        if self._inputs is None:  # no telemetry, no topology change: once per episode
+            self._inputs = NodeInputs.of(self.snap)
+        return self._inputs
+
+    def node_cols(self) -> F32:
+        return self.nodes().x[self._now().cand]
+
+    def label(
+        self, scores: npt.NDArray[np.float64], rng: np.random.Generator
+    ) -> tuple[int, npt.NDArray[np.bool_]]:
+        """Ties go to the lowest node name, as in the FGD simulator: a fixed order consolidates
+        (a random one spreads and fragments more). Imitation targets that exact choice."""
+        cand = self._now().cand
+        ties = np.flatnonzero(scores >= scores.max())
+        a = int(ties[np.argmin(np.asarray(self.snap.names, dtype=object)[cand[ties]])])
+        best = np.zeros(len(cand), dtype=bool)
+        best[a] = True
+        return a, best
+
+    def step(self, node: int) -> float:
+        return self._close(self.place(self._now().pod, node))
+
+    @classmethod
+    def step_all(cls, envs: Sequence[OpenbEnv], nodes: Sequence[int]) -> list[float]:
+        """Bound together (:func:`bind_many`), fragmentation refreshed in one call
+        (:func:`refresh_bound`), then settled: :meth:`step`'s numbers, bit for bit."""
+        pods = [e._now().pod for e in envs]
+        bound = bind_many(envs, pods, nodes)
+        refresh_bound(envs, nodes)
+        return [e._close(e.settle(b)) for e, b in zip(envs, bound, strict=True)]
+
+    def summary(self) -> dict[str, float]:
+        return {"alloc_pct": self.alloc_pct, "failed": self.failed, "pods": len(self.order)}
+
+    def _now(self) -> Decision:
+        assert self._pending is not None, "no pending decision"
+        return self._pending
+
+    def _advance(self) -> float:
+        """Move to the next decision; the SLA penalty of the pods that failed on the way."""
+        nxt = self.next_decision()
+        if nxt is None:
+            self._pending = None
+            return 0.0
+        pod, cand, sla = nxt
+        # The tracker holds every node's current fragmentation: the cache's "before" of
+        # each what-if, already computed.
+        self.cache.adopt_fragmentation(self.frag.frag)
+        self._pending = Decision(pod, self.snap, cand)
+        return sla
+
+    def _close(self, parts: npt.NDArray[np.float64]) -> float:
+        """The step's reward: the placement's, then the failures before it (first step only)
+        and those until the next decision."""
+        w = self.weights
+        r = self.reward(parts, 0.0) + w.sla * self._carry
+        self._carry = 0.0
+        nxt = self._advance()
+        return r + w.sla * nxt
+
+
+@dataclass
+class Bound:
+    """A pod bound by :meth:`OpenbEnv.bind` whose reward waits for the node's fragmentation."""
+
+    node: int
+    was_idle: bool
+    frag_before: float
+    pod: PodSpec
+
+
+def bind_many(
+    eps: Sequence[OpenbEnv], pods: Sequence[PodSpec], nodes: Sequence[int]
+) -> list[Bound]:
+    """:meth:`OpenbEnv.bind` of one pod in each of several episodes, FGD's GPU choices in one
+    batched call per target workload (:func:`dsan.features.gpuchoice.fgd_select_gpus_many`)."""
+    bound = [
+        Bound(n, ep.snap.cpu_used[n] == 0, float(ep.frag.frag[n]), pod)
+        for ep, pod, n in zip(eps, pods, nodes, strict=True)
+    ]
+    groups: dict[int, list[int]] = {}
+    for i, ep in enumerate(eps):
+        groups.setdefault(id(ep.target), []).append(i)
+    for idx in groups.values():
+        gpus = fgd_select_gpus_many(
+            [pods[i] for i in idx],
+            [eps[i].snap for i in idx],
+            [nodes[i] for i in idx],
+            eps[idx[0]].target,
+            [eps[i].frag.access for i in idx],
+        )
+        for i, g in zip(idx, gpus, strict=True):
+            allocate(eps[i].snap, pods[i], nodes[i], g)
+    return bound
+
+
+def refresh_bound(eps: Sequence[OpenbEnv], nodes: Sequence[int]) -> None:
+    """``ep.frag.refresh(ep.snap, [node])`` for each pair, in one fragmentation call per
+    target workload: a lockstep step binds one pod in each of K episodes, and numpy's
+    per-call overhead, not arithmetic, is the cost of K one-row calls. Exact: a row's value
+    does not depend on its batch (:func:`dsan.features.frag.node_frag` sums integers)."""
+    groups: dict[int, list[int]] = {}
+    for i, ep in enumerate(eps):
+        groups.setdefault(id(ep.frag.target), []).append(i)
+    for idx in groups.values():
+        if len(idx) == 1:
+            eps[idx[0]].frag.refresh(eps[idx[0]].snap, [nodes[idx[0]]])
+            continue
+        snaps = [eps[i].snap for i in idx]
+        at = [nodes[i] for i in idx]
+        cpu_free = np.array([s.cpu_cap[n] - s.cpu_used[n] for s, n in zip(snaps, at, strict=True)])
+        free = np.stack([s.gpu_free[n] for s, n in zip(snaps, at, strict=True)])
+        acc = np.stack([eps[i].frag.access[:, n] for i, n in zip(idx, at, strict=True)], axis=1)
+        got = node_frag(cpu_free, free, acc, eps[idx[0]].frag.target)
+        for i, n, f in zip(idx, at, got.tolist(), strict=True):
+            eps[i].frag.frag[n] = f
+
+
+def make_episode(cfg: EnvConfig, seed: int, workload: str | None = None) -> OpenbEnv:
+    """A seeded episode: ``n_nodes`` random openb nodes, pods in the protocol's order."""
+    rng = np.random.default_rng(seed)
+    nodes = _nodes(cfg.nodes_csv)
+    name = workload or cfg.workloads[int(rng.integers(len(cfg.workloads)))]
+    trace, specs, target = _pods(name, cfg.nodes_csv)
+    pick = rng.choice(len(nodes), size=min(cfg.n_nodes, len(nodes)), replace=False)
+    snap = nodes.snapshot(pick)
+    snap.pod_count = np.zeros(len(snap), dtype=np.int32)
+    capacity = 1000.0 * float(snap.gpu_count.sum())
+    order = tuned_order(trace.gpu_request_milli(), int(capacity), cfg.tune, rng)
+    return OpenbEnv(snap, specs, order, target, cfg.reward, capacity)

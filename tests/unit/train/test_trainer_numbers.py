@@ -1,0 +1,131 @@
+"""Both trainers' numbers for fixed seeds, pinned: tiny runs of the openb trainer, the scenario
+trainer and the distributed learner (both ``ship`` modes) must log the same ``metrics.csv``
+rows and save the same weights as the runs recorded in ``tests/data/trainer_numbers.json``.
+
+Why: the two trainers share one env/rollout/update core (:mod:`dsan.train.env`,
+:mod:`dsan.train.rollout`, :mod:`dsan.train.updates`); a change there that moves a number
+of either trainer shows here, bit for bit. Timings (``wall_s``, ``decisions_per_s``) are
+left out. The numbers depend on torch's and numpy's kernels, so they are compared only
+under the versions that recorded them; re-record, after checking why they moved, with
+``python tests/unit/train/test_trainer_numbers.py --record``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data" / "trainer_numbers.json"
+TIMINGS = ("wall_s", "decisions_per_s", "parity_wall_s")
+
+
+def _weights_sha(path: Path) -> str:
+    state = torch.load(path, weights_only=True)
+    h = hashlib.sha256()
+    for k in sorted(state):
+        h.update(k.encode())
+        h.update(state[k].detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _result(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    rows = [
+        {k: v for k, v in r.items() if k not in TIMINGS}
+        for r in csv.DictReader((out / "metrics.csv").open())
+    ]
+    keep = {k: v for k, v in summary.items() if k not in TIMINGS and not k.endswith("_s")}
+    return {
+        "metrics": rows,
+        "summary": json.loads(json.dumps(keep, default=str)),
+        "weights_sha256": _weights_sha(out / "model" / "weights.pt"),
+    }
+
+
+def run_openb(out: Path) -> dict[str, Any]:
+    from dsan.train.ppo import Args, train
+
+    a = Args(out=str(out), n_nodes=10, hidden=8, imitation_episodes=1, imitation_epochs=1,
+             iterations=2, episodes_per_iter=2, eval_episodes=1, export=False, progress=False)
+    return _result(out, train(a))
+
+
+def run_scenario(out: Path, **kw: Any) -> dict[str, Any]:
+    """Windows at 0 h (the web replicas' placements) or, with ``start_hours=(10.0,)``, at
+    the batch and training peak after a 10 h warm-up by the teacher."""
+    from dsan.train.scenario_train import ScenarioArgs, train
+
+    a = ScenarioArgs(**{"out": str(out), "start_hours": (0.0,), "window_h": 0.01,
+                        "imitation_episodes": 1, "imitation_epochs": 1, "dagger_rounds": 1,
+                        "dagger_episodes": 1, "iterations": 1, "eval_episodes": 1,
+                        "anchor_episodes": 1, "anchor_coef": 0.5, "export": False,
+                        "progress": False, **kw})
+    return _result(out, train(a))
+
+
+def run_distributed(out: Path, ship: str, port: int) -> dict[str, Any]:
+    from dsan.train.distributed import DistConfig, run
+    from dsan.train.ppo import Args
+
+    a = Args(out=str(out), n_nodes=16, hidden=8, iterations=2, episodes_per_iter=1,
+             eval_episodes=1, export=False, progress=False)
+    # every version accepted: the saved weights are the last update's
+    summary = run(a, DistConfig(workers=1, master_port=port, ship=ship, rollback_threshold=100.0))
+    summary = {k: summary[k] for k in ("versions", "good_version", "good_score", "decisions")}
+    return _result(out, summary)
+
+
+RUNS = {
+    "openb": run_openb,
+    "scenario": run_scenario,
+    "scenario-10h": lambda out: run_scenario(out, start_hours=(10.0,), window_h=0.02,
+                                             class_by_priority=True, imitate_gpu_pods=False),
+    "distributed-gradients": lambda out: run_distributed(out, "gradients", 29641),
+    "distributed-rollouts": lambda out: run_distributed(out, "rollouts", 29643),
+}
+
+
+def _versions() -> dict[str, str]:
+    return {"torch": torch.__version__, "numpy": np.__version__}
+
+
+def _recorded(name: str) -> dict[str, Any]:
+    data = json.loads(DATA.read_text())
+    if data["versions"] != _versions():
+        pytest.skip(f"numbers recorded under {data['versions']}, not {_versions()}")
+    return data["runs"][name]
+
+
+@pytest.mark.parametrize("name", ["openb", "scenario", "scenario-10h"])
+def test_trainer_numbers_are_the_recorded_ones(name: str, tmp_path: Path) -> None:
+    want = _recorded(name)
+    assert RUNS[name](tmp_path) == want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["distributed-gradients", "distributed-rollouts"])
+def test_distributed_numbers_are_the_recorded_ones(name: str, tmp_path: Path) -> None:
+    want = _recorded(name)
+    assert RUNS[name](tmp_path) == want
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    if sys.argv[1:] != ["--record"]:
+        raise SystemExit("usage: python tests/unit/train/test_trainer_numbers.py --record")
+    sys.path.insert(0, str(ROOT))  # this checkout's dsan, not an installed one
+    got = {}
+    for name, fn in RUNS.items():
+        with tempfile.TemporaryDirectory() as d:
+            got[name] = fn(Path(d))
+            print(name, got[name]["weights_sha256"], flush=True)
+    DATA.write_text(json.dumps({"versions": _versions(), "runs": got}, indent=1) + "\n")
