@@ -104,6 +104,7 @@ class Explainer:
         self._slot = threading.Lock()
         #: /explain requests by outcome (:data:`RESULTS`).
         self.results = dict.fromkeys(RESULTS, 0)
+        self._count_lock = threading.Lock()
 
     # --- HTTP -------------------------------------------------------------------------------
     def http(self, rest: str) -> tuple[int, bytes, str]:
@@ -112,11 +113,15 @@ class Explainer:
             namespace, name = parse_path(rest)
             doc = self.explain(namespace, name)
         except ExplainRefused as exc:
-            self.results[exc.result] += 1
+            self._count(exc.result)
             extra = "Retry-After: 1\r\n" if exc.status == 429 else ""
             return exc.status, orjson.dumps({"error": exc.message}), extra
-        self.results["ok"] += 1
+        self._count("ok")
         return 200, orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), ""
+
+    def _count(self, result: str) -> None:
+        with self._count_lock:  # server threads answer refusals concurrently
+            self.results[result] += 1
 
     # --- the explanation --------------------------------------------------------------------
     def explain(self, namespace: str, name: str) -> dict[str, Any]:
