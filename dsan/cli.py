@@ -18,7 +18,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("sim", "dsan.sim.cli", "run the cluster simulator (openb, seed-table1, burst)", "sim"),
     ("train", "dsan.train.cli", "train the DSAN policy (imitation + PPO, optionally distributed)",
      "train"),
-    ("explain", "dsan.explain.cli", "explain scheduling decisions (SHAP report)", "sim"),
+    ("explain", "dsan.explain.cli",
+     "explain scheduling decisions (SHAP reports; `dsan explain pod` asks the sidecar)", "sim"),
     ("serve", "sidecar.cli", "run the scoring sidecar (extender HTTP + gRPC Score)", ""),
     ("deviceplugin", "deviceplugin.cli", "run the GPU device plugin and telemetry agent", ""),
 )

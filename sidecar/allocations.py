@@ -17,7 +17,7 @@ cache serialises calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -136,6 +136,21 @@ class Allocations:
             return False
         self._detach(key, old)
         return True
+
+    def find(self, keys: Iterable[str], name: str, nodes: Iterable[str]) -> Charge | None:
+        """The charge of a pod (bound first, then assumed) under one of ``keys``, else the
+        one charged to one of ``nodes`` whose requests are named ``name``."""
+        keys = list(keys)
+        for key in keys:
+            c = self.bound.get(key) or self._assumed.get(key)
+            if c is not None:
+                return c
+        for node in nodes:
+            for key in self._node_pods.get(node, ()):
+                c = self.bound.get(key) or self._assumed.get(key)
+                if c is not None and c.spec.name == name:
+                    return c
+        return None
 
     # --- assumed pods ----------------------------------------------------------------------
     def assume(self, key: str, spec: PodSpec, node: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -17,10 +18,13 @@ from dsan.policies.base import Scorer
 from sidecar.cache import GraphCache
 from sidecar.clusterview import RESOURCES, ClusterView, KubeClusterView, load_api_client
 from sidecar.config import ConfigError, SidecarConfig
+from sidecar.decisions import Decisions
+from sidecar.explainer import Explainer
 from sidecar.extender import ExtenderApp, ExtenderServer
 from sidecar.grpc_server import GrpcServer, ScoreHandler
 from sidecar.metrics import SidecarMetrics
 from sidecar.metricsserver import MetricsServer
+from sidecar.recorder import ClusterWriter, KubeClusterWriter, Recorder
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
 from sidecar.threadlimits import limit_threads, pool_sizes
@@ -58,9 +62,14 @@ def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
 
 class Sidecar:
     def __init__(self, cfg: SidecarConfig, view_factory: ViewFactory | None = None,
-                 policies: tuple[Scorer, Scorer, PolicyInfo] | None = None) -> None:
+                 policies: tuple[Scorer, Scorer, PolicyInfo] | None = None,
+                 writer: ClusterWriter | None = None) -> None:
+        """``view_factory`` and ``writer`` replace the cluster (tests): without a view
+        factory the sidecar informs on and writes to the kubeconfig's cluster; with one,
+        decisions are recorded only through ``writer``."""
         self.cfg = cfg
         self.cache = GraphCache(cfg)
+        api = None
         if view_factory is None:
             api = load_api_client(cfg.kubeconfig)
             self.view: ClusterView = KubeClusterView(cfg, self.cache, api)
@@ -70,7 +79,27 @@ class Sidecar:
         self.metrics = SidecarMetrics()
         engine = ScoringEngine(self.cache, scorer, fallback, cfg.telemetry_stale_s,
                                cfg.strict_node_names)
-        self.service = ScoringService(self.cache, self.view, engine, self.metrics, info)
+        self.decisions = Decisions(cfg.decisions_kept)
+        self.service = ScoringService(self.cache, self.view, engine, self.metrics, info,
+                                      self.decisions)
+        self.explainer = Explainer(self.cache, engine, self.decisions, self.service.ready,
+                                   cfg.explain_background, cfg.explain_permutations,
+                                   cfg.explain_cpu_budget_s)
+        self.recorder: Recorder | None = None
+        if cfg.record_decisions and (writer is not None or api is not None):
+            self.recorder = Recorder(writer or KubeClusterWriter(api), self.decisions,
+                                     socket.gethostname(), cfg.record_qps, cfg.record_burst,
+                                     cfg.record_queue)
+            self.cache.on_bound = self.recorder.offer
+            self.metrics.decisions_recorded.fns.update(
+                {k: functools.partial(_count, self.recorder.recorded, k)
+                 for k in self.recorder.recorded})
+            self.metrics.record_failures.fns.update(
+                {k: functools.partial(_count, self.recorder.failures, k)
+                 for k in self.recorder.failures})
+        self.metrics.explanations.fns.update(
+            {k: functools.partial(_count, self.explainer.results, k)
+             for k in self.explainer.results})
         stats = self.cache.stats
         self.metrics.bind_gauges(
             cache_age=lambda: max(0.0, time.time() - self.cache.last_change_wall),
@@ -94,7 +123,7 @@ class Sidecar:
             cfg.max_body_bytes, ready=self.service.ready,
             metrics_body=self.service.exposition,
             count_error=lambda reason: self.metrics.error("http", reason),
-            backlog=cfg.http_backlog)
+            backlog=cfg.http_backlog, explain=self.explainer.http)
         handler = ScoreHandler(self.service)
         self.grpc: GrpcServer | None = None
         if cfg.grpc_port >= 0:
@@ -121,6 +150,8 @@ class Sidecar:
             self.grpc.start()
         if self.metrics_http is not None:
             self.metrics_http.start()
+        if self.recorder is not None:
+            self.recorder.start()
         self.view.start()
         threading.Thread(target=self._watch_ready, name="readiness", daemon=True).start()
 
@@ -156,6 +187,8 @@ class Sidecar:
             if stopped is not None:
                 stopped.wait(drain_s + 1)
         self.view.stop()
+        if self.recorder is not None:
+            self.recorder.stop()
         self.http.stop()
         if self.grpc is not None:
             self.grpc.stop()

@@ -81,6 +81,12 @@ class GraphCache:
         #: under their UID and their namespace/name (a gRPC caller may send either): the
         #: only pods a score may assume (may_assume).
         self._ours: dict[str, None] = {}
+        #: ``_ours`` as it was when a relist of the pods began (empty otherwise).
+        self._ours_before_relist: dict[str, None] = {}
+        #: Called with (namespace, name, uid, node) when a pod the informer saw pending for
+        #: the configured scheduler is seen bound (the dsan-scheduler placed it). Called on
+        #: the informer's thread: it must not block (the recorder queues it).
+        self.on_bound: Callable[[str, str, str, str], None] | None = None
         self._version = 0
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
@@ -166,6 +172,7 @@ class GraphCache:
         phase = (obj.get("status") or {}).get("phase")
         with self._lock:
             pending = not node and phase not in _TERMINAL
+            was_ours = key in self._ours or key in self._ours_before_relist
             if pending and spec.get("schedulerName") == self._cfg.scheduler_name:
                 self._ours[key] = self._ours[alias] = None
             else:
@@ -185,6 +192,10 @@ class GraphCache:
             podspec = podspec_from_pod(obj, self._table.models_pub)
             self._alloc.bind(key, str(node), podspec)
             self._touch()
+        if was_ours and self.on_bound is not None:
+            # Seen pending for our scheduler, now bound: the dsan-scheduler placed it.
+            self.on_bound(str(meta.get("namespace", "default")), str(meta.get("name", "")),
+                          str(meta.get("uid") or ""), str(node))
 
     def delete_pod(self, obj: Mapping[str, Any]) -> None:
         try:
@@ -204,15 +215,20 @@ class GraphCache:
 
     def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
         with self._lock:
-            self._ours.clear()  # rebuilt from the list
-            seen = set()
-            for obj in objs:
-                self.upsert_pod(obj)
-                with contextlib.suppress(Exception):  # counted as bad by upsert_pod
-                    seen.add(pod_key(obj))
-            for key in [k for k in self._alloc.bound if k not in seen]:
-                self._alloc.unbind(key)
-            self._touch()
+            # Rebuilt from the list; the old set still tells which pods a relist finds bound
+            # that were pending for our scheduler before it (bound while the watch was down).
+            self._ours_before_relist, self._ours = self._ours, {}
+            try:
+                seen = set()
+                for obj in objs:
+                    self.upsert_pod(obj)
+                    with contextlib.suppress(Exception):  # counted as bad by upsert_pod
+                        seen.add(pod_key(obj))
+                for key in [k for k in self._alloc.bound if k not in seen]:
+                    self._alloc.unbind(key)
+                self._touch()
+            finally:
+                self._ours_before_relist = {}
 
     @property
     def scheduler_name(self) -> str:
@@ -248,6 +264,25 @@ class GraphCache:
     @property
     def assumed_count(self) -> int:
         return self._alloc.assumed_count
+
+    def charge_of(self, keys: Iterable[str], name: str,
+                  nodes: Iterable[str] = ()) -> tuple[str, PodSpec, tuple[int, ...]] | None:
+        """(node, requests, GPU slots) a pod is charged with, bound or assumed, or None:
+        looked up under each of ``keys`` (its UID, namespace/name), else among the pods
+        charged to ``nodes`` by its namespace/name ``name`` (a pod assumed under one key and
+        bound under another). An explanation takes it off a copy of the snapshot to see the
+        cluster as the pod's score did."""
+        with self._lock:
+            charge = self._alloc.find(keys, name, nodes)
+            return None if charge is None else (charge.node, charge.spec, charge.gpus)
+
+    def snapshot_with_charge(
+        self, keys: Iterable[str], name: str, nodes: Iterable[str] = ()
+    ) -> tuple[Published, tuple[str, PodSpec, tuple[int, ...]] | None]:
+        """:meth:`snapshot` and :meth:`charge_of` as of one moment (no informer event
+        between them). Hold :attr:`scoring_lock`, as for :meth:`snapshot`."""
+        with self._lock:
+            return self.snapshot(), self.charge_of(keys, name, nodes)
 
     # --- telemetry ---------------------------------------------------------------------------
     def upsert_telemetry(self, obj: Mapping[str, Any]) -> None:

@@ -109,6 +109,22 @@ class SidecarConfig:
     #: generation (gc.freeze), so the cyclic collector stops rescanning the initial cluster
     #: state on the request path (full collections cost milliseconds on a large heap).
     gc_freeze_after_sync: bool = True
+    #: Write an events.k8s.io/v1 Event and the dsan.io/scored-by annotation on every pod the
+    #: pods informer saw pending for scheduler_name and then bound (sidecar/recorder.py).
+    record_decisions: bool = True
+    #: API writes a second for those (one Event and one annotation patch per pod), and the
+    #: writes a token bucket lets through at once after a quiet spell.
+    record_qps: float = 20.0
+    record_burst: int = 40
+    #: Bindings waiting to be recorded; a binding past it is dropped and counted.
+    record_queue: int = 1000
+    #: Scored pods remembered for their Event and for GET /explain (most recent kept).
+    decisions_kept: int = 512
+    #: /explain of a DSAN decision: candidates in the SHAP background, antithetic
+    #: permutation pairs, and the CPU seconds one explanation may spend sampling them.
+    explain_background: int = 32
+    explain_permutations: int = 8
+    explain_cpu_budget_s: float = 1.0
     #: Log level of the sidecar's logger.
     log_level: str = "INFO"
 
@@ -146,6 +162,17 @@ class SidecarConfig:
         need(0 <= self.embed_refresh_s <= 3600, "embed_refresh_s", "must be within 0..3600")
         need(self.runtime in ("numpy", "torchscript"), "runtime",
              "must be numpy or torchscript")
+        need(0 < self.record_qps <= 10_000, "record_qps", "must be within (0, 10000]")
+        need(1 <= self.record_burst <= 100_000, "record_burst", "must be within 1..100000")
+        need(1 <= self.record_queue <= 1_000_000, "record_queue", "must be within 1..1000000")
+        need(1 <= self.decisions_kept <= 1_000_000, "decisions_kept",
+             "must be within 1..1000000")
+        need(1 <= self.explain_background <= 4096, "explain_background",
+             "must be within 1..4096")
+        need(1 <= self.explain_permutations <= 10_000, "explain_permutations",
+             "must be within 1..10000")
+        need(0 < self.explain_cpu_budget_s <= 600, "explain_cpu_budget_s",
+             "must be within (0, 600]")
         need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
              "must be DEBUG, INFO, WARNING or ERROR")
 

@@ -34,9 +34,11 @@ from sidecar.service import RequestError, ScoringService, internal_error
 
 MAX_EXTENDER_PRIORITY = 10
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            411: "Length Required", 413: "Payload Too Large", 500: "Internal Server Error",
-            501: "Not Implemented", 503: "Service Unavailable"}
+            411: "Length Required", 413: "Payload Too Large", 429: "Too Many Requests",
+            500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable"}
 Route = Callable[[bytes], tuple[int, bytes]]
+#: GET <EXPLAIN_PREFIX><namespace>/<pod>: a scored pod's explanation (sidecar/explainer.py).
+EXPLAIN_PREFIX = "/explain/"
 
 
 #: What follows each host name in the reply, by score: the score, then the next entry's start.
@@ -370,6 +372,13 @@ class _Handler(BaseHTTPRequestHandler):
                        b"draining" if srv.draining else b"informers not synced", "text/plain")
         elif path == "/metrics" and srv.metrics_body is not None:
             self._send(200, srv.metrics_body(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path.startswith(EXPLAIN_PREFIX) and srv.explain is not None:
+            try:
+                status, out, extra = srv.explain(path[len(EXPLAIN_PREFIX):])
+            except Exception as exc:  # a bug must not take the server down
+                srv.count_error("internal")
+                (status, out), extra = _refusal(internal_error("http", exc)), ""
+            self._send(status, out, extra=extra)
         else:
             self._send(404, _error_body(f"no such endpoint: GET {path[:200]}"))
 
@@ -389,7 +398,8 @@ class ExtenderServer(ThreadingHTTPServer):
                  max_body: int, ready: Callable[[], bool] = lambda: True,
                  metrics_body: Callable[[], bytes] | None = None,
                  count_error: Callable[[str], None] = lambda reason: None,
-                 backlog: int = 1024) -> None:
+                 backlog: int = 1024,
+                 explain: Callable[[str], tuple[int, bytes, str]] | None = None) -> None:
         self.request_queue_size = backlog  # read by listen() in the constructor below
         super().__init__((host, port), _Handler)
         self.app = app
@@ -399,6 +409,8 @@ class ExtenderServer(ThreadingHTTPServer):
         self.ready = ready
         self.metrics_body = metrics_body
         self.count_error = count_error
+        #: The rest of an /explain path -> (status, JSON body, extra header lines).
+        self.explain = explain
         #: Set by drain(): /readyz answers 503 and every reply closes its connection.
         self.draining = False
         self._conns: set[_Handler] = set()

@@ -167,6 +167,19 @@ class SidecarMetrics:
             "informer has not seen the pod pending for the configured scheduler)", "reason")
         r.register(self.assumptions_ended)
         r.register(self.assumptions_skipped)
+        self.decisions_recorded = ScrapedCounters(
+            "dsan_sidecar_decisions_recorded", "Writes made for pods the scheduler bound, by "
+            "what: event (an events.k8s.io/v1 Event), annotation (dsan.io/scored-by)", "what")
+        self.record_failures = ScrapedCounters(
+            "dsan_sidecar_record_failures", "Events or annotations not written, by reason: "
+            "forbidden, not_found, invalid, unavailable, error (each logged once), dropped "
+            "(the recorder's queue was full)", "reason")
+        self.explanations = ScrapedCounters(
+            "dsan_sidecar_explanations", "GET /explain requests by result: ok, not_found, "
+            "unexplainable, busy (another one was running), not_ready, bad_request, error",
+            "result")
+        for c in (self.decisions_recorded, self.record_failures, self.explanations):
+            r.register(c)
         self.ready = Gauge("dsan_sidecar_ready", "1 once the informers have synced", registry=r)
         self.cpus = Gauge(
             "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "

@@ -93,6 +93,13 @@ class ScoreResult:
     #: ``Published.version`` and ``table_epoch`` of the snapshot scored on.
     version: int
     table_epoch: int
+    #: Each candidate's row in ``names`` (-1: an unknown name), and the published names
+    #: list they index (replaced, never mutated): a decision as explanations read it later.
+    rows: I64
+    names: list[str]
+    #: Candidates the fallback scored (stale telemetry, or all when the policy raised);
+    #: None when the served policy scored every one.
+    by_fallback: BOOL | None
 
 
 #: Spans at most ``max_score`` times this are so small (subnormal) that ``max_score / span``
@@ -261,7 +268,8 @@ class ScoringEngine:
                 infeasible=m - n_unknown - n_ok, fallback=fell_back + (
                     0 if stale is None else int(np.count_nonzero(stale))),
                 featurize_s=t1 - t0, model_s=t2 - t1, total_s=time.perf_counter() - t0,
-                version=pub.version, table_epoch=pub.table_epoch)
+                version=pub.version, table_epoch=pub.table_epoch, rows=rows,
+                names=snap.names, by_fallback=ok if fell_back else stale)
 
     def _rows(self, pub: Published, names: Sequence[str] | NodeRows) -> tuple[I64, int]:
         """The candidates' rows in ``pub`` (-1 unknown) and how many are unknown."""

@@ -18,6 +18,7 @@ from typing import ClassVar
 from dsan.core.snapshot import PodSpec
 from sidecar.cache import GraphCache
 from sidecar.clusterview import ClusterView
+from sidecar.decisions import Decisions
 from sidecar.metrics import SidecarMetrics
 from sidecar.scoring import (
     BadNodeRows,
@@ -92,8 +93,11 @@ class ScoringService:
         engine: ScoringEngine,
         metrics: SidecarMetrics,
         policy: PolicyInfo,
+        decisions: Decisions | None = None,
     ) -> None:
         self.cache = cache
+        #: Where each assumed pod's decision is remembered (its Event, /explain); None: nowhere.
+        self.decisions = decisions
         self.view = view
         self.engine = engine
         self.metrics = metrics
@@ -150,6 +154,10 @@ class ScoringService:
             raise RequestError("stale_node_table", str(exc)) from None
         except BadNodeRows as exc:
             raise RequestError("bad_request", str(exc)) from None
+        if key and res.best >= 0 and self.decisions is not None:
+            # only pods that may be assumed: callers cannot fill the memory with made-up pods
+            self.decisions.remember(spec, key, res, max_score, self.policy.version,
+                                    self.policy.fallback)
         if res.fallback:
             self.metrics.fallbacks.inc(res.fallback)
         if res.unknown:

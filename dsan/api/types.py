@@ -46,10 +46,22 @@ ANNOTATION_TASK_TYPE: Final = "dsan.io/task-type"
 #: Gang (all-or-nothing job) name and size.
 ANNOTATION_GANG: Final = "dsan.io/gang"
 ANNOTATION_GANG_SIZE: Final = "dsan.io/gang-size"
-#: Written by the sidecar on nothing; read by `dsan explain` from scheduler events.
+#: Written by the sidecar on every pod the dsan-scheduler bound: the policy and model
+#: version that scored its candidates (:class:`ScoredBy`).
 ANNOTATION_SCORED_BY: Final = "dsan.io/scored-by"
 
 TASK_TYPES: Final = ("other", "train", "batch", "web")
+
+# --- events the sidecar writes (events.k8s.io/v1) -------------------------------------------
+#: ``reportingController`` of the sidecar's Events (a qualified name, as the API requires).
+EVENT_CONTROLLER: Final = "dsan.io/sidecar"
+#: ``action`` of a decision's Event.
+EVENT_ACTION: Final = "Score"
+#: ``reason``: the sidecar scored the pod's candidates (the Event names the winner, its score,
+#: the runner-up and the policy), or it did not (kube-scheduler scores nothing when one node
+#: passes Filter; or the decision was scored before a restart, or forgotten).
+EVENT_REASON_SCORED: Final = "DSANScored"
+EVENT_REASON_NOT_SCORED: Final = "DSANNotScored"
 
 
 def parse_gpu_models(value: str | None) -> tuple[str, ...]:
@@ -108,3 +120,41 @@ class Topology:
             rack=labels.get(LABEL_RACK) or None,
             nvlink_domain=labels.get(LABEL_NVLINK_DOMAIN) or None,
         )
+
+
+#: :data:`ANNOTATION_SCORED_BY`'s value for a pod the sidecar did not score.
+NOT_SCORED: Final = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredBy:
+    """Who scored a pod: a policy name and its version (a DSAN model's version and feature
+    schema hash; empty for a heuristic, whose name says it all). ``policy`` "" = not scored.
+    Written as ``policy@version``, ``policy`` alone, or :data:`NOT_SCORED`."""
+
+    policy: str
+    version: str = ""
+
+    def __str__(self) -> str:
+        if not self.policy:
+            return NOT_SCORED
+        return f"{self.policy}@{self.version}" if self.version else self.policy
+
+    @classmethod
+    def of(cls, label: str) -> ScoredBy:
+        """From the sidecar's policy label (``dsan@<version>`` or a heuristic's name)."""
+        policy, _, version = label.partition("@")
+        return cls(policy, version)
+
+
+def parse_scored_by(value: str | None) -> ScoredBy | None:
+    """:data:`ANNOTATION_SCORED_BY`'s value, or None when absent or malformed (not a string,
+    empty, longer than 256 characters, or without a policy before the ``@``)."""
+    if not isinstance(value, str) or not 0 < len(value) <= 256:
+        return None
+    if value == NOT_SCORED:
+        return ScoredBy("")
+    policy, at, version = value.partition("@")
+    if not policy or (at and not version) or any(c.isspace() for c in value):
+        return None
+    return ScoredBy(policy, version)

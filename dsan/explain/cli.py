@@ -1,7 +1,9 @@
-"""``dsan explain``: replay a simulator run up to decision N and explain that decision.
+"""``dsan explain``: replay a simulator run up to decision N and explain that decision; or
+(``dsan explain pod``) fetch a running sidecar's explanation of a pod it scored.
 
 Thin: parse, validate, replay (:mod:`dsan.explain.replay`), explain
-(:mod:`dsan.explain.explainer`), write the report (:mod:`dsan.explain.report`)."""
+(:mod:`dsan.explain.explainer`), write the report (:mod:`dsan.explain.report`); for a pod,
+fetch and print (:mod:`dsan.explain.remote`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dsan.explain.explainer import EXPLAINABLE
+from dsan.explain.remote import DEFAULT_SIDECAR
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -87,8 +90,47 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     sc.add_argument("--burst", action="store_true")
     _common(sc)
     sc.set_defaults(func=_run, run="seed-table1")
+    pod = sub.add_parser(
+        "pod", help="a pod the dsan-scheduler placed: the sidecar's explanation",
+        description="Fetch GET /explain/NAMESPACE/NAME from the sidecar (in a cluster: "
+                    "kubectl port-forward to it first, docs/explain.md) and print it.")
+    pod.add_argument("pod", metavar="NAMESPACE/NAME")
+    pod.add_argument("--kubeconfig", default=None,
+                     help="also read the pod from this cluster: its node, its scheduler "
+                          "and the dsan.io/scored-by annotation")
+    pod.add_argument("--sidecar", default=DEFAULT_SIDECAR,
+                     help=f"the sidecar's HTTP address (default {DEFAULT_SIDECAR})")
+    pod.add_argument("--json", action="store_true", help="print the sidecar's JSON as is")
+    pod.add_argument("--top-k", type=int, default=10, help="factors in the table (default 10)")
+    pod.add_argument("--timeout", type=float, default=30.0,
+                     help="seconds to wait for the sidecar (default 30)")
+    pod.set_defaults(func=_run_pod)
     ex.set_defaults(func=lambda _a: (ex.print_help(), 2)[1])
     return ex
+
+
+def _run_pod(args: argparse.Namespace) -> int:
+    """``dsan explain pod``: 0, 1 when the sidecar or the cluster cannot answer, 2 for bad
+    arguments."""
+    import json
+
+    from dsan.explain.remote import RemoteError, fetch, parse_pod, read_pod, table
+
+    try:
+        ns, name = parse_pod(args.pod)
+        if args.top_k < 1:
+            raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
+    except ValueError as exc:
+        print(f"dsan explain pod: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        info = read_pod(args.kubeconfig, ns, name) if args.kubeconfig else None
+        doc = fetch(args.sidecar, ns, name, args.timeout)
+    except RemoteError as exc:
+        print(f"dsan explain pod: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(doc, indent=2) if args.json else table(doc, args.top_k, info))
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

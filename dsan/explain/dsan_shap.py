@@ -16,6 +16,7 @@ is shared and ``sum(phi_A - phi_B) = logit_A - logit_B`` exactly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,13 +77,20 @@ def rows(d: Decision, serving: ServingModel) -> F64:
 
 
 def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
-    cfg = cfg or DSANShapConfig()
     if not isinstance(d.scorer, DSANScorer):
         raise ExplainError(f"scorer {d.scorer.name!r} has no DSAN model to explain")
     serving = d.scorer.serving
-    hidden = serving.runtime.cfg.hidden
-    f, width = logit_fn(serving.runtime, hidden)
-    z = rows(d, serving)
+    return explain_rows(d, serving.runtime, rows(d, serving), cfg)
+
+
+def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | None = None,
+                 stop: Callable[[], bool] | None = None) -> Explanation:
+    """SHAP of ``d`` from its candidates' rows ``z`` (:func:`rows`, computed by the caller:
+    the sidecar assembles them from a copy of its state, outside its scoring lock).
+    ``stop``: see :func:`~dsan.explain.shapley.permutation_shapley` (a CPU budget)."""
+    cfg = cfg or DSANShapConfig()
+    hidden = runtime.cfg.hidden
+    f, width = logit_fn(runtime, hidden)
     if z.shape[1] != width:
         raise ExplainError(f"model expects {width} columns, featurizer gave {z.shape[1]}")
     pair = np.array([d.chosen, d.runner_up])
@@ -93,7 +101,8 @@ def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
     bg_idx = np.sort(rng.choice(others, size=min(cfg.background, others.size), replace=False))
     groups = np.r_[np.arange(N_FEATURES), np.full(2 * hidden, N_FEATURES)].astype(np.int64)
     sv = permutation_shapley(
-        f, z[pair], z[bg_idx], groups, ShapConfig(permutations=cfg.permutations, seed=cfg.seed)
+        f, z[pair], z[bg_idx], groups, ShapConfig(permutations=cfg.permutations, seed=cfg.seed),
+        stop=stop,
     )
     names = (*(s.name for s in FEATURES), EMBEDDING_PLAYER)
     units = (*(f"{s.unit}; {s.norm}" for s in FEATURES), f"{2 * hidden}-d vector")
@@ -106,7 +115,7 @@ def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
     if sv.stderr is not None:
         notes.append(
             f"largest standard error of one SHAP value over the antithetic pairs: "
-            f"{float(sv.stderr.max()):.3g} (raise --permutations to shrink it)"
+            f"{float(sv.stderr.max()):.3g} (more permutations shrink it)"
         )
     notes += d.tie_note()
     return Explanation(

@@ -165,6 +165,7 @@ CAN_I: list[tuple[str, str, str, str, str, str, str, bool]] = [
     ("scheduler", "watch", "pods", "", "", "", "", True),
     ("scheduler", "create", "pods", "", "default", "", "binding", True),
     ("scheduler", "delete", "pods", "", "default", "", "", True),
+    ("scheduler", "patch", "pods", "", "default", "", "", True),
     ("scheduler", "create", "events", "events.k8s.io", "default", "", "", True),
     ("scheduler", "list", "gputelemetries", "dsan.io", "", "", "", True),
     ("scheduler", "create", "leases", "coordination.k8s.io", "NS", "", "", True),
@@ -273,6 +274,51 @@ def test_the_device_plugin_writes_only_its_own_nodes_gpu_telemetry(
                                    t.GROUP, t.VERSION, t.TELEMETRY_PLURAL, n)):
                     with contextlib.suppress(client.exceptions.ApiException):
                         delete()
+
+
+def test_the_scheduler_patches_only_the_scored_by_annotation_of_a_pod(
+    installed: Rendered, control_plane: Any, tmp_path: Path
+) -> None:
+    """With the scheduler's token: the sidecar's annotation may be set; a label, another
+    annotation or a spec field is refused by the admission policy (RBAC allows them)."""
+    from kubernetes import client, config
+
+    from dsan.api.types import ANNOTATION_SCORED_BY
+
+    sa = f"{RELEASE}-dsan-scheduler"
+    with control_plane.api_client() as admin:
+        core: Any = client.CoreV1Api(admin)
+        core.create_namespaced_pod(NS, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "annotated", "annotations": {"team": "a"}},
+            "spec": {"schedulerName": "dsan-scheduler",
+                     "containers": [{"name": "c", "image": "x"}]}})
+        try:
+            kc = write_kubeconfig(tmp_path / "sched.kubeconfig", control_plane.server,
+                                  control_plane.pki.ca_cert, sa_token(admin, NS, sa))
+            with config.new_client_from_config(config_file=str(kc)) as api:
+                pods: Any = client.CoreV1Api(api)
+
+                def refused(body: dict[str, Any]) -> str:
+                    try:
+                        pods.patch_namespaced_pod("annotated", NS, body)
+                    except client.exceptions.ApiException as exc:
+                        assert exc.status == 403, exc
+                        return str(exc.body)
+                    return ""
+
+                ours = {"metadata": {"annotations": {ANNOTATION_SCORED_BY: "dsan@v1"}}}
+                assert refused(ours) == ""
+                msg = refused({"metadata": {"labels": {"x": "y"}}})
+                assert "only the dsan.io/scored-by annotation" in msg, msg
+                assert refused({"metadata": {"annotations": {"team": "b"}}})
+                assert refused({"metadata": {"annotations": {"other": "1"}}})
+                assert refused({"spec": {"activeDeadlineSeconds": 5}})
+            got = core.read_namespaced_pod("annotated", NS)
+            assert got.metadata.annotations == {"team": "a", ANNOTATION_SCORED_BY: "dsan@v1"}
+            assert not got.metadata.labels and got.spec.active_deadline_seconds is None
+        finally:
+            core.delete_namespaced_pod("annotated", NS, grace_period_seconds=0)
 
 
 def test_tables_rows_name_real_kinds() -> None:

@@ -39,3 +39,14 @@ def test_topology_from_labels() -> None:
     topo = t.Topology.from_labels({t.LABEL_ZONE: "z1", t.LABEL_RACK: "r7", "other": "x"})
     assert topo == t.Topology(zone="z1", rack="r7", nvlink_domain=None)
     assert t.Topology.from_labels(None) == t.Topology()
+
+
+@pytest.mark.parametrize(("raw", "want"), [
+    ("dsan@dsan-1-17+abc", t.ScoredBy("dsan", "dsan-1-17+abc")), ("fgd", t.ScoredBy("fgd")),
+    ("none", t.ScoredBy("")), (None, None), ("", None), ("@v1", None), ("dsan@", None),
+    ("ds an@v1", None), ("x" * 257, None),
+])
+def test_parse_scored_by(raw: str | None, want: t.ScoredBy | None) -> None:
+    assert t.parse_scored_by(raw) == want
+    if want is not None:
+        assert str(want) == raw  # the written form reads back as itself

@@ -87,3 +87,18 @@ def test_bad_config_and_model_shape() -> None:
         exact_shapley(lambda z: z, np.zeros((1, 2)), np.ones((2, 2)))
     with pytest.raises(ValueError, match="too many"):
         exact_shapley(lambda z: z.sum(1), np.zeros((1, 13)), np.ones((2, 13)))
+
+
+def test_stop_ends_the_sampling_early_and_the_values_stay_additive() -> None:
+    _, x, bg = _data(d=8)
+
+    def f(z: np.ndarray) -> np.ndarray:
+        return np.sin(z).prod(axis=1) + z[:, 0] * z[:, 1]
+
+    asked = []
+    sv = permutation_shapley(f, x, bg, cfg=ShapConfig(permutations=20),
+                             stop=lambda: asked.append(1) or len(asked) >= 3)
+    assert len(asked) == 3 and "(6 orderings" in sv.method  # 3 pairs of the 20
+    assert sv.additivity_error().max() < 1e-12
+    full = permutation_shapley(f, x, bg, cfg=ShapConfig(permutations=20))
+    assert "(40 orderings" in full.method

@@ -21,7 +21,9 @@ def test_defaults_are_valid_and_loopback() -> None:
      ("backoff_initial_s", 60.0), ("max_body_bytes", 10), ("log_level", "LOUD"), ("policy", ""),
      ("embed_refresh_s", -1.0), ("torch_threads", 257), ("blas_threads", -1),
      ("blas_threads", 257), ("metrics_port", -2), ("metrics_port", 65536),
-     ("metrics_address", "")],
+     ("metrics_address", ""), ("record_qps", 0.0), ("record_burst", 0), ("record_queue", 0),
+     ("decisions_kept", 0), ("explain_background", 0), ("explain_permutations", 0),
+     ("explain_cpu_budget_s", 0.0)],
 )
 def test_bad_values_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=field):

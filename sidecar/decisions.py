@@ -1,0 +1,139 @@
+"""The sidecar's recent decisions: per scored pod, what a later Event or explanation needs.
+
+Remembered on the request path, so remembering costs a dict insert: the pod's spec, the
+engine's :class:`~sidecar.scoring.ScoreResult` (which already holds the reply's scores, the
+candidates' rows and the published names list they index) and the wall time. Nothing is
+copied: the result's arrays are the request's own, and a published names list is replaced,
+never mutated, when the node set changes. Derived facts (the runner-up, who scored the
+winner) are computed when asked, off the request path.
+
+Only pods the scoring service may assume are remembered (pending pods of the configured
+scheduler that the informer has seen), so callers cannot fill the memory with made-up pods;
+it keeps the ``kept`` most recent, by namespace/name.
+
+Memory: 16 bytes per candidate (a score and a row), so ~7 KB for a decision over 420
+candidates (kube-scheduler's default cap at 1,000 nodes) and ~3.5 MB for the default 512.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dsan.core.snapshot import PodSpec
+from sidecar.scoring import ScoreResult
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(slots=True)
+class Decision:
+    """One scored pod. ``uid`` and ``bound_node`` are filled when the informer sees it bound."""
+
+    #: namespace/name (the PodSpec's name).
+    name: str
+    #: The key it was assumed under (its UID, or namespace/name for a gRPC pod without one).
+    key: str
+    spec: PodSpec
+    result: ScoreResult
+    #: Top of the reply's scale: 10 for the extender, 100 for gRPC.
+    max_score: int
+    #: Wall time of the score.
+    at: float
+    #: The label of the served policy (``dsan@<version>`` or a heuristic's name).
+    policy: str
+    #: The fallback policy's name.
+    fallback: str
+    uid: str = ""
+    bound_node: str = ""
+
+    @property
+    def winner(self) -> str:
+        return self.result.winner
+
+    @property
+    def winner_score(self) -> int:
+        return int(self.result.scores[self.result.best])
+
+    @property
+    def rows(self) -> I64:
+        return np.asarray(self.result.rows, dtype=np.int64)
+
+    def candidate_names(self) -> list[str]:
+        """The known candidates' names, in request order."""
+        names = self.result.names
+        return [names[r] for r in self.rows.tolist() if r >= 0]
+
+    def runner_up(self, among: npt.NDArray[np.bool_] | None = None) -> int:
+        """Position (in the request) of the best other known candidate (of ``among``, a mask
+        over the request's positions) by the reply's score, equal scores by the lowest name
+        (the engine's tie rule); -1 if there is none."""
+        rows, scores, best = self.rows, self.result.scores, self.result.best
+        names = self.result.names
+        known = rows >= 0 if among is None else (rows >= 0) & among
+        pick, key = -1, (0, "")
+        for i in np.flatnonzero(known).tolist():
+            if i == best:
+                continue
+            k = (-int(scores[i]), names[int(rows[i])])
+            if pick < 0 or k < key:
+                pick, key = i, k
+        return pick
+
+    def name_at(self, position: int) -> str:
+        """The name of the candidate at ``position`` ("" for -1 or an unknown name)."""
+        row = int(self.rows[position]) if position >= 0 else -1
+        return self.result.names[row] if row >= 0 else ""
+
+    def scored_by(self, position: int) -> str:
+        """The label of the policy that scored the candidate at ``position``: the fallback's
+        name for a node it scored (stale telemetry, or a raising policy), else the served
+        policy's."""
+        fb = self.result.by_fallback
+        return self.fallback if fb is not None and bool(fb[position]) else self.policy
+
+
+class Decisions:
+    """The ``kept`` most recent decisions by namespace/name; thread-safe (requests remember,
+    the recorder and /explain read)."""
+
+    def __init__(self, kept: int, wall: Callable[[], float] = time.time) -> None:
+        if kept < 1:
+            raise ValueError(f"Decisions.kept must be >= 1, got {kept}")
+        self.kept = kept
+        self._wall = wall
+        self._lock = threading.Lock()
+        self._by_name: OrderedDict[str, Decision] = OrderedDict()
+
+    def remember(self, spec: PodSpec, key: str, result: ScoreResult, max_score: int,
+                 policy: str, fallback: str) -> None:
+        """A request's decision (on the request path: a dict insert, the oldest dropped)."""
+        d = Decision(spec.name, key, spec, result, max_score, self._wall(), policy, fallback)
+        with self._lock:
+            by_name = self._by_name
+            by_name.pop(spec.name, None)
+            by_name[spec.name] = d
+            if len(by_name) > self.kept:
+                by_name.popitem(last=False)
+
+    def get(self, name: str) -> Decision | None:
+        with self._lock:
+            return self._by_name.get(name)
+
+    def note_bound(self, name: str, uid: str, node: str) -> Decision | None:
+        """The informer saw pod ``name`` bound to ``node``: remember where (and its UID, the
+        key its charge is under), and return its decision, if remembered."""
+        with self._lock:
+            d = self._by_name.get(name)
+            if d is not None:
+                d.uid, d.bound_node = uid, node
+            return d
+
+    def __len__(self) -> int:
+        return len(self._by_name)

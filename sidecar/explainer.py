@@ -1,0 +1,300 @@
+"""``GET /explain/{namespace}/{pod}``: why the sidecar put a node first for a pod it scored.
+
+The answer has the shape of a decision explanation: ``task_id``, ``recommended_node``,
+``runner_up``, ``policy``, ``base_value``, ``score`` and ``decision_factors`` (feature,
+value, unit, impact), with the impacts adding up to ``score - base_value``. For DSAN the
+impacts are SHAP values of the served logit (:func:`dsan.explain.dsan_shap.explain_rows`:
+the numpy runtime's head over the 128 features plus the node's embedding); for FGD and
+k8s-default their per-term breakdown (:func:`dsan.explain.explain_terms`); other policies
+have none (404).
+
+**Which state.** The sidecar remembers each decision cheaply (:mod:`sidecar.decisions`: the
+pod, its candidates, the reply), not the cluster it was scored on: copying the node columns
+on every request would cost O(nodes) on the scoring path for explanations rarely asked for.
+An explanation re-reads the candidates on the *current* cluster with the pod's own charge
+(bound or assumed) taken off a copy, which is the cluster its score saw as long as no other
+pod landed on those nodes since; ``notes`` say so, and name the node the current state puts
+first when that is no longer the recommended one.
+
+**Cost.** Under the scoring lock only copies are made (the snapshot, the candidates'
+embedding rows: ~1 ms at 1,000 nodes); featurizing and SHAP run after it, in the request's
+thread, at most one at a time (a second concurrent request gets 429), and stop sampling
+permutations once ``cpu_budget_s`` of the thread's CPU time is spent (the values stay exactly
+additive; fewer permutations only add noise to how the total is split).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from dsan.core.filtering import feasible, release
+from dsan.core.snapshot import ClusterSnapshot
+from dsan.explain import Decision as ExplainedDecision
+from dsan.explain import Explanation, explain_terms
+from dsan.explain.dsan_shap import DSANShapConfig, explain_rows
+from dsan.explain.explainer import EXPLAINABLE
+from dsan.features import AGE_COLUMNS, age_columns, featurize
+from dsan.policies.base import Scorer
+from dsan.policies.dsan import DSANScorer
+from sidecar.cache import GraphCache
+from sidecar.decisions import Decision, Decisions
+from sidecar.scoring import ScoringEngine
+
+I64 = npt.NDArray[np.int64]
+#: Outcomes of /explain requests (the metric's label values).
+RESULTS = ("ok", "not_found", "unexplainable", "busy", "not_ready", "bad_request", "error")
+#: The longest namespace or pod name Kubernetes allows (a DNS subdomain).
+NAME_MAX = 253
+
+
+class ExplainRefused(Exception):
+    """An explanation the sidecar cannot give: HTTP ``status``, metric ``result``."""
+
+    def __init__(self, status: int, result: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.result, self.message = status, result, message
+
+
+@dataclass
+class _State:
+    """What is copied under the scoring lock: the cluster as the pod's score saw it (the
+    pod's charge taken off), the candidates' rows in it, and for DSAN their embedding rows."""
+
+    snap: ClusterSnapshot
+    rows: I64
+    chosen: int
+    runner_up: int
+    node_cols: npt.NDArray[np.float32] | None
+    streams: npt.NDArray[np.float32] | None
+    lock_s: float
+    notes: list[str]
+
+
+class Explainer:
+    """Explains remembered decisions on demand; one at a time, CPU-bounded."""
+
+    def __init__(self, cache: GraphCache, engine: ScoringEngine, decisions: Decisions,
+                 ready: Callable[[], bool], background: int, permutations: int,
+                 cpu_budget_s: float,
+                 scorer_factory: Callable[[str], Scorer] | None = None) -> None:
+        self._cache = cache
+        self._engine = engine
+        self._decisions = decisions
+        self._ready = ready
+        self._shap = DSANShapConfig(background=background, permutations=permutations)
+        self._budget = cpu_budget_s
+        if scorer_factory is None:
+            from dsan.policies.registry import make_scorer
+
+            scorer_factory = make_scorer
+        self._factory: Callable[[str], Scorer] = scorer_factory
+        #: Fresh heuristic scorers, one per policy: the served ones keep per-snapshot state
+        #: that scoring a copy would reset (used only while holding the slot).
+        self._heuristics: dict[str, Scorer] = {}
+        self._slot = threading.Lock()
+        #: /explain requests by outcome (:data:`RESULTS`).
+        self.results = dict.fromkeys(RESULTS, 0)
+        self._count_lock = threading.Lock()
+
+    # --- HTTP -------------------------------------------------------------------------------
+    def http(self, rest: str) -> tuple[int, bytes, str]:
+        """``GET /explain/<rest>``: (status, JSON body, extra header lines)."""
+        try:
+            namespace, name = parse_path(rest)
+            doc = self.explain(namespace, name)
+        except ExplainRefused as exc:
+            self._count(exc.result)
+            extra = "Retry-After: 1\r\n" if exc.status == 429 else ""
+            return exc.status, orjson.dumps({"error": exc.message}), extra
+        self._count("ok")
+        return 200, orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), ""
+
+    def _count(self, result: str) -> None:
+        with self._count_lock:  # server threads answer refusals concurrently
+            self.results[result] += 1
+
+    # --- the explanation --------------------------------------------------------------------
+    def explain(self, namespace: str, name: str) -> dict[str, Any]:
+        if not self._ready():
+            raise ExplainRefused(503, "not_ready", "the sidecar's informers have not synced yet")
+        d = self._decisions.get(f"{namespace}/{name}")
+        if d is None:
+            raise ExplainRefused(404, "not_found", (
+                f"the sidecar has not scored pod {namespace}/{name} (it remembers the last "
+                f"{self._decisions.kept} pods it scored for its scheduler; a pod with one "
+                "feasible node is bound without a score)"))
+        label = d.scored_by(d.result.best)
+        policy = label.partition("@")[0]
+        if policy not in EXPLAINABLE:
+            raise ExplainRefused(404, "unexplainable", (
+                f"policy {policy!r} scored {namespace}/{name} and has no explanation: "
+                f"explainable policies are {', '.join(EXPLAINABLE)}"))
+        if d.runner_up() < 0:
+            raise ExplainRefused(404, "unexplainable", (
+                f"{namespace}/{name} was scored on one node ({d.winner}): nothing to compare"))
+        if not self._slot.acquire(blocking=False):
+            raise ExplainRefused(429, "busy", "another explanation is being computed; retry")
+        try:
+            fallback = label != d.policy
+            scorer = self._engine.fallback if fallback else self._engine.scorer
+            t0 = time.thread_time()
+            state = self._copy(d, scorer, fallback)
+            expl = self._compute(d, state, scorer, policy)
+            cpu_s = time.thread_time() - t0
+        except ExplainRefused:
+            raise
+        except Exception as exc:
+            raise ExplainRefused(500, "error", f"explaining {namespace}/{name} failed: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self._slot.release()
+        return document(d, label, expl, state.notes, state.lock_s, cpu_s)
+
+    def _copy(self, d: Decision, scorer: Scorer, fallback: bool) -> _State:
+        """Under the scoring lock: copies only."""
+        cache = self._cache
+        fb = d.result.by_fallback
+        rows_then = d.rows
+        group = rows_then >= 0
+        if fb is not None:  # the candidates the same scorer scored (one normalised group)
+            group &= fb if fallback else ~fb
+        names_then = d.result.names
+        ru_name = d.name_at(d.runner_up(among=group))  # the best other of the same group
+        wanted = [names_then[int(r)] for r in rows_then[group].tolist()]
+        node_cols = streams = None
+        with cache.scoring_lock:
+            t0 = time.perf_counter()
+            pub, charge = cache.snapshot_with_charge(
+                (d.uid, d.key, d.name), d.name, (d.bound_node, d.winner))
+            rows_now = np.fromiter((pub.index.get(n, -1) for n in wanted), dtype=np.int64,
+                                   count=len(wanted))
+            snap = pub.snap.copy()
+            if isinstance(scorer, DSANScorer) and (rows_now >= 0).all():
+                serving = scorer.serving
+                # what the next request would do anyway: embeddings for this node set
+                serving.refresh(pub.snap, due=serving.min_refresh_s == 0)
+                node_cols = serving.embeddings.node_cols[rows_now]
+                streams = serving.runtime.streams(rows_now)
+            lock_s = time.perf_counter() - t0
+        gone = [n for n, r in zip(wanted, rows_now.tolist(), strict=True) if r < 0]
+        if gone:
+            raise ExplainRefused(404, "unexplainable", (
+                f"{len(gone)} of the candidates left the cluster since the score "
+                f"({', '.join(gone[:3])}): the decision cannot be re-read"))
+        notes = ["state: the cluster now, with this pod's own charge taken off; pods placed "
+                 "on these nodes since the score count"]
+        if charge is not None and charge[0] in pub.index:
+            node, spec, gpus = charge
+            release(snap, spec, pub.index[node], gpus)
+        else:
+            notes.append("the pod's own charge was not found (bound elsewhere since, deleted "
+                         "or not yet seen): nothing was taken off")
+        chosen_pos = wanted.index(d.winner)
+        ru_pos = wanted.index(ru_name) if ru_name else -1
+        return _State(snap, rows_now, chosen_pos, ru_pos, node_cols, streams, lock_s, notes)
+
+    def _compute(self, d: Decision, st: _State, scorer: Scorer, policy: str) -> Explanation:
+        """Outside the lock: featurize and SHAP (DSAN) or the per-term breakdown."""
+        if st.runner_up < 0:
+            raise ExplainRefused(404, "unexplainable",
+                                 f"{d.name}: no other node was scored by {policy}")
+        # the engine's candidates: those that fit (an infeasible one scored 0 without a model)
+        fits = feasible(d.spec, st.snap)[st.rows]
+        fits[[st.chosen, st.runner_up]] = True
+        keep = np.flatnonzero(fits)
+        rows = st.rows[keep]
+        chosen = int(np.flatnonzero(keep == st.chosen)[0])
+        runner_up = int(np.flatnonzero(keep == st.runner_up)[0])
+        if isinstance(scorer, DSANScorer):
+            assert st.node_cols is not None and st.streams is not None
+            runtime = scorer.serving.runtime
+            cols = st.node_cols[keep]
+            cols[:, AGE_COLUMNS] = age_columns(st.snap, rows)
+            x, _ = featurize(d.spec, st.snap, rows, scorer.serving.workload, node_cols=cols)
+            streams = st.streams[keep]
+            logits = runtime.head(x, streams)  # the served function on every candidate
+            z = np.concatenate([x.astype(np.float64),
+                                streams.reshape(len(rows), -1).astype(np.float64)], axis=1)
+            dec = ExplainedDecision(d.spec, st.snap, scorer, rows, logits, chosen, runner_up,
+                                     tie_by_rank=True)  # ties: the lowest name
+            expl = explain_rows(dec, runtime, z, self._shap, stop=self._over_budget())
+            top = int(np.argmax(logits))
+            if logits[top] > logits[chosen] + 1e-4:
+                st.notes.append(f"on the current state {st.snap.names[int(rows[top])]} scores "
+                                "above the recommended node")
+            return expl
+        if policy not in self._heuristics:
+            self._heuristics[policy] = self._factory(policy)
+        fresh = self._heuristics[policy]
+        scores = np.asarray(fresh.score(d.spec, st.snap, rows), dtype=np.float64)
+        dec = ExplainedDecision(d.spec, st.snap, fresh, rows, scores, chosen, runner_up,
+                                 tie_by_rank=True)
+        return explain_terms(dec)
+
+    def _over_budget(self) -> Callable[[], bool]:
+        t0 = time.thread_time()
+        budget = self._budget
+        return lambda: time.thread_time() - t0 > budget
+
+
+def parse_path(rest: str) -> tuple[str, str]:
+    """``<namespace>/<pod>`` (percent-decoded) of an /explain path; 400 otherwise."""
+    parts = rest.split("/")
+    if len(parts) != 2:
+        raise ExplainRefused(400, "bad_request", "the path is /explain/<namespace>/<pod>")
+    out = []
+    for what, raw in zip(("namespace", "pod name"), parts, strict=True):
+        value = unquote(raw)
+        if not 0 < len(value) <= NAME_MAX or not value.isprintable() or "/" in value:
+            raise ExplainRefused(400, "bad_request",
+                                 f"bad {what} {value[:64]!r}: 1..{NAME_MAX} printable "
+                                 "characters without '/'")
+        out.append(value)
+    return out[0], out[1]
+
+
+def document(d: Decision, label: str, e: Explanation, notes: list[str], lock_s: float,
+             cpu_s: float) -> dict[str, Any]:
+    """The JSON answer: the decision, its factors (largest |impact| first) and the cost."""
+    order = np.argsort(-np.abs(e.contrib_chosen), kind="stable")
+    factors = [{
+        "feature": e.names[i],
+        "value": float(e.value_chosen[i]),
+        "unit": e.units[i],
+        "impact": float(e.contrib_chosen[i]),
+        "runner_up_value": float(e.value_runner_up[i]),
+        "runner_up_impact": float(e.contrib_runner_up[i]),
+    } for i in order.tolist()]
+    then = d.candidate_names()
+    reply_ru = (int(d.result.scores[np.flatnonzero(d.rows >= 0)[then.index(e.runner_up)]])
+                if e.runner_up in then else None)
+    return {
+        "task_id": d.name,
+        "recommended_node": e.chosen,
+        "runner_up": e.runner_up,
+        "bound_node": d.bound_node or None,
+        "policy": label,
+        "served_policy": d.policy,
+        "base_value": e.base_value,
+        "score": e.output_chosen,
+        "runner_up_score": e.output_runner_up,
+        "method": e.method,
+        "candidates": e.n_candidates,
+        "reply": {"recommended": d.winner_score, "runner_up": reply_ru, "max": d.max_score},
+        "scored_at": datetime.fromtimestamp(d.at, UTC).isoformat(timespec="milliseconds"),
+        "notes": [*notes, *e.notes],
+        "decision_factors": factors,
+        "context": [{"name": n, "unit": u, "value": a, "runner_up_value": b}
+                    for n, u, a, b in e.context],
+        "cost": {"lock_s": round(lock_s, 6), "cpu_s": round(cpu_s, 6)},
+    }

@@ -1,0 +1,345 @@
+"""Decisions visible in the cluster: an Event and an annotation on every pod the
+dsan-scheduler bound.
+
+The pods informer calls :meth:`Recorder.offer` when it sees a pod that was pending for the
+configured scheduler become bound (:attr:`sidecar.cache.GraphCache.on_bound`); the recorder
+queues it (bounded, never blocking: a full queue drops the binding and counts it) and a
+background thread writes, under a token bucket of API writes:
+
+* an ``events.k8s.io/v1`` Event on the pod (reason :data:`~dsan.api.types.EVENT_REASON_SCORED`
+  or :data:`~dsan.api.types.EVENT_REASON_NOT_SCORED`) whose note names the node the sidecar
+  scored best with its score, the runner-up with its, the policy and model version, and the
+  node the pod was bound to;
+* the annotation :data:`~dsan.api.types.ANNOTATION_SCORED_BY` (``policy@version``), by a
+  strategic merge patch.
+
+Nothing here runs on the scoring path or can fail it: a write that fails is counted by reason
+(:data:`FAILURES`) and logged once per reason. The cluster is reached through the
+:class:`ClusterWriter` Protocol: :class:`KubeClusterWriter` (the real API) or
+:class:`FakeClusterWriter` (tests), which pass the same contract tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from dsan.api.types import (
+    ANNOTATION_SCORED_BY,
+    EVENT_ACTION,
+    EVENT_CONTROLLER,
+    EVENT_REASON_NOT_SCORED,
+    EVENT_REASON_SCORED,
+    ScoredBy,
+)
+from sidecar.decisions import Decision, Decisions
+
+log = logging.getLogger("dsan.sidecar.recorder")
+#: Why a binding's Event or annotation was not written (the metric's label values):
+#: the API refused it (forbidden: RBAC; not_found: the pod is gone; invalid), the API was
+#: unreachable or overloaded (unavailable), anything else (error), or the queue was full
+#: (dropped).
+FAILURES = ("forbidden", "not_found", "invalid", "unavailable", "error", "dropped")
+#: What gets written per binding.
+WRITES = ("event", "annotation")
+#: events.k8s.io/v1 limits: the note is at most 1 KiB; reportingInstance 128 characters.
+NOTE_MAX_BYTES = 1024
+INSTANCE_MAX = 128
+
+
+class WriteError(Exception):
+    """A write the API refused or could not take; ``reason`` is one of :data:`FAILURES`."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        if reason not in FAILURES:
+            raise ValueError(f"unknown write failure reason {reason!r}")
+        self.reason = reason
+
+
+def reason_of_status(status: int) -> str:
+    """The :data:`FAILURES` reason of an HTTP status the API answered a write with."""
+    if status in (401, 403):
+        return "forbidden"
+    if status in (404, 410):
+        return "not_found"
+    if status in (400, 409, 422):
+        return "invalid"
+    if status == 429 or status >= 500:
+        return "unavailable"
+    return "error"
+
+
+class ClusterWriter(Protocol):
+    """The two writes the recorder makes; each raises :class:`WriteError` on failure."""
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None: ...
+
+    def annotate_pod(self, namespace: str, name: str,
+                     annotations: Mapping[str, str]) -> None: ...
+
+
+class KubeClusterWriter:
+    """The real writer: ``POST .../events.k8s.io/v1/namespaces/NS/events`` and a strategic
+    merge ``PATCH`` of the pod's annotations, through a kubernetes ``ApiClient``.
+
+    Raw JSON through the client's request path rather than its typed models: the generated
+    Event model writes ``eventTime`` without its microseconds when they are 0, which the
+    apiserver's MicroTime refuses."""
+
+    def __init__(self, api_client: Any, timeout_s: float = 10.0) -> None:
+        self._api = api_client
+        self._timeout = timeout_s
+
+    def _send(self, method: str, path: str, body: Any, content_type: str) -> None:
+        api = self._api
+        try:
+            m, url, headers, data, post = api.param_serialize(
+                method, path, header_params={"Content-Type": content_type,
+                                             "Accept": "application/json"},
+                body=body, auth_settings=["BearerToken"])
+            resp = api.call_api(m, url, headers, data, post, _request_timeout=self._timeout)
+            resp.read()
+        except Exception as exc:  # connection refused, timeout, TLS: the API is unreachable
+            status = getattr(exc, "status", None)
+            reason = reason_of_status(status) if isinstance(status, int) and status else \
+                "unavailable"
+            raise WriteError(reason, f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        if not 200 <= resp.status < 300:
+            text = (resp.data or b"")[:300].decode("utf-8", "replace")
+            raise WriteError(reason_of_status(resp.status),
+                             f"{method} {path}: HTTP {resp.status}: {text}")
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        self._send("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                   dict(event), "application/json")
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        self._send("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}",
+                   {"metadata": {"annotations": dict(annotations)}},
+                   "application/strategic-merge-patch+json")
+
+
+@dataclass
+class FakeClusterWriter:
+    """Remembers what it was asked to write; ``fail`` makes the next writes of one kind
+    (``"event"`` or ``"annotation"``) raise that WriteError."""
+
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    annotations: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    fail: dict[str, WriteError] = field(default_factory=dict)
+    #: Pods that exist (namespace, name); None: every pod does.
+    pods: set[tuple[str, str]] | None = None
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        if "event" in self.fail:
+            raise self.fail["event"]
+        # as the apiserver: the object's namespace is the request's, and the pod's
+        if {event["metadata"].get("namespace"), event["regarding"]["namespace"]} != {namespace}:
+            raise WriteError("invalid", "the event's namespace differs from the request's "
+                             "or the pod's")
+        self.events.append((namespace, dict(event)))
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        if "annotation" in self.fail:
+            raise self.fail["annotation"]
+        if self.pods is not None and (namespace, name) not in self.pods:
+            raise WriteError("not_found", f"pods {name!r} not found")
+        self.annotations.setdefault((namespace, name), {}).update(annotations)
+
+
+class TokenBucket:
+    """``rate`` tokens a second, at most ``burst`` saved up; starts full."""
+
+    def __init__(self, rate: float, burst: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not rate > 0 or burst < 1:
+            raise ValueError(f"TokenBucket needs rate > 0 and burst >= 1, got {rate}, {burst}")
+        self.rate, self.burst = rate, burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def delay(self) -> float:
+        """Seconds until a token is there (0: now)."""
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        return 0.0 if self._tokens >= 1 else (1 - self._tokens) / self.rate
+
+    def take(self) -> bool:
+        """Take a token if there is one."""
+        if self.delay() > 0:
+            return False
+        self._tokens -= 1
+        return True
+
+    def acquire(self, stop: threading.Event) -> bool:
+        """Wait for a token and take it; False if ``stop`` was set meanwhile."""
+        while not self.take():
+            if stop.wait(self.delay()):
+                return False
+        return not stop.is_set()
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """What the informer saw: pod namespace/name (UID) bound to ``node`` at wall time ``at``."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    at: float
+
+
+def _fit(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
+def note_of(b: Binding, d: Decision | None) -> str:
+    """The Event's note: which node won, its score, the runner-up and the policy@version."""
+    if d is None:
+        return _fit(f"bound to {b.node}; the sidecar did not score this pod (kube-scheduler "
+                    "scores nothing when one node passes Filter, or it was scored before "
+                    "the sidecar started)", NOTE_MAX_BYTES)
+    top = d.max_score
+    scored_by = d.scored_by(d.result.best)
+    parts = [f"{scored_by} scored {len(d.candidate_names())} nodes: best {d.winner} "
+             f"{d.winner_score}/{top}"]
+    ru = d.runner_up()
+    if ru >= 0:
+        parts.append(f"runner-up {d.name_at(ru)} {int(d.result.scores[ru])}/{top}")
+    if scored_by != d.policy:
+        parts.append(f"the fallback scored the best node (the served policy is {d.policy})")
+    where = f"bound to {b.node}"
+    if b.node != d.winner:
+        where += " (kube-scheduler added its other scores)"
+    parts.append(where)
+    parts.append(f"why: dsan explain pod {b.namespace}/{b.name}")
+    return _fit("; ".join(parts), NOTE_MAX_BYTES)
+
+
+def event_of(b: Binding, d: Decision | None, instance: str, at: float) -> dict[str, Any]:
+    """The events.k8s.io/v1 Event of a binding (named like client-go's: pod name + time)."""
+    stamp = datetime.fromtimestamp(at, UTC)
+    base = b.name[:236].rstrip(".-") or "pod"
+    return {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": f"{base}.{int(at * 1e9):x}", "namespace": b.namespace},
+        # MicroTime: RFC 3339 with exactly six fractional digits
+        "eventTime": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": EVENT_CONTROLLER,
+        "reportingInstance": instance[:INSTANCE_MAX],
+        "action": EVENT_ACTION,
+        "reason": EVENT_REASON_SCORED if d is not None else EVENT_REASON_NOT_SCORED,
+        "type": "Normal",
+        "note": note_of(b, d),
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": b.namespace,
+                      "name": b.name, "uid": b.uid},
+    }
+
+
+def annotations_of(d: Decision | None) -> dict[str, str]:
+    """The pod's :data:`ANNOTATION_SCORED_BY`: who scored the node the sidecar put first."""
+    by = ScoredBy.of(d.scored_by(d.result.best)) if d is not None else ScoredBy("")
+    return {ANNOTATION_SCORED_BY: str(by)}
+
+
+class Recorder:
+    """Queue of bindings -> Events and annotations, written by one background thread at
+    most ``qps`` writes a second (``burst`` at once)."""
+
+    def __init__(self, writer: ClusterWriter, decisions: Decisions, instance: str,
+                 qps: float, burst: int, queue_max: int,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self._writer = writer
+        self._decisions = decisions
+        self._instance = instance
+        self._bucket = TokenBucket(qps, burst, clock)
+        self._wall = wall
+        self._queue: queue.Queue[Binding] = queue.Queue(maxsize=queue_max)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: Writes made, by :data:`WRITES`, and failures, by :data:`FAILURES` (plain ints,
+        #: read by the metrics at scrape time).
+        self.recorded = dict.fromkeys(WRITES, 0)
+        self.failures = dict.fromkeys(FAILURES, 0)
+        self._logged: set[str] = set()
+
+    def offer(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """A pod the dsan-scheduler bound (the cache's ``on_bound``, on the informer's
+        thread): queued, or dropped and counted when the queue is full. Never blocks."""
+        try:
+            self._queue.put_nowait(Binding(namespace, name, uid, node, self._wall()))
+        except queue.Full:
+            self._failed("dropped", f"the queue of {self._queue.maxsize} bindings is full "
+                         "(record_qps too low for the binding rate)")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def idle(self, timeout: float) -> bool:
+        """Wait until every queued binding has been handled (tests); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                b = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self._record(b)
+            except Exception as exc:  # a bug here must not end the thread
+                self._failed("error", f"{type(exc).__name__}: {exc}")
+            finally:
+                self._queue.task_done()
+
+    def _record(self, b: Binding) -> None:
+        d = self._decisions.note_bound(f"{b.namespace}/{b.name}", b.uid, b.node)
+        if d is not None and d.key not in (b.uid, d.name):
+            d = None  # a decision about an earlier pod of the same name
+        writes: tuple[tuple[str, Callable[[], None]], ...] = (
+            ("event", lambda: self._writer.create_event(
+                b.namespace, event_of(b, d, self._instance, b.at))),
+            ("annotation", lambda: self._writer.annotate_pod(
+                b.namespace, b.name, annotations_of(d))),
+        )
+        for what, write in writes:
+            if not self._bucket.acquire(self._stop):
+                return
+            try:
+                write()
+            except WriteError as exc:
+                self._failed(exc.reason, f"{what} for {b.namespace}/{b.name}: {exc}")
+                continue
+            self.recorded[what] += 1
+
+    def _failed(self, reason: str, message: str) -> None:
+        self.failures[reason] += 1
+        if reason not in self._logged:  # once per reason: a missing RBAC rule fails them all
+            self._logged.add(reason)
+            log.warning("recording a decision failed (%s; logged once per reason, counted "
+                        "in dsan_sidecar_record_failures_total): %s", reason, message)
