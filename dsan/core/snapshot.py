@@ -186,6 +186,8 @@ class AllocationTracker:
     DSAN's per-class rows): a cached per-node value remembers the tick at which it was
     computed and is stale once its node's epoch is newer. One placement changes one node, so
     a pod costs O(changed nodes). A column the snapshot does not have (None) is skipped.
+    The same snapshot object at the same :attr:`ClusterSnapshot.version` counts as unchanged
+    without a look at its columns: whoever writes them in place bumps the version.
     """
 
     def __init__(self, columns: Sequence[str] = PLACEMENT_COLUMNS) -> None:
@@ -193,15 +195,21 @@ class AllocationTracker:
         self._copies: dict[str, npt.NDArray[np.generic] | None] = {}
         self.epoch = np.zeros(0, dtype=np.int64)
         self.tick = 0
+        self._seen: tuple[ClusterSnapshot | None, int] = (None, 0)
 
     def reset(self, snap: ClusterSnapshot) -> None:
         """Start over on ``snap``: every node counts as computed at tick 1's predecessor."""
         self._copies = {c: _copy(getattr(snap, c)) for c in self.columns}
         self.epoch = np.zeros(len(snap), dtype=np.int64)
         self.tick = 1
+        self._seen = (snap, snap.version)
 
     def sync(self, snap: ClusterSnapshot) -> I64:
         """Record ``snap``'s columns; returns the nodes that changed (their epoch bumped)."""
+        seen, version = self._seen
+        if seen is snap and version == snap.version:
+            return _NO_ROWS
+        self._seen = (snap, snap.version)
         if len(snap) != len(self.epoch) or any(
                 (getattr(snap, c) is None) != (self._copies.get(c) is None) for c in self.columns):
             self.reset(snap)
@@ -224,6 +232,10 @@ class AllocationTracker:
     def stale(self, computed_at: I64, nodes: I64) -> I64:
         """The entries of ``nodes`` whose cached value predates their node's last change."""
         return nodes[computed_at[nodes] < self.epoch[nodes]]
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_ROWS.flags.writeable = False
 
 
 def _copy(a: npt.NDArray[np.generic] | None) -> npt.NDArray[np.generic] | None:

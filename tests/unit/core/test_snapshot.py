@@ -72,6 +72,7 @@ def test_allocation_tracker_sees_a_resized_or_relabelled_node() -> None:
 
     def sync(changed: list[int]) -> list[int]:
         before = track.epoch.copy()
+        snap.version += 1  # as every writer in place does
         track.sync(snap)
         return np.flatnonzero(track.epoch != before).tolist()
 
@@ -82,3 +83,16 @@ def test_allocation_tracker_sees_a_resized_or_relabelled_node() -> None:
     snap.gpu_count[0], snap.gpu_free[0] = 1, [1000] + [0] * 7
     assert sync([0]) == [0]
     assert sync([0, 1, 2]) == []  # recorded: nothing changed since
+
+
+def test_allocation_tracker_trusts_an_unchanged_version() -> None:
+    # The same snapshot at the same version is not read again (a request's caches sync
+    # several times between two writes); a write with its version bump is seen.
+    snap = empty_snapshot(["a", "b"], [8000] * 2, [1024] * 2, [2, 2], [0, 0], ["T4"])
+    track = AllocationTracker()
+    track.reset(snap)
+    snap.cpu_used[0] = 1000.0  # a write that did not bump the version
+    assert track.sync(snap).tolist() == []
+    snap.version += 1
+    assert track.sync(snap).tolist() == [0]
+    assert track.sync(snap.copy()).tolist() == []  # another object: its columns are read

@@ -78,6 +78,7 @@ def test_a_relabelled_or_resized_node_is_recomputed() -> None:
         cache.get(pod, snap, rows)
     snap.gpu_model[5] = 1  # relabelled: used columns unchanged
     snap.cpu_cap[7] = 32000.0  # resized: used columns unchanged
+    snap.version += 1
     for pod in PROBES:
         _assert_placement(cache.get(pod, snap, rows), pod, snap, rows)
 
@@ -89,7 +90,9 @@ def test_the_tracker_reports_changed_rows_in_any_column_it_follows() -> None:
     assert track.sync(snap).tolist() == []
     snap.cpu_used[2] += 1.0
     snap.gpu_free[9, 1] = 0
+    snap.version += 1
     assert track.sync(snap).tolist() == [2, 9] and track.tick == 2
     assert track.stale(np.full(len(snap), 1), np.array([2, 3, 9])).tolist() == [2, 9]
     snap.pod_count = None  # a column goes away: start over
+    snap.version += 1
     assert len(track.sync(snap)) == len(snap) and track.tick == 1

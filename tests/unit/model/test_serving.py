@@ -85,6 +85,7 @@ def test_a_request_recomputes_only_the_changed_rows_and_prepare_does_them_first(
     assert (sm.rows_featurized, sm.logits_computed) == (featurized, computed)
     target = int(nodes[0])
     snap.cpu_used[target] += 1000.0
+    snap.version += 1
     sm.prepare(pod, snap)  # what the sidecar does after assuming the winner
     assert sm.rows_featurized == featurized + 1
     computed = sm.logits_computed
