@@ -247,9 +247,11 @@ class ScoringEngine:
                 out[stale] = normalize(raw_stale, max_score)
             # --- tie-break: the lowest name among the top scores keeps it
             best = -1
-            if ok.any():
-                top = out[ok].max()
-                tied = np.flatnonzero(ok & (out == top))
+            n_ok = int(np.count_nonzero(ok))
+            if n_ok:
+                # infeasible candidates score 0, no more than any feasible one
+                top = out.max()
+                tied = np.flatnonzero(out == top if top > 0 else ok)
                 best = int(tied[0])
                 if len(tied) > 1:
                     best = int(tied[np.argmin(self._rank(snap.names)[rows[tied]])])
@@ -262,7 +264,6 @@ class ScoringEngine:
                     self._pending = (assume, pod, winner)
                 else:
                     self._assume(assume, pod, winner)
-            n_ok = int(np.count_nonzero(ok))
             return ScoreResult(
                 scores=out, best=best, winner=winner, unknown=n_unknown,
                 infeasible=m - n_unknown - n_ok, fallback=fell_back + (

@@ -258,10 +258,11 @@ def relative_columns(v: F64, lo: F64, hi: F64) -> F64:
     min-max ranks (fragmentation delta, best fit, least allocated, dot product), ties with
     the best FGD integer score and the best best-fit, and the cost rank."""
     out = np.empty((7, v.shape[1]))
-    out[:4] = _minmax_rows(v[:4], lo[:4], hi[:4], _RANK_HIGHER_IS_BETTER[:4])
+    ranks = _minmax_rows(v[:5], lo, hi[:5], _RANK_HIGHER_IS_BETTER)  # the 4 ranks, then cost
+    out[:4] = ranks[:4]
     out[4] = v[5] >= hi[5]
     out[5] = v[6] >= hi[6] - 1e-9
-    out[6] = _minmax_rows(v[4:5], lo[4:5], hi[4:5], _RANK_HIGHER_IS_BETTER[4:])[0]
+    out[6] = ranks[4]
     return out
 
 
@@ -477,7 +478,8 @@ def _minmax_rows(v: F64, lo: F64, hi: F64, higher_is_better: npt.NDArray[np.bool
     decision's min and max; 1 = best; a constant decision is all 1)."""
     spread = hi > lo
     span = np.where(spread, hi - lo, 1.0)
-    out = np.where(higher_is_better[:, None], (v - lo) / span, (hi - v) / span)
+    out = np.where(higher_is_better[:, None], v - lo, hi - v)
+    out /= span
     return np.where(spread, out, 1.0)
 
 
