@@ -12,8 +12,7 @@ keeps so that a request costs O(candidates) numpy passes instead of a featurizat
   :mod:`dsan.features.clusterwide` conditions columns on): every node's pod-dependent feature
   row and the 7 quantities its candidate-relative columns are scaled from
   (:func:`dsan.features.pod_rows`), recomputed only for nodes whose allocation changed since
-  (:class:`~dsan.core.snapshot.AllocationTracker`), a few at a time from a memo of the
-  allocation states the class has seen (nodes move back and forth between a few);
+  (:class:`~dsan.core.snapshot.AllocationTracker`);
 * **per class and candidate-set extremes** (:func:`dsan.features.extremes`): every node's
   logit and the class row and telemetry age it was computed from. A node's logit depends
   only on its own row, its age, the extremes and the embeddings, so a request recomputes
@@ -73,9 +72,6 @@ MAX_CLASSES = 16
 SET_BYTES = 1 << 20
 SET_NODE_BYTES = 24  # logit (float64), class-row tick (int64), age (float64)
 MIN_SETS, MAX_SETS = 4, 64
-#: Up to this many changed rows come from a class's memo of row states; at most MEMO_SIZE
-#: states are kept per class (all dropped when full: they fill again quickly).
-MEMO_ROWS, MEMO_SIZE = 8, 4096
 _POD_REL = RELATIVE_COLUMNS - N_NODE_FEATURES
 
 
@@ -112,8 +108,6 @@ class _Class:
     #: The candidates of the class's last request: what its next one most likely sends
     #: (kube-scheduler sends rotations of the same feasible nodes).
     last: I64 | None = None
-    #: (row, its allocation state) -> (x row, v column) computed for it before.
-    memo: dict[tuple[Any, ...], tuple[F32, F64]] = field(default_factory=dict)
 
 
 class ServingModel:
@@ -199,34 +193,12 @@ class ServingModel:
 
     def _update_rows(self, c: _Class, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> None:
         stale = self._rows.stale(c.at, nodes)
-        if not stale.size:
-            return
-        stale = np.unique(stale)
-        if len(stale) <= MEMO_ROWS:
-            # A few rows (what an assumption changes): nodes go back and forth between a few
-            # allocation states, and a row is a function of its node's state within a class,
-            # so most come from the class's memo instead of a featurizer call (whose numpy
-            # calls on one or two rows cost ~0.2 ms, whatever the row count).
-            keys = [(r, snap.cpu_used.item(r), snap.mem_used.item(r),
-                     0 if snap.pod_count is None else snap.pod_count.item(r),
-                     snap.gpu_free[r].tobytes()) for r in stale.tolist()]
-            got = [c.memo.get(k) for k in keys]
-            miss = [i for i, g in enumerate(got) if g is None]
-            if miss:
-                rows = stale[miss]
-                x, v = pod_rows(pod, snap, rows, self.workload, self._placements)
-                if len(c.memo) + len(miss) > MEMO_SIZE:
-                    c.memo.clear()
-                for j, i in enumerate(miss):
-                    got[i] = c.memo[keys[i]] = (x[j], v[:, j].copy())
-                self.rows_featurized += len(miss)
-            for r, (x_row, v_row) in zip(stale.tolist(), got, strict=True):  # type: ignore[misc]
-                c.x[r], c.v[:, r] = x_row, v_row
-        else:
+        if stale.size:
+            stale = np.unique(stale)
             c.x[stale], c.v[:, stale] = pod_rows(pod, snap, stale, self.workload,
                                                  self._placements)
+            c.at[stale] = self._rows.tick
             self.rows_featurized += len(stale)
-        c.at[stale] = self._rows.tick
 
     def _set(self, c: _Class, lo: F64, hi: F64, n: int) -> _Set:
         key = lo.tobytes() + hi.tobytes()

@@ -17,7 +17,6 @@ hook needed). What-if variants of all stale nodes and GPUs go through one vector
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,9 +27,6 @@ from dsan.features.target import TargetWorkload
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
-#: Up to this many changed rows come from the memos of node states; entries kept at most.
-_MEMO_ROWS = 8
-_MEMO_MAX = 1 << 16
 
 
 @dataclass
@@ -47,9 +43,6 @@ class FGDScorer(BaseScorer):
         self.target = target if target is not None else TargetWorkload.default()
         self._snap: ClusterSnapshot | None = None
         self._track = AllocationTracker()
-        #: (shape, node state) -> (score, GPU slot); node state -> fragmentation.
-        self._memo: dict[Any, tuple[float, int]] = {}
-        self._memo_before: dict[Any, float] = {}
 
     # --- state tracking ------------------------------------------------------------------
     def _sync(self, snap: ClusterSnapshot) -> None:
@@ -58,47 +51,18 @@ class FGDScorer(BaseScorer):
             self._access = self.target.access(snap)
             self._track.reset(snap)
             self._cache: dict[tuple[float, int, int], _Entry] = {}
-            self._memo.clear()  # keyed by GPU model index: another snapshot may renumber them
-            self._memo_before.clear()
             self._before = node_frag(
                 snap.cpu_cap - snap.cpu_used, snap.gpu_free, self._access, self.target
             )
             return
         changed = self._track.sync(snap)
         if changed.size:
-            self._before[changed] = self._frag_now(snap, changed)
-
-    def _state(self, snap: ClusterSnapshot, r: int) -> tuple[float, int, bytes]:
-        """Everything node ``r``'s fragmentation and scores read: free CPU, GPU model (its
-        access to the target's shapes), the free share of every GPU slot."""
-        return (snap.cpu_cap.item(r) - snap.cpu_used.item(r), snap.gpu_model.item(r),
-                snap.gpu_free[r].tobytes())
-
-    def _frag_now(self, snap: ClusterSnapshot, rows: npt.NDArray[np.int64]
-                  ) -> npt.NDArray[np.float64]:
-        """The current fragmentation of ``rows``; a few (what one placement changes) from the
-        memo of node states, since nodes go back and forth between a few states and numpy's
-        per-call cost, not arithmetic, is what one row costs."""
-        if len(rows) > _MEMO_ROWS:
-            return node_frag(snap.cpu_cap[rows] - snap.cpu_used[rows], snap.gpu_free[rows],
-                             self._access[:, rows], self.target)
-        keys = [self._state(snap, r) for r in rows.tolist()]
-        out = [self._memo_before.get(k) for k in keys]
-        miss = [i for i, v in enumerate(out) if v is None]
-        if miss:
-            m = rows[miss]
-            got = node_frag(snap.cpu_cap[m] - snap.cpu_used[m], snap.gpu_free[m],
-                            self._access[:, m], self.target).tolist()
-            self._remember(self._memo_before, [keys[i] for i in miss], got)
-            for i, v in zip(miss, got, strict=True):
-                out[i] = v
-        return np.array(out, dtype=np.float64)
-
-    @staticmethod
-    def _remember(memo: dict[Any, Any], keys: list[Any], values: list[Any]) -> None:
-        if len(memo) + len(keys) > _MEMO_MAX:
-            memo.clear()  # bounded; states recur, so it fills again quickly
-        memo.update(zip(keys, values, strict=True))
+            self._before[changed] = node_frag(
+                snap.cpu_cap[changed] - snap.cpu_used[changed],
+                snap.gpu_free[changed],
+                self._access[:, changed],
+                self.target,
+            )
 
     def _entry(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> _Entry:
         self._sync(snap)
@@ -111,19 +75,6 @@ class FGDScorer(BaseScorer):
             )
             self._cache[key] = entry
         stale = self._track.stale(entry.at, nodes)
-        if not stale.size:
-            return entry
-        keys: list[Any] = []
-        if len(stale) <= _MEMO_ROWS:  # the few rows one placement changed: the memo
-            keys = [(key, *self._state(snap, r)) for r in stale.tolist()]
-            got = [self._memo.get(k) for k in keys]
-            for r, g in zip(stale.tolist(), got, strict=True):
-                if g is not None:
-                    entry.score[r], entry.gpu[r] = g
-            miss = [i for i, g in enumerate(got) if g is None]
-            keys = [keys[i] for i in miss]
-            entry.at[stale] = self._track.tick
-            stale = stale[miss]
         if stale.size:
             score, gpu, _ = self._compute(
                 pod, stale, snap.gpu_free[stale],
@@ -132,9 +83,6 @@ class FGDScorer(BaseScorer):
             entry.score[stale] = score
             entry.gpu[stale] = gpu
             entry.at[stale] = self._track.tick
-            if keys:
-                self._remember(self._memo, keys, list(zip(score.tolist(), gpu.tolist(),
-                                                          strict=True)))
         return entry
 
     # --- scoring ----------------------------------------------------------------------------

@@ -142,24 +142,3 @@ def test_the_scorer_quantizes_reports_its_version_and_reads_telemetry() -> None:
     raw = shipped.serving.logits(PODS[0], snap, nodes)
     s = shipped.score(PODS[0], snap, nodes)
     assert s.max() == raw.max() and (s == s.max()).sum() >= 1
-
-
-def test_remembered_allocation_states_give_the_reference(sm: ServingModel) -> None:
-    # A node going back to a state it had comes from the class's memo of states; two pods
-    # with the same CPU and memory but different GPU shares leave states that differ only
-    # in the GPUs' free shares, so the memo must tell those apart.
-    snap = random_snapshot(40, 3)
-    half = PodSpec("half", 2000, mem_mib=1024, num_gpu=1, gpu_milli=500)
-    whole = PodSpec("whole", 2000, mem_mib=1024, num_gpu=1, gpu_milli=1000)
-    probe = PODS[0]
-    nodes = feasible_nodes(half, snap)
-    target = int(nodes[0])
-    sm.logits(probe, snap, feasible_nodes(probe, snap))
-    for _ in range(3):
-        for pod in (half, whole):
-            gpus = fgd_select_gpus(pod, snap, target, default_workload())
-            allocate(snap, pod, target, gpus)
-            _check(sm, probe, snap, feasible_nodes(probe, snap), fresh=False)
-            release(snap, pod, target, gpus)
-            _check(sm, probe, snap, feasible_nodes(probe, snap), fresh=False)
-    assert any(len(c.memo) for c in sm._classes.values())

@@ -11,7 +11,7 @@ from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.features.frag import FragTracker, node_frag
 from dsan.features.target import TargetWorkload
 from dsan.policies.fgd import FGDScorer
-from dsan.sim.scheduler import schedule_one, unbind
+from dsan.sim.scheduler import schedule_one
 
 # Half the tasks want 500 milli of one GPU, half a whole GPU.
 TW = TargetWorkload.from_shapes([(1000, 500, 1, ()), (1000, 1000, 1, ())], [1, 1])
@@ -100,30 +100,6 @@ def test_cached_scores_equal_fresh_scores() -> None:
         if nodes.size > 1:
             assert np.array_equal(cached.score(pod, s, nodes), FGDScorer(tw).score(pod, s, nodes))
         schedule_one(pod, s, cached, rng)
-
-
-def test_remembered_node_states_score_as_fresh() -> None:
-    # Binds and releases bring nodes back to states seen before: those rows come from the
-    # scorer's memo of node states and must score as a fresh scorer does.
-    rng = np.random.default_rng(11)
-    s = empty_snapshot([f"n{i}" for i in range(12)], [32_000] * 12, [1e6] * 12,
-                       rng.choice([2, 4, 8], 12), [0] * 12, ["G2"])
-    shapes = [(1000, 500, 1), (2000, 300, 1), (1000, 1000, 1), (4000, 1000, 2)]
-    pods = [PodSpec(f"p{i}", shapes[i % 4][0], mem_mib=10, num_gpu=shapes[i % 4][2],
-                    gpu_milli=shapes[i % 4][1]) for i in range(400)]
-    tw = TargetWorkload.from_pods(pods)
-    memo = FGDScorer(tw)
-    running: list = []
-    for pod in pods:
-        nodes = feasible_nodes(pod, s)
-        if nodes.size > 1:
-            assert np.array_equal(memo.score(pod, s, nodes), FGDScorer(tw).score(pod, s, nodes))
-        if running and rng.random() < 0.5:
-            done, where = running.pop(rng.integers(len(running)))
-            unbind(done, s, memo, where)
-        if (placed := schedule_one(pod, s, memo, rng)) is not None:
-            running.append((pod, placed))
-    assert memo._memo and memo._memo_before  # the memo was exercised
 
 
 def test_tracker_matches_full_recompute() -> None:
