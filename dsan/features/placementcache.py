@@ -42,6 +42,7 @@ class PlacementCache:
     def __init__(self, workload: TargetWorkload) -> None:
         self.workload = workload
         self._names: list[str] = []
+        self._names_of: list[str] | None = None
         self._track = AllocationTracker()
         self._entries: dict[tuple[float, int, int], _Entry] = {}
         # Current fragmentation per node, shared by all pod shapes (it is pod-independent).
@@ -67,13 +68,18 @@ class PlacementCache:
         self._adopted = frag
 
     def _sync(self, snap: ClusterSnapshot) -> None:
-        if len(snap) != len(self._names) or snap.names != self._names:
-            self._names = list(snap.names)
-            self._track.reset(snap)
-            self._entries = {}
-            self._before = np.zeros(len(snap))
-            self._before_at = np.full(len(snap), -1, dtype=np.int64)
-            return
+        # The names list is compared only when it is another object (a snapshot's names are
+        # replaced, not edited, when the node set changes): 1,000 string compares per call.
+        if snap.names is not self._names_of:
+            same = len(snap) == len(self._names) and snap.names == self._names
+            self._names_of = snap.names
+            if not same:
+                self._names = list(snap.names)
+                self._track.reset(snap)
+                self._entries = {}
+                self._before = np.zeros(len(snap))
+                self._before_at = np.full(len(snap), -1, dtype=np.int64)
+                return
         self._track.sync(snap)
 
     def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> Placement:
