@@ -9,10 +9,15 @@ Rows, per size (100, 1,000, 5,000 candidate nodes) and policy (dsan, fgd, k8s-de
   candidate rows, feasibility, policy, normalise, tie-break; the winner's assumption deferred),
   each call followed off the clock by the settle the servers run after a reply;
 * **gRPC**: ``Score`` from a Go client with the DSANScore plugin's stubs and settings
-  (``scheduler-plugin/cmd/scorebench``, back to back), beside a no-op servicer on the same
-  server stack;
+  (``scheduler-plugin/cmd/scorebench``), beside a no-op servicer on the same server stack;
 * **HTTP**: ``POST /dsan/prioritize`` from Go's net/http (kube-scheduler's extender client),
   beside a no-op extender in the same server.
+
+The clients pause ``--gap-ms`` (2 ms) between calls, off the clock: kube-scheduler's own
+work per pod is 2.2-2.8 ms on this machine (``docs/results/throughput.md``), so in a cluster
+the settle after a reply (the assumption, the scorer's preparation for the next pod) runs
+before the next call; ``--gap-ms 0`` sends back to back, which puts the settle on the next
+call's clock.
 
 Placement as the chart's latency deployment (``sidecar.exclusiveCpus: 1``): every serving
 process on the last CPU, the Go client on the others (``bench/pinning.py``). Every world is
@@ -125,8 +130,10 @@ def go_client() -> Path:
     return exe
 
 
-def go_chunk(exe: Path, kind: str, port: int, stdin: str, calls: int, cpus: set[int]) -> list[int]:
-    args = [str(exe), "-kind", kind, "-addr", f"127.0.0.1:{port}", "-rounds", str(calls)]
+def go_chunk(exe: Path, kind: str, port: int, stdin: str, calls: int, cpus: set[int],
+             gap_ms: float) -> list[int]:
+    args = [str(exe), "-kind", kind, "-addr", f"127.0.0.1:{port}", "-rounds", str(calls),
+            "-gap", f"{gap_ms}ms"]
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             preexec_fn=lambda: os.sched_setaffinity(0, cpus))
     out, _ = proc.communicate(stdin, timeout=600)
@@ -165,7 +172,7 @@ def measure_size(n: int, trees: dict[str, tuple[Path, str]], policies: list[str]
                     port = s.grpc if api == "grpc" else s.http
                     r = rows.setdefault((api, s.label), Row(api, n, s.label))
                     try:
-                        r.ns += go_chunk(exe, api, port, stdin, per, client_cpus)
+                        r.ns += go_chunk(exe, api, port, stdin, per, client_cpus, args.gap_ms)
                     except RuntimeError as exc:
                         raise RuntimeError(f"{s.label} at {n} nodes: {exc}") from None
             print(f"{n} nodes: chunk {chunk + 1}/{args.chunks}", file=log, flush=True)
@@ -202,7 +209,7 @@ def report(rows: list[Row], args: argparse.Namespace, started: str, load: tuple[
         "# Score latency of the sidecar",
         "",
         f"Measured by `bench/latency.py --sizes {args.sizes} --policies {args.policies} "
-        f"--calls {args.calls} --chunks {args.chunks}"
+        f"--calls {args.calls} --chunks {args.chunks} --gap-ms {args.gap_ms:g}"
         + (" --base BASE" if args.base else "") + f"` ({started}, Python "
         f"{sys.version.split()[0]}, {os.cpu_count()} CPUs, 1-minute load average "
         f"{load[0]:.1f} before and {load[1]:.1f} after, counting the benchmark itself). "
@@ -229,9 +236,10 @@ def report(rows: list[Row], args: argparse.Namespace, started: str, load: tuple[
             continue
         labels = sorted({r.label for r in rows if r.api == api},
                         key=lambda x: (x != "noop", x.split(":")[-1], x))
+        pace = (f"calls {args.gap_ms:g} ms apart" if args.gap_ms > 0 else "back to back")
         title = {"inprocess": "In process (`ScoringService.score`)",
-                 "grpc": "gRPC `Score`, Go client (the DSANScore plugin's stubs), back to back",
-                 "http": "HTTP extender, Go net/http client, back to back"}[api]
+                 "grpc": f"gRPC `Score`, Go client (the DSANScore plugin's stubs), {pace}",
+                 "http": f"HTTP extender, Go net/http client, {pace}"}[api]
         lines += ["", f"## {title}", "", "| row | " + " | ".join(
             f"{n} nodes" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
         for label in labels:
@@ -267,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", default="dsan,fgd,k8s-default")
     ap.add_argument("--calls", type=int, default=2000, help="calls per row and cell")
     ap.add_argument("--chunks", type=int, default=8)
+    ap.add_argument("--gap-ms", type=float, default=2.0,
+                    help="pause between a client's calls, off the clock (0: back to back)")
     ap.add_argument("--python", default=sys.executable, help="this tree's interpreter")
     ap.add_argument("--base", type=Path, default=None, help="another checkout, side by side")
     ap.add_argument("--base-python", default=sys.executable)
