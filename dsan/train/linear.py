@@ -1,13 +1,9 @@
-"""The residual head's logit for a skip layer that is zero outside a few features, fast.
+"""The residual head's logit when its skip layer is zero outside a few features, fast.
 
-DSAN's residual head scores ``softplus(a) * 100 * fgd_score_int + w . f + MLP(...)``. With the
-MLP's last layer at zero and ``w`` non-zero only on a subset of the 128 features, the logit
-is ``scale * FGD's integer score + w_S . f_S``. :class:`LinearFGDScorer` computes exactly that
-from FGD's cached scorer plus the few columns of ``S`` (same formulas as
-:func:`dsan.features.featurize`, pinned to it by a test), about 3x faster per openb episode
-than the full featurizer: what makes black-box policy search over ``w_S`` affordable
-(:mod:`dsan.train.search`). It ties logits at the DSAN policy's resolution
-(:func:`dsan.policies.dsan.quantize_logits`), so near-ties fall to FGD's node order in both.
+With the MLP's last layer at zero the logit is ``FGD's integer score + w_S . f_S``;
+:class:`LinearFGDScorer` computes it from FGD's cached scorer plus the few columns of ``S``
+(:func:`dsan.features.featurize`'s formulas, pinned to it by a test), about 3x faster than
+the full featurizer: what makes the tie-break search (:mod:`dsan.train.search`) affordable.
 """
 
 from __future__ import annotations
@@ -167,11 +163,8 @@ def columns(
     access: npt.NDArray[np.bool_] | None = None,
     cache: PlacementCache | None = None,
 ) -> F64:
-    """(m, len(names)) feature columns, equal to the same columns of ``featurize`` with
-    workload ``target`` (default: the embedded one). ``static`` may pass
-    :func:`dsan.features.node_block` of all nodes, precomputed, ``access`` the target's
-    ``access(snap)``, ``cache`` a :class:`~dsan.features.placementcache.PlacementCache` of
-    ``target`` kept across calls (for the fragmentation columns)."""
+    """(m, len(names)) columns equal to ``featurize``'s with workload ``target``; ``static``
+    (all nodes' node block), ``access`` and ``cache`` may be passed in, kept across calls."""
     nodes = np.asarray(nodes, dtype=np.int64)
     out = np.empty((len(nodes), len(names)))
     ctx: _Ctx | None = None
@@ -194,19 +187,11 @@ def columns(
 
 
 class LinearFGDScorer(BaseScorer):
-    """``scale * FGD integer score + w . f_S``: the zero-MLP residual head, without torch.
+    """``FGD integer score + w . f_S``: the zero-MLP residual head, without torch.
 
-    ``weights`` is the head's ``skip`` (every pod) and ``gpu_weights`` its ``gpu_skip`` (added
-    for GPU pods only), so CPU-only and GPU pods can break FGD's ties differently;
-    ``gpu_only`` puts ``weights`` into ``gpu_skip`` instead (CPU-only pods get FGD alone).
-    ``share_weights`` is added on top for GPU-sharing pods (featurize's ``pod_is_sharing``,
-    0 < gpu_milli < 1000): a tie-break for whole-GPU pods alone is ``gpu_weights`` = u,
-    ``share_weights`` = -u (a weight on a target shape's room means another thing to a pod
-    that shares a GPU; docs/results/dsan_openb.md, session 5).
-    ``quantize=False`` returns the float64 sum as it is (diagnostics).
-    GPUs inside the node are FGD's (DSAN's :func:`dsan.features.fgd_select_gpus` gives the
-    same slots). Float32 rounding of the model's features aside, the shipped model with these
-    skip weights ranks nodes identically; the evaluation reruns the real model anyway.
+    ``weights`` is the head's ``skip`` (every pod), ``gpu_weights`` its ``gpu_skip`` (added
+    for GPU pods). GPUs inside the node are FGD's, as DSAN's. ``quantize=False`` returns the
+    float64 sum unquantized (diagnostics).
     """
 
     name = "fgd-linear"
@@ -215,52 +200,37 @@ class LinearFGDScorer(BaseScorer):
         self,
         names: Sequence[str],
         weights: npt.ArrayLike,
-        gpu_only: bool = False,
         gpu_weights: npt.ArrayLike | None = None,
         *,
         target: TargetWorkload | None = None,
-        scale: float = 1.0,
-        share_weights: npt.ArrayLike | None = None,
         quantize: bool = True,
     ) -> None:
         self.names = list(names)
         self.quantize = quantize
         w = np.asarray(weights, dtype=np.float64)
         g = np.zeros(len(self.names)) if gpu_weights is None else np.asarray(gpu_weights, float)
-        s = np.zeros(len(self.names)) if share_weights is None else np.asarray(share_weights, float)
-        for v in (w, g, s):
+        for v in (w, g):
             if v.shape != (len(self.names),):
                 raise ValueError(f"{len(self.names)} features but weights {v.shape}")
-        if gpu_only and g.any():
-            raise ValueError("gpu_only puts weights into gpu_skip: no separate gpu_weights")
         unknown = [n for n in self.names if n not in SUPPORTED]
         if unknown:
             raise ValueError(f"unsupported features {unknown}; supported: {SUPPORTED}")
-        self.weights, self.gpu_weights = w, g
-        self.scale = scale
         self.fgd = FGDScorer(target or default_workload())
         self._static: npt.NDArray[np.float32] | None = None
         self._static_of: ClusterSnapshot | None = None
         self._access: npt.NDArray[np.bool_] | None = None
         self._cache = PlacementCache(self.fgd.target)
-        # per pod class (GPU pod?, sharing pod?) the non-zero weights and their columns; the
-        # flags are the head's (1 - pod_is_cpu_only) and pod_is_sharing, so all four exist
-        cpu_w, gpu_w = (np.zeros_like(w), w) if gpu_only else (w, w + g)
+        # per pod class (GPU pod? as the head's 1 - pod_is_cpu_only): non-zero weights, columns
         self._by_class = {
-            (gpu, share): (
-                [n for n, x in zip(self.names, v, strict=True) if x != 0.0],
-                v[v != 0.0],
-            )
-            for gpu, base in ((False, cpu_w), (True, gpu_w))
-            for share, v in ((False, base), (True, base + s))
+            gpu: ([n for n, x in zip(self.names, v, strict=True) if x != 0.0], v[v != 0.0])
+            for gpu, v in ((False, w), (True, w + g))
         }
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
-        base = self.scale * self.fgd.score(pod, snap, nodes)
-        cpu_only = takes_cpu_only(pod)  # featurize's pod_is_cpu_only
-        active, w = self._by_class[(not cpu_only, pod.is_sharing)]
+        base = self.fgd.score(pod, snap, nodes)
+        active, w = self._by_class[not takes_cpu_only(pod)]
         if not active:
             return base
         if self._static_of is not snap:  # the static block never changes within a run
@@ -270,8 +240,7 @@ class LinearFGDScorer(BaseScorer):
         cols = columns(
             active, pod, snap, nodes, self._static, self.fgd.target, self._access, self._cache
         )
-        # the product's resolution: exact float64 ties are ties anyway, but a difference of
-        # under half a LOGIT_STEP must tie here too, as it does in the real model
+        # ties at the DSAN policy's resolution, as in the real model
         out = base + cols @ w
         return quantize_logits(out) if self.quantize else out
 
