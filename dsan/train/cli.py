@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     for cls in (Args, ScenarioArgs):
         hints = get_type_hints(cls)
         for f in fields(cls):
-            if f.name not in ("extra", "scenario"):
+            if f.name != "scenario":
                 d = f.default if not callable(f.default_factory) else f.default_factory()
                 defaults.setdefault(f.name, {})[cls.__name__] = d
                 if isinstance(d, tuple):
@@ -72,7 +72,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "rollouts) or the rollouts themselves",
     )
     p.add_argument("--inject-degraded-at", type=int, default=-1, help=argparse.SUPPRESS)
-    p.add_argument("--init-weights", default=None, help="start PPO from these weights (weights.pt)")
     p.set_defaults(func=run)
     return p
 
@@ -99,7 +98,7 @@ def run(ns: argparse.Namespace) -> int:
             print(json.dumps(train_scenario(sa), indent=2, default=str))
         return 0
     try:
-        a = Args(**_kwargs(Args, ns), extra={"init_weights": ns.init_weights})
+        a = Args(**_kwargs(Args, ns))
     except ValueError as exc:
         raise SystemExit(f"dsan train: {exc}") from None
     if ns.workers > 0:

@@ -217,9 +217,6 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     env = a.env()
     model = DSANNet(ModelConfig(hidden=a.hidden, head=a.head))
-    init = a.extra.get("init_weights")
-    if init:
-        model.load_state_dict(torch.load(init, weights_only=True))
     ps = ParameterServer(
         model, torch.optim.Adam(model.parameters(), lr=a.ppo_lr), d.rollback_threshold
     )
