@@ -1,9 +1,7 @@
-"""The openb anchor of the scenario stage: reference log-probabilities on greedy openb
-episodes of the model as it enters the stage. :meth:`OpenbAnchor.check` measures how far the
-stage moved them (0 with the gate); :meth:`OpenbAnchor.loss` adds
-``coef * (mean KL(ref || new) + mean squared log-prob change)`` over all candidate rows (the
-KL alone only watches the nodes the reference already likes, and a KL-only anchor let the
-stage re-rank openb's FGD ties).
+"""The scenario stage's openb anchor: reference log-probabilities on greedy openb episodes of
+the entering model. :meth:`OpenbAnchor.check` measures how far the stage moved them;
+:meth:`OpenbAnchor.loss` penalises the KL and the squared change over all candidate rows
+(the KL alone watches only the nodes the reference likes, and let FGD's ties re-rank).
 """
 
 from __future__ import annotations

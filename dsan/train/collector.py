@@ -1,10 +1,6 @@
-"""The experience collector of both stages: :func:`collect` plays episodes
-(:class:`dsan.train.env.Env`) with the model or a teacher and records their rollouts.
-
-K episodes play in lockstep: each step featurizes every live episode's candidates in one
-batch and scores them in one head call, so per-call overheads are paid once per step.
-Modes: ``sample`` and ``greedy`` (the model acts), ``teacher`` (the teacher acts and
-labels), ``dagger`` (the model acts greedily, the teacher labels the states it reaches).
+"""The experience collector of both stages: :func:`collect` plays K episodes in lockstep (one
+batched featurization and one head call per step) with the model (``sample``, ``greedy``),
+the teacher (``teacher``) or both (``dagger``: the model acts greedily, the teacher labels).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""Distributed openb PPO on torch.distributed.rpc (``dsan train --workers N``).
+"""Distributed openb PPO on torch.distributed.rpc (``dsan train --workers N``): rank 0 the
+parameter server (PS), 1..N rollout workers, N+1 a shadow validator.
 
-Ranks: 0 = parameter server (PS) and driver, 1..N = rollout workers, N+1 = shadow validator.
-Each iteration the PS sends the weights to the workers, which play ``episodes_per_iter``
-episodes each in lockstep; then the PPO step, either with the workers keeping their
-rollouts and returning gradients per minibatch (``ship="gradients"``,
-:mod:`dsan.train.learner`) or returning the rollouts for the PS to step on
-(``ship="rollouts"``). The shadow scores the new version on held-out episodes; a drop of more
-than ``rollback_threshold`` allocation points restores the last good weights and optimiser
-state. Multi-host: every process calls :func:`run` with its rank. ``inject_degraded_at``
-corrupts the weights after that iteration, to prove the rollback (tests only).
+Per iteration the workers play with the PS's weights; the PPO step takes their gradients
+(``ship="gradients"``, :mod:`dsan.train.learner`) or their rollouts; the shadow scores the
+new version and a drop over ``rollback_threshold`` allocation points restores the last good
+one. ``inject_degraded_at`` corrupts an iteration's weights to prove the rollback (tests).
 """
 
 from __future__ import annotations

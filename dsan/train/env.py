@@ -1,10 +1,7 @@
 """What a training episode is to the collector: the :class:`Env` protocol, the pending
-:class:`Decision` and the nodes' inputs to the encoders (:class:`NodeInputs`).
-
-Implemented by :class:`dsan.train.openb.OpenbEnv` (node inputs fixed for the episode: a
-rollout keeps them once and PPO re-embeds them with gradients) and
-:class:`dsan.train.window.WindowEnv` (telemetry changes every 10 s: a rollout keeps each
-step's candidate embeddings, the encoders frozen).
+:class:`Decision` and the nodes' inputs to the encoders (:class:`NodeInputs`). openb's node
+inputs are fixed per episode (re-embedded with gradients); a scenario window's change with
+telemetry (each step's embeddings are kept, the encoders frozen).
 """
 
 from __future__ import annotations

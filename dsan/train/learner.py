@@ -1,13 +1,7 @@
-"""Data-parallel PPO (DD-PPO style): workers keep their rollouts and send gradients; the
-parameter server averages them and steps.
-
-Why: shipping rollouts (~17 kB per decision) costs about as much as collecting them, while a
-gradient is one flat vector. A worker computes its episodes' GAE and a minibatch plan
-(:class:`LocalLearner`) and reports only counts and advantage moments (:class:`Share`); per
-round the PS sends the parameters and averages the workers' gradients of the clipped PPO
-loss on their k-th minibatch, weighted by steps. Every term of the loss is a mean over steps,
-so this is the gradient over the union of the minibatches: with one worker the updates are
-:func:`dsan.train.updates.ppo_update`'s (tested).
+"""Data-parallel PPO (DD-PPO style): workers keep their rollouts and send gradients, the
+parameter server averages them weighted by steps and steps (shipping rollouts costs about as
+much as collecting them; a gradient is one flat vector). Every loss term is a mean over
+steps, so with one worker the updates are :func:`dsan.train.updates.ppo_update`'s (tested).
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
-"""The residual head's logit when its skip layer is zero outside a few features, fast.
-
-With the MLP's last layer at zero the logit is ``FGD's integer score + w_S . f_S``;
-:class:`LinearFGDScorer` computes it from FGD's cached scorer plus the few columns of ``S``
-(:func:`dsan.features.featurize`'s formulas, pinned to it by a test), about 3x faster than
-the full featurizer: what makes the tie-break search (:mod:`dsan.train.search`) affordable.
+"""The residual head's logit when the MLP's last layer is zero and the skip weights sit on a
+few features: ``FGD's integer score + w_S . f_S``, from FGD's cached scorer and those columns
+(featurize's formulas, pinned by a test), ~3x faster than the featurizer: what makes the
+tie-break search affordable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +24,7 @@ from dsan.features import (
     node_block,
 )
 from dsan.features.clusterwide import cpu_bound_factor, room_factor, takes_cpu_only
-from dsan.features.placementcache import Placement, PlacementCache, free_after, placement
+from dsan.features.placementcache import Placement, PlacementCache, free_after
 from dsan.policies.base import BaseScorer
 from dsan.policies.dsan import quantize_logits
 from dsan.policies.fgd import FGDScorer
@@ -36,25 +35,14 @@ F64 = npt.NDArray[np.float64]
 class _Ctx:
     """Per (pod, candidates) quantities shared by several columns, computed on first use."""
 
-    def __init__(
-        self,
-        pod: PodSpec,
-        snap: ClusterSnapshot,
-        nodes: npt.NDArray[np.int64],
-        target: TargetWorkload,
-        access: npt.NDArray[np.bool_] | None,
-        shapes: Sequence[int] = (),
-        shares: Sequence[int] = (),
-        cache: PlacementCache | None = None,
-    ):
+    def __init__(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64],
+                 target: TargetWorkload, access: npt.NDArray[np.bool_] | None,
+                 shapes: Sequence[int], shares: Sequence[int], cache: PlacementCache) -> None:
         self.pod, self.snap, self.nodes, self.target = pod, snap, nodes, target
-        self._cache = cache
-        self._access = access
+        self._access, self._cache = access, cache
         # GPU shares whose per-slot counts after placement the columns read
         top = [k for k in shapes if k < min(TOP_SHAPES, len(target.freq))]
         self.shares = [*(int(target.gpu_milli[k]) for k in top), *shares]
-        self._free_after: npt.NDArray[np.int64] | None = None
-        self._placement: Placement | None = None
         self.free = snap.gpu_free[nodes].astype(np.int64)
         self.present = snap.gpu_present[nodes]
         self.cnt = snap.gpu_count[nodes].astype(np.float64)
@@ -62,34 +50,22 @@ class _Ctx:
         self.gfree = self.free.sum(1).astype(np.float64)
         self.cpu_cap = snap.cpu_cap[nodes].astype(np.float64)
         self.cpu_free = self.cpu_cap - snap.cpu_used[nodes]
-        k = pod.num_gpu if pod.gpu_milli > 0 else 0
-        self.k = k
-        self.gtot = float(k * pod.gpu_milli)
+        self.k = pod.num_gpu if pod.gpu_milli > 0 else 0
+        self.gtot = float(self.k * pod.gpu_milli)
 
-    @property
+    @cached_property
     def access(self) -> npt.NDArray[np.bool_]:
-        if self._access is None:
-            self._access = self.target.access(self.snap)
-        return self._access
+        return self.target.access(self.snap) if self._access is None else self._access
 
-    def free_after(self) -> npt.NDArray[np.int64]:
+    @cached_property
+    def after(self) -> npt.NDArray[np.int64]:
         """The placement's free shares, exact for the shares of the requested shapes."""
-        if self._free_after is None:
-            self._free_after = free_after(
-                self.pod, self.snap, self.nodes, self.target, self.access, self.shares
-            )
-        return self._free_after
+        return free_after(self.pod, self.snap, self.nodes, self.target, self.access, self.shares)
 
+    @cached_property
     def placement(self) -> Placement:
         """featurize's placement (fragmentation before and after, its GPU choice)."""
-        if self._placement is None:
-            if self._cache is not None:  # same results, recomputed only on changed nodes
-                self._placement = self._cache.get(self.pod, self.snap, self.nodes)
-            else:
-                self._placement = placement(
-                    self.pod, self.snap, self.nodes, self.target, self.access
-                )
-        return self._placement
+        return self._cache.get(self.pod, self.snap, self.nodes)
 
 
 def _hostable(c: _Ctx, k: int) -> F64:
@@ -101,7 +77,7 @@ def _hostable(c: _Ctx, k: int) -> F64:
     ng = int(w.num_gpu[k])
     if ng == 0:
         return np.minimum(by_cpu / 8, 1.0)
-    per_gpu = np.floor(np.maximum(c.free_after(), 0) / max(int(w.gpu_milli[k]), 1)).sum(1)
+    per_gpu = np.floor(np.maximum(c.after, 0) / max(int(w.gpu_milli[k]), 1)).sum(1)
     copies = np.minimum(by_cpu, per_gpu // ng) * c.access[k, c.nodes]
     return np.minimum(copies / 8, 1.0)
 
@@ -125,16 +101,16 @@ COLUMNS: dict[str, Callable[[_Ctx], F64]] = {
     "pod_cpu_of_node": lambda c: _frac(np.full(len(c.nodes), c.pod.cpu_milli), c.cpu_cap),
     "pod_gpu_of_node": lambda c: _frac(np.full(len(c.nodes), c.gtot), c.gpu_cap),
     "full_gpus_before": lambda c: ((c.free == 1000) & c.present).sum(1) / 8.0,
-    "full_gpus_after": lambda c: ((c.free_after() == 1000) & c.present).sum(1) / 8.0,
+    "full_gpus_after": lambda c: ((c.after == 1000) & c.present).sum(1) / 8.0,
     "partial_gpus_before": lambda c: ((c.free > 0) & (c.free < 1000) & c.present).sum(1) / 8.0,
     "gpu_max_free": lambda c: c.free.max(1) / 1000.0,
     "gpu_min_free": lambda c: np.where(c.present, c.free, 1000).min(1) * (c.cnt > 0) / 1000.0,
     "gpus_fitting": lambda c: _fitting(c) / 8.0,
     "gpus_fitting_spare": lambda c: (_fitting(c) - c.k) / 8.0,
     # the workload-aware fragmentation FGD's integer score truncates (a finer FGD order)
-    "frag_before": lambda c: c.placement().frag_before / GPU_SCALE,
-    "frag_after": lambda c: c.placement().frag_after / GPU_SCALE,
-    "frag_delta": lambda c: (c.placement().frag_after - c.placement().frag_before) / 1000.0,
+    "frag_before": lambda c: c.placement.frag_before / GPU_SCALE,
+    "frag_after": lambda c: c.placement.frag_after / GPU_SCALE,
+    "frag_delta": lambda c: (c.placement.frag_after - c.placement.frag_before) / 1000.0,
     "node_idle": lambda c: ((c.snap.cpu_used[c.nodes] == 0) & (c.gfree == c.gpu_cap)).astype(
         np.float64
     ),
@@ -167,6 +143,8 @@ def columns(
     (all nodes' node block), ``access`` and ``cache`` may be passed in, kept across calls."""
     nodes = np.asarray(nodes, dtype=np.int64)
     out = np.empty((len(nodes), len(names)))
+    target = target or default_workload()
+    cache = PlacementCache(target) if cache is None else cache
     ctx: _Ctx | None = None
     shapes = [int(n[5]) for n in names if n.startswith("shape") and n.endswith("_hostable_after")]
     shapes += [1] if "shape1_room_gpu_bound" in names else []
@@ -177,9 +155,7 @@ def columns(
             blk = static[nodes] if static is not None else node_block(snap, nodes)
             out[:, j] = blk[:, i]
         elif name in COLUMNS:
-            ctx = ctx or _Ctx(
-                pod, snap, nodes, target or default_workload(), access, shapes, shares, cache
-            )
+            ctx = ctx or _Ctx(pod, snap, nodes, target, access, shapes, shares, cache)
             out[:, j] = COLUMNS[name](ctx)
         else:
             raise KeyError(f"{name!r} is not computed by dsan.train.linear (see SUPPORTED)")

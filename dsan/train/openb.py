@@ -1,13 +1,9 @@
-"""openb episodes (:class:`OpenbEnv`): the FGD protocol on openb, shrunk to ``n_nodes`` nodes.
-
-Pods of one workload file arrive in the protocol's seeded order until the arrived GPU
-request reaches ``tune`` x capacity, are placed one at a time and never leave. Every pod
-with two or more feasible nodes is a decision, rewarded
-``w_util util + w_jct completion + w_cost cost + w_sla sla + frag_shaping dPhi``:
-util = GPU milli granted / capacity; completion = 0 (no pod finishes); cost = -price of
-the node if it was idle / total price; sla = -pods failed before the next decision / pods;
-dPhi = change of Phi = -cluster fragmentation / capacity (potential shaping, Ng et al. '99:
-the optimal policy is unchanged, the credit dense).
+"""openb episodes (:class:`OpenbEnv`): the FGD protocol on ``n_nodes`` openb nodes; pods
+arrive in the protocol's order, never leave, and each with two or more feasible nodes is a
+decision. Reward: ``w_util`` GPU share granted, ``w_completion`` 0 (no pod finishes),
+``w_cost`` minus the price of waking an idle node, ``w_sla`` minus the pods failed before
+the next decision, ``frag_shaping`` the change of -fragmentation / capacity (potential
+shaping: the optimal policy is unchanged, the credit dense). All per capacity or per pod.
 """
 
 from __future__ import annotations

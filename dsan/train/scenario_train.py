@@ -1,12 +1,7 @@
-"""The scenario stage (``dsan train --scenario seed-table1``): imitation of the per-task-type
-teacher with DAgger, then PPO, on windows of the seed scenario (:mod:`dsan.train.window`).
-
-It starts from the openb stage (:func:`dsan.train.skipweights.openb_stage`), freezes the node
-encoders, prior scale and skip, and gates the residual off without telemetry
-(:mod:`dsan.train.gate`), so it can only add to the openb stage's decisions. DAgger (the model
-drives, the teacher labels) because a cloned policy drifts into states the teacher never
-visits. Writes ``metrics.csv``, TensorBoard files in ``<out>/tb``, ``ckpt.pt`` (``--resume``)
-and the exported model.
+"""The scenario stage (``dsan train --scenario``): imitation of the teacher with DAgger (a
+cloned policy drifts into states the teacher never visits), then PPO, on windows of the
+seed scenario, starting from the openb stage with the encoders, prior scale and skip frozen
+and the residual gated off without telemetry (:mod:`dsan.train.gate`).
 """
 
 from __future__ import annotations

@@ -234,18 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         names, w0, gw = load_openb_skip(a.init)
         extra = gw or [0.0] * len(names)
         init = tuple((n, x, x + y) for n, x, y in zip(names, w0, extra, strict=True))
-    g = GreedyConfig(
-        features=tuple(a.features),
-        workloads=tuple(a.workloads),
-        rounds=a.rounds,
-        out=a.out,
-        coef=a.coef,
-        keep=a.keep,
-        screen_seeds=tuple(a.screen_seeds),
-        confirm_seeds=tuple(a.confirm_seeds),
-        classes=tuple(a.classes),
-        init=init,
-    )
+    kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(a).items()}
+    g = GreedyConfig(**{**kw, "init": init})
     print(json.dumps(greedy(g), indent=2))
     return 0
 

@@ -1,12 +1,7 @@
-"""Training-seed selection (``dsan train --scenario S --select-seeds ...``): train each seed,
-validate each model on full days of the scenario, ship the best.
-
-Why: the stage keeps its best iteration by one-hour windows, on which every seed looks
-alike, while full days separate them (docs/model.md). Each seed trains into
-``<out>/seed<s>/`` and plays the ``validate_seeds`` days as ``dsan sim S --policies dsan``
-does (they must not be the seeds results are reported on); the winner (:func:`rank_key`) is
-copied to ``model_dir``, its manifest recording the comparison. ``--resume`` keeps seeds
-already trained and validated.
+"""Training-seed selection (``--select-seeds``): train each seed, play each model on full
+``validate_seeds`` days as ``dsan sim`` does, copy the best (:func:`rank_key`) to
+``model_dir``. Why: the stage's one-hour checks cannot tell seeds apart, full days can
+(docs/model.md). ``--resume`` keeps seeds already trained and validated.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The openb stage's searched skip weights as a model: written into a residual head
-(:func:`apply`), read back out of one (:func:`linear_from_model`), the shipped result
-(``openb_skip.json``) and the model the scenario stage starts from (:func:`openb_stage`).
-
-A result dict holds ``features``, ``weights`` (``head.skip``, every pod) and optionally
-``gpu_weights`` (``head.gpu_skip``, added for GPU pods).
+"""The openb stage's skip weights (``features``, ``weights`` for ``head.skip``, optional
+``gpu_weights`` for ``head.gpu_skip``) written into a residual head (:func:`apply`), read
+back out of one (:func:`linear_from_model`), and the scenario stage's start model.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
-"""Scenario episodes (:class:`WindowEnv`): a window of a seeded seed-scenario run, and its reward.
+"""Scenario episodes (:class:`WindowEnv`): a window ``[start_h, start_h + len_h)`` of a seeded
+seed-scenario run, the teacher playing up to it (the pressure sits at the diurnal peaks).
 
-The scenario's pressure sits at the diurnal peaks, so an episode is a window
-``[start_h, start_h + len_h)`` of a seeded run: before it the teacher plays (nothing
-recorded) to bring the cluster into a realistic state; inside it every placement is a
-decision. A step's reward covers all that happened until the next decision
-(:class:`RewardParts`), each term normalised to roughly [0, 1] per episode:
-
-* utilisation  ``+w_util * util_integral / window_s`` (the Table 1 metric, summed);
-* completion   ``-w_completion * jct_sum_s / (3600 * jobs_norm)``;
-* cost         ``-w_cost * cost / full_cost`` (``full_cost``: every node on for the window);
-* SLA          ``-w_sla * violations / sla_norm`` (``sla_norm``: the window's web
-  service-windows, services x window_s / 300 s);
-* SLA shaping (ours) ``-sla_shaping * overheat``: web violations are counted every 300 s, long
-  after the placement that caused them, so a placement pays at once
-  ``max(0, requested CPU after / capacity - contention threshold)`` if the chosen node hosts
-  a web replica (requests bound executors' demand, so a node kept under it never slows web).
+A step's reward covers all until the next decision, each term normalised to about [0, 1]
+per episode: ``+w_util`` utilisation, ``-w_completion`` job hours per ``jobs_norm`` jobs,
+``-w_cost`` cost per all-nodes-on cost, ``-w_sla`` violations per web service-window, and
+our SLA shaping ``-sla_shaping * overheat``: web violations are counted every 300 s, long
+after the placement that caused them, so a placement pays at once how far the node's
+requested CPU goes past the contention threshold if it hosts a web replica.
 """
 
 from __future__ import annotations
