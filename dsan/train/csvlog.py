@@ -10,8 +10,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CsvLog"]
-
 
 class CsvLog:
     """``path`` with the columns ``fields`` (``iteration`` and ``phase`` among them)."""

@@ -13,9 +13,6 @@ import torch
 from dsan.features import FEATURE_NAMES
 from dsan.model.net import DSANNet
 
-__all__ = ["GATE_FEATURE", "GATE_SHIFT", "OPENB_ONLY", "QUERY_CUT", "TRAINED", "freeze", "gate",
-           "gate_margin"]
-
 #: Parameter-name prefixes the scenario stage trains; everything else stays frozen.
 TRAINED = ("fusion.", "head.proj.", "head.mlp.", "head.value.")
 

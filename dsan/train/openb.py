@@ -45,7 +45,6 @@ class RewardWeights:
 @dataclass(frozen=True)
 class EnvConfig:
     workloads: tuple[str, ...] = ("openb_pod_list_default.csv",)
-    nodes_csv: str = DEFAULT_NODES
     n_nodes: int = 96
     tune: float = 1.0
     reward: RewardWeights = field(default_factory=RewardWeights)
@@ -60,15 +59,15 @@ class EnvConfig:
 
 
 @functools.cache
-def _nodes(name: str) -> NodeTrace:
-    """A node list, parsed once per process."""
-    return load_nodes(_path(name))
+def _nodes() -> NodeTrace:
+    """openb's node list, parsed once per process."""
+    return load_nodes(_path(DEFAULT_NODES))
 
 
 @functools.cache
-def _pods(name: str, nodes_csv: str) -> tuple[PodTrace, list[PodSpec], TargetWorkload]:
+def _pods(name: str) -> tuple[PodTrace, list[PodSpec], TargetWorkload]:
     """A pod list, its pods and its target workload, parsed once per process."""
-    gpu_models = _nodes(nodes_csv).gpu_models
+    gpu_models = _nodes().gpu_models
     trace = load_pods(_path(name), gpu_models)
     specs = trace.pod_specs(gpu_models)
     return trace, specs, TargetWorkload.from_pods(specs, gpu_models)
@@ -285,9 +284,9 @@ def refresh_bound(eps: Sequence[OpenbEnv], nodes: Sequence[int]) -> None:
 def make_episode(cfg: EnvConfig, seed: int, workload: str | None = None) -> OpenbEnv:
     """A seeded episode: ``n_nodes`` random openb nodes, pods in the protocol's order."""
     rng = np.random.default_rng(seed)
-    nodes = _nodes(cfg.nodes_csv)
+    nodes = _nodes()
     name = workload or cfg.workloads[int(rng.integers(len(cfg.workloads)))]
-    trace, specs, target = _pods(name, cfg.nodes_csv)
+    trace, specs, target = _pods(name)
     pick = rng.choice(len(nodes), size=min(cfg.n_nodes, len(nodes)), replace=False)
     snap = nodes.snapshot(pick)
     snap.pod_count = np.zeros(len(snap), dtype=np.int32)

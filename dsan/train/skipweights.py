@@ -16,9 +16,6 @@ from dsan.features import FEATURE_NAMES
 from dsan.model.export import load
 from dsan.model.net import DSANNet, ModelConfig
 
-__all__ = ["OPENB_SKIP", "SkipArgs", "apply", "linear_from_model", "load_openb_skip",
-           "openb_stage", "skip_args"]
-
 #: The searched tie-break weights shipped with the package: the final model's openb stage.
 OPENB_SKIP = Path(__file__).with_name("openb_skip.json")
 #: (features, weights, gpu_weights): the arguments of :func:`apply` and ``LinearFGDScorer``.
