@@ -32,13 +32,7 @@ from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
 from dsan.train.linear import LinearFGDScorer
-from dsan.train.skipweights import (
-    SkipArgs,
-    linear_from_model,
-    share_args,
-    share_from_model,
-    skip_args,
-)
+from dsan.train.skipweights import SkipArgs, linear_from_model, skip_args
 
 
 def published_fgd() -> dict[str, tuple[float, float]]:
@@ -54,11 +48,9 @@ def published_fgd() -> dict[str, tuple[float, float]]:
     return out
 
 
-def _fast_scorer(
-    spec: SkipArgs, share: list[float] | None = None
-) -> Callable[[TargetWorkload], LinearFGDScorer]:
+def _fast_scorer(spec: SkipArgs) -> Callable[[TargetWorkload], LinearFGDScorer]:
     """``run_openb``'s ``make``: the fast linear ranking of a FGD + skip-layers model."""
-    return lambda target: LinearFGDScorer(*spec, target=target, share_weights=share)
+    return lambda target: LinearFGDScorer(*spec, target=target)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,13 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not Path(d, "manifest.json").is_file():
             raise SystemExit(f"--dsan-models wants LABEL=DIR with a manifest.json, got {spec!r}")
         extra[label] = d
-    fast: dict[str, tuple[SkipArgs, list[float] | None]] = {}
+    fast: dict[str, SkipArgs] = {}
     for spec in args.fast_dsan_models:
         label, sep, d = spec.partition("=")
         if not sep or not Path(d, "manifest.json").is_file():
             raise SystemExit(f"--fast-dsan-models wants LABEL=DIR with a manifest, got {spec!r}")
         extra[label] = d
-        fast[label] = linear_from_model(d), share_from_model(d)
+        fast[label] = linear_from_model(d)
     results: dict[str, dict[str, Any]] = {}
     for spec in args.fast_skip:
         label, sep, f = spec.partition("=")
@@ -115,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--fast-skip wants LABEL=JSON, got {spec!r}")
         results[label] = json.loads(Path(f).read_text())
         extra[label] = ""
-        fast[label] = skip_args(results[label]), share_args(results[label])
+        fast[label] = skip_args(results[label])
     pols += list(extra)
     nodes_path = paths.openb_csv(paths.DEFAULT_NODES)
     nodes = load_nodes(nodes_path)
@@ -155,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 if p in extra:  # the dsan scorer reads its model from $DSAN_MODEL_DIR
                     os.environ["DSAN_MODEL_DIR"] = extra[p]
                 if p in fast:
-                    r = run_openb(cfg, nodes, pods, make=_fast_scorer(*fast[p]))
+                    r = run_openb(cfg, nodes, pods, make=_fast_scorer(fast[p]))
                 else:
                     r = run_openb(cfg, nodes, pods)
                 if p in extra:  # restore: "dsan" itself may come from $DSAN_MODEL_DIR

@@ -1,19 +1,7 @@
-"""Keep the openb policy while training on the scenario: a KL anchor on openb states.
-
-The shipped model is trained in two stages: the openb stage (the head's FGD prior
-scale and linear skip, which break FGD's ties on openb) and the scenario stage (the attention
-fusion and the head's MLP). The MLP adds to every logit, so a scenario-trained MLP could
-re-rank openb's FGD ties and undo the first stage. The anchor records greedy openb episodes
-with the model as it enters the scenario stage and, in every update, adds
-
-    anchor_coef * mean_steps KL(p_ref || p_new)
-
-over a random minibatch of those openb steps, plus ``coef * mean_rows (log p_new - log
-p_ref)^2`` over *all* candidate rows: the KL alone only watches the nodes the reference
-already likes, and on openb every FGD tie among the rest is a decision the openb stage's
-skip weights made (a KL-only anchor at coef 10 let the scenario stage turn openb `default`
-from 4.6 % to 14.6 % unallocated GPUs). Whether the anchor held is then measured on openb
-(bench/dsan_openb_eval.py, docs/model.md), not assumed.
+"""The scenario stage's openb anchor: reference log-probabilities on greedy openb episodes of
+the entering model. :meth:`OpenbAnchor.check` measures how far the stage moved them;
+:meth:`OpenbAnchor.loss` penalises the KL and the squared change over all candidate rows
+(the KL alone watches only the nodes the reference likes, and let FGD's ties re-rank).
 """
 
 from __future__ import annotations
@@ -48,7 +36,7 @@ class AnchorConfig:
 
 
 class OpenbAnchor:
-    """Reference log-probabilities on openb states and the KL penalty against them."""
+    """Reference log-probabilities on openb states and the penalty against them."""
 
     def __init__(self, model: DSANNet, cfg: AnchorConfig) -> None:
         self.cfg = cfg
@@ -69,8 +57,8 @@ class OpenbAnchor:
         return sum(len(r) for r in self.rollouts)
 
     def check(self, model: DSANNet) -> dict[str, float]:
-        """Largest change of any openb log-probability since the reference, and the steps
-        whose greedy choice changed (0 and 0 when the scenario stage left openb alone)."""
+        """The largest change of an openb log-probability and the steps whose greedy choice
+        changed."""
         worst, changed, steps = 0.0, 0, 0
         with torch.no_grad():
             for ro, ref in zip(self.rollouts, self.ref, strict=True):
@@ -84,14 +72,11 @@ class OpenbAnchor:
                 same = torch.zeros(n).index_add(0, seg, (is_new & is_ref).float()) > 0
                 changed += int((~same).sum())
                 steps += n
-        return {
-            "openb_max_logp_change": worst,
-            "openb_changed_steps": changed,
-            "openb_steps": steps,
-        }
+        return {"openb_max_logp_change": worst, "openb_changed_steps": changed,
+                "openb_steps": steps}
 
     def loss(self, model: DSANNet, rng: np.random.Generator) -> torch.Tensor:
-        """``coef`` x (mean KL(ref || new) + mean squared log-prob change), openb steps."""
+        """The penalty on a random minibatch of openb steps (0 without ``coef``)."""
         if not self.rollouts or self.cfg.coef == 0:
             return torch.zeros(())
         i = int(rng.integers(len(self.rollouts)))

@@ -31,17 +31,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     for cls in (Args, ScenarioArgs):
         hints = get_type_hints(cls)
         for f in fields(cls):
-            if f.name not in ("extra", "scenario"):
-                d = f.default if not callable(f.default_factory) else f.default_factory()
-                defaults.setdefault(f.name, {})[cls.__name__] = d
-                if isinstance(d, tuple):
+            if f.name != "scenario":
+                defaults.setdefault(f.name, {})[cls.__name__] = f.default
+                if isinstance(f.default, tuple):
                     items[f.name] = get_args(hints[f.name])[0]
     for name, by_mode in defaults.items():
         default = next(iter(by_mode.values()))
         flag = "--" + name.replace("_", "-")
-        shown = "; ".join(
-            f"{'openb' if k == 'Args' else 'scenario'}: {v}" for k, v in by_mode.items()
-        )
+        shown = "; ".join(f"{'openb' if k == 'Args' else 'scenario'}: {v}"
+                          for k, v in by_mode.items())
         kw: dict[str, Any] = {"default": argparse.SUPPRESS, "help": f"default ({shown})"}
         if isinstance(default, bool):
             p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
@@ -49,30 +47,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             p.add_argument(flag, nargs="+", type=items[name], **kw)
         else:
             p.add_argument(flag, type=type(default), **kw)
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        help="rollout workers on torch.distributed.rpc (0 = single process)",
-    )
+    p.add_argument("--workers", type=int, default=0,
+                   help="rollout workers on torch.distributed.rpc (0 = single process)")
     p.add_argument("--master-addr", default="127.0.0.1", help="rendezvous address (multi-host)")
     p.add_argument("--master-port", type=int, default=29533)
     p.add_argument("--rank", type=int, default=None, help="this process's rank (multi-host only)")
-    p.add_argument(
-        "--rollback-threshold",
-        type=float,
-        default=1.0,
-        help="allocation points the shadow tolerates before rolling the PS back",
-    )
-    p.add_argument(
-        "--ship",
-        choices=("gradients", "rollouts"),
-        default="gradients",
-        help="what RPC workers send the parameter server: PPO gradients (they keep their "
-        "rollouts) or the rollouts themselves",
-    )
-    p.add_argument("--inject-degraded-at", type=int, default=-1, help=argparse.SUPPRESS)
-    p.add_argument("--init-weights", default=None, help="start PPO from these weights (weights.pt)")
+    p.add_argument("--rollback-threshold", type=float, default=1.0,
+                   help="allocation points the shadow tolerates before rolling the PS back")
+    p.add_argument("--ship", choices=("gradients", "rollouts"), default="gradients",
+                   help="what RPC workers send the parameter server: PPO gradients (they keep "
+                   "their rollouts) or the rollouts themselves")
     p.set_defaults(func=run)
     return p
 
@@ -94,30 +78,25 @@ def run(ns: argparse.Namespace) -> int:
         if sa.select_seeds:
             from dsan.train.selection import select
 
-            print(json.dumps(select(sa), indent=2, default=str))
+            summary = select(sa)
         else:
-            print(json.dumps(train_scenario(sa), indent=2, default=str))
-        return 0
-    try:
-        a = Args(**_kwargs(Args, ns), extra={"init_weights": ns.init_weights})
-    except ValueError as exc:
-        raise SystemExit(f"dsan train: {exc}") from None
-    if ns.workers > 0:
-        from dsan.train.distributed import DistConfig
-        from dsan.train.distributed import run as run_dist
-
-        d = DistConfig(
-            workers=ns.workers,
-            master_addr=ns.master_addr,
-            master_port=ns.master_port,
-            rollback_threshold=ns.rollback_threshold,
-            inject_degraded_at=ns.inject_degraded_at,
-            ship=ns.ship,
-        )
-        summary = run_dist(a, d, ns.rank)
+            summary = train_scenario(sa)
     else:
-        from dsan.train.ppo import train
+        try:
+            a = Args(**_kwargs(Args, ns))
+        except ValueError as exc:
+            raise SystemExit(f"dsan train: {exc}") from None
+        if ns.workers > 0:
+            from dsan.train.distributed import DistConfig
+            from dsan.train.distributed import run as run_dist
 
-        summary = train(a)
+            d = DistConfig(workers=ns.workers, master_addr=ns.master_addr,
+                           master_port=ns.master_port, rollback_threshold=ns.rollback_threshold,
+                           ship=ns.ship)
+            summary = run_dist(a, d, ns.rank)
+        else:
+            from dsan.train.ppo import train
+
+            summary = train(a)
     print(json.dumps(summary, indent=2, default=str))
     return 0

@@ -1,17 +1,6 @@
-"""The one experience collector: play episodes of either stage (:class:`dsan.train.env.Env`)
-with the model or a teacher, and record what PPO and imitation read (:class:`Rollout`).
-
-:func:`collect` plays K episodes in lockstep (CleanRL-style vectorised environments): each
-step featurizes every live episode's candidates in one batch, scores them in ONE head call
-(``segment`` names the episode), chooses per segment and steps the episodes together, so
-numpy's and torch's per-call overheads are paid once per step, not once per decision. K = 1
-is the one-episode case (evaluation, imitation, the scenario's windows).
-
-Modes: ``sample`` and ``greedy`` (the model acts), ``teacher`` (the teacher acts and labels),
-``dagger`` (the model acts greedily, the teacher labels the states it reaches: DAgger, Ross
-et al. 2011). In the labelled modes ``record_every`` keeps every k-th step (memory) and
-``label_gpu_pods=False`` none of GPU pods (the openb stage owns their ranking); a step not
-recorded adds its reward to the last recorded one.
+"""The experience collector of both stages: :func:`collect` plays K episodes in lockstep (one
+batched featurization and one head call per step) with the model (``sample``, ``greedy``),
+the teacher (``teacher``) or both (``dagger``: the model acts greedily, the teacher labels).
 """
 
 from __future__ import annotations
@@ -30,23 +19,17 @@ from dsan.train.env import Decision, Env, NodeInputs
 from dsan.train.rollout import Rollout, RowStore
 
 MODES = ("sample", "greedy", "teacher", "dagger")
-#: (logits (rows,), segment offsets (k+1,), "sample" | "greedy", rng) -> (row chosen within
-#: each segment, its log-probability)
-Choose = Callable[
-    [npt.NDArray[np.float32], npt.NDArray[np.int64], str, np.random.Generator],
-    tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]],
-]
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+Chosen = tuple[I64, npt.NDArray[np.float64]]  # per segment: the row chosen, its log-prob
+#: (logits (rows,), segment offsets (k+1,), "sample" | "greedy", rng) -> Chosen
+Choose = Callable[[F32, I64, str, np.random.Generator], Chosen]
 
 
-def segment_choice(
-    logits: npt.NDArray[np.float32],
-    offsets: npt.NDArray[np.int64],
-    mode: str,
-    rng: np.random.Generator,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """Per segment ``offsets[i]:offsets[i+1]`` of ``logits``: the chosen row (index within the
-    segment) and its log-probability. ``greedy`` takes the first maximum (as ``torch.argmax``);
-    ``sample`` draws from the segment's softmax by inverting its CDF with one uniform each."""
+def segment_choice(logits: F32, offsets: I64, mode: str, rng: np.random.Generator) -> Chosen:
+    """Per segment ``offsets[i]:offsets[i+1]`` of ``logits``: the chosen row within it and its
+    log-probability. ``greedy``: the first maximum; ``sample``: the softmax's inverse CDF at
+    one uniform per segment."""
     lg = logits.astype(np.float64)
     starts, sizes = offsets[:-1], np.diff(offsets)
     seg = np.repeat(np.arange(len(sizes)), sizes)
@@ -65,15 +48,9 @@ def segment_choice(
     return (pick - starts).astype(np.int64), logp[pick]
 
 
-def softmax_choice(
-    logits: npt.NDArray[np.float32],
-    offsets: npt.NDArray[np.int64],
-    mode: str,
-    rng: np.random.Generator,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """:func:`segment_choice`'s contract, one segment at a time: torch's float64 log-softmax,
-    its argmax (``greedy``) or ``rng.choice`` over its probabilities (``sample``). The
-    scenario stage draws this way: its shipped model is rebuilt bit for bit from these draws."""
+def softmax_choice(logits: F32, offsets: I64, mode: str, rng: np.random.Generator) -> Chosen:
+    """:func:`segment_choice` one segment at a time with torch's float64 log-softmax and
+    ``rng.choice``: the scenario stage's draw, which its shipped model is rebuilt from."""
     picks, logps = [], []
     for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
         lp = torch.log_softmax(torch.from_numpy(logits[lo:hi]).double(), 0)
@@ -88,7 +65,7 @@ def softmax_choice(
 
 @dataclass
 class _Track:
-    """One episode being played: its rollout, its count of decisions and its embeddings."""
+    """One episode being played: its rollout, decision count and node embeddings."""
 
     env: Env
     ro: Rollout
@@ -119,7 +96,9 @@ def collect(
     """Play ``envs`` (all of one class) to the end in lockstep; their rollouts, in order.
 
     ``keep=False`` records no features (evaluation); with ``store`` the feature rows are
-    views into it (:class:`RowStore`). ``choose`` draws the model's actions."""
+    views into it. In the labelled modes ``record_every`` keeps every k-th step and
+    ``label_gpu_pods=False`` none of GPU pods; a step not recorded adds its reward to the
+    last recorded one. ``choose`` draws the model's actions."""
     if mode not in MODES:
         raise ValueError(f"unknown rollout mode {mode!r}; known: {', '.join(MODES)}")
     labelled, acts = mode in ("teacher", "dagger"), mode != "teacher"
@@ -147,7 +126,7 @@ def collect(
         kept = [keep and r for r in rec]
         need = [j for j in range(len(live)) if acts or kept[j]]
         x = np.zeros((0, 0), np.float32)
-        xs: dict[int, npt.NDArray[np.float32]] = {}
+        xs: dict[int, F32] = {}
         es: dict[int, torch.Tensor] = {}
         if need:
             x = _features([live[j] for j in need], [ds[j] for j in need])
@@ -190,48 +169,30 @@ def collect(
     return [t.ro for t in tracks]
 
 
-def _act(
-    model: DSANNet,
-    ds: list[Decision],
-    x: npt.NDArray[np.float32],
-    es: list[torch.Tensor],
-    mode: str,
-    rng: np.random.Generator,
-    choose: Choose,
-) -> tuple[list[int], list[float], list[float]]:
-    """The model's choice in every live episode: one head call over all their candidates
-    (features ``x``, embeddings ``es`` per episode)."""
+def _act(model: DSANNet, ds: list[Decision], x: F32, es: list[torch.Tensor], mode: str,
+         rng: np.random.Generator, choose: Choose) -> tuple[list[int], list[float], list[float]]:
+    """The model's choice in every live episode: one head call over all their candidates."""
     sizes = np.array([len(d.cand) for d in ds], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     seg = np.repeat(np.arange(len(ds), dtype=np.int64), sizes)
     with torch.inference_mode():
-        logits, v = model.score(
-            torch.from_numpy(x),
-            torch.cat(es),
-            torch.ones(len(x), dtype=torch.bool),
-            torch.from_numpy(seg),
-            len(ds),
-        )
+        mask = torch.ones(len(x), dtype=torch.bool)
+        logits, v = model.score(torch.from_numpy(x), torch.cat(es), mask, torch.from_numpy(seg),
+                                len(ds))
     picks, logps = choose(logits.numpy(), offsets, "greedy" if mode == "dagger" else mode, rng)
     return picks.tolist(), logps.tolist(), v.numpy().tolist()
 
 
-def _features(live: list[_Track], ds: list[Decision]) -> npt.NDArray[np.float32]:
-    """The decisions featurized in one batch per target workload (episodes of one pod file
-    share it), rows in ``live`` order."""
+def _features(live: list[_Track], ds: list[Decision]) -> F32:
+    """The decisions featurized in one batch per target workload, rows in ``live`` order."""
     groups: dict[int, list[int]] = {}
     for j, t in enumerate(live):
         groups.setdefault(id(t.env.target), []).append(j)
-    parts: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(live)
+    parts: list[F32] = [np.zeros((0, 0), np.float32)] * len(live)
     for js in groups.values():
-        x = featurize_batch(
-            [ds[j].pod for j in js],
-            [ds[j].snap for j in js],
-            [ds[j].cand for j in js],
-            live[js[0]].env.target,
-            [live[j].env.node_cols() for j in js],
-            [live[j].env.cache for j in js],
-        )
+        x = featurize_batch([ds[j].pod for j in js], [ds[j].snap for j in js],
+                            [ds[j].cand for j in js], live[js[0]].env.target,
+                            [live[j].env.node_cols() for j in js], [live[j].env.cache for j in js])
         if len(groups) == 1:
             return x
         cuts = np.cumsum([len(ds[j].cand) for j in js])[:-1]

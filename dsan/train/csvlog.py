@@ -1,12 +1,6 @@
-"""A training run's ``metrics.csv``, written row by row as the run goes, so a crashed or
-resumed run keeps what it logged.
-
-A run that resumes an existing file appends to it; any other run (a fresh one, or a resume
-whose file is gone) starts it with a header. Each stage names its columns
-(:data:`dsan.train.ppo.PPO_FIELDS` for the openb PPO stage and its distributed twin,
-:data:`dsan.train.scenario_train.SCENARIO_FIELDS` for the scenario stage); a row's other
-keys are left out of the CSV. Given a TensorBoard writer, every float of a row goes there
-too, tagged ``<phase>/<key>`` at the row's iteration.
+"""A training run's ``metrics.csv``, written row by row so a crashed or resumed run keeps what
+it logged (a resume appends, any other run starts a new file). A row's keys outside the
+stage's columns are left out; with a TensorBoard writer, its floats go there too.
 """
 
 from __future__ import annotations
@@ -15,8 +9,6 @@ import csv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-__all__ = ["CsvLog"]
 
 
 class CsvLog:

@@ -1,27 +1,10 @@
-"""Distributed DSAN training on torch.distributed.rpc (TensorPipe), with a shadow validator.
+"""Distributed openb PPO on torch.distributed.rpc (``dsan train --workers N``): rank 0 the
+parameter server (PS), 1..N rollout workers, N+1 a shadow validator.
 
-Ranks: 0 = parameter server (PS, also the driver), 1..N = rollout workers, N+1 = shadow
-validator. One iteration:
-
-1. the PS sends the current weights and version to every worker (``rpc_async``); each plays
-   ``episodes_per_iter`` episodes with its own simulator, all in lockstep (one batched head
-   call per step, :func:`dsan.train.collector.collect`);
-2. the PPO step, version v+1, in one of two ways (``DistConfig.ship``):
-
-   * ``gradients`` (default): workers keep their rollouts and return only counts and
-     advantage moments; per minibatch the PS sends the parameters, every worker returns the
-     gradient on its share, and the PS averages, clips and steps
-     (:mod:`dsan.train.learner`: synchronous data-parallel PPO, 143 kB per message);
-   * ``rollouts``: workers return the rollouts (~17 kB per decision) and the PS aggregates
-     them and takes the PPO step alone (:func:`dsan.train.updates.ppo_update`);
-3. the shadow validator scores v+1 greedily on held-out episodes; if the score drops more
-   than ``rollback_threshold`` allocation points below the last good version, the PS
-   restores the last good weights and optimiser state and logs a ``rollback`` event;
-   otherwise v+1 becomes the last good version.
-
-The same code runs across hosts: every process calls :func:`run` with its rank and the
-rendezvous address (``--master-addr/--master-port``). ``inject_degraded_at`` corrupts the
-weights after that iteration's update, to prove the rollback (tests and demos only).
+Per iteration the workers play with the PS's weights; the PPO step takes their gradients
+(``ship="gradients"``, :mod:`dsan.train.learner`) or their rollouts; the shadow scores the
+new version and a drop over ``rollback_threshold`` allocation points restores the last good
+one. ``inject_degraded_at`` corrupts an iteration's weights to prove the rollback (tests).
 """
 
 from __future__ import annotations
@@ -61,7 +44,7 @@ class DistConfig:
     rollback_threshold: float = 1.0  # allocation percentage points
     inject_degraded_at: int = -1
     rpc_timeout_s: float = 600.0
-    ship: str = "gradients"  # what workers send back: see the module docstring
+    ship: str = "gradients"  # what workers send back (see the module docstring)
 
     def __post_init__(self) -> None:
         if self.ship not in SHIP:
@@ -86,17 +69,14 @@ def _local_model(cfg: dict[str, Any], state: dict[str, torch.Tensor]) -> DSANNet
 
 def play(
     cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
-) -> tuple[list[Rollout], float, float]:
-    """Worker: play one episode per seed with the given weights, all in lockstep (one batched
-    head call per step, :func:`dsan.train.collector.collect`); returns rollouts, wall seconds
-    and CPU seconds (the CPU time is what a busy shared machine does not inflate much).
-    Rollouts pickle as a few flat arrays each, so shipping them back is cheap."""
+) -> tuple[list[Rollout], float]:
+    """Worker: one episode per seed in lockstep; the rollouts and the CPU seconds."""
     torch.set_num_threads(1)
     model = _local_model(cfg, state)
-    t0, c0 = time.perf_counter(), time.process_time()
+    c0 = time.process_time()
     eps = [make_episode(env, s) for s in seeds]
     ros = collect(eps, model, "sample", rng=np.random.default_rng(seeds[0] if seeds else 0))
-    return ros, time.perf_counter() - t0, time.process_time() - c0
+    return ros, time.process_time() - c0
 
 
 _LEARNER: LocalLearner | None = None
@@ -111,25 +91,21 @@ def play_and_keep(
     a: Args,
     minibatch: int,
 ) -> Share:
-    """Worker, ``ship="gradients"``: play as :func:`play`, keep the rollouts here (with their
-    advantages and minibatch plan) and return only what the PS needs to run the rounds."""
+    """Worker, ``ship="gradients"``: play as :func:`play` but keep the rollouts here; return
+    only what the PS needs to run the rounds."""
     global _LEARNER
     torch.set_num_threads(1)
     _LEARNER = None  # free the previous iteration's rollouts before playing new ones
     _ROWS.reset()  # ... and write the new ones over their feature rows
     model = _local_model(cfg, state)
-    t0, c0, r0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
+    c0, r0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
     eps = [make_episode(env, s) for s in seeds]
     rng = np.random.default_rng(seeds[0] if seeds else 0)
     ros = collect(eps, model, "sample", rng=rng, store=_ROWS)
     _LEARNER = LocalLearner(model, ros, a, minibatch, rng)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    return _LEARNER.share(
-        time.perf_counter() - t0,
-        time.process_time() - c0,
-        sys_s=r1.ru_stime - r0.ru_stime,
-        minflt=r1.ru_minflt - r0.ru_minflt,
-    )
+    return _LEARNER.share(time.process_time() - c0, r1.ru_stime - r0.ru_stime,
+                          r1.ru_minflt - r0.ru_minflt)
 
 
 def gradient(params: torch.Tensor, epoch: int, k: int, mu: float, sd: float) -> Grad:
@@ -141,8 +117,7 @@ def gradient(params: torch.Tensor, epoch: int, k: int, mu: float, sd: float) -> 
 def validate(
     cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
 ) -> float:
-    """Shadow: greedy allocation % of the given weights on held-out episodes (the decisions
-    :func:`dsan.train.ppo.evaluate` takes, played in lockstep)."""
+    """Shadow: the greedy allocation % of the weights on held-out episodes."""
     torch.set_num_threads(1)
     eps = [make_episode(env, s) for s in seeds]
     ros = collect(eps, _local_model(cfg, state), "greedy", keep=False)
@@ -155,58 +130,44 @@ def _gradient_async(
     return rpc.rpc_async(workers[j], gradient, args=(params, e, k, mu, sd))
 
 
-@dataclass
-class _Step:
-    """One iteration's collection and PPO step, as the driver logs them."""
-
-    decisions: int
-    cpu_s: float  # the workers' CPU time of the collection
-    collect_s: float  # wall time of the collection
-    update_s: float  # wall time of the PPO step (the PS alone, or rounds with the workers)
-    rewards: list[float]  # per episode
-    stats: dict[str, float]
-    sys_s: float | None = None  # ship=gradients: the workers' system time (page faults show)
-    minflt: int = 0
+#: Per-iteration measures the driver's summary lists (worker_*: ship=gradients only).
+MEASURES = ("decisions", "decisions_per_s", "decisions_per_worker_cpu_s", "update_s",
+            "iteration_s", "worker_sys_s", "worker_minflt")
 
 
 def _step(ps: ParameterServer, a: Args, d: DistConfig, workers: list[str], cfg: dict[str, Any],
-          state: dict[str, torch.Tensor], env: EnvConfig, rng: np.random.Generator,
-          local_mb: int) -> _Step:
-    """Workers play with ``state``; then the PPO step on the PS's model (see the module)."""
-    t0 = time.perf_counter()
+          env: EnvConfig, rng: np.random.Generator) -> tuple[list[float], dict[str, float],
+                                                           dict[str, float]]:
+    """Workers play with the PS's weights, then the PPO step on its model: each episode's
+    reward, the loss parts and the iteration's measures."""
+    state, t0 = ps.weights(), time.perf_counter()
     seeds = [[int(s) for s in rng.integers(10_000, size=a.episodes_per_iter)] for _ in workers]
+    m: dict[str, float] = {}
     if d.ship == "gradients":
-        shares: list[Share] = [
-            f.wait()
-            for f in [
-                rpc.rpc_async(w, play_and_keep, args=(cfg, state, env, ss, a, local_mb))
-                for w, ss in zip(workers, seeds, strict=True)
-            ]
-        ]
+        # each worker's minibatches hold minibatch / workers steps: a round sees `minibatch`
+        mb = max(1, a.minibatch // d.workers)
+        futs = [rpc.rpc_async(w, play_and_keep, args=(cfg, state, env, ss, a, mb))
+                for w, ss in zip(workers, seeds, strict=True)]
+        shares: list[Share] = [f.wait() for f in futs]
         t_up = time.perf_counter()
         submit = functools.partial(_gradient_async, workers, *global_moments(shares))
         stats = ppo_rounds(ps.model, ps.opt, submit, [s.minibatches for s in shares])
-        return _Step(
-            decisions=sum(s.decisions for s in shares), cpu_s=sum(s.cpu_s for s in shares),
-            collect_s=t_up - t0, update_s=time.perf_counter() - t_up,
-            rewards=[r for s in shares for r in s.episode_rewards], stats=stats,
-            sys_s=sum(s.sys_s for s in shares), minflt=sum(s.minflt for s in shares),
-        )
-    results = [
-        f.wait()
-        for f in [
-            rpc.rpc_async(w, play, args=(cfg, state, env, ss))
-            for w, ss in zip(workers, seeds, strict=True)
-        ]
-    ]
-    t_up = time.perf_counter()
-    ros = [r for rs, _, _ in results for r in rs]
-    stats = ppo_update(ps.model, ps.opt, ros, a, rng)
-    return _Step(
-        decisions=sum(len(r) for r in ros), cpu_s=sum(c for _, _, c in results),
-        collect_s=t_up - t0, update_s=time.perf_counter() - t_up,
-        rewards=[sum(r.reward) for r in ros], stats=stats,
-    )
+        n, cpu = sum(s.decisions for s in shares), sum(s.cpu_s for s in shares)
+        rewards = [r for s in shares for r in s.episode_rewards]
+        m["worker_sys_s"] = sum(s.sys_s for s in shares)
+        m["worker_minflt"] = sum(s.minflt for s in shares)
+    else:
+        futs = [rpc.rpc_async(w, play, args=(cfg, state, env, ss))
+                for w, ss in zip(workers, seeds, strict=True)]
+        results = [f.wait() for f in futs]
+        t_up = time.perf_counter()
+        ros = [r for rs, _ in results for r in rs]
+        stats = ppo_update(ps.model, ps.opt, ros, a, rng)
+        n, cpu = sum(len(r) for r in ros), sum(c for _, c in results)
+        rewards = [sum(r.reward) for r in ros]
+    m.update(decisions=n, decisions_per_s=n / (t_up - t0),
+             decisions_per_worker_cpu_s=n / max(cpu, 1e-9), update_s=time.perf_counter() - t_up)
+    return rewards, stats, m
 
 
 def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
@@ -217,39 +178,18 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     env = a.env()
     model = DSANNet(ModelConfig(hidden=a.hidden, head=a.head))
-    init = a.extra.get("init_weights")
-    if init:
-        model.load_state_dict(torch.load(init, weights_only=True))
-    ps = ParameterServer(
-        model, torch.optim.Adam(model.parameters(), lr=a.ppo_lr), d.rollback_threshold
-    )
+    opt = torch.optim.Adam(model.parameters(), lr=a.ppo_lr)
+    ps = ParameterServer(model, opt, d.rollback_threshold)
     cfg = model.cfg.to_dict()
     workers = [f"worker{i}" for i in range(1, d.workers + 1)]
     eval_seeds = [EVAL_SEED_BASE + i for i in range(a.eval_episodes)]
     log = CsvLog(out / "metrics.csv", PPO_FIELDS, resume=False)
     t0 = time.perf_counter()
     ps.judge(rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds)))
-    counts: list[int] = []
-    throughput: list[float] = []
-    per_cpu: list[float] = []
-    update_s: list[float] = []
-    iteration_s: list[float] = []
-    sys_s: list[float] = []  # of the workers' collection (ship=gradients): page faults show
-    minflt: list[int] = []
-    # Each worker's minibatches hold minibatch / workers steps: a round sees `minibatch`.
-    local_mb = max(1, a.minibatch // d.workers)
+    hist: dict[str, list[float]] = {k: [] for k in MEASURES}
     for it in range(a.iterations):
-        state = ps.weights()
-        t_col = time.perf_counter()
-        step = _step(ps, a, d, workers, cfg, state, env, rng, local_mb)
-        wall, decisions = step.collect_s, step.decisions
-        if step.sys_s is not None:
-            sys_s.append(step.sys_s)
-            minflt.append(step.minflt)
-        update_s.append(step.update_s)
-        counts.append(decisions)
-        throughput.append(decisions / wall)
-        per_cpu.append(decisions / max(step.cpu_s, 1e-9))
+        t_it = time.perf_counter()
+        rewards, stats, m = _step(ps, a, d, workers, cfg, env, rng)
         v = ps.bump()
         if it == d.inject_degraded_at:
             with torch.no_grad():  # a deliberately broken version: prefer the worst nodes
@@ -257,26 +197,18 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
                 ps.model.head.skip.bias.zero_()
         score = rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds))
         ok = ps.judge(score)
-        iteration_s.append(time.perf_counter() - t_col)
-        log.write(
-            {
-                "iteration": it,
-                "phase": "ppo-dist",
-                "reward": float(np.mean(step.rewards)) if step.rewards else 0.0,
-                "eval_alloc_pct": score,
-                "decisions_per_s": decisions / wall,
-                "wall_s": time.perf_counter() - t0,
-                "event": "accept" if ok else f"rollback v{v}->v{ps.good_version}",
-                **step.stats,
-            }
-        )
+        m["iteration_s"] = time.perf_counter() - t_it  # collection + PPO step + validation
+        for k, x in m.items():
+            hist[k].append(x)
+        log.write({"iteration": it, "phase": "ppo-dist",
+                   "reward": float(np.mean(rewards)) if rewards else 0.0,
+                   "eval_alloc_pct": score, "decisions_per_s": m["decisions_per_s"],
+                   "wall_s": time.perf_counter() - t0,
+                   "event": "accept" if ok else f"rollback v{v}->v{ps.good_version}", **stats})
         if not ok:
-            print(
-                f"[dsan train] shadow rejected version {v} (alloc {score:.2f}% < "
-                f"{ps.good_score:.2f}% - {d.rollback_threshold}): "
-                f"rolled back to v{ps.good_version}",
-                flush=True,
-            )
+            print(f"[dsan train] shadow rejected version {v} (alloc {score:.2f}% < "
+                  f"{ps.good_score:.2f}% - {d.rollback_threshold}): "
+                  f"rolled back to v{ps.good_version}", flush=True)
     summary = {
         "workers": d.workers,
         "ship": d.ship,
@@ -284,24 +216,13 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         "good_version": ps.good_version,
         "good_score": ps.good_score,
         "rollbacks": ps.rollbacks,
-        "decisions": counts,
-        "decisions_per_s": throughput,
-        "decisions_per_worker_cpu_s": per_cpu,
-        "update_s": update_s,  # the PPO step (PS alone, or rounds with the workers)
-        "iteration_s": iteration_s,  # collection + PPO step + shadow validation
+        **{k: hist[k] for k in MEASURES[:5]},
         "wall_s": time.perf_counter() - t0,
-        "worker_sys_s": sys_s,
-        "worker_minflt": minflt,
+        **{k: hist[k] for k in MEASURES[5:]},
         "final_weights_equal_good": ps.holds_good_weights(),
     }
-    save(
-        ps.model,
-        out / "model",
-        version=f"dsan-dist-{ps.good_version}",
-        training=asdict(a),
-        evaluation={"eval_alloc_pct": ps.good_score},
-        exports=a.export,
-    )
+    save(ps.model, out / "model", version=f"dsan-dist-{ps.good_version}", training=asdict(a),
+         evaluation={"eval_alloc_pct": ps.good_score}, exports=a.export)
     return summary
 
 
@@ -310,11 +231,8 @@ def _entry(rank: int, world: int, a: Args, d: DistConfig, result: Any) -> None:
     torch.set_num_threads(1)
     name = "ps" if rank == 0 else ("shadow" if rank == world - 1 else f"worker{rank}")
     opts = rpc.TensorPipeRpcBackendOptions(
-        num_worker_threads=4,
-        rpc_timeout=d.rpc_timeout_s,
-        init_method=f"tcp://{d.master_addr}:{d.master_port}",
-        _transports=["uv"],
-    )
+        num_worker_threads=4, rpc_timeout=d.rpc_timeout_s,
+        init_method=f"tcp://{d.master_addr}:{d.master_port}", _transports=["uv"])
     rpc.init_rpc(name, rank=rank, world_size=world, rpc_backend_options=opts)
     try:
         if rank == 0:

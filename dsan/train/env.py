@@ -1,16 +1,7 @@
 """What a training episode is to the collector: the :class:`Env` protocol, the pending
-:class:`Decision` and the nodes' inputs to the encoders (:class:`NodeInputs`).
-
-Both training stages play episodes through this one interface, so how episodes are
-stepped, how rollouts are recorded (:mod:`dsan.train.collector`) and how updates read them
-(:mod:`dsan.train.updates`) is written once:
-
-* :class:`dsan.train.openb.OpenbEnv`: the FGD protocol on a shrunk openb cluster; pods never
-  leave and nodes have no telemetry, so the node inputs are fixed for the whole episode
-  (``fixed_nodes``): a rollout keeps them once and PPO re-embeds them with gradients;
-* :class:`dsan.train.window.WindowEnv`: a window of a seed-scenario run, whose telemetry
-  changes every 10 s; its node inputs change inside the episode, so a rollout keeps each
-  step's candidate embeddings instead (the encoders are frozen in that stage).
+:class:`Decision` and the nodes' inputs to the encoders (:class:`NodeInputs`). openb's node
+inputs are fixed per episode (re-embedded with gradients); a scenario window's change with
+telemetry (each step's embeddings are kept, the encoders frozen).
 """
 
 from __future__ import annotations
@@ -42,8 +33,7 @@ class Decision:
 
 @dataclass
 class NodeInputs:
-    """Every node's inputs to the node encoders (LSTM + GNN): the node block ``x`` (n, 56),
-    telemetry (n, T, C) and the topology graph."""
+    """Every node's inputs to the encoders: node block ``x``, telemetry and topology graph."""
 
     x: F32
     telemetry: F32
@@ -61,22 +51,15 @@ class NodeInputs:
     def embed(self, model: DSANNet) -> torch.Tensor:
         """The nodes' embeddings (n, 2, H), without gradients."""
         with torch.inference_mode():
-            return model.embed_nodes(
-                torch.from_numpy(self.x),
-                torch.from_numpy(self.telemetry),
-                self.edge_index,
-                self.edge_weight,
-            )
+            return model.embed_nodes(torch.from_numpy(self.x), torch.from_numpy(self.telemetry),
+                                     self.edge_index, self.edge_weight)
 
 
 class Env(Protocol):
-    """An episode as the sequence of decisions a policy takes.
+    """An episode as the sequence of decisions a policy takes (the env plays the rest itself:
+    single-candidate pods, a warm-up)."""
 
-    ``decision()`` is the pending decision (the env plays what the policy does not decide
-    on its own: single-candidate pods, a warm-up); ``step(node)`` places its pod and returns
-    the step's reward, everything that happened until the next decision."""
-
-    #: The node inputs stay the same for the whole episode (see the module docstring).
+    #: The node inputs stay the same for the whole episode.
     fixed_nodes: ClassVar[bool]
     target: TargetWorkload
     cache: PlacementCache
@@ -86,30 +69,28 @@ class Env(Protocol):
         ...
 
     def nodes(self) -> NodeInputs:
-        """Node inputs as of the pending decision: the same object while they are unchanged."""
+        """Node inputs now: the same object while they are unchanged."""
         ...
 
     def node_cols(self) -> F32:
-        """The pending decision's candidates' node-block rows (``nodes().x[cand]``, with any
-        column that changes between telemetry samples made current)."""
+        """The candidates' node-block rows, ``nodes().x[cand]`` made current."""
         ...
 
     def label(
         self, scores: npt.NDArray[np.float64], rng: np.random.Generator
     ) -> tuple[int, npt.NDArray[np.bool_]]:
-        """A teacher's choice among the candidates given its ``scores``, and the candidates
-        imitation should raise (the simulator being imitated decides how ties break)."""
+        """A teacher's choice given its ``scores`` and the candidates imitation should raise."""
         ...
 
     def step(self, node: int) -> float:
-        """Place the pending pod on ``node``; the step's reward."""
+        """Place the pending pod on ``node``; the reward of all until the next decision."""
         ...
 
     @classmethod
     def step_all(cls, envs: Sequence[Self], nodes: Sequence[int]) -> list[float]:
-        """:meth:`step` of each of ``envs`` on its node, in lockstep (same rewards)."""
+        """:meth:`step` of each of ``envs`` on its node, in lockstep."""
         ...
 
     def summary(self) -> dict[str, float]:
-        """The episode's outcome (allocation, or the scenario's Table 1 metrics)."""
+        """The episode's outcome (allocation, or Table 1's metrics)."""
         ...

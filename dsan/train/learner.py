@@ -1,22 +1,7 @@
-"""Data-parallel PPO: workers keep their rollouts and send gradients; the parameter server steps.
-
-Why: a rollout is ~17 kB per decision (the 128 float32 features of ~57 candidate rows), so 16
-openb episodes of 96 nodes are ~160 MB; pickling them in the worker (1.3 s), shipping them and
-unpickling them in the parameter server (2.3 s) cost almost as much as collecting them (4.3 s
-of CPU), serially, on the collection round's critical path. A gradient is 35,844 float32
-(143 kB) whatever the rollouts hold.
-
-How (synchronous data-parallel PPO, as DD-PPO, Wijmans et al. 2020): after collecting, a
-worker computes its episodes' GAE and a minibatch plan (:class:`LocalLearner`) and reports only
-counts and advantage moments (:class:`Share`). The PS combines the moments into the global
-advantage mean and std, then runs rounds: it sends the current parameters (one flat vector),
-every worker returns the gradient of the clipped PPO loss (:func:`dsan.train.updates.ppo_loss`) on
-its k-th minibatch, and :func:`ppo_rounds` averages them weighted by steps, clips and takes the
-optimiser step. Every term of the loss is a mean over steps, so the weighted average is the
-gradient of the loss over the union of the workers' minibatches: with one worker the updates
-are :func:`dsan.train.updates.ppo_update`'s (tested). Each worker splits its episodes into
-minibatches of ``minibatch / workers`` steps, so a round sees ``minibatch`` steps and an
-iteration takes as many optimiser steps as the PS would over the same rollouts.
+"""Data-parallel PPO (DD-PPO style): workers keep their rollouts and send gradients, the
+parameter server averages them weighted by steps and steps (shipping rollouts costs about as
+much as collecting them; a gradient is one flat vector). Every loss term is a mean over
+steps, so with one worker the updates are :func:`dsan.train.updates.ppo_update`'s (tested).
 """
 
 from __future__ import annotations
@@ -44,12 +29,10 @@ class Share:
 
     decisions: int
     episode_rewards: list[float]
-    alloc_pct: list[float]
     adv_n: int
     adv_mean: float
     adv_m2: float  # sum of squared deviations from adv_mean (Chan et al.'s parallel variance)
     minibatches: list[int]  # per PPO epoch
-    wall_s: float = 0.0
     cpu_s: float = 0.0
     sys_s: float = 0.0  # of cpu_s, in the kernel (mostly page faults of new memory)
     minflt: int = 0  # minor page faults while collecting
@@ -58,16 +41,9 @@ class Share:
 class LocalLearner:
     """A worker's rollouts, their advantages and minibatch plan; gradients on request."""
 
-    def __init__(
-        self,
-        model: DSANNet,
-        rollouts: list[Rollout],
-        a: PPOConfig,
-        minibatch: int,
-        rng: np.random.Generator,
-    ) -> None:
-        """``a``: the PPO hyperparameters (gamma, gae_lambda, ppo_epochs, clip, coefficients);
-        ``minibatch``: this worker's steps per minibatch."""
+    def __init__(self, model: DSANNet, rollouts: list[Rollout], a: PPOConfig, minibatch: int,
+                 rng: np.random.Generator) -> None:
+        """``minibatch``: this worker's steps per minibatch."""
         self.model, self.ros, self.a = model, rollouts, a
         self.gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in rollouts]
         # Drawn in ppo_update's order (epoch, rollout, permutation): one worker = ppo_update.
@@ -81,30 +57,17 @@ class LocalLearner:
             for _ in range(a.ppo_epochs)
         ]
 
-    def share(
-        self, wall_s: float = 0.0, cpu_s: float = 0.0, sys_s: float = 0.0, minflt: int = 0
-    ) -> Share:
+    def share(self, cpu_s: float = 0.0, sys_s: float = 0.0, minflt: int = 0) -> Share:
         adv = np.concatenate([g[0] for g in self.gae]) if self.gae else np.zeros(0)
         mean = float(adv.mean()) if len(adv) else 0.0
-        return Share(
-            decisions=sum(len(r) for r in self.ros),
-            episode_rewards=[float(sum(r.reward)) for r in self.ros],
-            alloc_pct=[float(r.summary["alloc_pct"]) for r in self.ros],
-            adv_n=len(adv),
-            adv_mean=mean,
-            adv_m2=float(((adv - mean) ** 2).sum()),
-            minibatches=[len(p) for p in self.plan],
-            wall_s=wall_s,
-            cpu_s=cpu_s,
-            sys_s=sys_s,
-            minflt=minflt,
-        )
+        return Share(sum(len(r) for r in self.ros), [float(sum(r.reward)) for r in self.ros],
+                     len(adv), mean, float(((adv - mean) ** 2).sum()),
+                     [len(p) for p in self.plan], cpu_s, sys_s, minflt)
 
     def grad(self, params: torch.Tensor, epoch: int, k: int, mu: float, sd: float) -> Grad:
-        """Gradient of the PPO loss on minibatch ``k`` of ``epoch`` at ``params`` (flat), its
-        number of steps (0 when this worker has no such minibatch), which parameters got a
-        gradient (an unused one stays ``None``, so Adam leaves it alone, as in ppo_update)
-        and the loss parts."""
+        """The flat PPO-loss gradient on minibatch ``k`` of ``epoch`` at ``params``, its steps (0
+        if there is no such minibatch), which parameters got a gradient (Adam must leave the
+        others alone, as in ppo_update) and the loss parts."""
         plan = self.plan[epoch]
         if k >= len(plan):
             return torch.zeros(0), 0, torch.zeros(0, dtype=torch.bool), {}
@@ -117,9 +80,8 @@ class LocalLearner:
         adv, ret = self.gae[i]
         self.model.zero_grad(set_to_none=True)
         logp, seg, first, values = batch(self.model, self.ros[i], steps)
-        loss, parts = ppo_loss(
-            logp, seg, first, values, self.ros[i], steps, adv, ret, mu, sd, self.a
-        )
+        loss, parts = ppo_loss(logp, seg, first, values, self.ros[i], steps, adv, ret, mu, sd,
+                               self.a)
         loss.backward()
         g = torch.cat(
             [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in ps]
@@ -153,9 +115,9 @@ def ppo_rounds(
     minibatches: Sequence[Sequence[int]],
     max_norm: float = 0.5,
 ) -> dict[str, float]:
-    """The PS side: per epoch and minibatch index, gather the workers' gradients (those that
-    have that minibatch), average them weighted by steps, clip, step. ``minibatches[j][e]`` is
-    worker j's minibatch count in epoch e. Returns the mean loss parts, as ppo_update."""
+    """The PS side: per epoch and minibatch index, average the gradients of the workers that
+    have that minibatch (``minibatches[j][e]``: worker j's count in epoch e) weighted by
+    steps, clip, step. Returns the mean loss parts, as ppo_update."""
     ps = list(model.parameters())
     stats: dict[str, list[float]] = {n: [] for n in STATS}
     epochs = len(minibatches[0]) if minibatches else 0

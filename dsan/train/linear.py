@@ -1,18 +1,13 @@
-"""The residual head's logit for a skip layer that is zero outside a few features, fast.
-
-DSAN's residual head scores ``softplus(a) * 100 * fgd_score_int + w . f + MLP(...)``. With the
-MLP's last layer at zero and ``w`` non-zero only on a subset of the 128 features, the logit
-is ``scale * FGD's integer score + w_S . f_S``. :class:`LinearFGDScorer` computes exactly that
-from FGD's cached scorer plus the few columns of ``S`` (same formulas as
-:func:`dsan.features.featurize`, pinned to it by a test), about 3x faster per openb episode
-than the full featurizer: what makes black-box policy search over ``w_S`` affordable
-(:mod:`dsan.train.search`). It ties logits at the DSAN policy's resolution
-(:func:`dsan.policies.dsan.quantize_logits`), so near-ties fall to FGD's node order in both.
+"""The residual head's logit when the MLP's last layer is zero and the skip weights sit on a
+few features: ``FGD's integer score + w_S . f_S``, from FGD's cached scorer and those columns
+(featurize's formulas, pinned by a test), ~3x faster than the featurizer: what makes the
+tie-break search affordable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +24,7 @@ from dsan.features import (
     node_block,
 )
 from dsan.features.clusterwide import cpu_bound_factor, room_factor, takes_cpu_only
-from dsan.features.placementcache import Placement, PlacementCache, free_after, placement
+from dsan.features.placementcache import Placement, PlacementCache, free_after
 from dsan.policies.base import BaseScorer
 from dsan.policies.dsan import quantize_logits
 from dsan.policies.fgd import FGDScorer
@@ -40,25 +35,14 @@ F64 = npt.NDArray[np.float64]
 class _Ctx:
     """Per (pod, candidates) quantities shared by several columns, computed on first use."""
 
-    def __init__(
-        self,
-        pod: PodSpec,
-        snap: ClusterSnapshot,
-        nodes: npt.NDArray[np.int64],
-        target: TargetWorkload,
-        access: npt.NDArray[np.bool_] | None,
-        shapes: Sequence[int] = (),
-        shares: Sequence[int] = (),
-        cache: PlacementCache | None = None,
-    ):
+    def __init__(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64],
+                 target: TargetWorkload, access: npt.NDArray[np.bool_] | None,
+                 shapes: Sequence[int], shares: Sequence[int], cache: PlacementCache) -> None:
         self.pod, self.snap, self.nodes, self.target = pod, snap, nodes, target
-        self._cache = cache
-        self._access = access
+        self._access, self._cache = access, cache
         # GPU shares whose per-slot counts after placement the columns read
         top = [k for k in shapes if k < min(TOP_SHAPES, len(target.freq))]
         self.shares = [*(int(target.gpu_milli[k]) for k in top), *shares]
-        self._free_after: npt.NDArray[np.int64] | None = None
-        self._placement: Placement | None = None
         self.free = snap.gpu_free[nodes].astype(np.int64)
         self.present = snap.gpu_present[nodes]
         self.cnt = snap.gpu_count[nodes].astype(np.float64)
@@ -66,34 +50,22 @@ class _Ctx:
         self.gfree = self.free.sum(1).astype(np.float64)
         self.cpu_cap = snap.cpu_cap[nodes].astype(np.float64)
         self.cpu_free = self.cpu_cap - snap.cpu_used[nodes]
-        k = pod.num_gpu if pod.gpu_milli > 0 else 0
-        self.k = k
-        self.gtot = float(k * pod.gpu_milli)
+        self.k = pod.num_gpu if pod.gpu_milli > 0 else 0
+        self.gtot = float(self.k * pod.gpu_milli)
 
-    @property
+    @cached_property
     def access(self) -> npt.NDArray[np.bool_]:
-        if self._access is None:
-            self._access = self.target.access(self.snap)
-        return self._access
+        return self.target.access(self.snap) if self._access is None else self._access
 
-    def free_after(self) -> npt.NDArray[np.int64]:
+    @cached_property
+    def after(self) -> npt.NDArray[np.int64]:
         """The placement's free shares, exact for the shares of the requested shapes."""
-        if self._free_after is None:
-            self._free_after = free_after(
-                self.pod, self.snap, self.nodes, self.target, self.access, self.shares
-            )
-        return self._free_after
+        return free_after(self.pod, self.snap, self.nodes, self.target, self.access, self.shares)
 
+    @cached_property
     def placement(self) -> Placement:
         """featurize's placement (fragmentation before and after, its GPU choice)."""
-        if self._placement is None:
-            if self._cache is not None:  # same results, recomputed only on changed nodes
-                self._placement = self._cache.get(self.pod, self.snap, self.nodes)
-            else:
-                self._placement = placement(
-                    self.pod, self.snap, self.nodes, self.target, self.access
-                )
-        return self._placement
+        return self._cache.get(self.pod, self.snap, self.nodes)
 
 
 def _hostable(c: _Ctx, k: int) -> F64:
@@ -105,7 +77,7 @@ def _hostable(c: _Ctx, k: int) -> F64:
     ng = int(w.num_gpu[k])
     if ng == 0:
         return np.minimum(by_cpu / 8, 1.0)
-    per_gpu = np.floor(np.maximum(c.free_after(), 0) / max(int(w.gpu_milli[k]), 1)).sum(1)
+    per_gpu = np.floor(np.maximum(c.after, 0) / max(int(w.gpu_milli[k]), 1)).sum(1)
     copies = np.minimum(by_cpu, per_gpu // ng) * c.access[k, c.nodes]
     return np.minimum(copies / 8, 1.0)
 
@@ -129,16 +101,16 @@ COLUMNS: dict[str, Callable[[_Ctx], F64]] = {
     "pod_cpu_of_node": lambda c: _frac(np.full(len(c.nodes), c.pod.cpu_milli), c.cpu_cap),
     "pod_gpu_of_node": lambda c: _frac(np.full(len(c.nodes), c.gtot), c.gpu_cap),
     "full_gpus_before": lambda c: ((c.free == 1000) & c.present).sum(1) / 8.0,
-    "full_gpus_after": lambda c: ((c.free_after() == 1000) & c.present).sum(1) / 8.0,
+    "full_gpus_after": lambda c: ((c.after == 1000) & c.present).sum(1) / 8.0,
     "partial_gpus_before": lambda c: ((c.free > 0) & (c.free < 1000) & c.present).sum(1) / 8.0,
     "gpu_max_free": lambda c: c.free.max(1) / 1000.0,
     "gpu_min_free": lambda c: np.where(c.present, c.free, 1000).min(1) * (c.cnt > 0) / 1000.0,
     "gpus_fitting": lambda c: _fitting(c) / 8.0,
     "gpus_fitting_spare": lambda c: (_fitting(c) - c.k) / 8.0,
     # the workload-aware fragmentation FGD's integer score truncates (a finer FGD order)
-    "frag_before": lambda c: c.placement().frag_before / GPU_SCALE,
-    "frag_after": lambda c: c.placement().frag_after / GPU_SCALE,
-    "frag_delta": lambda c: (c.placement().frag_after - c.placement().frag_before) / 1000.0,
+    "frag_before": lambda c: c.placement.frag_before / GPU_SCALE,
+    "frag_after": lambda c: c.placement.frag_after / GPU_SCALE,
+    "frag_delta": lambda c: (c.placement.frag_after - c.placement.frag_before) / 1000.0,
     "node_idle": lambda c: ((c.snap.cpu_used[c.nodes] == 0) & (c.gfree == c.gpu_cap)).astype(
         np.float64
     ),
@@ -167,13 +139,12 @@ def columns(
     access: npt.NDArray[np.bool_] | None = None,
     cache: PlacementCache | None = None,
 ) -> F64:
-    """(m, len(names)) feature columns, equal to the same columns of ``featurize`` with
-    workload ``target`` (default: the embedded one). ``static`` may pass
-    :func:`dsan.features.node_block` of all nodes, precomputed, ``access`` the target's
-    ``access(snap)``, ``cache`` a :class:`~dsan.features.placementcache.PlacementCache` of
-    ``target`` kept across calls (for the fragmentation columns)."""
+    """(m, len(names)) columns equal to ``featurize``'s with workload ``target``; ``static``
+    (all nodes' node block), ``access`` and ``cache`` may be passed in, kept across calls."""
     nodes = np.asarray(nodes, dtype=np.int64)
     out = np.empty((len(nodes), len(names)))
+    target = target or default_workload()
+    cache = PlacementCache(target) if cache is None else cache
     ctx: _Ctx | None = None
     shapes = [int(n[5]) for n in names if n.startswith("shape") and n.endswith("_hostable_after")]
     shapes += [1] if "shape1_room_gpu_bound" in names else []
@@ -184,9 +155,7 @@ def columns(
             blk = static[nodes] if static is not None else node_block(snap, nodes)
             out[:, j] = blk[:, i]
         elif name in COLUMNS:
-            ctx = ctx or _Ctx(
-                pod, snap, nodes, target or default_workload(), access, shapes, shares, cache
-            )
+            ctx = ctx or _Ctx(pod, snap, nodes, target, access, shapes, shares, cache)
             out[:, j] = COLUMNS[name](ctx)
         else:
             raise KeyError(f"{name!r} is not computed by dsan.train.linear (see SUPPORTED)")
@@ -194,19 +163,11 @@ def columns(
 
 
 class LinearFGDScorer(BaseScorer):
-    """``scale * FGD integer score + w . f_S``: the zero-MLP residual head, without torch.
+    """``FGD integer score + w . f_S``: the zero-MLP residual head, without torch.
 
-    ``weights`` is the head's ``skip`` (every pod) and ``gpu_weights`` its ``gpu_skip`` (added
-    for GPU pods only), so CPU-only and GPU pods can break FGD's ties differently;
-    ``gpu_only`` puts ``weights`` into ``gpu_skip`` instead (CPU-only pods get FGD alone).
-    ``share_weights`` is added on top for GPU-sharing pods (featurize's ``pod_is_sharing``,
-    0 < gpu_milli < 1000): a tie-break for whole-GPU pods alone is ``gpu_weights`` = u,
-    ``share_weights`` = -u (a weight on a target shape's room means another thing to a pod
-    that shares a GPU; docs/results/dsan_openb.md, session 5).
-    ``quantize=False`` returns the float64 sum as it is (diagnostics).
-    GPUs inside the node are FGD's (DSAN's :func:`dsan.features.fgd_select_gpus` gives the
-    same slots). Float32 rounding of the model's features aside, the shipped model with these
-    skip weights ranks nodes identically; the evaluation reruns the real model anyway.
+    ``weights`` is the head's ``skip`` (every pod), ``gpu_weights`` its ``gpu_skip`` (added
+    for GPU pods). GPUs inside the node are FGD's, as DSAN's. ``quantize=False`` returns the
+    float64 sum unquantized (diagnostics).
     """
 
     name = "fgd-linear"
@@ -215,52 +176,37 @@ class LinearFGDScorer(BaseScorer):
         self,
         names: Sequence[str],
         weights: npt.ArrayLike,
-        gpu_only: bool = False,
         gpu_weights: npt.ArrayLike | None = None,
         *,
         target: TargetWorkload | None = None,
-        scale: float = 1.0,
-        share_weights: npt.ArrayLike | None = None,
         quantize: bool = True,
     ) -> None:
         self.names = list(names)
         self.quantize = quantize
         w = np.asarray(weights, dtype=np.float64)
         g = np.zeros(len(self.names)) if gpu_weights is None else np.asarray(gpu_weights, float)
-        s = np.zeros(len(self.names)) if share_weights is None else np.asarray(share_weights, float)
-        for v in (w, g, s):
+        for v in (w, g):
             if v.shape != (len(self.names),):
                 raise ValueError(f"{len(self.names)} features but weights {v.shape}")
-        if gpu_only and g.any():
-            raise ValueError("gpu_only puts weights into gpu_skip: no separate gpu_weights")
         unknown = [n for n in self.names if n not in SUPPORTED]
         if unknown:
             raise ValueError(f"unsupported features {unknown}; supported: {SUPPORTED}")
-        self.weights, self.gpu_weights = w, g
-        self.scale = scale
         self.fgd = FGDScorer(target or default_workload())
         self._static: npt.NDArray[np.float32] | None = None
         self._static_of: ClusterSnapshot | None = None
         self._access: npt.NDArray[np.bool_] | None = None
         self._cache = PlacementCache(self.fgd.target)
-        # per pod class (GPU pod?, sharing pod?) the non-zero weights and their columns; the
-        # flags are the head's (1 - pod_is_cpu_only) and pod_is_sharing, so all four exist
-        cpu_w, gpu_w = (np.zeros_like(w), w) if gpu_only else (w, w + g)
+        # per pod class (GPU pod? as the head's 1 - pod_is_cpu_only): non-zero weights, columns
         self._by_class = {
-            (gpu, share): (
-                [n for n, x in zip(self.names, v, strict=True) if x != 0.0],
-                v[v != 0.0],
-            )
-            for gpu, base in ((False, cpu_w), (True, gpu_w))
-            for share, v in ((False, base), (True, base + s))
+            gpu: ([n for n, x in zip(self.names, v, strict=True) if x != 0.0], v[v != 0.0])
+            for gpu, v in ((False, w), (True, w + g))
         }
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
-        base = self.scale * self.fgd.score(pod, snap, nodes)
-        cpu_only = takes_cpu_only(pod)  # featurize's pod_is_cpu_only
-        active, w = self._by_class[(not cpu_only, pod.is_sharing)]
+        base = self.fgd.score(pod, snap, nodes)
+        active, w = self._by_class[not takes_cpu_only(pod)]
         if not active:
             return base
         if self._static_of is not snap:  # the static block never changes within a run
@@ -270,8 +216,7 @@ class LinearFGDScorer(BaseScorer):
         cols = columns(
             active, pod, snap, nodes, self._static, self.fgd.target, self._access, self._cache
         )
-        # the product's resolution: exact float64 ties are ties anyway, but a difference of
-        # under half a LOGIT_STEP must tie here too, as it does in the real model
+        # ties at the DSAN policy's resolution, as in the real model
         out = base + cols @ w
         return quantize_logits(out) if self.quantize else out
 

@@ -1,18 +1,9 @@
-"""openb episodes (:class:`OpenbEnv`): the FGD protocol on openb, shrunk to a few hundred nodes.
-
-An episode samples ``n_nodes`` GPU nodes of the openb node list and submits pods of one
-workload file in the protocol's order (seeded shuffle, :func:`dsan.sim.protocol.tuned_order`)
-until the arrived GPU request reaches ``tune`` x the episode's capacity. Pods are placed one
-at a time and never leave. Every pod with two or more feasible nodes is a *decision*, whose
-reward is (weights configurable, defaults the article's 0.4/0.3/0.2/0.1)
-``w_util util + w_jct completion + w_cost cost + w_sla sla + frag_shaping dPhi``:
-
-* util: GPU milli the pod got / episode GPU capacity (> 0; sums to the allocation ratio);
-* completion: 0 on openb (no pod ever finishes; the seed scenario fills it);
-* cost: -(price of the node if it was idle before) / total price (waking nodes costs);
-* sla: -(pods that failed before the next decision) / pods submitted (<= 0);
-* dPhi: Phi(after) - Phi(before), Phi = -cluster fragmentation / capacity: potential shaping
-  (Ng et al. '99), which leaves the optimal policy unchanged and gives dense credit.
+"""openb episodes (:class:`OpenbEnv`): the FGD protocol on ``n_nodes`` openb nodes; pods
+arrive in the protocol's order, never leave, and each with two or more feasible nodes is a
+decision. Reward: ``w_util`` GPU share granted, ``w_completion`` 0 (no pod finishes),
+``w_cost`` minus the price of waking an idle node, ``w_sla`` minus the pods failed before
+the next decision, ``frag_shaping`` the change of -fragmentation / capacity (potential
+shaping: the optimal policy is unchanged, the credit dense). All per capacity or per pod.
 """
 
 from __future__ import annotations
@@ -54,7 +45,6 @@ class RewardWeights:
 @dataclass(frozen=True)
 class EnvConfig:
     workloads: tuple[str, ...] = ("openb_pod_list_default.csv",)
-    nodes_csv: str = DEFAULT_NODES
     n_nodes: int = 96
     tune: float = 1.0
     reward: RewardWeights = field(default_factory=RewardWeights)
@@ -69,15 +59,15 @@ class EnvConfig:
 
 
 @functools.cache
-def _nodes(name: str) -> NodeTrace:
-    """A node list, parsed once per process."""
-    return load_nodes(_path(name))
+def _nodes() -> NodeTrace:
+    """openb's node list, parsed once per process."""
+    return load_nodes(_path(DEFAULT_NODES))
 
 
 @functools.cache
-def _pods(name: str, nodes_csv: str) -> tuple[PodTrace, list[PodSpec], TargetWorkload]:
+def _pods(name: str) -> tuple[PodTrace, list[PodSpec], TargetWorkload]:
     """A pod list, its pods and its target workload, parsed once per process."""
-    gpu_models = _nodes(nodes_csv).gpu_models
+    gpu_models = _nodes().gpu_models
     trace = load_pods(_path(name), gpu_models)
     specs = trace.pod_specs(gpu_models)
     return trace, specs, TargetWorkload.from_pods(specs, gpu_models)
@@ -91,9 +81,8 @@ def _path(name: str) -> Path:
 @dataclass
 class OpenbEnv:
     """One openb episode, an :class:`~dsan.train.env.Env`. :meth:`next_decision` and
-    :meth:`place` (or :meth:`bind` + :meth:`settle`) are the raw steps; :meth:`decision` and
-    :meth:`step` add the SLA bookkeeping of a rollout: pods that fail between two decisions
-    are charged to the earlier one (those before the first, to the first)."""
+    :meth:`place` (= :meth:`bind` + :meth:`settle`) are the raw steps; :meth:`decision` and
+    :meth:`step` charge pods that fail between two decisions to the earlier one."""
 
     fixed_nodes: ClassVar[bool] = True
 
@@ -120,8 +109,8 @@ class OpenbEnv:
         self._carry = 0.0  # SLA penalty waiting for the next step's reward
 
     def next_decision(self) -> tuple[PodSpec, npt.NDArray[np.int64], float] | None:
-        """Advance to the next pod with >= 2 feasible nodes; returns it, its candidates and the
-        SLA penalty of pods that failed on the way. Pods with one candidate are bound here."""
+        """The next pod with >= 2 feasible nodes, its candidates and the SLA penalty of pods
+        that failed on the way; pods with one candidate are bound here."""
         sla = 0.0
         while self.pos < len(self.order):
             pod = self.pods[int(self.order[self.pos])]
@@ -148,8 +137,8 @@ class OpenbEnv:
         return self.settle(bound)
 
     def bind(self, pod: PodSpec, node: int) -> Bound:
-        """The first half of :meth:`place`: FGD's GPUs for ``pod`` on ``node``, allocated. The
-        node's fragmentation is stale until :func:`refresh_bound` (or ``frag.refresh``)."""
+        """FGD's GPUs for ``pod`` on ``node``, allocated; the node's fragmentation stays stale
+        until :func:`refresh_bound` (or ``frag.refresh``)."""
         snap = self.snap
         bound = Bound(node, snap.cpu_used[node] == 0, float(self.frag.frag[node]), pod)
         gpus = fgd_select_gpus(pod, snap, node, self.target, self.frag.access)
@@ -193,8 +182,8 @@ class OpenbEnv:
     def label(
         self, scores: npt.NDArray[np.float64], rng: np.random.Generator
     ) -> tuple[int, npt.NDArray[np.bool_]]:
-        """Ties go to the lowest node name, as in the FGD simulator: a fixed order consolidates
-        (a random one spreads and fragments more). Imitation targets that exact choice."""
+        """Ties go to the lowest node name, as in the FGD simulator (a fixed order consolidates);
+        imitation targets that exact choice."""
         cand = self._now().cand
         ties = np.flatnonzero(scores >= scores.max())
         a = int(ties[np.argmin(np.asarray(self.snap.names, dtype=object)[cand[ties]])])
@@ -207,8 +196,7 @@ class OpenbEnv:
 
     @classmethod
     def step_all(cls, envs: Sequence[OpenbEnv], nodes: Sequence[int]) -> list[float]:
-        """Bound together (:func:`bind_many`), fragmentation refreshed in one call
-        (:func:`refresh_bound`), then settled: :meth:`step`'s numbers, bit for bit."""
+        """:meth:`step` of each, bit for bit, with batched binds and fragmentation refresh."""
         pods = [e._now().pod for e in envs]
         bound = bind_many(envs, pods, nodes)
         refresh_bound(envs, nodes)
@@ -228,15 +216,14 @@ class OpenbEnv:
             self._pending = None
             return 0.0
         pod, cand, sla = nxt
-        # The tracker holds every node's current fragmentation: the cache's "before" of
-        # each what-if, already computed.
+        # the tracker's current fragmentation is every what-if's "before"
         self.cache.adopt_fragmentation(self.frag.frag)
         self._pending = Decision(pod, self.snap, cand)
         return sla
 
     def _close(self, parts: npt.NDArray[np.float64]) -> float:
-        """The step's reward: the placement's, then the failures before it (first step only)
-        and those until the next decision."""
+        """The placement's reward plus the failures before it (first step) and until the next
+        decision."""
         w = self.weights
         r = self.reward(parts, 0.0) + w.sla * self._carry
         self._carry = 0.0
@@ -257,8 +244,7 @@ class Bound:
 def bind_many(
     eps: Sequence[OpenbEnv], pods: Sequence[PodSpec], nodes: Sequence[int]
 ) -> list[Bound]:
-    """:meth:`OpenbEnv.bind` of one pod in each of several episodes, FGD's GPU choices in one
-    batched call per target workload (:func:`dsan.features.gpuchoice.fgd_select_gpus_many`)."""
+    """:meth:`OpenbEnv.bind` of one pod in each episode, FGD's GPU choices batched per target."""
     bound = [
         Bound(n, ep.snap.cpu_used[n] == 0, float(ep.frag.frag[n]), pod)
         for ep, pod, n in zip(eps, pods, nodes, strict=True)
@@ -267,23 +253,17 @@ def bind_many(
     for i, ep in enumerate(eps):
         groups.setdefault(id(ep.target), []).append(i)
     for idx in groups.values():
-        gpus = fgd_select_gpus_many(
-            [pods[i] for i in idx],
-            [eps[i].snap for i in idx],
-            [nodes[i] for i in idx],
-            eps[idx[0]].target,
-            [eps[i].frag.access for i in idx],
-        )
+        gpus = fgd_select_gpus_many([pods[i] for i in idx], [eps[i].snap for i in idx],
+                                    [nodes[i] for i in idx], eps[idx[0]].target,
+                                    [eps[i].frag.access for i in idx])
         for i, g in zip(idx, gpus, strict=True):
             allocate(eps[i].snap, pods[i], nodes[i], g)
     return bound
 
 
 def refresh_bound(eps: Sequence[OpenbEnv], nodes: Sequence[int]) -> None:
-    """``ep.frag.refresh(ep.snap, [node])`` for each pair, in one fragmentation call per
-    target workload: a lockstep step binds one pod in each of K episodes, and numpy's
-    per-call overhead, not arithmetic, is the cost of K one-row calls. Exact: a row's value
-    does not depend on its batch (:func:`dsan.features.frag.node_frag` sums integers)."""
+    """``ep.frag.refresh(ep.snap, [node])`` for each pair in one call per target (numpy's
+    per-call overhead dominates one-row calls); exact, as ``node_frag`` sums integers."""
     groups: dict[int, list[int]] = {}
     for i, ep in enumerate(eps):
         groups.setdefault(id(ep.frag.target), []).append(i)
@@ -304,9 +284,9 @@ def refresh_bound(eps: Sequence[OpenbEnv], nodes: Sequence[int]) -> None:
 def make_episode(cfg: EnvConfig, seed: int, workload: str | None = None) -> OpenbEnv:
     """A seeded episode: ``n_nodes`` random openb nodes, pods in the protocol's order."""
     rng = np.random.default_rng(seed)
-    nodes = _nodes(cfg.nodes_csv)
+    nodes = _nodes()
     name = workload or cfg.workloads[int(rng.integers(len(cfg.workloads)))]
-    trace, specs, target = _pods(name, cfg.nodes_csv)
+    trace, specs, target = _pods(name)
     pick = rng.choice(len(nodes), size=min(cfg.n_nodes, len(nodes)), replace=False)
     snap = nodes.snapshot(pick)
     snap.pod_count = np.zeros(len(snap), dtype=np.int32)

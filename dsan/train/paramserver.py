@@ -1,9 +1,6 @@
-"""The parameter server's state: the global model, its version, and the shadow's verdicts.
-
-The shadow validator scores every new version on held-out episodes
-(:func:`dsan.train.distributed.validate`); :meth:`ParameterServer.judge` accepts it, or
-restores the last good weights *and* optimiser state (Adam's moments of a bad step would
-otherwise push the restored weights the same way again) and records a rollback.
+"""The parameter server's state: the global model, its version and the shadow's verdicts.
+A rollback restores the optimiser state too: Adam's moments of a bad step would otherwise
+push the restored weights the same way again.
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ class ParameterServer:
         return self.version
 
     def judge(self, score: float) -> bool:
-        """Accept the current version (True) or roll back to the last good one (False).
-
-        Accepted when ``score`` is at most ``threshold`` below the best accepted score."""
+        """Accept the current version (``score`` at most ``threshold`` below the best accepted
+        one) or roll back to the last good version."""
         if score >= self.good_score - self.threshold:
             self.good_score = (
                 max(self.good_score, score) if self.good_score > -float("inf") else score
@@ -48,14 +44,8 @@ class ParameterServer:
             self.good_version = self.version
             self._good = self._snapshot()
             return True
-        self.rollbacks.append(
-            {
-                "from_version": self.version,
-                "to_version": self.good_version,
-                "score": score,
-                "good_score": self.good_score,
-            }
-        )
+        self.rollbacks.append({"from_version": self.version, "to_version": self.good_version,
+                               "score": score, "good_score": self.good_score})
         self.model.load_state_dict(self._good[0])
         self.opt.load_state_dict(self._good[1])
         return False

@@ -1,23 +1,14 @@
-"""DSAN training, CleanRL style: one ``Args`` dataclass, imitation warm start, then PPO.
-
-1. **Imitation**: the teacher heuristic (default: whichever of FGD / BestFit allocates more
-   on the training episodes) plays episodes; the network maximises the probability mass it
-   puts on the teacher's best-scored nodes, ``-log sum_{j in best} p_j``.
-2. **PPO** (Schulman et al. 2017): clipped surrogate, value loss, entropy bonus, GAE, on
-   episodes sampled from the current policy; reward in :mod:`dsan.train.openb`.
-
-Episodes, collection and updates are the core both stages share (:mod:`dsan.train.env`,
-:mod:`dsan.train.collector`, :mod:`dsan.train.updates`); this module wires them. Progress
-goes to a tqdm bar (live reward and allocation), ``metrics.csv`` and checkpoints
-(``ckpt.pt``: model, optimiser, iteration, RNG seeds) from which ``--resume`` continues.
-The distributed trainer (:mod:`dsan.train.distributed`) reuses the same pieces.
+"""The openb PPO trainer (``dsan train``), CleanRL style: one ``Args`` dataclass, an
+imitation warm start (the teacher's best nodes, ``-log sum_{j in best} p_j``), then PPO on
+openb episodes (:mod:`dsan.train.openb`). Logs ``metrics.csv``; ``ckpt.pt`` allows
+``--resume``. The shipped model does not use it; :mod:`dsan.train.distributed` reuses it.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +62,6 @@ class Args:
     model_dir: str = ""  # where the exported model goes; "" = <out>/model
     export: bool = True
     progress: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.hidden < 4 or self.n_nodes < 2 or self.iterations < 0:
@@ -80,9 +70,8 @@ class Args:
             raise ValueError(f"Args.teacher {self.teacher!r} is not a heuristic DSAN can imitate")
 
     def env(self) -> EnvConfig:
-        w = RewardWeights(
-            self.w_util, self.w_completion, self.w_cost, self.w_sla, self.frag_shaping
-        )
+        w = RewardWeights(self.w_util, self.w_completion, self.w_cost, self.w_sla,
+                          self.frag_shaping)
         return EnvConfig(workloads=tuple(self.workloads), n_nodes=self.n_nodes, reward=w)
 
 
@@ -104,8 +93,7 @@ def evaluate(
 
 TEACHERS_AUTO = ("fgd-pack", "fgd", "bestfit")
 EVAL_SEED_BASE = 10_000  # held-out episode seeds never overlap training seeds (< 10_000)
-#: metrics.csv's columns of the openb PPO stage (and of its distributed twin, which adds
-#: ``event``: accept or rollback).
+#: metrics.csv's columns (``event``: the distributed trainer's accept or rollback).
 PPO_FIELDS = ("iteration", "phase", "loss", "reward", "eval_alloc_pct", "decisions_per_s",
               "pg", "vf", "ent", "kl", "wall_s", "event")
 
@@ -149,15 +137,8 @@ def train(a: Args) -> dict[str, Any]:
         score = best = evaluate(model, env, eval_seeds)
         if parity_s is None and score >= parity_at - 1e-9:
             parity_s = time.perf_counter() - t0
-        log.write(
-            {
-                "iteration": -1,
-                "phase": "imitation",
-                "loss": il,
-                "eval_alloc_pct": score,
-                "wall_s": time.perf_counter() - t0,
-            }
-        )
+        log.write({"iteration": -1, "phase": "imitation", "loss": il, "eval_alloc_pct": score,
+                   "wall_s": time.perf_counter() - t0})
         for g in opt.param_groups:
             g["lr"] = a.ppo_lr
         # The warm-started model is the first "best": PPO must beat it to replace it.
@@ -167,7 +148,6 @@ def train(a: Args) -> dict[str, Any]:
     bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:
         t_col = time.perf_counter()
-        # Lockstep collection: one head call per step over the episodes.
         todo = [make_episode(env, int(rng.integers(10_000))) for _ in range(a.episodes_per_iter)]
         ros = collect(todo, model, "sample", rng=rng)
         col_s = time.perf_counter() - t_col
@@ -177,34 +157,17 @@ def train(a: Args) -> dict[str, Any]:
         if parity_s is None and score >= parity_at - 1e-9:
             parity_s = time.perf_counter() - t0
         rew = float(np.mean([sum(r.reward) for r in ros]))
-        bar.set_postfix(
-            reward=f"{rew:.3f}", alloc=f"{score:.2f}", teacher=f"{baselines[teacher]:.2f}"
-        )
-        log.write(
-            {
-                "iteration": it,
-                "phase": "ppo",
-                "reward": rew,
-                "eval_alloc_pct": score,
-                "decisions_per_s": decisions / col_s,
-                "wall_s": time.perf_counter() - t0,
-                **st,
-            }
-        )
+        bar.set_postfix(reward=f"{rew:.3f}", alloc=f"{score:.2f}",
+                        teacher=f"{baselines[teacher]:.2f}")
+        log.write({"iteration": it, "phase": "ppo", "reward": rew, "eval_alloc_pct": score,
+                   "decisions_per_s": decisions / col_s, "wall_s": time.perf_counter() - t0,
+                   **st})
         if score >= best:
             best = score
             torch.save(model.state_dict(), out / "best.pt")
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "opt": opt.state_dict(),
-                "iteration": it,
-                "rng_seed": int(rng.integers(1 << 31)),
-                "baselines": baselines,
-                "parity_s": parity_s,
-            },
-            ckpt,
-        )
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
+                    "rng_seed": int(rng.integers(1 << 31)), "baselines": baselines,
+                    "parity_s": parity_s}, ckpt)
     if (out / "best.pt").is_file():
         model.load_state_dict(torch.load(out / "best.pt", weights_only=True))
     final = evaluate(model, env, eval_seeds)
@@ -220,7 +183,7 @@ def train(a: Args) -> dict[str, Any]:
         model,
         a.model_dir or out / "model",
         version=f"dsan-{a.seed}-{int(time.time())}",
-        training={k: v for k, v in asdict(a).items() if k not in ("extra",)},
+        training=asdict(a),
         evaluation=summary,
         exports=a.export,
     )

@@ -1,6 +1,5 @@
-"""What a played episode leaves for the updates: the :class:`Rollout` (one type for both
-stages, filled by :func:`dsan.train.collector.collect`) and the :class:`RowStore` its feature
-rows may live in."""
+"""What a played episode leaves for the updates: the :class:`Rollout` of either stage and
+the :class:`RowStore` its feature rows may live in."""
 
 from __future__ import annotations
 
@@ -20,16 +19,12 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass
 class Rollout:
-    """The recorded steps of one episode, one list entry per step.
-
-    Per step: ``x`` (m, 128) the candidates' features, ``cand`` (m,) their node ids, the
-    ``action`` (an index into them), the ``teacher``'s imitation targets (m,) (all False when
-    no teacher labelled the step), the policy's ``logp`` and ``value`` and the ``reward``.
-    Where the encoders train (openb: the episode's node inputs never change) the rollout
-    keeps ``nodes`` once and an update re-embeds them with gradients; where they are frozen
-    (the scenario stage: telemetry changes inside the episode) it keeps each step's
-    candidate embeddings ``emb`` (m, 2, H) instead. ``x``, ``cand``, ``emb`` and
-    ``teacher`` stay empty when the collector was told not to keep features.
+    """The recorded steps of one episode, one list entry per step: the candidates' features
+    ``x`` (m, 128) and node ids ``cand``, the ``action`` (an index into them), the teacher's
+    imitation targets, the policy's ``logp`` and ``value``, and the ``reward``. With fixed
+    node inputs (openb) ``nodes`` is kept once and re-embedded with gradients; otherwise each
+    step's candidate embeddings ``emb`` (m, 2, H). The per-row lists stay empty when the
+    collector keeps no features.
     """
 
     nodes: NodeInputs | None = None
@@ -72,22 +67,13 @@ class Rollout:
         self.reward.append(reward)
 
     def fold(self, reward: float) -> None:
-        """A step not recorded: its reward goes to the last recorded step (none before the
-        first) and to the total."""
+        """A step not recorded: its reward goes to the last recorded step and the total."""
         self.total += reward
         if self.reward:
             self.reward[-1] += reward
 
-    def flat(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Stacked features, candidate node ids and per-step offsets."""
-        sizes = np.array([len(c) for c in self.cand], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        return np.concatenate(self.x), np.concatenate(self.cand), offsets
-
-    # Pickled (RPC, multiprocessing) as a few flat arrays instead of thousands of small ones,
-    # and without the node-block columns of ``x`` when they are the episode's node rows
-    # (always, for openb rollouts): 44% fewer bytes to ship. Unpickling rebuilds the same
-    # float32 values and restores the per-step lists as views into those buffers.
+    # Pickled (RPC) as a few flat arrays, without the node-block columns of ``x`` when they are
+    # the episode's node rows (openb): 44% fewer bytes; unpickling rebuilds the same values.
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)
         sizes = np.array([len(c) for c in self.cand], dtype=np.int64)
@@ -118,12 +104,8 @@ class Rollout:
 
 class RowStore:
     """Float32 feature rows that rollouts keep, in chunks reused from one collection to the
-    next (:meth:`reset`), so a long-lived worker writes them into memory it already touched.
-
-    Why: a worker keeps every decision's rows (~57 x 128 float32 each, ~275 MB for 16
-    episodes of 96 nodes). Allocated afresh each round, they are faulted in page by page, and
-    on this VM a first touch costs ~20 us: 35-48k minor faults and 0.8-0.9 s of system time
-    in a ~6 s round of an RPC worker (measured). Chunks that outlive the round are paid once.
+    next (:meth:`reset`): a worker's rows (hundreds of MB) allocated afresh each round would
+    be page-faulted in again, a large share of its system time (docs/results/training.md).
     """
 
     def __init__(self, cols: int = N_FEATURES, chunk_rows: int = 1 << 17) -> None:
@@ -132,8 +114,7 @@ class RowStore:
         self._chunk = self._at = 0
 
     def reset(self) -> None:
-        """Reuse the storage from the start: rows handed out before are overwritten by the next
-        :meth:`put`, so only call this once no rollout that holds them is in use."""
+        """Reuse the storage from the start: only once no rollout holding its rows is in use."""
         self._chunk = self._at = 0
 
     def put(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

@@ -1,31 +1,7 @@
-"""DSAN on the seed scenario, CleanRL style: imitation of the per-task-type teacher, then PPO.
-
-``dsan train --scenario seed-table1`` runs :func:`train`:
-
-1. the openb stage (:func:`dsan.train.skipweights.openb_stage`): a model directory
-   (``init_model``), or by default a fresh residual DSAN seeded by ``seed`` (it ranks as
-   FGD), with the searched tie-break weights of ``openb_skip`` written in; then **freeze**
-   the node encoders (LSTM, GNN) and the head's prior scale and skip: this stage trains the
-   attention fusion and the head's MLP and value only, and its residual is gated off
-   without telemetry (:mod:`dsan.train.gate`), so it cannot undo the openb stage's
-   parameters or decisions, only add a residual on top of them;
-2. imitation: the ``scenario`` teacher (:class:`~dsan.train.teachers.Composite`) plays
-   windows of seeded runs (:class:`~dsan.train.window.WindowEnv`); the loss raises the
-   probability mass on its best nodes; then ``dagger_rounds`` of DAgger (the model drives,
-   the teacher labels the states it reaches, the aggregate is trained on), because a cloned
-   policy drifts into states the teacher never visits (a web node overheated by an earlier
-   mistake);
-3. PPO (clipped surrogate, GAE, value loss, entropy bonus) on windows sampled from the
-   current policy, reward of :mod:`dsan.train.window` (article weights + SLA shaping);
-   a greedy evaluation on held-out seeds after each iteration keeps the best model.
-
-Windows are played by the collector both stages share (:mod:`dsan.train.collector`, with
-the stage's own draw :func:`~dsan.train.collector.softmax_choice`) and trained by the same
-updates (:mod:`dsan.train.updates`); this module wires them.
-
-Logs: a tqdm bar (live reward, utilisation, SLA), ``metrics.csv``, TensorBoard event files
-under ``<out>/tb``, ``ckpt.pt`` every iteration (``--resume`` continues from it), and the
-exported model (weights, TorchScript, .pt2, manifest) in ``model_dir``.
+"""The scenario stage (``dsan train --scenario``): imitation of the teacher with DAgger (a
+cloned policy drifts into states the teacher never visits), then PPO, on windows of the
+seed scenario, starting from the openb stage with the encoders, prior scale and skip frozen
+and the residual gated off without telemetry (:mod:`dsan.train.gate`).
 """
 
 from __future__ import annotations
@@ -69,7 +45,7 @@ class ScenarioArgs:
     out: str = "out/train-scenario"
     seed: int = 1
     init_model: str = ""  # "" = a fresh residual DSAN (hidden 32) seeded by ``seed``
-    openb_skip: str = ""  # JSON {"features": [...], "weights": [...]} of the openb stage
+    openb_skip: str = ""  # the openb stage's search result (JSON)
     start_hours: tuple[float, ...] = (0.0, 8.0, 10.0, 12.0, 14.0)
     window_h: float = 1.0
     record_every: int = 2
@@ -94,15 +70,11 @@ class ScenarioArgs:
     w_cost: float = 0.2
     w_sla: float = 0.1
     sla_shaping: float = 1.0
-    boot_shaping: float = 0.0  # start-up term (window.py): per placement, boot wait / 90 s
-    scenario_teacher: str = "scenario"  # or "anchored": the boot-aware teacher (teachers.py)
+    scenario_teacher: str = "scenario"  # a key of teachers.SCENARIO_TEACHERS
     imitate_gpu_pods: bool = True  # False: GPU pods keep the openb ranking on the scenario too
-    #: Imitation classes are (task type, priority), not task type alone: batch drivers (~5 %
-    #: of batch placements) then weigh as much as executors (docs/model.md).
-    class_by_priority: bool = False
-    #: Imitation targets are the teacher's nodes within this many points of its best; < 0 =
-    #: the teacher's own ``tolerance`` (2 points: with ``anchored-drivers`` a fill band of
-    #: 0.2 that puts web nodes over the contention cliff at the 14:00 peak, table1.md).
+    class_by_priority: bool = False  # imitation classes are (task type, priority)
+    #: Imitation targets: the teacher's nodes within this many points of its best; < 0 = the
+    #: teacher's own ``tolerance``.
     imitation_tolerance: float = -1.0
     anchor_episodes: int = 2
     anchor_coef: float = 0.0  # the gate keeps openb; the anchor then only checks
@@ -137,14 +109,8 @@ class ScenarioArgs:
             )
 
     def reward(self) -> ScenarioReward:
-        return ScenarioReward(
-            self.w_util,
-            self.w_completion,
-            self.w_cost,
-            self.w_sla,
-            self.sla_shaping,
-            boot_shaping=self.boot_shaping,
-        )
+        return ScenarioReward(self.w_util, self.w_completion, self.w_cost, self.w_sla,
+                              self.sla_shaping)
 
 
 def play(
@@ -159,7 +125,7 @@ def play(
     cfg = load_scenario(a.scenario)
     wl = generate(cfg, seed, False)
     win = WindowConfig(a.scenario, start_h, a.window_h)
-    sim = ScenarioEnv(cfg, burst=win.burst, hours=win.start_h + win.len_h)
+    sim = ScenarioEnv(cfg, hours=win.start_h + win.len_h)
     sim.reset(seed)  # the run's cluster, for its GPU models
     assert sim.engine is not None
     target = TargetWorkload.from_pods(wl.pods, sim.engine.snap.gpu_models)
@@ -249,27 +215,16 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
         st = ppo_update(model, opt, ros, a, rng, extra)
         ev = evaluate(a, model)
         rew = float(np.mean([sum(r.reward) for r in ros]))
-        bar.set_postfix(
-            reward=f"{rew:.3f}",
-            util=f"{ev['utilization_pct']:.1f}",
-            sla=f"{ev['sla_violation_pct']:.2f}",
-        )
+        bar.set_postfix(reward=f"{rew:.3f}", util=f"{ev['utilization_pct']:.1f}",
+                        sla=f"{ev['sla_violation_pct']:.2f}")
         log.write({"iteration": it, "phase": "ppo", "reward": rew, **_eval(ev), **st,
                    "wall_s": time.perf_counter() - t0}, tb)
         if ev["reward"] >= best:
             best = ev["reward"]
             torch.save(model.state_dict(), out / "best.pt")
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "opt": opt.state_dict(),
-                "iteration": it,
-                "rng_seed": int(rng.integers(1 << 31)),
-                "teacher_eval": teacher_eval,
-                "best": best,
-            },
-            ckpt,
-        )
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
+                    "rng_seed": int(rng.integers(1 << 31)), "teacher_eval": teacher_eval,
+                    "best": best}, ckpt)
     tb.close()
     model.load_state_dict(torch.load(out / "best.pt", weights_only=True))
     summary = {

@@ -1,22 +1,13 @@
-"""Policy search for the residual head's skip layer on openb (the FGD protocol).
+"""The openb stage: a greedy search over tie-breaks of FGD's integer score (the residual head's
+skip weights), on full openb protocol episodes run with :class:`~dsan.train.linear.LinearFGDScorer`.
 
-The residual DSAN scores ``softplus(a) * 100 * fgd_score_int + w . f + MLP(...)``. PPO did
-not move ``w`` off zero. :func:`greedy` searches ``w`` as tie-breaks of FGD's integer score
-on full 1213-node protocol episodes (reward = minus the unallocated GPU % at arrived workload
-100 %). An evolution-strategies variant was tried and dropped: the perturbed weights
-re-rank every FGD tie at once and the gradient estimate drowned in that noise.
-``w`` lives on a feature subset that :class:`dsan.train.linear.LinearFGDScorer` computes
-without the full featurizer.
-
-Stage for the final training command: :func:`greedy` returns the weights, which
-:mod:`dsan.train.skipweights` writes into a :class:`~dsan.model.net.DSANNet`'s residual head
-(:func:`export_model` saves that model).
+``python -m dsan.train.search`` prints the result; :mod:`dsan.train.skipweights` writes it into
+a model (the shipped one is ``openb_skip.json``).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,7 +20,7 @@ from dsan.sim import paths
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
 from dsan.train.linear import LinearFGDScorer
-from dsan.train.skipweights import OPENB_SKIP, apply, load_openb_skip, share_args, skip_args
+from dsan.train.skipweights import load_openb_skip
 
 F64 = npt.NDArray[np.float64]
 
@@ -58,20 +49,14 @@ class EpisodeRunner(Protocol):
     """What the search needs from the simulator (a fake in unit tests)."""
 
     def unallocated(
-        self,
-        features: tuple[str, ...],
-        w: F64,
-        workload: str,
-        seed: int,
-        gpu_w: F64 | None = None,
-        share_w: F64 | None = None,
+        self, features: tuple[str, ...], w: F64, workload: str, seed: int, gpu_w: F64 | None = None
     ) -> float:
-        """Unallocated GPU % at arrived workload 100 % of the linear policy ``w`` (for GPU
-        pods ``gpu_w`` instead, when given; for GPU-sharing pods ``share_w``)."""
+        """Unallocated GPU % at arrived workload 100 % with weights ``w`` (``gpu_w`` for GPU
+        pods, when given)."""
         ...
 
     def fgd(self, workload: str, seed: int) -> float:
-        """The same for FGD (the policy with ``w = 0``)."""
+        """The same for FGD (``w = 0``)."""
         ...
 
 
@@ -87,26 +72,15 @@ class Episodes:
         self._fgd: dict[tuple[str, int], float] = {}
 
     def unallocated(
-        self,
-        features: tuple[str, ...],
-        w: F64,
-        workload: str,
-        seed: int,
-        gpu_w: F64 | None = None,
-        share_w: F64 | None = None,
+        self, features: tuple[str, ...], w: F64, workload: str, seed: int, gpu_w: F64 | None = None
     ) -> float:
-        """Unallocated GPU % at arrived workload 100 % of one episode."""
         cfg = OpenbConfig(paths.openb_csv(_file(workload)), self.nodes_path, "fgd", seed=seed)
-        gpu = np.asarray(w if gpu_w is None else gpu_w, dtype=np.float64)
-        extra = None if gpu_w is None else gpu - np.asarray(w)
-        share = None if share_w is None else np.asarray(share_w) - gpu
+        extra = None if gpu_w is None else np.asarray(gpu_w, dtype=np.float64) - np.asarray(w)
         res = run_openb(
             cfg,
             self.nodes,
             self.pods[workload],
-            make=lambda target: LinearFGDScorer(
-                features, w, False, extra, target=target, share_weights=share
-            ),
+            make=lambda target: LinearFGDScorer(features, w, extra, target=target),
         )
         return float(res["unallocated_gpu_pct_at_100"])
 
@@ -155,16 +129,13 @@ class GreedyConfig:
 def greedy(cfg: GreedyConfig, episodes: EpisodeRunner | None = None) -> dict[str, Any]:
     """Policy search over tie-breaks of FGD's integer score, per pod class.
 
-    Why not plain ES around ``w = 0``: any non-zero weight on a feature re-ranks *every* set
-    of FGD-tied nodes by that feature, so the reward is discontinuous at zero and random
-    directions mostly replace FGD's consolidating "first node" tie-break by noise (measured:
-    +2.6 points on average at sigma 0.1). Instead, each round tries every (feature, sign,
-    pod class) at a weight below one FGD point (it only breaks ties), plus zeroing any
-    non-zero weight of one class, scores it on ``screen_seeds`` episodes of every workload
-    against same-run FGD, re-scores the ``keep`` best on ``confirm_seeds`` and adopts the
-    best if it gains ``min_gain``; later rounds use 10x smaller weights, so the result is a
-    lexicographic order of tie-break signals, with FGD's node order last. Weights are kept
-    per class (row 0: CPU-only pods, row 1: GPU pods), the head's ``skip`` and ``gpu_skip``.
+    Any non-zero weight re-ranks every set of FGD-tied nodes, so the reward is discontinuous
+    at ``w = 0`` and random (ES) directions mostly add noise. Instead each round tries every
+    (feature, sign, pod class) at a weight below one FGD point, plus zeroing one class's
+    weight, on ``screen_seeds`` against same-run FGD, re-scores the ``keep`` best on
+    ``confirm_seeds`` and adopts the best if it gains ``min_gain``; later rounds use smaller
+    weights, giving a lexicographic order of signals with FGD's node order last. Row 0 of the
+    weights is CPU-only pods (``head.skip``), row 1 GPU pods.
     """
     eps: EpisodeRunner = episodes or Episodes(cfg.workloads)
     feats = cfg.features
@@ -239,84 +210,8 @@ def greedy(cfg: GreedyConfig, episodes: EpisodeRunner | None = None) -> dict[str
     return result
 
 
-def screen(
-    base: dict[str, Any],
-    candidates: dict[str, dict[str, dict[str, float]]],
-    workloads: tuple[str, ...],
-    seeds: tuple[int, ...],
-    out: str | Path,
-    episodes: EpisodeRunner | None = None,
-) -> dict[str, float]:
-    """Mean gap to same-run FGD of tie-break variants of ``base`` (a result dict such as
-    ``openb_skip.json``) over ``workloads`` x ``seeds``: the hand-directed complement of
-    :func:`greedy`, for weights of any size and several changes at once.
-
-    A candidate is ``{"cpu": {feature: w}, "gpu": {feature: w}}``: the weight CPU-only or GPU
-    pods get for ``feature`` (replacing the base's; unnamed features keep it). ``"whole"``
-    and ``"share"`` then set it for whole-GPU or GPU-sharing pods alone (the head's
-    ``share_skip``). Every episode goes to ``out`` (JSON lines) as it finishes, so a long run
-    can be read while it runs.
-    """
-    eps: EpisodeRunner = episodes or Episodes(workloads)
-    names0, w0, gpu_only, gw0 = skip_args(base)
-    sw0 = share_args(base)
-    if gpu_only:
-        raise ValueError("screen() starts from a per-class result, not a gpu_pods_only one")
-    gap: dict[str, list[float]] = {label: [] for label in candidates}
-    with Path(out).open("a") as log:
-        for wl in workloads:
-            for seed in seeds:
-                f = eps.fgd(wl, seed)
-                for label, c in candidates.items():
-                    names = list(names0)
-                    cpu = list(w0)
-                    gpu = [x + y for x, y in zip(w0, gw0 or [0.0] * len(w0), strict=True)]
-                    share = [x + y for x, y in zip(gpu, sw0 or [0.0] * len(w0), strict=True)]
-                    rows = {"cpu": (cpu,), "gpu": (gpu, share), "whole": (gpu,), "share": (share,)}
-                    for key in ("cpu", "gpu", "whole", "share"):
-                        for feat, v in c.get(key, {}).items():
-                            if feat not in names:
-                                names.append(feat)
-                                for r in (cpu, gpu, share):
-                                    r.append(0.0)
-                            for r in rows[key]:
-                                r[names.index(feat)] = float(v)
-                    kw = {} if share == gpu else {"share_w": np.array(share)}
-                    v = eps.unallocated(tuple(names), np.array(cpu), wl, seed, np.array(gpu), **kw)
-                    gap[label].append(v - f)
-                    log.write(json.dumps(dict(label=label, wl=wl, seed=seed, v=v, fgd=f)) + "\n")
-                    log.flush()
-    return {label: float(np.mean(g)) for label, g in gap.items()}
-
-
-def export_model(
-    result: dict[str, Any], out_dir: str | Path, base_dir: str | Path | None = None
-) -> Path:
-    """The model ``base_dir`` (default: the shipped one; it must have a residual head) with
-    the searched skip weights, saved to ``out_dir`` in all three formats; the manifest's
-    ``training`` records the search config, the weights and the training workloads."""
-    from dsan.model.export import DEFAULT_DIR, load, save
-
-    base, manifest = load(base_dir or DEFAULT_DIR)
-    args = skip_args(result)
-    net = apply(base, *args)
-    cfg = result.get("config", {})
-    training = {
-        "stage": "openb-tie-break-search",
-        "base_model": manifest.get("version"),
-        "workloads": [_file(w) for w in cfg.get("workloads", TRAIN_WORKLOADS)],
-        "search": cfg,
-        "skip_weights": dict(zip(args[0], args[1], strict=True)),
-        "gpu_skip_weights": dict(zip(args[0], args[3] or [], strict=False)),
-        "gpu_pods_only": args[2],
-    }
-    version = f"dsan-1-openb-{int(time.time())}"
-    return save(net, out_dir, version, training, {"confirm_gap": result.get("confirm_gap")})
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m dsan.train.search [--screen FILE] ...``: the greedy tie-break search, or
-    a screen of weight variants against FGD; prints the result."""
+    """``python -m dsan.train.search ...``: the greedy tie-break search; prints the result."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -332,45 +227,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--init", default="", help="start from this result JSON (e.g. dsan/train/openb_skip.json)"
     )
-    ap.add_argument(
-        "--screen",
-        default="",
-        help="JSON file {label: {cpu|gpu: {feature: weight}}}: score these variants of --init "
-        "(default: the shipped openb_skip.json) on --workloads x --screen-seeds vs FGD",
-    )
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    if a.screen:
-        base = json.loads(Path(a.init or OPENB_SKIP).read_text())
-        cands = json.loads(Path(a.screen).read_text())
-        Path(a.out).mkdir(parents=True, exist_ok=True)
-        gaps = screen(
-            base, cands, tuple(a.workloads), tuple(a.screen_seeds), Path(a.out) / "screen.jsonl"
-        )
-        print(json.dumps(gaps, indent=2))
-        return 0
     init: tuple[tuple[str, float, float], ...] = ()
     if a.init:
-        names, w0, gpu_only, gw = load_openb_skip(a.init)
+        names, w0, gw = load_openb_skip(a.init)
         extra = gw or [0.0] * len(names)
-        init = tuple(
-            (n, 0.0 if gpu_only else x, x + y) for n, x, y in zip(names, w0, extra, strict=True)
-        )
-    g = GreedyConfig(
-        features=tuple(a.features),
-        workloads=tuple(a.workloads),
-        rounds=a.rounds,
-        out=a.out,
-        coef=a.coef,
-        keep=a.keep,
-        screen_seeds=tuple(a.screen_seeds),
-        confirm_seeds=tuple(a.confirm_seeds),
-        classes=tuple(a.classes),
-        init=init,
-    )
+        init = tuple((n, x, x + y) for n, x, y in zip(names, w0, extra, strict=True))
+    kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(a).items()}
+    g = GreedyConfig(**{**kw, "init": init})
     print(json.dumps(greedy(g), indent=2))
     return 0
-
 
 
 if __name__ == "__main__":

@@ -1,22 +1,7 @@
-"""Training-seed selection for the scenario stage: train each seed, validate on full days,
-ship the best.
-
-Why: the scenario stage keeps its best iteration by a greedy check on ``eval_episodes``
-one-hour windows, and on ``seed-table1`` those windows give every training seed 0 % SLA,
-while full days separate them (session 14: the shipped command with ``--seed 1..4`` gave
-Table 1 SLA 0.040 / 0.278 / 0.437 / 11.79 %). So ``dsan train --scenario S --select-seeds 1 2
-3 4`` trains each seed into ``<out>/seed<s>/``, runs each model through the scenario
-simulator exactly as ``dsan sim S --policies dsan`` does, on the ``validate_seeds`` workload
-days (``validate_hours`` each), and copies the winner to ``model_dir`` (default
-``<out>/model``), its manifest recording the whole comparison.
-
-The winner minimises, in order: mean SLA violation % (the metric that varies with the
-training seed), then maximises mean utilisation %, then minimises mean P99 task latency and
-finally cost. Validation seeds must differ from the seeds a result is reported on, or the
-selection is fitted to the report (Table 1 uses 1-3; the default here is 10001-10003).
-
-``--resume`` keeps each seed already trained (its ``summary.json``) and validated (its
-``validation.json``), so an interrupted selection costs only the seeds it had not reached.
+"""Training-seed selection (``--select-seeds``): train each seed, play each model on full
+``validate_seeds`` days as ``dsan sim`` does, copy the best (:func:`rank_key`) to
+``model_dir``. Why: the stage's one-hour checks cannot tell seeds apart, full days can
+(docs/model.md). ``--resume`` keeps seeds already trained and validated.
 """
 
 from __future__ import annotations
@@ -61,17 +46,12 @@ def validate(
 
 def rank_key(v: dict[str, Any]) -> tuple[float, float, float, float]:
     """Lower is better: SLA %, then utilisation (negated), P99, cost."""
-    return (
-        round(v["sla_violation_pct"], 9),
-        -round(v["utilization_pct"], 9),
-        round(v["p99_task_latency_s"], 9),
-        round(v["cost"], 9),
-    )
+    return (round(v["sla_violation_pct"], 9), -round(v["utilization_pct"], 9),
+            round(v["p99_task_latency_s"], 9), round(v["cost"], 9))
 
 
 def candidate(sub: ScenarioArgs) -> dict[str, Any]:
-    """One seed: train it (unless ``resume`` finds it trained) and validate it (unless
-    ``resume`` finds this validation recorded)."""
+    """One seed trained and validated (each skipped when ``resume`` finds it done)."""
     from dsan.train.scenario_train import train
 
     seed_out = Path(sub.out)
@@ -91,16 +71,8 @@ def select(a: ScenarioArgs) -> dict[str, Any]:
     to ``a.model_dir``."""
     out = Path(a.out)
     final_dir = Path(a.model_dir) if a.model_dir else out / "model"
-    subs = [
-        replace(
-            a,
-            seed=s,
-            out=str(out / f"seed{s}"),
-            model_dir=str(out / f"seed{s}" / "model"),
-            select_seeds=(),
-        )
-        for s in a.select_seeds
-    ]
+    subs = [replace(a, seed=s, out=str(out / f"seed{s}"), model_dir=str(out / f"seed{s}/model"),
+                    select_seeds=()) for s in a.select_seeds]
     if a.select_jobs > 1:  # seeds are independent and each trains on one thread
         # spawn, not fork: a parent that has already run autograd cannot fork safely
         ctx = multiprocessing.get_context("spawn")

@@ -1,14 +1,8 @@
-"""The teachers imitation learns from, both stages'.
+"""The teachers imitation learns from.
 
-openb (:data:`OPENB_TEACHERS`, :func:`make_teacher`): registry heuristics plus ``fgd-pack``,
-FGD (integer scores, as in the FGD simulator) with ties broken by BestFit instead of by node
-name: among the nodes FGD cannot tell apart it prefers the fullest, which consolidates like
-the simulator's fixed name order, for a reason the network sees in its features
-(``is_best_fgd``, ``rel_bestfit``).
-
-Seed scenario (:data:`SCENARIO_TEACHERS`, ``dsan train --scenario ... --scenario-teacher
-NAME``): hand-made per-task-type rules (:class:`Composite` and its variants) that read only
-what DSAN's features hold; docs/model.md says what each is for.
+openb (:data:`OPENB_TEACHERS`, :func:`make_teacher`): registry heuristics plus ``fgd-pack``.
+Seed scenario (:data:`SCENARIO_TEACHERS`): hand-made per-task-type rules that read only what
+DSAN's features hold; docs/model.md says what each is for.
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ from dsan.features.target import TargetWorkload
 from dsan.policies.base import BaseScorer, Scorer
 from dsan.policies.registry import make_scorer
 
+F64 = npt.NDArray[np.float64]
 WEB_TYPE = TASK_TYPES.index("web")
 #: The seed scenario's batch driver priority (dsan/scenarios/seed-table1.yaml).
 DRIVER_PRIORITY = 400
@@ -32,15 +27,16 @@ OPENB_TEACHERS = ("fgd-pack", "fgd", "bestfit", "dotprod", "gpu-packing", "tetri
 
 
 class FGDPack(BaseScorer):
+    """FGD with ties broken by BestFit (the fullest node) instead of by node name: it
+    consolidates like the simulator's name order, for a reason the features show."""
+
     name = "fgd-pack"
 
     def __init__(self, target: TargetWorkload | None) -> None:
         self.fgd = make_scorer("fgd", target_workload=target)
         self.bestfit = make_scorer("bestfit")
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F64:
         f = np.asarray(self.fgd.score(pod, snap, nodes), dtype=np.float64)
         b = np.asarray(self.bestfit.score(pod, snap, nodes), dtype=np.float64)
         span = float(b.max() - b.min()) if b.size else 0.0
@@ -59,28 +55,29 @@ def make_teacher(name: str, target: TargetWorkload | None, seed: int = 0) -> Sco
     return make_scorer(name, seed=seed, target_workload=target)
 
 
+def _images(snap: ClusterSnapshot, pod: PodSpec, nodes: npt.NDArray[np.int64]) -> tuple[F64, F64]:
+    """Per node: the pod's image is cached; the image cache is warm (the node is powered)."""
+    imgs, n = snap.images, len(nodes)
+    if imgs is None:
+        return np.zeros(n), np.zeros(n)
+    warm = np.fromiter((len(imgs[i]) > 0 for i in nodes), dtype=np.float64, count=n)
+    if pod.image < 0:
+        return np.zeros(n), warm
+    return np.fromiter((pod.image in imgs[i] for i in nodes), dtype=np.float64, count=n), warm
+
+
 class Composite(BaseScorer):
-    """Per-task-type teacher for the seed scenario (``scenario``): what DSAN should learn there.
+    """The packing teacher DSAN imitates on the seed scenario (``scenario``).
 
-    The scenario's three metrics pull apart (docs/results/table1.md): packing raises
-    utilisation and lowers cost, but a node whose CPU demand passes the contention threshold
-    (0.8) slows its web replicas into SLO misses, and a pod bound to a scaled-down node pays a
-    90 s boot that sets the P99. So, in lexicographic order of a summed score:
-
-    1. CPU-only pods keep off GPU nodes (their cores belong to the training workers);
-    2. every pod prefers a node that is powered on (``pod_count > 0`` or a warm image cache:
-       a scaled-down node comes back with neither) and one whose requested CPU after the pod
-       stays under ``cool`` x capacity (executors use their whole request, so requests bound
-       the demand);
-    3. GPU pods then follow FGD; CPU pods pack (the fullest cool node first) with a small
-       bonus for a cached image.
-
-    Everything it reads is in DSAN's features (pod count, image cache, requests, FGD score).
+    Packing raises utilisation and lowers cost, but a node whose CPU demand passes the
+    contention threshold slows its web replicas, and a pod on a scaled-down node waits its
+    boot. So, lexicographically: CPU-only pods keep off GPU nodes; every pod prefers a powered
+    node (pods bound or a warm image cache) whose requested CPU after the pod stays under
+    ``cool``; then GPU pods follow FGD and CPU pods pack, with a bonus for a cached image.
     """
 
     name = "scenario"
-    #: Imitation targets are the nodes within this many points of the best: the same class
-    #: (GPU/home/on/cool) and a fill within 0.2 of the fullest.
+    #: Imitation targets are the nodes within this many points of the best.
     tolerance = 2.0
 
     def __init__(
@@ -90,24 +87,10 @@ class Composite(BaseScorer):
         self.cool = cool
         self.web_cpu_milli = web_cpu_milli
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F64:
         cap = np.maximum(snap.cpu_cap[nodes], 1.0)
         after = (snap.cpu_used[nodes] + pod.cpu_milli) / cap
-        imgs = snap.images
-        cached = (
-            np.zeros(len(nodes))
-            if imgs is None or pod.image < 0
-            else np.fromiter(
-                (pod.image in imgs[i] for i in nodes), dtype=np.float64, count=len(nodes)
-            )
-        )
-        warm = (
-            np.zeros(len(nodes))
-            if imgs is None
-            else np.fromiter((len(imgs[i]) > 0 for i in nodes), dtype=np.float64, count=len(nodes))
-        )
+        cached, warm = _images(snap, pod, nodes)
         count = np.zeros(len(nodes)) if snap.pod_count is None else snap.pod_count[nodes]
         on = ((count > 0) | (warm > 0)).astype(np.float64)
         cool = (after <= self.cool).astype(np.float64)
@@ -136,27 +119,12 @@ class Composite(BaseScorer):
 
 
 class Anchored(Composite):
-    """Boot-aware teacher for the seed scenario's P99 (``anchored``): trade packing for start-up.
+    """Boot-aware teacher (``anchored``): trades packing for fewer pods waiting on boots.
 
-    What sets the P99 there (docs/results/table1.md, *What sets the P99*): every pod bound to a
-    powered-off node waits the 90 s boot (99.5 s for a Spark pod), and the packing teacher's
-    on-set shrinks to ~40-90 nodes at night and must boot ~100 nodes back for the 11:00 peak,
-    binding ~1,800 pods per day to booting nodes; the P99 falls below 99.5 s only when fewer
-    than ~1 % of the pods (~124) wait that long, queued GPU pods included. So:
-
-    1. web replicas (which never finish) are spread one per node over the nodes of at least
-       ``web_min_cpu`` millicores, largest first: they keep those nodes powered all day, an
-       always-on pool sized for the peak (120 nodes, 5,440 cores);
-    2. CPU pods prefer a powered-on node (``pod_count > 0`` or a warm image cache), and a
-       booting one (pods bound, but the last telemetry sample shows no CPU use and some
-       allocated memory) only half as much, over a powered-off one; among powered nodes one
-       that hosts web (``web_min_cpu`` or more) and stays under ``cool`` comes first (boot
-       avoidance outranks it: one replica per node limits a hot node to one replica of a
-       service); then they fill to ``tau`` and spread;
-    3. GPU pods as :class:`Composite` (FGD among powered-on, cool nodes).
-
-    Everything it reads is in DSAN's features (pod count, image count, last CPU/memory
-    telemetry, requests, capacity, FGD score). It gives up utilisation for fewer boots.
+    Web replicas spread one per node over the nodes of at least ``web_min_cpu``, largest
+    first, keeping an always-on pool powered; other CPU pods prefer a powered node, a booting
+    one (pods bound, no CPU use yet in the last sample) ``booting`` as much, then fill to
+    ``tau``; nodes that host web stay under ``cool``. GPU pods as :class:`Composite`.
     """
 
     name = "anchored"
@@ -175,13 +143,10 @@ class Anchored(Composite):
         if not 0.0 <= booting <= 1.0 or w_on >= 1000.0:
             raise ValueError("Anchored: booting in [0, 1]; w_on < 1000 keeps CPU pods off GPUs")
         self.web_min_cpu, self.tau, self.w_on, self.booting = web_min_cpu, tau, w_on, booting
-        #: Batch drivers (priority 400, alive for the whole job) to the powered node with the
-        #: fewest pods, larger first: an emptied node in its grace period is kept on.
+        #: Batch drivers to the powered node with the fewest pods, larger first.
         self.spread_drivers = spread_drivers
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F64:
         if pod.num_gpu > 0:
             return super().score(pod, snap, nodes)
         cap = np.maximum(snap.cpu_cap[nodes], 1.0)
@@ -198,19 +163,7 @@ class Anchored(Composite):
                 - 10.0 * np.minimum(count, 10)
                 + 2.0 * cap / 64000.0
             )
-        imgs = snap.images
-        warm = (
-            np.zeros(len(nodes))
-            if imgs is None
-            else np.fromiter((len(imgs[i]) > 0 for i in nodes), dtype=np.float64, count=len(nodes))
-        )
-        cached = (
-            np.zeros(len(nodes))
-            if imgs is None or pod.image < 0
-            else np.fromiter(
-                (pod.image in imgs[i] for i in nodes), dtype=np.float64, count=len(nodes)
-            )
-        )
+        cached, warm = _images(snap, pod, nodes)
         on = ((count > 0) | (warm > 0)).astype(np.float64)
         if snap.telemetry is not None:
             last = snap.telemetry[nodes, -1]
@@ -225,7 +178,7 @@ class Anchored(Composite):
         return out
 
 
-def gpu_allocated(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+def gpu_allocated(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F64:
     """Allocated fraction of each node's GPU shares (0 on a CPU-only node)."""
     cap = snap.gpu_count[nodes].astype(np.float64) * 1000.0
     free = snap.gpu_free[nodes].sum(axis=1).astype(np.float64)
@@ -233,22 +186,16 @@ def gpu_allocated(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> npt.ND
 
 
 class AnchoredGpuFill(Anchored):
-    """``anchored-drivers`` whose GPU pods fill the fullest powered GPU node first (FGD only
-    orders one allocation level): with the CPU pool kept powered, the GPU nodes are the part
-    of the powered set a placement still controls, and filled this way the others empty and
-    power off (docs/results/table1.md)."""
+    """``anchored-drivers`` whose GPU pods fill the fullest powered GPU node first, FGD only
+    ordering one allocation level, so the other GPU nodes empty and power off."""
 
     name = "anchored-gpufill"
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F64:
         if pod.num_gpu == 0:
             return super().score(pod, snap, nodes)
-        # Composite's GPU branch (what anchored-drivers gives GPU pods) is 100 x powered on
-        # + 200 x CPU stays cool + 10 x FGD normalised to [0, 1] + 1 x image cached; keep its
-        # class terms, turn FGD's weight down to 1 and rank by allocation first (10 x the
-        # allocated fraction: 2.5 points a whole GPU), so FGD only orders one allocation level.
+        # Composite's GPU branch with FGD's weight turned from 10 down to 1, ranked by
+        # allocation first (10 x the allocated fraction).
         f = np.asarray(self.fgd.score(pod, snap, nodes), dtype=np.float64)
         fn = (f - f.min()) / max(float(f.max() - f.min()), 1e-9)
         base = np.asarray(super().score(pod, snap, nodes), dtype=np.float64)
@@ -263,12 +210,9 @@ def powered(snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
 
 
 class PackingRescue(Composite):
-    """The packing teacher with two boot-aware rules for CPU pods other than web: a powered-off
-    node is taken largest first (one 64-core boot rather than four 16-core ones), and a
-    powered node with no pod (in its scale-down grace period) comes first among the powered
-    ones, before it powers off and the next wave boots it back. ``Composite``'s score plus
-    ``-10 after + 20 cap / 64 cores`` on a powered-off node (its fill term ranked those
-    smallest first) and ``rescue`` on a powered node with no pod."""
+    """The packing teacher plus, for CPU pods other than web: a powered-off node is taken
+    largest first (``-10 after + 20 cap / 64 cores``), and a powered node with no pod (in
+    its scale-down grace period) gets ``rescue`` before it powers off."""
 
     name = "packing-rescue"
 
@@ -276,9 +220,7 @@ class PackingRescue(Composite):
         super().__init__(target)
         self.rescue = rescue
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F64:
         s = np.asarray(super().score(pod, snap, nodes), dtype=np.float64)
         if pod.num_gpu > 0 or pod.task_type == WEB_TYPE:
             return s

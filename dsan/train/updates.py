@@ -1,16 +1,12 @@
-"""The gradient updates of both training stages, on rollouts (:mod:`dsan.train.rollout`):
-:func:`batch` (a minibatch of steps scored by the model), the imitation loss and its epochs
-(:func:`imitation_update`), GAE, the clipped PPO loss (:func:`ppo_loss`, which the
-distributed learner takes per minibatch) and its epochs (:func:`ppo_update`).
-
-The stages differ only in what they pass: the scenario stage weighs imitation steps by
-class (``balance``) and adds its openb anchor's loss (``extra_loss``), and its optimiser
-holds only the parameters :func:`dsan.train.gate.freeze` left trainable.
+"""The gradient updates of both stages on rollouts: :func:`batch` (steps scored with
+gradients), imitation (:func:`imitation_update`), GAE, the clipped PPO loss (:func:`ppo_loss`,
+which the distributed learner takes per minibatch) and its epochs (:func:`ppo_update`).
+The scenario stage passes a class ``balance`` and its openb anchor's ``extra_loss``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -23,14 +19,12 @@ from dsan.train.rollout import Rollout
 
 TASK_COLS = [FEATURE_NAMES.index(f"pod_task_{t}") for t in TASK_TYPES]
 PRIORITY_COL = FEATURE_NAMES.index("pod_priority")
-#: Imitation step weights: None (every step alike), each task type or each (task type,
-#: priority) class weighing equally (:func:`class_weights`).
+#: Imitation step weights: every step alike, or each task type or (type, priority) equally.
 BALANCE = (None, "task", "task-priority")
 
 
 def segment_log_softmax(logits: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
-    """Log-softmax within each segment: ``logits`` (rows,), ``seg`` (rows,) the step of each
-    row in 0..n-1. Shape (rows,)."""
+    """Log-softmax of ``logits`` (rows,) within each step ``seg`` (rows,) in 0..n-1."""
     mx = torch.full((n,), -1e30).scatter_reduce(0, seg, logits.detach(), "amax", include_self=True)
     z = logits - mx[seg]
     tot = torch.zeros(n).index_add(0, seg, z.exp())
@@ -40,11 +34,8 @@ def segment_log_softmax(logits: torch.Tensor, seg: torch.Tensor, n: int) -> torc
 def log_best_mass(
     logp: torch.Tensor, seg: torch.Tensor, best: torch.Tensor, n: int
 ) -> torch.Tensor:
-    """The imitation target, per step: log sum_{b in best(t)} p_b, the log-probability mass
-    the policy puts on the teacher's best nodes. ``logp`` (rows,) holds every candidate row's
-    log-probability, ``seg`` (rows,) its step in 0..n-1, ``best`` the indices of the teacher's
-    best rows. Computed stably as m_t + log sum_b exp(logp_b - m_t), m_t = max_b logp_b.
-    Shape (n,)."""
+    """Per step, ``log sum_{b in best} p_b``: the log-probability mass on the teacher's best
+    rows (indices ``best``), computed stably around each step's max. Shape (n,)."""
     sb = seg[best]
     m = torch.full((n,), -1e30).scatter_reduce(0, sb, logp[best], "amax", include_self=True)
     s = torch.zeros(n).index_add(0, sb, (logp[best] - m[sb]).exp())
@@ -54,10 +45,9 @@ def log_best_mass(
 def batch(
     model: DSANNet, ro: Rollout, steps: np.ndarray
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Steps ``steps`` of ``ro`` scored in one head call, with gradients: every candidate
-    row's log-probability within its step, each row's step, each step's first row and the
-    steps' values. Node embeddings are recomputed from ``ro.nodes`` (the encoders train) or
-    taken as recorded (``ro.emb``: the encoders are frozen)."""
+    """Steps ``steps`` of ``ro`` in one head call, with gradients: each candidate row's
+    log-probability and step, each step's first row, and the steps' values. Embeddings are
+    recomputed from ``ro.nodes`` (encoders training) or read from ``ro.emb`` (frozen)."""
     n = ro.nodes
     emb = None
     if n is not None:
@@ -78,16 +68,25 @@ def batch(
 
 
 def class_weights(ro: Rollout, steps: np.ndarray, by_priority: bool = False) -> torch.Tensor:
-    """Per-step weights summing to 1, each task type (or (type, priority)) present getting an
-    equal share."""
+    """Per-step weights summing to 1, each task type (or (type, priority)) an equal share."""
     kind = np.array([int(np.argmax(ro.x[i][0, TASK_COLS])) for i in steps])
-    if by_priority:  # the priority feature is one value per pod: the class is (type, priority)
+    if by_priority:
         prio = np.array([float(ro.x[i][0, PRIORITY_COL]) for i in steps])
         pairs = np.stack([kind.astype(np.float64), prio], 1)
         kind = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
     _, inv, cnt = np.unique(kind, return_inverse=True, return_counts=True)
     w = 1.0 / (cnt[inv] * len(cnt))
     return torch.tensor(w, dtype=torch.float32)
+
+
+def _minibatches(
+    ros: Sequence[Rollout], epochs: int, minibatch: int, rng: np.random.Generator
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(rollout index, steps): every epoch, each rollout's steps shuffled into minibatches."""
+    for _ in range(epochs):
+        for i, ro in enumerate(ros):
+            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
+                yield i, steps
 
 
 def imitation_update(
@@ -100,42 +99,52 @@ def imitation_update(
     balance: str | None = None,
     extra_loss: Callable[[], torch.Tensor] | None = None,
 ) -> float:
-    """``epochs`` passes over minibatches of every rollout raising the probability mass on
-    the teacher's best nodes, ``-log sum_{b in best} p_b`` (:func:`log_best_mass`): its mean
-    over the steps, or with ``balance`` its class-weighted sum (the scenario stage: ~120 web
-    placements against thousands of batch ones would otherwise leave the web rule
-    unlearnt), plus ``extra_loss()``. Returns the mean loss."""
+    """``epochs`` passes minimising ``-log_best_mass`` (its mean over steps, or with
+    ``balance`` its class-weighted sum: a few web placements would otherwise drown among
+    thousands of batch ones), plus ``extra_loss()``. Returns the mean loss."""
     if balance not in BALANCE:
         raise ValueError(f"imitation balance {balance!r} is not one of {BALANCE}")
     losses = []
     ros = [r for r in rollouts if len(r)]  # a quiet episode may hold no decision
-    for _ in range(epochs):
-        for ro in ros:
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch)):
-                logp, seg, _, _ = batch(model, ro, steps)
-                best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
-                mass = log_best_mass(logp, seg, best, len(steps))
-                if balance is None:
-                    loss = -mass.mean()
-                else:
-                    loss = -(mass * class_weights(ro, steps, balance == "task-priority")).sum()
-                if extra_loss is not None:
-                    loss = loss + extra_loss()
-                _step(model, opt, loss, max_norm=1.0)
-                losses.append(float(loss.detach()))
+    for r, steps in _minibatches(ros, epochs, minibatch, rng):
+        ro = ros[r]
+        logp, seg, _, _ = batch(model, ro, steps)
+        best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
+        mass = log_best_mass(logp, seg, best, len(steps))
+        if balance is None:
+            loss = -mass.mean()
+        else:
+            loss = -(mass * class_weights(ro, steps, balance == "task-priority")).sum()
+        if extra_loss is not None:
+            loss = loss + extra_loss()
+        _step(model, opt, loss, max_norm=1.0)
+        losses.append(float(loss.detach()))
     return float(np.mean(losses)) if losses else 0.0
 
 
 def advantages(ro: Rollout, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """GAE advantages and returns of one rollout."""
     r, v = np.asarray(ro.reward), np.asarray(ro.value)
     adv = np.zeros(len(r))
     last = 0.0
-    for t in range(len(r) - 1, -1, -1):  # over time steps, once per update: not a hot path
+    for t in range(len(r) - 1, -1, -1):
         nv = v[t + 1] if t + 1 < len(r) else 0.0
         delta = r[t] + gamma * nv - v[t]
         last = delta + gamma * lam * last
         adv[t] = last
     return adv, adv + v
+
+
+class PPOConfig(Protocol):
+    """The PPO hyperparameters the updates read (both trainers' ``Args`` have them)."""
+
+    gamma: float
+    gae_lambda: float
+    ppo_epochs: int
+    minibatch: int
+    clip: float
+    ent_coef: float
+    vf_coef: float
 
 
 def ppo_loss(
@@ -151,12 +160,8 @@ def ppo_loss(
     sd: float,
     a: PPOConfig,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    r"""Clipped PPO loss of one minibatch ``steps`` of a rollout (``logp``, ``seg``, ``first``
-    and ``values`` from :func:`batch`) and its parts.
-
-    .. math:: L = -\min(r A, \mathrm{clip}(r, 1-\epsilon, 1+\epsilon) A)
-        + c_v (V - R)^2 - c_e H
-    """
+    """Clipped PPO loss of minibatch ``steps`` (``logp`` .. ``values`` from :func:`batch`),
+    ``-min(r A, clip(r) A) + c_v (V - R)^2 - c_e H``, and its parts."""
     new = logp[torch.from_numpy(np.asarray(ro.action)[steps]) + first]
     old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
     ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
@@ -168,18 +173,6 @@ def ppo_loss(
     return loss, {"pg": pg, "vf": vf, "ent": ent, "kl": (old - new).mean()}
 
 
-class PPOConfig(Protocol):
-    """The PPO hyperparameters :func:`ppo_update` reads (both trainers' ``Args`` have them)."""
-
-    gamma: float
-    gae_lambda: float
-    ppo_epochs: int
-    minibatch: int
-    clip: float
-    ent_coef: float
-    vf_coef: float
-
-
 def ppo_update(
     model: DSANNet,
     opt: torch.optim.Optimizer,
@@ -188,9 +181,8 @@ def ppo_update(
     rng: np.random.Generator,
     extra_loss: Callable[[], torch.Tensor] | None = None,
 ) -> dict[str, float]:
-    """``a.ppo_epochs`` passes of :func:`ppo_loss` over minibatches of every rollout, GAE
-    advantages normalised over all of them; ``extra_loss`` (the scenario stage's openb
-    anchor) is added to each minibatch's loss. Returns the mean of each loss part ({} when
+    """``a.ppo_epochs`` passes of :func:`ppo_loss` (plus ``extra_loss()``) over minibatches of
+    every rollout, advantages normalised over all of them. Returns each part's mean ({} when
     no rollout holds a step)."""
     ros = [r for r in rollouts if len(r)]
     if not ros:
@@ -199,16 +191,15 @@ def ppo_update(
     allv = np.concatenate([g[0] for g in gae])
     mu, sd = allv.mean(), allv.std() + 1e-8
     stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
-    for _ in range(a.ppo_epochs):
-        for ro, (adv, ret) in zip(ros, gae, strict=True):
-            for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // a.minibatch)):
-                logp, seg, first, values = batch(model, ro, steps)
-                loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
-                if extra_loss is not None:
-                    loss = loss + extra_loss()
-                _step(model, opt, loss, max_norm=0.5)
-                for k, val in parts.items():
-                    stats[k].append(float(val.detach()))
+    for i, steps in _minibatches(ros, a.ppo_epochs, a.minibatch, rng):
+        ro, (adv, ret) = ros[i], gae[i]
+        logp, seg, first, values = batch(model, ro, steps)
+        loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
+        if extra_loss is not None:
+            loss = loss + extra_loss()
+        _step(model, opt, loss, max_norm=0.5)
+        for k, val in parts.items():
+            stats[k].append(float(val.detach()))
     return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
 
 

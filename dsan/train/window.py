@@ -1,38 +1,12 @@
-"""Scenario episodes (:class:`WindowEnv`): a window of a seeded seed-scenario run, and its reward.
+"""Scenario episodes (:class:`WindowEnv`): a window ``[start_h, start_h + len_h)`` of a seeded
+seed-scenario run, the teacher playing up to it (the pressure sits at the diurnal peaks).
 
-An episode is one seeded scenario run (:class:`~dsan.sim.scenario.env.ScenarioEnv`, whose
-telemetry changes every 10 s). The scenario's pressure sits at the diurnal peaks (batch and
-training at 11:00, web at 14:00), so an episode is a *window* ``[start_h, start_h + len_h)``:
-before ``start_h`` the window's teacher plays (fast, nothing recorded) to bring the cluster
-into a realistic state; inside the window the learner (or the teacher, for imitation) places
-every pod and each placement is a decision; the run stops at the window's end.
-
-Reward of a step (all that happened until the next decision, :class:`RewardParts`), with the
-article's weights (configurable) and every term normalised to roughly [0, 1] per episode:
-
-* utilisation  ``+w_util * util_integral / window_s``: the window's mean utilisation of
-  powered-on nodes (the Table 1 metric) summed over the steps;
-* completion   ``-w_completion * jct_sum_s / (3600 * jobs_norm)``: job hours of the jobs
-  completed in the step, per ``jobs_norm`` jobs;
-* cost         ``-w_cost * cost / full_cost``: ``full_cost`` = every node on for the window;
-* SLA          ``-w_sla * violations / sla_norm``: ``sla_norm`` = the window's web
-  service-windows (services x window_s / 300 s), the bulk of the SLA items.
-
-SLA shaping (our addition, ``sla_shaping``): web violations are counted every 300 s, long
-after the placement that caused them, so each placement also pays at once
-``sla_shaping * overheat`` where ``overheat = max(0, requested CPU after the pod / capacity
-- contention threshold)`` *if the chosen node hosts a web replica* (the simulator knows; the
-policy must infer it from its features). Requests bound the demand of executors, so a node
-kept under the threshold never slows its web replicas.
-
-Start-up shaping (our addition, ``boot_shaping``): a pod bound to a powered-off node waits
-the whole node boot (90 s), one bound to a booting node the rest of it; that wait is what
-sets the scenario's P99 task latency (docs/results/table1.md), yet no article term prices
-it (completion time counts jobs, not pod starts). Each placement pays at once
-``boot_shaping * boot_wait / node_boot_s`` with ``boot_wait`` the boot time the pod will
-wait on the chosen node (the simulator knows the power state; the policy sees pod count,
-image cache and telemetry). Default 0: the shipped packing model does not use it
-(docs/model.md says why).
+A step's reward covers all until the next decision, each term normalised to about [0, 1]
+per episode: ``+w_util`` utilisation, ``-w_completion`` job hours per ``jobs_norm`` jobs,
+``-w_cost`` cost per all-nodes-on cost, ``-w_sla`` violations per web service-window, and
+our SLA shaping ``-sla_shaping * overheat``: web violations are counted every 300 s, long
+after the placement that caused them, so a placement pays at once how far the node's
+requested CPU goes past the contention threshold if it hosts a web replica.
 """
 
 from __future__ import annotations
@@ -54,7 +28,7 @@ from dsan.train.teachers import Composite
 
 @dataclass(frozen=True)
 class ScenarioReward:
-    """The article's weights plus our SLA shaping; normalisers documented in the module."""
+    """The article's weights plus our SLA shaping (see the module docstring)."""
 
     w_util: float = 0.4
     w_completion: float = 0.3
@@ -62,17 +36,9 @@ class ScenarioReward:
     w_sla: float = 0.1
     sla_shaping: float = 1.0
     jobs_norm: float = 50.0
-    boot_shaping: float = 0.0
 
     def __post_init__(self) -> None:
-        ws = (
-            self.w_util,
-            self.w_completion,
-            self.w_cost,
-            self.w_sla,
-            self.sla_shaping,
-            self.boot_shaping,
-        )
+        ws = (self.w_util, self.w_completion, self.w_cost, self.w_sla, self.sla_shaping)
         if min(ws) < 0 or self.jobs_norm <= 0:
             raise ValueError("ScenarioReward: weights must be >= 0 and jobs_norm > 0")
 
@@ -84,7 +50,6 @@ class WindowConfig:
     scenario: str = "seed-table1"
     start_h: float = 9.0
     len_h: float = 1.0
-    burst: bool = False
 
     def __post_init__(self) -> None:
         if self.start_h < 0 or self.len_h <= 0:
@@ -113,7 +78,6 @@ class WindowEnv:
         self.cfg = cfg or load(win.scenario)
         self.env = ScenarioEnv(
             self.cfg,
-            burst=win.burst,
             hours=win.start_h + win.len_h,
             select_gpus=None if teacher is None else teacher.select_gpus,
         )
@@ -138,7 +102,7 @@ class WindowEnv:
         return self.obs is not None and self.obs.time_s >= self.start_s
 
     def overheat(self, node: int) -> float:
-        """The shaping term's input for placing the pending pod on ``node`` (see module)."""
+        """The SLA shaping's input for placing the pending pod on ``node``."""
         eng, d = self.env.engine, self.obs
         assert eng is not None and d is not None
         if not np.any(eng.pod_node[eng.web_pods] == node):
@@ -147,15 +111,7 @@ class WindowEnv:
         after = (s.cpu_used[node] + d.pod.cpu_milli) / max(float(s.cpu_cap[node]), 1.0)
         return max(0.0, after - self.cfg.contention.threshold)
 
-    def boot_wait(self, node: int) -> float:
-        """Seconds of node boot the pending pod would wait on ``node`` (0 on a booted node)."""
-        eng, d = self.env.engine, self.obs
-        assert eng is not None and d is not None
-        if not eng.on[node]:
-            return float(self.cfg.startup.node_boot_s)
-        return max(0.0, float(eng.boot_done[node]) - d.time_s)
-
-    def reward(self, parts: RewardParts, overheat: float, boot_wait_s: float = 0.0) -> float:
+    def reward(self, parts: RewardParts, overheat: float) -> float:
         w = self.weights
         return (
             w.w_util * parts.util_integral / self.window_s
@@ -163,16 +119,14 @@ class WindowEnv:
             - w.w_cost * parts.cost / self.full_cost
             - w.w_sla * parts.sla_violations / self.sla_norm
             - w.sla_shaping * overheat
-            - w.boot_shaping * boot_wait_s / self.cfg.startup.node_boot_s
         )
 
     def step(self, node: int) -> float:
         """Place the pending pod on ``node``; the step's reward (0 before the window)."""
         inside = self.in_window
         heat = self.overheat(node) if inside else 0.0
-        boot = self.boot_wait(node) if inside and self.weights.boot_shaping > 0 else 0.0
         self.obs, parts, _ = self.env.step(int(node))
-        return self.reward(parts, heat, boot) if inside else 0.0
+        return self.reward(parts, heat) if inside else 0.0
 
     # -- the Env protocol ------------------------------------------------------------------
 
@@ -189,8 +143,7 @@ class WindowEnv:
         return None if d is None else Decision(d.pod, d.snapshot, np.asarray(d.nodes, np.int64))
 
     def nodes(self) -> NodeInputs:
-        """Recomputed whenever the snapshot's ``telemetry_version`` moved, the rule of
-        :class:`~dsan.model.serving.ServingModel`."""
+        """Recomputed whenever the snapshot's ``telemetry_version`` moved (as serving does)."""
         assert self.obs is not None
         snap = self.obs.snapshot
         if (
@@ -211,8 +164,8 @@ class WindowEnv:
     def label(
         self, scores: npt.NDArray[np.float64], rng: np.random.Generator
     ) -> tuple[int, npt.NDArray[np.bool_]]:
-        """Ties break at random, as kube-scheduler's selectHost; imitation targets the
-        teacher's top class (its nodes within ``tolerance`` points of its best)."""
+        """Ties break at random (kube-scheduler's selectHost); imitation targets the teacher's
+        nodes within its ``tolerance`` of its best."""
         tol = 0.0 if self.teacher is None else self.teacher.tolerance
         return pick(scores, rng), scores >= scores.max() - tol
 
@@ -222,16 +175,9 @@ class WindowEnv:
 
     def summary(self) -> dict[str, float]:
         s = self.env.summary()
-        return {
-            k: float(s[k])
-            for k in (
-                "utilization_pct",
-                "sla_violation_pct",
-                "cost",
-                "p99_task_latency_s",
-                "queueing_events",
-            )
-        }
+        keys = ("utilization_pct", "sla_violation_pct", "cost", "p99_task_latency_s",
+                "queueing_events")
+        return {k: float(s[k]) for k in keys}
 
 
 def pick(scores: npt.NDArray[np.float64], rng: np.random.Generator) -> int:

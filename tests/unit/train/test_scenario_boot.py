@@ -1,4 +1,4 @@
-"""The boot-aware parts of the scenario stage: the ``anchored`` teacher and the start-up term."""
+"""The boot-aware ``anchored`` teacher of the scenario stage."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ from dsan.api.types import TASK_TYPES
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
-from dsan.sim.scenario.metrics import RewardParts
 from dsan.train.scenario_train import ScenarioArgs
 from dsan.train.teachers import SCENARIO_TEACHERS, Anchored, Composite
-from dsan.train.window import ScenarioReward, WindowConfig, WindowEnv
 
 CFG = load_scenario("seed-table1")
 
@@ -85,28 +83,6 @@ def test_anchored_gpu_pods_score_as_composite_and_names_resolve() -> None:
         ScenarioArgs(scenario_teacher="nope")
     with pytest.raises(ValueError):
         Anchored(None, booting=2.0)
-
-
-def test_boot_wait_and_the_start_up_term_by_hand() -> None:
-    w = ScenarioReward(0.4, 0.3, 0.2, 0.1, sla_shaping=0.0, boot_shaping=0.5)
-    ep = WindowEnv(WindowConfig(start_h=0.0, len_h=0.05), w, 1, CFG)
-    parts = RewardParts(dt_s=60, util_integral=30.0)
-    assert ep.reward(parts, 0.0, 45.0) == pytest.approx(0.4 * 30.0 / 180.0 - 0.5 * 45.0 / 90.0)
-    eng = ep.env.engine
-    assert eng is not None and ep.obs is not None
-    node = int(ep.obs.nodes[0])
-    assert ep.boot_wait(node) == 0.0  # every node is powered at t = 0
-    eng.on[node] = False
-    assert ep.boot_wait(node) == CFG.startup.node_boot_s
-    eng.on[node] = True
-    eng.boot_done[node] = ep.obs.time_s + 30.0
-    assert ep.boot_wait(node) == pytest.approx(30.0)
-    # The term reaches the step reward: same placement, with and without the weight.
-    eng.on[node] = False
-    r_off = ep.reward(parts, 0.0, ep.boot_wait(node))
-    assert r_off == pytest.approx(0.4 * 30.0 / 180.0 - 0.5)
-    with pytest.raises(ValueError):
-        ScenarioReward(boot_shaping=-1.0)
 
 
 def test_anchored_spread_drivers_keeps_an_emptied_node_on() -> None:

@@ -18,7 +18,7 @@ from dsan.model.export import save, serving_model
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.fgd import FGDScorer
 from dsan.train.linear import SUPPORTED, LinearFGDScorer, columns
-from dsan.train.skipweights import apply, linear_from_model
+from dsan.train.skipweights import apply, linear_from_model, skip_args
 
 PODS = [
     PodSpec("share", 4000, 8000, 1, 450),
@@ -75,12 +75,15 @@ def test_applied_model_ranks_like_the_linear_scorer(mode: str) -> None:
     names = ["gpu_min_free", "node_idle", "node_gpu_model_1", "cpu_free_after"]
     weights = [-0.4, -0.3, 0.7, 0.25]
     gpu_only = mode == "gpu_only"
-    # by_class: GPU pods add these (head.gpu_skip), cancelling two of the CPU-pod weights
-    extra = [0.4, 0.0, -0.7, 0.3] if mode == "by_class" else None
+    # gpu_only: GPU pods alone get the weights (head.gpu_skip); by_class: GPU pods add these,
+    # cancelling two of the CPU-pod weights
+    extra = [0.4, 0.0, -0.7, 0.3] if mode == "by_class" else (weights if gpu_only else None)
+    if gpu_only:
+        weights = [0.0] * len(names)
     torch.manual_seed(0)
-    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, gpu_only, extra)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, extra)
     served = serving_model(net, target)
-    lin = LinearFGDScorer(names, weights, gpu_only, extra, target=target)
+    lin = LinearFGDScorer(names, weights, extra, target=target)
     both = LinearFGDScorer(names, weights, target=target)
     for pod in PODS:
         nodes = feasible_nodes(pod, snap)
@@ -100,20 +103,20 @@ def test_applied_model_ranks_like_the_linear_scorer(mode: str) -> None:
 def test_linear_from_model_reads_both_skip_layers(tmp_path: Path) -> None:
     names, weights, extra = ["gpu_max_free", "node_idle"], [-0.5, 0.0], [0.5, -0.05]
     torch.manual_seed(0)
-    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, False, extra)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, extra)
     save(net, tmp_path / "m", "v", exports=False)
     got = linear_from_model(tmp_path / "m")
-    assert got[0] == names and got[2] is False
-    assert got[1] == pytest.approx(weights) and got[3] == pytest.approx(extra)
+    assert got[0] == names
+    assert got[1] == pytest.approx(weights) and got[2] == pytest.approx(extra)
 
 
 def test_linear_from_model_round_trips_and_refuses_a_trained_mlp(tmp_path: Path) -> None:
     names, weights = ["gpu_max_free", "gpu_min_free"], [-0.5, -0.05]
     torch.manual_seed(0)
-    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights, True)
+    net = apply(DSANNet(ModelConfig(hidden=8, head="residual")), names, weights)
     save(net, tmp_path / "m", "v", exports=False)
     got = linear_from_model(tmp_path / "m")
-    assert got[0] == names and got[1] == pytest.approx(weights) and got[2] is True
+    assert got[0] == names and got[1] == pytest.approx(weights) and got[2] is None
     out = net.head.mlp[2]
     assert isinstance(out, torch.nn.Linear)
     with torch.no_grad():
@@ -123,21 +126,9 @@ def test_linear_from_model_round_trips_and_refuses_a_trained_mlp(tmp_path: Path)
         linear_from_model(tmp_path / "mlp")
 
 
-def test_share_weights_split_gpu_pods_into_whole_and_sharing() -> None:
-    """gpu_weights u with share_weights -u: whole-GPU pods get u, sharing and CPU-only pods
-    keep the base weights (the head's share_skip, keyed on pod_is_sharing)."""
-    snap, target = _snap(3), TargetWorkload.default()
-    names, base, u = ["gpu_max_free", "node_idle"], [-0.5, 0.0], [0.0, 0.3]
-    split = LinearFGDScorer(names, base, False, u, target=target, share_weights=[-x for x in u])
-    plain = LinearFGDScorer(names, base, target=target)
-    gpu = LinearFGDScorer(names, base, False, u, target=target)
-    for pod in PODS:
-        nodes = feasible_nodes(pod, snap)
-        got = split.score(pod, snap, nodes)
-        want = (gpu if pod.name == "whole" else plain).score(pod, snap, nodes)
-        np.testing.assert_array_equal(got, want)
-    with pytest.raises(ValueError, match="weights"):
-        LinearFGDScorer(names, base, target=target, share_weights=[1.0])
+def test_skip_args_reads_a_gpu_pods_only_result_as_gpu_weights() -> None:
+    res = {"features": ["node_idle"], "weights": [0.5], "gpu_pods_only": True}
+    assert skip_args(res) == (["node_idle"], [0.0], [0.5])
 
 
 def test_fragmentation_columns_through_the_placement_cache_stay_exact() -> None:

@@ -1,5 +1,5 @@
-"""ES policy search: on a known objective the estimate descends, the best validated weights
-are returned and logged; configs are validated."""
+"""The greedy tie-break search: on known objectives it adopts the helpful weights in order
+and logs them; configs are validated; the shipped result is a tie-break."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dsan.features import FEATURE_NAMES, node_block
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes
 from dsan.train.linear import COLUMNS, SUPPORTED
-from dsan.train.search import GreedyConfig, greedy, screen
+from dsan.train.search import GreedyConfig, greedy
 from dsan.train.skipweights import load_openb_skip
 
 OPT = np.array([-0.4, 0.3])
@@ -117,8 +117,8 @@ def test_greedy_config_rejects_unknown_classes_and_init_features() -> None:
 
 
 def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
-    names, weights, gpu_only, gpu_weights = load_openb_skip()
-    assert names and len(names) == len(weights) and not gpu_only
+    names, weights, gpu_weights = load_openb_skip()
+    assert names and len(names) == len(weights)
     assert set(names) <= set(SUPPORTED)
     # How far each feature can differ between two openb candidates, which is all a tie-break
     # acts on: the static node block's range over the inventory (node_has_gpu is 1 on every
@@ -143,81 +143,3 @@ def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
     # flip on extreme nodes, never two points.
     assert spans[1] < 1.0
     assert spans[0] < 2.0
-
-
-class _Recorder:
-    """Records the per-class weights of each episode; the result encodes them."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[dict[str, float], dict[str, float]]] = []
-
-    def unallocated(
-        self,
-        features: tuple[str, ...],
-        w: np.ndarray,
-        workload: str,
-        seed: int,
-        gpu_w: np.ndarray | None = None,
-    ) -> float:
-        assert gpu_w is not None
-        cpu = dict(zip(features, w.tolist(), strict=True))
-        gpu = dict(zip(features, gpu_w.tolist(), strict=True))
-        self.seen.append((cpu, gpu))
-        return 5.0 + gpu.get("shape1_hostable_after", 0.0) + seed
-
-    def fgd(self, workload: str, seed: int) -> float:
-        return 5.0 + seed
-
-
-def test_screen_overrides_one_class_and_keeps_the_base(tmp_path: Path) -> None:
-    base = {
-        "features": ["gpu_max_free", "node_idle"],
-        "weights": [-0.5, 0.05],
-        "gpu_weights": [0.0, -0.05],
-    }
-    cands = {"base": {}, "host": {"gpu": {"shape1_hostable_after": -0.3}}}
-    rec = _Recorder()
-    gaps = screen(base, cands, ("a", "b"), (1, 2), tmp_path / "s.jsonl", rec)
-    assert gaps == pytest.approx({"base": 0.0, "host": -0.3})
-    assert len(rec.seen) == 8
-    cpu, gpu = rec.seen[1]  # workload a, seed 1, candidate "host"
-    assert cpu == {"gpu_max_free": -0.5, "node_idle": 0.05, "shape1_hostable_after": 0.0}
-    assert gpu == {"gpu_max_free": -0.5, "node_idle": 0.0, "shape1_hostable_after": -0.3}
-    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 8
-
-
-class _ShareRecorder(_Recorder):
-    """Also records the sharing pods' row when the screen passes one."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.share: list[dict[str, float] | None] = []
-
-    def unallocated(
-        self,
-        features: tuple[str, ...],
-        w: np.ndarray,
-        workload: str,
-        seed: int,
-        gpu_w: np.ndarray | None = None,
-        share_w: np.ndarray | None = None,
-    ) -> float:
-        row = None if share_w is None else dict(zip(features, share_w.tolist(), strict=True))
-        self.share.append(row)
-        return super().unallocated(features, w, workload, seed, gpu_w)
-
-
-def test_screen_whole_and_share_keys_set_one_gpu_pod_class(tmp_path: Path) -> None:
-    base = {"features": ["gpu_max_free"], "weights": [-0.5], "gpu_weights": [0.0]}
-    cands = {
-        "gpu": {"gpu": {"node_idle": 0.1}},
-        "whole": {"whole": {"shape1_hostable_after": 0.0047}},
-        "split": {"gpu": {"node_idle": 0.1}, "share": {"node_idle": -0.2}},
-    }
-    rec = _ShareRecorder()
-    screen(base, cands, ("a",), (1,), tmp_path / "s.jsonl", rec)
-    assert rec.share[0] is None  # same weights for every GPU pod: no separate row
-    assert rec.seen[1][1] == {"gpu_max_free": -0.5, "shape1_hostable_after": 0.0047}
-    assert rec.share[1] == {"gpu_max_free": -0.5, "shape1_hostable_after": 0.0}
-    assert rec.seen[2][1]["node_idle"] == 0.1 and rec.seen[2][0]["node_idle"] == 0.0
-    assert rec.share[2] == {"gpu_max_free": -0.5, "node_idle": -0.2}
