@@ -29,7 +29,9 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from dsan.core.snapshot import PodSpec
 from sidecar.podspec import PodError, PodSpecMemo, pod_key
+from sidecar.scoring import ScoreResult
 from sidecar.service import RequestError, ScoringService, internal_error
 
 MAX_EXTENDER_PRIORITY = 10
@@ -71,8 +73,11 @@ def _error_body(message: str, request_id: str = "") -> bytes:
     return orjson.dumps({"error": message})
 
 
-def _refusal(err: RequestError) -> tuple[int, bytes]:
-    return err.http_status, _error_body(err.message, err.request_id)
+def _reply(out: bytes | RequestError) -> tuple[int, bytes]:
+    """200 with a reply, or a refusal's status with its error."""
+    if isinstance(out, RequestError):
+        return out.http_status, _error_body(out.message, out.request_id)
+    return 200, out
 
 
 def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
@@ -113,57 +118,39 @@ class ExtenderApp:
 
     def __init__(self, service: ScoringService) -> None:
         self.service = service
-        self.metrics = service.metrics
-        # The labelled child once, not a label lookup per request.
-        self._prioritized = self.metrics.requests.labels("http", "prioritize")
         #: Pods parsed once per shape (a workload's replicas come one after another).
         self._specs = PodSpecMemo()
 
-    def prioritize(self, body: bytes) -> tuple[int, bytes]:
-        t0 = time.perf_counter()
+    def _parse(self, body: bytes) -> tuple[dict[str, Any], PodSpec, list[str]]:
+        pod, names = parse_args(body)
         try:
-            self.service.check_ready()
-            pod, names = parse_args(body)
-            try:
-                spec = self._specs.get(pod, self.service.cache.models)
-            except PodError as exc:
-                raise RequestError("bad_pod", str(exc)) from None
+            return pod, self._specs.get(pod, self.service.cache.models), names
+        except PodError as exc:
+            raise RequestError("bad_pod", str(exc)) from None
+
+    def prioritize(self, body: bytes) -> tuple[int, bytes]:
+        def serve() -> tuple[bytes, ScoreResult]:
+            pod, spec, names = self._parse(body)
             key = self.service.assume_key(pod_key(pod), _scheduler_name(pod))
             res = self.service.score("http", spec, key, names, MAX_EXTENDER_PRIORITY,
                                      defer=True)
-            out = encode_priorities(names, res.scores)
-        except RequestError as err:
-            self.service.refuse("http", err)
-            return _refusal(err)
-        except Exception as exc:  # a bug: 500, logged with the id the reply carries
-            return _refusal(self.service.internal("http", exc))
-        self._prioritized.inc()
-        self.service.record("http", res, time.perf_counter() - t0, len(names))
-        return 200, out
+            return encode_priorities(names, res.scores), res
+
+        return _reply(self.service.handle("http", "prioritize", serve))
 
     def settle(self) -> None:
-        """Bookkeeping the reply did not wait for (the winner's assumption, latency
-        observations); the server calls it after each POST's reply is written
-        (:meth:`ScoringService.settle`)."""
+        """Bookkeeping the reply did not wait for; the server calls it after each POST's
+        reply is written (:meth:`ScoringService.settle`)."""
         self.service.settle()
 
     def filter(self, body: bytes) -> tuple[int, bytes]:
-        try:
-            self.service.check_ready()
-            pod, names = parse_args(body)
-            try:
-                spec = self._specs.get(pod, self.service.cache.models)
-            except PodError as exc:
-                raise RequestError("bad_pod", str(exc)) from None
+        def serve() -> tuple[bytes, None]:
+            _, spec, names = self._parse(body)
             passed, failed = self.service.engine.filter(spec, names)
-        except RequestError as err:
-            self.service.refuse("http", err)
-            return _refusal(err)
-        except Exception as exc:  # a bug: 500, logged with the id the reply carries
-            return _refusal(self.service.internal("http", exc))
-        self.metrics.requests.labels("http", "filter").inc()
-        return 200, orjson.dumps({"Nodes": None, "NodeNames": passed, "FailedNodes": failed,
-                                  "FailedAndUnresolvableNodes": {}, "Error": ""})
+            return orjson.dumps({"Nodes": None, "NodeNames": passed, "FailedNodes": failed,
+                                 "FailedAndUnresolvableNodes": {}, "Error": ""}), None
+
+        return _reply(self.service.handle("http", "filter", serve))
 
 
 class App(Protocol):
@@ -313,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, out = route(body)
         except Exception as exc:  # a bug must not take the server down (the apps catch theirs)
             srv.count_error("internal")
-            status, out = _refusal(internal_error("http", exc))
+            status, out = _reply(internal_error("http", exc))
         self._send(status, out)
         srv.app.settle()  # off the client's clock: the reply is already out
 
@@ -377,7 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
                 status, out, extra = srv.explain(path[len(EXPLAIN_PREFIX):])
             except Exception as exc:  # a bug must not take the server down
                 srv.count_error("internal")
-                (status, out), extra = _refusal(internal_error("http", exc)), ""
+                (status, out), extra = _reply(internal_error("http", exc)), ""
             self._send(status, out, extra=extra)
         else:
             self._send(404, _error_body(f"no such endpoint: GET {path[:200]}"))

@@ -25,7 +25,6 @@ from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricF
 from prometheus_client.utils import floatToGoString
 
 APIS = ("http", "grpc", "inprocess")
-PHASES = ("featurize", "model", "total")
 #: 25 us .. 2.5 s: the budget is about a millisecond, so resolution goes there.
 LATENCY_BUCKETS = (25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 750e-6, 1e-3, 1.5e-3, 2.5e-3, 5e-3,
                    7.5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0, 2.5)
@@ -53,12 +52,6 @@ class RequestHistograms:
         """The series of ``labels`` (created empty: exported from the start, like a bound
         label child)."""
         return self.series.setdefault(labels, [0] * (len(self.bounds) + 1) + [0.0])
-
-    def sum_count(self, *labels: str) -> tuple[float, int]:
-        """(sum, count) of one series (benchmarks read the server's own time)."""
-        with self.lock:
-            r = self.row(*labels)
-            return r[-1], int(sum(r[:-1]))
 
     def collect(self) -> Iterator[Metric]:
         fam = HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)

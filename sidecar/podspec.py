@@ -1,18 +1,14 @@
 """Kubernetes Pod -> :class:`dsan.core.snapshot.PodSpec`: the one place that reads a pod's requests.
 
-Both APIs end here: the extender hands us the whole Pod JSON (capitalised outer keys, but the
-Pod itself is ordinary camelCase JSON), the gRPC service hands us the requests already summed
-by the client. The cache uses the same conversion to charge bound pods to their nodes, so a
-pod costs the same in scoring and in bookkeeping.
-
-A pod's effective request follows kube-scheduler: the sum over containers, at least the
-largest init container, plus the pod overhead.
+The extender passes the Pod JSON, the gRPC service the requests summed by its client; the cache
+charges bound pods with the same conversion. The effective request follows kube-scheduler:
+the sum over containers, at least the largest init container, plus the pod overhead.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from decimal import Decimal
 from typing import Any
@@ -48,8 +44,7 @@ class PodError(ValueError):
 
 
 def parse_quantity(value: Any, where: str) -> Decimal:
-    """A request: a Kubernetes quantity (:mod:`dsan.api.quantity`) that is not negative;
-    PodError naming ``where`` otherwise."""
+    """A non-negative Kubernetes quantity; PodError naming ``where`` otherwise."""
     try:
         out = parse_quantity_api(value, where)
     except QuantityError as exc:
@@ -100,13 +95,16 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     return total
 
 
+def pod_name(meta: Mapping[str, Any]) -> str:
+    """namespace/name of a pod's metadata."""
+    return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+
 def pod_key(pod: Mapping[str, Any]) -> str:
     """The pod's identity across events: its UID, else namespace/name."""
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
-    if uid:
-        return str(uid)
-    return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+    return str(uid) if uid else pod_name(meta)
 
 
 def podspec_from_pod(pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
@@ -124,7 +122,7 @@ def podspec_from_pod(pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
     spec = pod.get("spec") or {}
     priority = spec.get("priority", 0) if isinstance(spec, Mapping) else 0
     return podspec_from_parts(
-        name=f"{meta.get('namespace', 'default')}/{meta.get('name', '')}",
+        name=pod_name(meta),
         requests=pod_requests(pod),
         annotations=annotations,
         priority=priority,
@@ -140,41 +138,44 @@ _MEMO_MAX = 4096
 
 
 class PodSpecMemo:
-    """:func:`podspec_from_pod` parsed once per pod *shape*: kube-scheduler sends the replicas
-    of a workload one after another, and parsing (container walk, quantities as Decimals) is
-    ~8-20 us of an extender request. The shape is every input of the parse but the name, as
-    JSON bytes, so value types count (``true`` is not ``1``, ``"4"`` not ``4``): the
-    annotations, the priority, each container's and init container's ``resources`` and the
-    overhead. Only pods that parsed are kept, so a bad pod always gets its own error. Not
-    the whole spec: per-pod fields (volumes named per pod, the host name) would make every
-    pod a new shape."""
+    """PodSpecs parsed once per pod *shape* (every input of the parse but the name):
+    kube-scheduler sends a workload's replicas one after another, and parsing is a large
+    part of a request. Only pods that parsed are kept, so a bad pod gets its own error."""
 
     def __init__(self) -> None:
-        self._specs: dict[bytes, tuple[Any, ...]] = {}
+        self._specs: dict[object, tuple[Any, ...]] = {}
         self._models: object = None
 
     def get(self, pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
-        """``podspec_from_pod(pod, gpu_models)``; ``gpu_models`` is replaced, never mutated,
-        when a model appears (the memo then starts over)."""
+        """``podspec_from_pod(pod, gpu_models)``, memoised."""
+        key = _shape(pod)
+        if key is None:
+            return podspec_from_pod(pod, gpu_models)
+        return self.lookup(key, pod_name(pod.get("metadata") or {}), gpu_models,
+                           lambda: podspec_from_pod(pod, gpu_models))
+
+    def lookup(self, key: object, name: str, gpu_models: Mapping[str, int],
+               parse: Callable[[], PodSpec]) -> PodSpec:
+        """The spec of shape ``key`` named ``name``; ``parse()`` on a miss. ``gpu_models`` is
+        replaced, never mutated, when a model appears: the memo then starts over."""
         if gpu_models is not self._models:
             self._specs.clear()
             self._models = gpu_models
-        key = _shape(pod)
-        rest = self._specs.get(key) if key is not None else None
+        rest = self._specs.get(key)
         if rest is None:
-            spec = podspec_from_pod(pod, gpu_models)
-            if key is not None:
-                if len(self._specs) >= _MEMO_MAX:
-                    self._specs.clear()
-                self._specs[key] = tuple(getattr(spec, f) for f in _SPEC_REST)
+            spec = parse()
+            if len(self._specs) >= _MEMO_MAX:
+                self._specs.clear()
+            self._specs[key] = tuple(getattr(spec, f) for f in _SPEC_REST)
             return spec
-        meta = pod.get("metadata") or {}
-        return PodSpec(f"{meta.get('namespace', 'default')}/{meta.get('name', '')}", *rest)
+        # The constructor with every field: dataclasses.replace is slower, field by field.
+        return PodSpec(name, *rest)
 
 
 def _shape(pod: Any) -> bytes | None:
-    """The inputs of :func:`podspec_from_pod` but the name, as JSON; None for a pod not
-    shaped like one (it is parsed, and refused, in full)."""
+    """The inputs of :func:`podspec_from_pod` but the name, as JSON (so value types count:
+    ``true`` is not ``1``); None for a pod not shaped like one (parsed, and refused, in
+    full). Not the whole spec: per-pod fields would make every pod a new shape."""
     try:
         meta, spec = pod.get("metadata"), pod.get("spec")
         if not isinstance(spec, dict) or not (meta is None or isinstance(meta, dict)):
@@ -198,9 +199,9 @@ def podspec_from_parts(
 ) -> PodSpec:
     """Requests (quantities or Decimals) + annotations -> PodSpec.
 
-    GPU semantics: ``nvidia.com/gpu: N`` alone means N whole GPUs. A share in thousandths
-    (the ``dsan.io/gpu-milli`` resource or annotation, 1..999) makes a GPU-sharing pod with
-    one GPU, as in openb. ``gpu_models`` maps GPU model names to snapshot indices.
+    ``nvidia.com/gpu: N`` alone means N whole GPUs; a share in thousandths (the
+    ``dsan.io/gpu-milli`` resource or annotation, 1..999) makes a one-GPU sharing pod, as in
+    openb. ``gpu_models`` maps GPU model names to snapshot indices.
     """
     req = {
         str(k): v if isinstance(v, Decimal) else parse_quantity(v, f"requests[{_name(k)}]")
@@ -276,6 +277,3 @@ def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 64 else text[:61] + "..."
 
-
-def model_index(names: Sequence[str]) -> dict[str, int]:
-    return {m: i for i, m in enumerate(names)}
