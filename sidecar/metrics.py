@@ -1,14 +1,10 @@
-"""Prometheus metrics of the sidecar, on a registry of its own (tests run many sidecars).
+"""Prometheus metrics of the sidecar (``dsan_sidecar_*``), on a registry of its own (tests run
+many sidecars).
 
-Names are ``dsan_sidecar_*``. Label children used on the hot path are bound once here, so a
-request pays a few attribute lookups and ``observe`` calls, never a label lookup.
-
-The histograms observed on every request (phase latencies, candidate counts, the settle) are
-:class:`RequestHistograms`, exported by a collector of our own: prometheus_client's
-``Histogram.observe`` takes two locks and walks the bucket bounds in Python, ~1.5-2 us each
-on the development machine, and a request made five of them (~10 % of an FGD settle at 100
-nodes). Here one lock covers a request's five observations, each a C ``bisect`` and two list
-writes; the exposition is the same series, buckets and sums (without ``_created``).
+Hot-path series are bound once, so a request never pays a label lookup. The per-request
+histograms are :class:`RequestHistograms`, exported by a collector of our own: one lock per
+request instead of prometheus_client's two per observation, with the same exposition (less
+``_created``).
 """
 
 from __future__ import annotations
@@ -34,10 +30,9 @@ ERROR_REASONS = ("malformed_json", "bad_request", "bad_pod", "unknown_nodes", "t
 
 
 class RequestHistograms:
-    """Histogram series (label values -> bucket counts and sum) for :meth:`collect`; the
-    caller holds :attr:`lock` while observing (one acquisition per request, not two per
-    observation). Observing a series is ``row[bisect_left(bounds, v)] += 1; row[-1] += v``:
-    a value lands in the first bucket whose bound is >= it, as prometheus_client's."""
+    """Histogram series, label values -> [count per bucket (the last +Inf)..., sum]; the
+    caller holds :attr:`lock` while observing: ``row[bisect_left(bounds, v)] += 1;
+    row[-1] += v`` (the first bucket whose bound is >= v, as prometheus_client's)."""
 
     def __init__(self, name: str, doc: str, labelnames: Sequence[str],
                  buckets: Sequence[float], lock: threading.Lock) -> None:
@@ -45,12 +40,10 @@ class RequestHistograms:
         self.bounds = tuple(float(b) for b in buckets)
         self._les = [*map(floatToGoString, self.bounds), "+Inf"]
         self.lock = lock
-        #: label values -> [count per bucket (the last +Inf)..., sum of the values]
         self.series: dict[tuple[str, ...], list[float]] = {}
 
     def row(self, *labels: str) -> list[float]:
-        """The series of ``labels`` (created empty: exported from the start, like a bound
-        label child)."""
+        """The series of ``labels``, created empty (exported from the start)."""
         return self.series.setdefault(labels, [0] * (len(self.bounds) + 1) + [0.0])
 
     def collect(self) -> Iterator[Metric]:
@@ -64,33 +57,17 @@ class RequestHistograms:
 
 
 class ScrapedCounters:
-    """A counter family whose values live elsewhere (plain ints the cache bumps without a
-    lock) and are read at scrape time: ``fns`` maps each label value to its reader."""
+    """A counter family read at scrape time from :attr:`counts`, a dict of plain ints its
+    owner bumps without a lock (the owner may replace it with its own dict)."""
 
     def __init__(self, name: str, doc: str, label: str) -> None:
         self.name, self.doc, self.label = name, doc, label
-        self.fns: dict[str, Callable[[], float]] = {}
-
-    def collect(self) -> Iterator[Metric]:
-        fam = CounterMetricFamily(self.name, self.doc, labels=[self.label])
-        for value, fn in self.fns.items():
-            fam.add_metric([value], fn())
-        yield fam
-
-
-class NodeCounts:
-    """A counter with one series per node, ``node`` label: a plain dict bumped by the one
-    thread that holds the scoring lock (a labelled prometheus_client child per node would
-    take a lock and a label lookup per decision), exported at scrape time."""
-
-    def __init__(self, name: str, doc: str) -> None:
-        self.name, self.doc = name, doc
         self.counts: dict[str, int] = {}
 
     def collect(self) -> Iterator[Metric]:
-        fam = CounterMetricFamily(self.name, self.doc, labels=["node"])
-        for node, n in list(self.counts.items()):  # one C-level copy: safe beside a writer
-            fam.add_metric([node], n)
+        fam = CounterMetricFamily(self.name, self.doc, labels=[self.label])
+        for value, n in list(self.counts.items()):  # one C-level copy: safe beside a writer
+            fam.add_metric([value], n)
         yield fam
 
 
@@ -130,10 +107,11 @@ class SidecarMetrics:
         self.assumed = Counter(
             "dsan_sidecar_assumed_pods", "Pods charged to their best node before binding",
             registry=r)
-        self.decisions = NodeCounts(
+        # One series per node, bumped by the thread that holds the scoring lock.
+        self.decisions = ScrapedCounters(
             "dsan_sidecar_decisions",
             "Pods the sidecar scored best on a node and charged there until they bind (its "
-            "placement decisions), by node")
+            "placement decisions), by node", "node")
         r.register(self.decisions)
         self.policy = Info("dsan_sidecar_policy", "Served policy and its fallback", registry=r)
         self.cache_age = Gauge(
@@ -177,6 +155,8 @@ class SidecarMetrics:
         self.cpus = Gauge(
             "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "
             "exclusiveCpus got from the kubelet's static CPU manager", registry=r)
+        # The main thread's mask (a scrape runs on another thread): what taskset -p shows.
+        self.cpus.set_function(lambda: float(len(os.sched_getaffinity(os.getpid()))))
         self.compute_threads = Gauge(
             "dsan_sidecar_compute_threads", "Threads of the sidecar's compute pools as set at "
             "start (torch's intra-op pool, numpy's BLAS; 0: not loaded), beside "
@@ -226,30 +206,18 @@ class SidecarMetrics:
     def set_policy(self, policy: str, version: str, fallback: str) -> None:
         self.policy.info({"policy": policy, "version": version, "fallback": fallback})
 
-    def set_compute_threads(self, pools: dict[str, int]) -> None:
-        """The compute pools' sizes, read once at start (reading them is ~1 ms of library
-        inspection, too much for every scrape; nothing resizes them later)."""
-        for pool, n in pools.items():
-            self.compute_threads.labels(pool).set(n)
-
     def bind_gauges(self, cache_age: Callable[[], float], nodes: Callable[[], float],
                     assumed: Callable[[], float],
                     informer_lag: dict[str, Callable[[], float]],
-                    bad_objects: dict[str, Callable[[], float]],
-                    ready: Callable[[], float],
-                    policy_errors: Callable[[], float] = lambda: 0.0,
-                    cpus: Callable[[], float] | None = None) -> None:
+                    ready: Callable[[], float], policy_errors: Callable[[], float]) -> None:
         """Gauges read at scrape time, so nothing on the hot path maintains them."""
         self.cache_age.set_function(cache_age)
         self.cache_nodes.set_function(nodes)
         self.cache_assumed.set_function(assumed)
         for res, fn in informer_lag.items():
             self.informer_lag.labels(res).set_function(fn)
-        self.bad_objects.fns.update(bad_objects)
         self.ready.set_function(ready)
         self.policy_errors.set_function(policy_errors)
-        # The main thread's mask (a scrape runs on another thread): what taskset -p shows.
-        self.cpus.set_function(cpus or (lambda: float(len(os.sched_getaffinity(os.getpid())))))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
