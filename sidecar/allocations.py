@@ -52,7 +52,6 @@ class Allocations:
     def assumed_count(self) -> int:
         return len(self._assumed)
 
-    # --- charges on rows -------------------------------------------------------------------
     def _charge(self, i: int, c: Charge) -> None:
         self.touched.append(i)
         spec = c.spec
@@ -92,7 +91,6 @@ class Allocations:
             if charge is not None:
                 self._charge(i, charge)
 
-    # --- bound pods ------------------------------------------------------------------------
     def bind(self, key: str, node: str, spec: PodSpec) -> None:
         """Pod ``key`` is bound to ``node``: its assumption (if any) gives way."""
         self.drop_assumed(key, "bound")
@@ -128,7 +126,6 @@ class Allocations:
                     return c
         return None
 
-    # --- assumed pods ----------------------------------------------------------------------
     def assume(self, key: str, spec: PodSpec, node: str) -> None:
         """Charge ``spec`` to ``node`` as pod ``key``, replacing its previous assumption and
         uncharging the oldest past the size limit."""

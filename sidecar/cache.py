@@ -96,7 +96,6 @@ class GraphCache:
         self._version += 1
         self.last_change_wall = self._wall()
 
-    # --- nodes -------------------------------------------------------------------------------
     def upsert_node(self, obj: Mapping[str, Any]) -> None:
         try:
             row = parse_node(obj)
@@ -139,7 +138,6 @@ class GraphCache:
             for name in [n for n in self._table.names if n not in seen]:
                 self.delete_node(name)
 
-    # --- pods --------------------------------------------------------------------------------
     def upsert_pod(self, obj: Mapping[str, Any]) -> None:
         try:
             self._upsert_pod(obj)
@@ -217,7 +215,6 @@ class GraphCache:
         cannot hold capacity for made-up pods or another scheduler's."""
         return key in self._ours
 
-    # --- assumed pods ----------------------------------------------------------------------
     def assume(self, key: str, spec: PodSpec, node: str, patch_published: bool = False) -> None:
         """Charge ``spec`` to ``node`` until the pod is seen bound or the TTL runs out.
 
@@ -249,7 +246,6 @@ class GraphCache:
             charge = self._alloc.find(keys, name, nodes)
             return pub, None if charge is None else (charge.node, charge.spec, charge.gpus)
 
-    # --- telemetry ---------------------------------------------------------------------------
     def upsert_telemetry(self, obj: Mapping[str, Any]) -> None:
         try:
             tel = tele_api.GPUTelemetry.from_dict(obj)
@@ -289,7 +285,6 @@ class GraphCache:
                       {"metadata": {"name": tel.node_name}}, exc)
             return False
 
-    # --- publishing --------------------------------------------------------------------------
     def snapshot(self) -> Published:
         """The current consistent view; cheap when nothing changed. It is refreshed in place
         (see :mod:`sidecar.published`): hold :attr:`scoring_lock` until done reading."""

@@ -1,15 +1,11 @@
-"""The kube-scheduler extender HTTP API, plus /healthz, /readyz and /metrics.
+"""The kube-scheduler extender HTTP API, plus /healthz, /readyz, /metrics and /explain.
 
-Wire format (k8s.io/kube-scheduler/extender/v1, Go types without JSON tags, so keys are the
-capitalised field names): the request is ``ExtenderArgs`` ``{"Pod": {...}, "Nodes": null,
-"NodeNames": [...]}`` with ``nodeCacheCapable: true`` (``Nodes.items`` is read when
-NodeNames is absent); ``prioritize`` answers a ``HostPriorityList``
-``[{"Host": ..., "Score": 0..10}]`` (MaxExtenderPriority is 10), ``filter`` an
-``ExtenderFilterResult``.
+Wire format: k8s.io/kube-scheduler/extender/v1 (Go types without JSON tags: capitalised
+keys). ``ExtenderArgs`` in (``Nodes.items`` read when NodeNames is absent); ``prioritize``
+answers a ``HostPriorityList`` (scores 0..10), ``filter`` an ``ExtenderFilterResult``.
 
 Server: the stdlib's threading HTTP server with HTTP/1.1 keep-alive, Nagle disabled and every
-response sent in one write: without both, a keep-alive client stalls ~44 ms per request in
-the kernel (field notes). No per-request logging.
+response sent in one write: without both, a keep-alive client stalls ~44 ms per request.
 """
 
 from __future__ import annotations
@@ -49,11 +45,9 @@ _SUFFIX = np.array([f'","Score":{s}}},{{"Host":"' for s in range(MAX_EXTENDER_PR
 
 
 def encode_priorities(names: Sequence[str], scores: npt.ArrayLike) -> bytes:
-    """``[{"Host": n, "Score": s}, ...]`` for scores 0..10, without a dict or a format call
-    per node: orjson escapes all names in one call, and the ``","`` between two encoded
-    strings cannot occur inside one (an inner quote is always escaped), so splitting there
-    yields each escaped name; names and per-score suffixes are then interleaved in numpy
-    and joined once (3x faster than a format per node at 5,000 nodes)."""
+    """``[{"Host": n, "Score": s}, ...]`` for scores 0..10 without a format call per node:
+    orjson escapes all names at once, and ``","`` cannot occur inside an encoded string, so
+    splitting there yields each escaped name, interleaved with per-score suffixes."""
     m = len(names)
     if m == 0:
         return b"[]"
@@ -154,8 +148,7 @@ class ExtenderApp:
 
 
 class App(Protocol):
-    """What the server routes: the extender's verbs on request bodies, and the bookkeeping it
-    runs once each reply is written."""
+    """What the server routes, and the bookkeeping it runs once each reply is written."""
 
     def prioritize(self, body: bytes) -> tuple[int, bytes]: ...
 
@@ -172,8 +165,8 @@ _TRAILERS_MAX = 64
 
 
 class FramingError(Exception):
-    """A request whose body framing is refused (RFC 9112 section 6): answered with
-    ``status`` and the connection closed, since where the next request starts is unknown."""
+    """Body framing refused (RFC 9112 section 6): answered with ``status`` and the connection
+    closed, since where the next request starts is unknown."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:
         super().__init__(message)
@@ -181,10 +174,8 @@ class FramingError(Exception):
 
 
 def body_length(headers: Message) -> int:
-    """The request body's length from its headers, or :data:`CHUNKED`; FramingError for
-    conflicting or malformed framing: two different Content-Length values, Content-Length
-    beside Transfer-Encoding, a transfer coding other than chunked, a length that is not
-    1*DIGIT (``int()`` would take ``+5``, ``5_0`` or other scripts' digits)."""
+    """The request body's length, or :data:`CHUNKED`; FramingError for conflicting or
+    malformed framing (a length must be 1*DIGIT: ``int()`` would take ``+5`` or ``5_0``)."""
     lengths = headers.get_all("Content-Length")
     codings = headers.get_all("Transfer-Encoding")
     if codings is not None:
@@ -211,8 +202,7 @@ def body_length(headers: Message) -> int:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
-    #: Idle keep-alive connections are dropped after this long, so a client that connects
-    #: and sends nothing cannot hold a server thread forever.
+    #: Idle keep-alive connections are dropped after this long, freeing their thread.
     timeout = 120
     server: ExtenderServer
 
@@ -259,19 +249,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def send_error(self, code: int, message: str | None = None,
                    explain: str | None = None) -> None:
-        """The stdlib's own errors (a bad request line or header, a method nobody knows),
-        as JSON with a status line (the stdlib's would have none for a request line it could
-        not read, as if to HTTP/0.9). Any body is left unread: close, or its bytes would be
-        parsed as the next request."""
+        """The stdlib's own errors (a bad request line or header, an unknown method) as JSON
+        with a status line; any body is left unread, so close."""
         self.server.count_error("bad_request")
         self._send(code, _error_body(message or HTTPStatus(code).phrase), close=True)
 
-    def do_POST(self) -> None:
+    def _serving(self, serve: Callable[[], None]) -> None:
         self.busy = True
         try:
-            self._post()
+            serve()
         finally:
             self.busy = False
+
+    def do_POST(self) -> None:
+        self._serving(self._post)
 
     def _post(self) -> None:
         srv = self.server
@@ -305,8 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
         srv.app.settle()  # off the client's clock: the reply is already out
 
     def _read_chunked(self, limit: int) -> bytes:
-        """A chunked body (RFC 9112 section 7.1), at most ``limit`` bytes; trailers are read
-        and dropped. FramingError for anything malformed or too large."""
+        """A chunked body (RFC 9112 section 7.1) of at most ``limit`` bytes; trailers dropped."""
         rfile, body = self.rfile, bytearray()
         while True:
             line = rfile.readline(_CHUNK_LINE_MAX + 1)
@@ -333,15 +323,10 @@ class _Handler(BaseHTTPRequestHandler):
         raise FramingError(400, "bad_request", "malformed chunked body (trailers)")
 
     def do_GET(self) -> None:
-        self.busy = True
-        try:
-            self._get()
-        finally:
-            self.busy = False
+        self._serving(self._get)
 
     def _not_allowed(self) -> None:
-        """A standard method this server has no resource for: 405 (the stdlib would answer
-        501, as for a method it does not know); any body is left unread, so close."""
+        """405 for a standard method (not the stdlib's 501); any body is left unread: close."""
         self.server.count_error("method_not_allowed")
         self._send(405, _error_body(f"method {self.command} not allowed (GET, POST)"),
                    close=True, extra="Allow: GET, POST\r\n")
@@ -371,12 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ExtenderServer(ThreadingHTTPServer):
-    """Serves one app's routes under ``prefix`` on (host, port) in a background thread.
-
-    One thread per connection; a keep-alive connection is kept until the client closes it
-    or it has been idle ``_Handler.timeout`` seconds. ``backlog`` is the listen queue: new
-    connections the kernel holds until the accept loop takes them (Python's default of 5
-    made bursts of new connections wait seconds in SYN retries, or be reset)."""
+    """Serves one app's routes under ``prefix`` on (host, port) in a background thread, one
+    thread per connection; ``backlog`` is the listen queue (SidecarConfig.http_backlog)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -422,11 +403,9 @@ class ExtenderServer(ThreadingHTTPServer):
         self._thread.start()
 
     def drain(self, timeout: float) -> int:
-        """Stop accepting connections, let the requests in flight finish (each reply then
-        closes its connection), end idle keep-alive connections; wait at most ``timeout``
-        seconds. Returns how many requests were still in flight when it gave up (0: all
-        answered). A request whose first bytes have already arrived on an idle connection
-        counts as in flight (its thread is about to take it)."""
+        """Stop accepting, let the requests in flight finish (each reply closes its
+        connection), end idle connections; at most ``timeout`` seconds. Returns how many
+        requests were still in flight (one whose first bytes arrived counts)."""
         self.draining = True
         if self._thread is not None:
             self.shutdown()  # the accept loop ends...

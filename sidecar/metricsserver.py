@@ -1,10 +1,8 @@
 """The metrics listener: ``/metrics``, ``/healthz`` and ``/readyz`` on an address of their own.
 
-The extender and the gRPC Score service stay on loopback (they are not authenticated), but in
-a pod Prometheus and the kubelet's ``httpGet`` probes reach only the pod's IP. This listener
-serves exactly those three read-only paths there (``SidecarConfig.metrics_address`` and
-``metrics_port``), so nothing that scores is exposed and no probe has to start a Python
-interpreter inside the container. Scrapes are rare, so a plain threading stdlib server does.
+The extender and gRPC stay on loopback (they are not authenticated); Prometheus and the
+kubelet's probes reach only the pod's IP. This listener serves exactly those three read-only
+paths there, so nothing that scores is exposed.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse(self) -> None:
         # Read a small body first: a reply sent while the client still writes it can reach
-        # the client as a reset instead of a 405. A big one stays unread, and the connection
-        # closes after the reply either way.
+        # it as a reset instead of a 405. The connection closes after the reply either way.
         try:
             n = int(self.headers.get("Content-Length") or 0)
         except ValueError:
@@ -76,8 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class MetricsServer(ThreadingHTTPServer):
-    """Serves ``body()`` at /metrics and ``ready()`` at /readyz on (host, port), port 0 picking
-    a free one, in a background thread."""
+    """Serves ``body()`` at /metrics and ``ready()`` at /readyz, in a background thread."""
 
     daemon_threads = True
     allow_reuse_address = True

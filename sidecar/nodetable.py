@@ -113,7 +113,6 @@ class NodeTable:
     def __len__(self) -> int:
         return len(self.names)
 
-    # --- storage ---------------------------------------------------------------------------
     def _alloc(self, cap: int) -> None:
         n = len(self.names)
         cols = {**_COLUMNS, "tele": ((self.window, CHANNELS), np.float32, 0.0)}
@@ -147,7 +146,6 @@ class NodeTable:
             self.models_pub = dict(self._model_idx)
         return self._model_idx[model]
 
-    # --- rows ------------------------------------------------------------------------------
     def upsert(self, row: NodeRow) -> int | None:
         """Write a node's static columns (adding its row if new) and empty its allocation
         columns for the caller to re-charge; None when the row is unchanged."""
@@ -203,7 +201,6 @@ class NodeTable:
         self.tele_version += 1
         return True
 
-    # --- telemetry -------------------------------------------------------------------------
     def append_telemetry(self, i: int, tel: tele_api.GPUTelemetry, power_ref_w: float) -> bool:
         """Append the windows newer than what row ``i``'s ring holds; False if none.
         Raises :class:`sidecar.telemetry.BadTelemetry` for series that cannot be combined."""

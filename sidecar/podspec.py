@@ -8,6 +8,7 @@ the sum over containers, at least the largest init container, plus the pod overh
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from decimal import Decimal
@@ -75,18 +76,14 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     if not isinstance(spec, Mapping):
         raise PodError("Pod.spec: missing or not an object")
     total: dict[str, Decimal] = {}
-    containers = spec.get("containers") or []
-    if not isinstance(containers, list):
-        raise PodError("Pod.spec.containers: expected a list")
-    for i, c in enumerate(containers):
-        for k, v in _container_requests(c, f"Pod.spec.containers[{i}]").items():
-            total[k] = total.get(k, Decimal(0)) + v
-    inits = spec.get("initContainers") or []
-    if not isinstance(inits, list):
-        raise PodError("Pod.spec.initContainers: expected a list")
-    for i, c in enumerate(inits):
-        for k, v in _container_requests(c, f"Pod.spec.initContainers[{i}]").items():
-            total[k] = max(total.get(k, Decimal(0)), v)
+    # Containers add up; init containers run one at a time: at least the largest.
+    for part, combine in (("containers", operator.add), ("initContainers", max)):
+        containers = spec.get(part) or []
+        if not isinstance(containers, list):
+            raise PodError(f"Pod.spec.{part}: expected a list")
+        for i, c in enumerate(containers):
+            for k, v in _container_requests(c, f"Pod.spec.{part}[{i}]").items():
+                total[k] = combine(total.get(k, Decimal(0)), v)
     overhead = spec.get("overhead") or {}
     if isinstance(overhead, Mapping):
         for k, v in overhead.items():
