@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info
@@ -35,12 +35,14 @@ class RequestHistograms:
     row[-1] += v`` (the first bucket whose bound is >= v, as prometheus_client's)."""
 
     def __init__(self, name: str, doc: str, labelnames: Sequence[str],
-                 buckets: Sequence[float], lock: threading.Lock) -> None:
+                 buckets: Sequence[float], lock: threading.Lock,
+                 registry: CollectorRegistry) -> None:
         self.name, self.doc, self.labelnames = name, doc, tuple(labelnames)
         self.bounds = tuple(float(b) for b in buckets)
         self._les = [*map(floatToGoString, self.bounds), "+Inf"]
         self.lock = lock
         self.series: dict[tuple[str, ...], list[float]] = {}
+        registry.register(self)
 
     def row(self, *labels: str) -> list[float]:
         """The series of ``labels``, created empty (exported from the start)."""
@@ -60,9 +62,10 @@ class ScrapedCounters:
     """A counter family read at scrape time from :attr:`counts`, a dict of plain ints its
     owner bumps without a lock (the owner may replace it with its own dict)."""
 
-    def __init__(self, name: str, doc: str, label: str) -> None:
+    def __init__(self, name: str, doc: str, label: str, registry: CollectorRegistry) -> None:
         self.name, self.doc, self.label = name, doc, label
         self.counts: dict[str, int] = {}
+        registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         fam = CounterMetricFamily(self.name, self.doc, labels=[self.label])
@@ -80,17 +83,15 @@ class SidecarMetrics:
         self.latency = RequestHistograms(
             "dsan_sidecar_score_latency_seconds",
             "Server-side time to score one pod, by API and phase (featurize, model, total)",
-            ["api", "phase"], LATENCY_BUCKETS, self._hist_lock)
+            ["api", "phase"], LATENCY_BUCKETS, self._hist_lock, r)
         self.settle = RequestHistograms(
             "dsan_sidecar_settle_seconds",
             "Time to apply one request's deferred assumption after its reply was sent "
             "(charge the winner, refresh the served pod class)",
-            [], LATENCY_BUCKETS, self._hist_lock)
+            [], LATENCY_BUCKETS, self._hist_lock, r)
         self.candidates = RequestHistograms(
             "dsan_sidecar_candidate_nodes", "Candidate nodes per score request",
-            ["api"], NODE_BUCKETS, self._hist_lock)
-        for h in (self.latency, self.settle, self.candidates):
-            r.register(h)
+            ["api"], NODE_BUCKETS, self._hist_lock, r)
         self.requests = Counter(
             "dsan_sidecar_requests", "Score and filter requests served", ["api", "verb"],
             registry=r)
@@ -111,8 +112,7 @@ class SidecarMetrics:
         self.decisions = ScrapedCounters(
             "dsan_sidecar_decisions",
             "Pods the sidecar scored best on a node and charged there until they bind (its "
-            "placement decisions), by node", "node")
-        r.register(self.decisions)
+            "placement decisions), by node", "node", r)
         self.policy = Info("dsan_sidecar_policy", "Served policy and its fallback", registry=r)
         self.cache_age = Gauge(
             "dsan_sidecar_cache_age_seconds", "Seconds since the cache last changed", registry=r)
@@ -125,32 +125,28 @@ class SidecarMetrics:
             ["resource"], registry=r)
         self.bad_objects = ScrapedCounters(
             "dsan_sidecar_bad_objects", "Informed objects (Node, Pod, GPUTelemetry) skipped as "
-            "malformed, by kind; each is logged once with its namespace/name", "kind")
-        r.register(self.bad_objects)
+            "malformed, by kind; each is logged once with its namespace/name", "kind", r)
         self.assumptions_ended = ScrapedCounters(
             "dsan_sidecar_assumptions_ended", "Assumptions (pods charged to their best node "
             "after a score) ended, by how: bound (seen bound anywhere), deleted, "
             "informer_event (updated while still pending), expired (assume_ttl_s), evicted "
-            "(oldest past assume_max)", "how")
+            "(oldest past assume_max)", "how", r)
         self.assumptions_skipped = ScrapedCounters(
             "dsan_sidecar_assumptions_skipped", "Scored pods not assumed, by reason: "
             "other_scheduler (the request's pod names another scheduler), not_pending (the "
-            "informer has not seen the pod pending for the configured scheduler)", "reason")
-        r.register(self.assumptions_ended)
-        r.register(self.assumptions_skipped)
+            "informer has not seen the pod pending for the configured scheduler)", "reason", r)
         self.decisions_recorded = ScrapedCounters(
             "dsan_sidecar_decisions_recorded", "Writes made for pods the scheduler bound, by "
-            "what: event (an events.k8s.io/v1 Event), annotation (dsan.io/scored-by)", "what")
+            "what: event (an events.k8s.io/v1 Event), annotation (dsan.io/scored-by)", "what",
+            r)
         self.record_failures = ScrapedCounters(
             "dsan_sidecar_record_failures", "Events or annotations not written, by reason: "
             "forbidden, not_found, invalid, unavailable, error (each logged once), dropped "
-            "(the recorder's queue was full)", "reason")
+            "(the recorder's queue was full)", "reason", r)
         self.explanations = ScrapedCounters(
             "dsan_sidecar_explanations", "GET /explain requests by result: ok, not_found, "
             "unexplainable, busy (another one was running), not_ready, bad_request, error",
-            "result")
-        for c in (self.decisions_recorded, self.record_failures, self.explanations):
-            r.register(c)
+            "result", r)
         self.ready = Gauge("dsan_sidecar_ready", "1 once the informers have synced", registry=r)
         self.cpus = Gauge(
             "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "
@@ -205,19 +201,6 @@ class SidecarMetrics:
 
     def set_policy(self, policy: str, version: str, fallback: str) -> None:
         self.policy.info({"policy": policy, "version": version, "fallback": fallback})
-
-    def bind_gauges(self, cache_age: Callable[[], float], nodes: Callable[[], float],
-                    assumed: Callable[[], float],
-                    informer_lag: dict[str, Callable[[], float]],
-                    ready: Callable[[], float], policy_errors: Callable[[], float]) -> None:
-        """Gauges read at scrape time, so nothing on the hot path maintains them."""
-        self.cache_age.set_function(cache_age)
-        self.cache_nodes.set_function(nodes)
-        self.cache_assumed.set_function(assumed)
-        for res, fn in informer_lag.items():
-            self.informer_lag.labels(res).set_function(fn)
-        self.ready.set_function(ready)
-        self.policy_errors.set_function(policy_errors)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
