@@ -1,14 +1,8 @@
 """The cluster view: where the cache's events come from.
 
-:class:`ClusterView` is the Protocol; :class:`KubeClusterView` lists and watches Nodes, Pods
-and GPUTelemetry on a kube-apiserver, :class:`FakeClusterView` feeds the cache from test code
-(both pass tests/unit/sidecar/test_clusterview_contract.py).
-
-The real view is a reflector per resource on raw JSON (the client's models cost more than
-everything else we do with a Pod): list from the watch cache, then watch from the list's
-resourceVersion (etcd 3.4 refuses a watch without one) with bookmarks; re-watch when a watch
-ends; relist on ``410 Gone``; back off with jitter on other errors. An absent GPUTelemetry
-CRD counts as synced and empty.
+:class:`ClusterView` is the Protocol; :class:`KubeClusterView` runs a list + watch reflector
+per resource on raw JSON (the client's models cost more than the rest of our work on a Pod),
+:class:`FakeClusterView` feeds the cache from test code. See docs/sidecar.md, Informers.
 """
 
 from __future__ import annotations

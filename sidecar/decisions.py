@@ -1,10 +1,8 @@
 """The sidecar's recent decisions: per scored pod, what a later Event or explanation needs.
 
-Remembering is a dict insert on the request path: the pod's spec, the engine's
-:class:`~sidecar.scoring.ScoreResult` (scores, rows, the published names list they index;
-nothing copied) and the time. Derived facts are computed when asked, off the request path.
-Only pods the service may assume are remembered, so callers cannot fill the memory with
-made-up pods; the ``kept`` most recent are kept, by namespace/name.
+Remembering is a dict insert on the request path (nothing copied); derived facts are computed
+when asked. Only pods the service may assume are remembered, so callers cannot fill the
+memory with made-up pods.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,18 +87,17 @@ class Decision:
 class Decisions:
     """The ``kept`` most recent decisions by namespace/name; thread-safe."""
 
-    def __init__(self, kept: int, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, kept: int) -> None:
         if kept < 1:
             raise ValueError(f"Decisions.kept must be >= 1, got {kept}")
         self.kept = kept
-        self._wall = wall
         self._lock = threading.Lock()
         self._by_name: OrderedDict[str, Decision] = OrderedDict()
 
     def remember(self, spec: PodSpec, key: str, result: ScoreResult, max_score: int,
                  policy: str, fallback: str) -> None:
         """A request's decision (on the request path: a dict insert, the oldest dropped)."""
-        d = Decision(spec.name, key, spec, result, max_score, self._wall(), policy, fallback)
+        d = Decision(spec.name, key, spec, result, max_score, time.time(), policy, fallback)
         with self._lock:
             by_name = self._by_name
             by_name.pop(spec.name, None)

@@ -213,13 +213,15 @@ class _Handler(BaseHTTPRequestHandler):
         #: True while a request is being answered (ExtenderServer.drain waits for it).
         self.busy = False
         self._read_shut = False
-        self.server.track(self)
+        with self.server.conns_lock:
+            self.server.conns.add(self)
 
     def finish(self) -> None:
         try:
             super().finish()
         finally:
-            self.server.untrack(self)
+            with self.server.conns_lock:
+                self.server.conns.discard(self)
 
     def idle_waiting(self) -> bool:
         """For drain: True if the client's next request has (partly) arrived."""
@@ -381,21 +383,14 @@ class ExtenderServer(ThreadingHTTPServer):
         self.explain = explain
         #: Set by drain(): /readyz answers 503 and every reply closes its connection.
         self.draining = False
-        self._conns: set[_Handler] = set()
-        self._conns_lock = threading.Lock()
+        #: Open connections' handlers (drain looks at them).
+        self.conns: set[_Handler] = set()
+        self.conns_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
-
-    def track(self, handler: _Handler) -> None:
-        with self._conns_lock:
-            self._conns.add(handler)
-
-    def untrack(self, handler: _Handler) -> None:
-        with self._conns_lock:
-            self._conns.discard(handler)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.2},
@@ -413,8 +408,8 @@ class ExtenderServer(ThreadingHTTPServer):
         deadline = time.monotonic() + timeout
         quiet = 0
         while True:
-            with self._conns_lock:
-                conns = list(self._conns)
+            with self.conns_lock:
+                conns = list(self.conns)
             busy = 0
             for h in conns:
                 if h.busy or h.idle_waiting():

@@ -1,10 +1,7 @@
-"""Prometheus metrics of the sidecar (``dsan_sidecar_*``), on a registry of its own (tests run
-many sidecars).
+"""Prometheus metrics of the sidecar (``dsan_sidecar_*``), on a registry of its own.
 
-Hot-path series are bound once, so a request never pays a label lookup. The per-request
-histograms are :class:`RequestHistograms`, exported by a collector of our own: one lock per
-request instead of prometheus_client's two per observation, with the same exposition (less
-``_created``).
+Hot-path series are bound once. The per-request histograms (:class:`RequestHistograms`) take
+one lock per request instead of prometheus_client's two per observation; same exposition.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The node table: one row per node, every column a numpy array, updated in place.
 
-Static columns come from the Node object, the allocation columns from
-:mod:`sidecar.allocations`, each node's telemetry ring (the last ``T`` windows) from
-:meth:`NodeTable.append_telemetry`. Arrays have spare capacity and a deleted row is
-swap-removed, so the columns stay dense. Topology labels become cluster-wide ids, GPU models
-indices into :attr:`NodeTable.models`. Nothing here locks: the cache serialises calls.
+Arrays have spare capacity and a deleted row is swap-removed, so the columns stay dense.
+Topology labels become cluster-wide ids, GPU models indices into :attr:`NodeTable.models`.
+Nothing here locks: the cache serialises calls.
 """
 
 from __future__ import annotations

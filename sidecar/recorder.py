@@ -1,12 +1,8 @@
-"""Decisions visible in the cluster: an Event and an annotation on every pod the
-dsan-scheduler bound.
+"""An Event and the ``dsan.io/scored-by`` annotation on every pod the dsan-scheduler bound.
 
-The cache calls :meth:`Recorder.offer` when a pod seen pending for our scheduler is bound; a
-bounded queue (a full one drops and counts) feeds one background thread that writes, under a
-token bucket, an ``events.k8s.io/v1`` Event naming the best node, the runner-up and the policy,
-and the :data:`~dsan.api.types.ANNOTATION_SCORED_BY` annotation. Nothing here is on the
-scoring path; a failed write is counted by reason (:data:`FAILURES`) and logged once per
-reason. The cluster is reached through the :class:`ClusterWriter` Protocol.
+:meth:`Recorder.offer` queues a binding (a full queue drops and counts it); one background
+thread writes under a token bucket, off the scoring path. A failed write is counted by reason
+(:data:`FAILURES`) and logged once per reason.
 """
 
 from __future__ import annotations
@@ -77,9 +73,8 @@ class KubeClusterWriter:
     """The real writer, raw JSON through a kubernetes ``ApiClient``: the typed Event model
     drops ``eventTime``'s microseconds when they are 0, which the apiserver refuses."""
 
-    def __init__(self, api_client: Any, timeout_s: float = 10.0) -> None:
+    def __init__(self, api_client: Any) -> None:
         self._api = api_client
-        self._timeout = timeout_s
 
     def _send(self, method: str, path: str, body: Any, content_type: str) -> None:
         api = self._api
@@ -88,7 +83,7 @@ class KubeClusterWriter:
                 method, path, header_params={"Content-Type": content_type,
                                              "Accept": "application/json"},
                 body=body, auth_settings=["BearerToken"])
-            resp = api.call_api(m, url, headers, data, post, _request_timeout=self._timeout)
+            resp = api.call_api(m, url, headers, data, post, _request_timeout=10.0)
             resp.read()
         except Exception as exc:  # connection refused, timeout, TLS: the API is unreachable
             status = getattr(exc, "status", None)
@@ -141,8 +136,6 @@ class TokenBucket:
 
     def __init__(self, rate: float, burst: int,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if not rate > 0 or burst < 1:
-            raise ValueError(f"TokenBucket needs rate > 0 and burst >= 1, got {rate}, {burst}")
         self.rate, self.burst = rate, burst
         self._clock = clock
         self._tokens = float(burst)
@@ -241,14 +234,11 @@ class Recorder:
     """Bindings -> Events and annotations, written by one thread at most ``qps`` a second."""
 
     def __init__(self, writer: ClusterWriter, decisions: Decisions, instance: str,
-                 qps: float, burst: int, queue_max: int,
-                 clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 qps: float, burst: int, queue_max: int) -> None:
         self._writer = writer
         self._decisions = decisions
         self._instance = instance
-        self._bucket = TokenBucket(qps, burst, clock)
-        self._wall = wall
+        self._bucket = TokenBucket(qps, burst)
         self._queue: queue.Queue[Binding] = queue.Queue(maxsize=queue_max)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -260,7 +250,7 @@ class Recorder:
     def offer(self, namespace: str, name: str, uid: str, node: str) -> None:
         """The cache's ``on_bound``: queued, or dropped and counted when full; never blocks."""
         try:
-            self._queue.put_nowait(Binding(namespace, name, uid, node, self._wall()))
+            self._queue.put_nowait(Binding(namespace, name, uid, node, time.time()))
         except queue.Full:
             self._failed("dropped", f"the queue of {self._queue.maxsize} bindings is full "
                          "(record_qps too low for the binding rate)")

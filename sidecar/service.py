@@ -1,8 +1,8 @@
 """What both APIs share: readiness, request errors and their bookkeeping, scoring one pod.
 
-The HTTP extender and the gRPC service only decode their wire format and encode the reply
-inside :meth:`ScoringService.handle`; errors are :class:`RequestError` with a reason (the
-metrics label), an HTTP status and a gRPC code.
+The HTTP extender and the gRPC service only decode and encode inside
+:meth:`ScoringService.handle`; errors are :class:`RequestError` with a reason (the metrics
+label), an HTTP status and a gRPC code.
 """
 
 from __future__ import annotations
@@ -55,18 +55,10 @@ class RequestError(Exception):
         super().__init__(message)
         if reason not in self.CODES:
             raise ValueError(f"unknown error reason {reason!r}")
-        self.reason = reason
-        self.message = message
+        self.reason, self.message = reason, message
+        self.http_status, self.grpc_code = self.CODES[reason]
         #: Set on an internal error: the id its log line carries, for the reply to carry too.
         self.request_id = request_id
-
-    @property
-    def http_status(self) -> int:
-        return self.CODES[self.reason][0]
-
-    @property
-    def grpc_code(self) -> str:
-        return self.CODES[self.reason][1]
 
 
 def internal_error(api: str, exc: BaseException) -> RequestError:
@@ -107,8 +99,7 @@ class ScoringService:
         #: Request counters by (api, verb), bound once: no label lookup per request.
         self._served = {k: metrics.requests.labels(*k)
                         for k in (("http", "prioritize"), ("grpc", "score"))}
-        # Latency observations wait in a deque (appends are atomic) until settle(), after
-        # the reply: the histograms' lock is work nobody needs before it is sent.
+        # Latency observations wait (deque appends are atomic) until settle(), after the reply.
         self._observed: deque[tuple[str, float, float, float, int]] = deque()
         #: Settle times waiting to be observed by the next settle().
         self._settled_s: deque[float] = deque()
@@ -145,10 +136,8 @@ class ScoringService:
         return out
 
     def assume_key(self, key: str, scheduler_name: str | None = None) -> str:
-        """``key`` if the pod may be charged to its best node, else "" with the reason
-        counted: the request names another scheduler (``scheduler_name``; None for gRPC,
-        whose pods carry none), or the informer has not seen the pod pending for ours
-        (:meth:`GraphCache.may_assume`). What is not assumed is still scored."""
+        """``key`` if the pod may be charged to its best node, else "" with the reason counted
+        (another scheduler's pod; None: gRPC, whose pods carry none; or not seen pending)."""
         if scheduler_name is not None and scheduler_name != self.cache.scheduler_name:
             self.assume_skipped["other_scheduler"] += 1
             return ""
