@@ -69,8 +69,8 @@ class GraphCache:
         self._ours: dict[str, None] = {}
         #: ``_ours`` as it was when a relist of the pods began (empty otherwise).
         self._ours_before_relist: dict[str, None] = {}
-        #: Called with (namespace, name, uid, node) when one of ``_ours`` is seen bound, on
-        #: the informer's thread: it must not block.
+        #: Called with (namespace, name, uid, node) when one of ``_ours`` is seen bound (on
+        #: the informer's thread: it must not block).
         self.on_bound: Callable[[str, str, str, str], None] | None = None
         self._version = 0
         #: Wall time of the last change applied (for the cache-age metric).
@@ -216,11 +216,9 @@ class GraphCache:
         return key in self._ours
 
     def assume(self, key: str, spec: PodSpec, node: str, patch_published: bool = False) -> None:
-        """Charge ``spec`` to ``node`` until the pod is seen bound or the TTL runs out.
-
-        ``patch_published``: the caller holds :attr:`scoring_lock`, so a current published
-        snapshot gets the changed rows too and the next request skips the O(n) republish.
-        """
+        """Charge ``spec`` to ``node`` until the pod is seen bound or the TTL runs out. With
+        ``patch_published`` (the caller holds :attr:`scoring_lock`), a current published
+        snapshot gets the changed rows too: the next request skips the O(n) republish."""
         with self._lock:
             if key in self._alloc.bound:
                 return  # already bound: the real charge wins

@@ -53,14 +53,10 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = config_from_args(args)
-    except ConfigError as exc:
-        print(f"dsan serve: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=cfg.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from sidecar.app import Sidecar  # after config validation: imports kubernetes and grpc
+        logging.basicConfig(level=cfg.log_level.upper(),
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        from sidecar.app import Sidecar  # after config validation: imports kubernetes, grpc
 
-    try:
         sidecar = Sidecar(cfg)
     except (ConfigError, OSError) as exc:
         print(f"dsan serve: {exc}", file=sys.stderr)

@@ -26,7 +26,7 @@ import numpy.typing as npt
 import orjson
 
 from dsan.core.snapshot import PodSpec
-from sidecar.podspec import PodError, PodSpecMemo, pod_key
+from sidecar.podspec import PodSpecMemo, pod_key
 from sidecar.scoring import ScoreResult
 from sidecar.service import RequestError, ScoringService, internal_error
 
@@ -117,10 +117,7 @@ class ExtenderApp:
 
     def _parse(self, body: bytes) -> tuple[dict[str, Any], PodSpec, list[str]]:
         pod, names = parse_args(body)
-        try:
-            return pod, self._specs.get(pod, self.service.cache.models), names
-        except PodError as exc:
-            raise RequestError("bad_pod", str(exc)) from None
+        return pod, self._specs.get(pod, self.service.cache.models), names
 
     def prioritize(self, body: bytes) -> tuple[int, bytes]:
         def serve() -> tuple[bytes, ScoreResult]:

@@ -8,22 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent import futures
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import grpc
 import numpy as np
 import numpy.typing as npt
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from dsan.core.snapshot import PodSpec
-from sidecar.podspec import PodError, PodSpecMemo, podspec_from_parts
+from sidecar.podspec import PodSpecMemo, podspec_from_parts
 from sidecar.scoring import NodeRows, ScoreResult
 from sidecar.service import RequestError, ScoringService
 
 SERVICE_NAME = "dsan.scorer.v1.Scorer"
 _CODES = {c.name: c for c in grpc.StatusCode}
+M = TypeVar("M", bound=Message)
 
 
 class ScoreHandler:
@@ -44,11 +45,7 @@ class ScoreHandler:
 
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         def serve() -> tuple[bytes, None]:
-            try:
-                scorer_pb2.NodeTableRequest.FromString(raw)
-            except DecodeError as exc:
-                raise RequestError("bad_protobuf", f"request is not a dsan.scorer.v1."
-                                   f"NodeTableRequest: {exc}") from None
+            _decode(scorer_pb2.NodeTableRequest, raw)
             epoch, names = self.service.node_table()
             return scorer_pb2.NodeTableResponse(
                 epoch=epoch, node_names=names).SerializeToString(), None
@@ -64,18 +61,11 @@ class ScoreHandler:
         return out
 
     def _score(self, raw: bytes) -> tuple[bytes, ScoreResult]:
-        try:
-            req = scorer_pb2.ScoreRequest.FromString(raw)
-        except DecodeError as exc:
-            raise RequestError("bad_protobuf",
-                               f"request is not a dsan.scorer.v1.ScoreRequest: {exc}") from None
+        req = _decode(scorer_pb2.ScoreRequest, raw)
         pod = req.pod
         if not pod.name:
             raise RequestError("bad_pod", "ScoreRequest.pod.name is empty")
-        try:
-            spec = self._podspec(pod)
-        except PodError as exc:
-            raise RequestError("bad_pod", str(exc)) from None
+        spec = self._podspec(pod)
         key = self.service.assume_key(pod.uid or f"{pod.namespace or 'default'}/{pod.name}")
         res = self.service.score("grpc", spec, key, candidates(req), 100, defer=True)
         tail = scorer_pb2.ScoreResponse(
@@ -83,6 +73,14 @@ class ScoreHandler:
             fallback_nodes=res.fallback, unknown_nodes=res.unknown,
             node_table_epoch=res.table_epoch).SerializeToString()
         return encode_scores(res.scores) + tail, res
+
+
+def _decode(message: type[M], raw: bytes) -> M:
+    try:
+        return message.FromString(raw)
+    except DecodeError as exc:
+        raise RequestError("bad_protobuf", f"request is not a "
+                           f"{message.DESCRIPTOR.full_name}: {exc}") from None
 
 
 def _answer(context: grpc.ServicerContext, out: bytes | RequestError) -> bytes:
@@ -121,14 +119,11 @@ def encode_scores(scores: npt.NDArray[np.int64]) -> bytes:
 
 def _varint(n: int) -> bytes:
     out = bytearray()
-    while True:
-        byte = n & 0x7F
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
         n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    out.append(n)
+    return bytes(out)
 
 
 _SCORES_TAG = bytes([(1 << 3) | 2])  # field 1, length-delimited (packed)

@@ -127,7 +127,7 @@ def podspec_from_pod(pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
     )
 
 
-#: PodSpec fields after the name, in constructor order (PodSpecMemo rebuilds specs from them).
+#: PodSpec fields after the name, in constructor order.
 _SPEC_REST = tuple(f.name for f in fields(PodSpec))[1:]
 assert next(f.name for f in fields(PodSpec)) == "name"
 #: Distinct pod shapes PodSpecMemo keeps (all dropped when full).
@@ -194,12 +194,9 @@ def podspec_from_parts(
     priority: Any,
     gpu_models: Mapping[str, int],
 ) -> PodSpec:
-    """Requests (quantities or Decimals) + annotations -> PodSpec.
-
-    ``nvidia.com/gpu: N`` alone means N whole GPUs; a share in thousandths (the
-    ``dsan.io/gpu-milli`` resource or annotation, 1..999) makes a one-GPU sharing pod, as in
-    openb. ``gpu_models`` maps GPU model names to snapshot indices.
-    """
+    """Requests (quantities or Decimals) + annotations -> PodSpec. ``nvidia.com/gpu: N``
+    alone means N whole GPUs; a ``dsan.io/gpu-milli`` share (resource or annotation, 1..999)
+    makes a one-GPU sharing pod, as in openb."""
     req = {
         str(k): v if isinstance(v, Decimal) else parse_quantity(v, f"requests[{_name(k)}]")
         for k, v in requests.items()

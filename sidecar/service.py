@@ -20,6 +20,7 @@ from sidecar.cache import GraphCache
 from sidecar.clusterview import ClusterView
 from sidecar.decisions import Decisions
 from sidecar.metrics import SidecarMetrics
+from sidecar.podspec import PodError
 from sidecar.scoring import (
     BadNodeRows,
     NodeRows,
@@ -112,14 +113,15 @@ class ScoringService:
     def handle(self, api: str, verb: str,
                serve: Callable[[], tuple[bytes, ScoreResult | None]]) -> bytes | RequestError:
         """One request: ``serve()`` once the sidecar is ready, returning the reply and, for a
-        score, its result (whose latency is queued for :meth:`settle`). A refusal or a bug
-        comes back as the RequestError to answer with, counted and logged."""
+        score, its result (whose latency is queued for :meth:`settle`). A refusal (a PodError
+        is a bad_pod) or a bug comes back as the RequestError to answer with, counted."""
         t0 = time.perf_counter()
         try:
             if not self.view.synced():
                 raise RequestError("not_ready", "the sidecar's informers have not synced yet")
             out, res = serve()
-        except RequestError as err:
+        except (RequestError, PodError) as exc:
+            err = exc if isinstance(exc, RequestError) else RequestError("bad_pod", str(exc))
             self.metrics.error(api, err.reason)
             log.debug("%s request refused (%s): %s", api, err.reason, err.message)
             return err
