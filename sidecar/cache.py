@@ -45,12 +45,8 @@ class CacheStats:
 class GraphCache:
     """Nodes, pods and telemetry in columnar form, fed by a ClusterView."""
 
-    def __init__(
-        self,
-        cfg: SidecarConfig,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, cfg: SidecarConfig, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self._cfg = cfg
         self._clock = clock
         self._wall = wall

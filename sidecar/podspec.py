@@ -118,13 +118,8 @@ def podspec_from_pod(pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
         raise PodError("Pod.metadata.annotations: expected an object")
     spec = pod.get("spec") or {}
     priority = spec.get("priority", 0) if isinstance(spec, Mapping) else 0
-    return podspec_from_parts(
-        name=pod_name(meta),
-        requests=pod_requests(pod),
-        annotations=annotations,
-        priority=priority,
-        gpu_models=gpu_models,
-    )
+    return podspec_from_parts(name=pod_name(meta), requests=pod_requests(pod),
+                              annotations=annotations, priority=priority, gpu_models=gpu_models)
 
 
 #: PodSpec fields after the name, in constructor order.
@@ -187,13 +182,8 @@ def _shape(pod: Any) -> bytes | None:
         return None
 
 
-def podspec_from_parts(
-    name: str,
-    requests: Mapping[str, Any],
-    annotations: Mapping[str, Any],
-    priority: Any,
-    gpu_models: Mapping[str, int],
-) -> PodSpec:
+def podspec_from_parts(name: str, requests: Mapping[str, Any], annotations: Mapping[str, Any],
+                       priority: Any, gpu_models: Mapping[str, int]) -> PodSpec:
     """Requests (quantities or Decimals) + annotations -> PodSpec. ``nvidia.com/gpu: N``
     alone means N whole GPUs; a ``dsan.io/gpu-milli`` share (resource or annotation, 1..999)
     makes a one-GPU sharing pod, as in openb."""
@@ -236,16 +226,9 @@ def podspec_from_parts(
     mem_mib = float(req.get("memory", Decimal(0)) / _MIB)
     if not (math.isfinite(cpu_milli) and math.isfinite(mem_mib)) or num_gpu > 1 << 20:
         raise PodError(f"requests: {name} asks for more than any node can have")
-    return PodSpec(
-        name=name,
-        cpu_milli=cpu_milli,
-        mem_mib=mem_mib,
-        num_gpu=num_gpu,
-        gpu_milli=gpu_milli,
-        gpu_models=models,
-        priority=priority,
-        task_type=TASK_TYPES.index(task),
-    )
+    return PodSpec(name=name, cpu_milli=cpu_milli, mem_mib=mem_mib, num_gpu=num_gpu,
+                   gpu_milli=gpu_milli, gpu_models=models, priority=priority,
+                   task_type=TASK_TYPES.index(task))
 
 
 def _annotation(annotations: Mapping[str, Any], key: str) -> str | None:

@@ -81,9 +81,7 @@ class Publisher:
             snap = ClusterSnapshot(
                 names=list(t.names), gpu_models=list(t.models),
                 telemetry=self._tele_pub[1].copy(), telemetry_age_s=self._ages(tele_time),
-                version=version, **cols)
-            # Ages alone do not count: stale telemetry is the fallback's business.
-            snap.telemetry_version = t.tele_version + t.static_version
+                **cols)
         else:
             for k, v in live.items():
                 np.copyto(getattr(snap, k), v)
@@ -93,8 +91,9 @@ class Publisher:
             if self._tele_in_snap != self._tele_pub[0]:
                 np.copyto(snap.telemetry, self._tele_pub[1])
             self._ages(tele_time, out=snap.telemetry_age_s)
-            snap.version = version
-            snap.telemetry_version = t.tele_version + t.static_version
+        snap.version = version
+        # Ages alone do not count: stale telemetry is the fallback's business.
+        snap.telemetry_version = t.tele_version + t.static_version
         self._tele_in_snap = self._tele_pub[0]
         pub = Published(snap=snap, index=self._index_pub, models=t.models_pub,
                         telemetry_time=tele_time, at=now, version=version,

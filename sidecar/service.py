@@ -79,15 +79,9 @@ class PolicyInfo:
 
 
 class ScoringService:
-    def __init__(
-        self,
-        cache: GraphCache,
-        view: ClusterView,
-        engine: ScoringEngine,
-        metrics: SidecarMetrics,
-        policy: PolicyInfo,
-        decisions: Decisions | None = None,
-    ) -> None:
+    def __init__(self, cache: GraphCache, view: ClusterView, engine: ScoringEngine,
+                 metrics: SidecarMetrics, policy: PolicyInfo,
+                 decisions: Decisions | None = None) -> None:
         self.cache = cache
         #: Where each assumed pod's decision is remembered (its Event, /explain); None: nowhere.
         self.decisions = decisions
