@@ -28,28 +28,22 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # scrapes and probes every few seconds: no per-request log lines
 
-    def _send(self, status: int, body: bytes, ctype: str = "text/plain",
-              head_only: bool = False) -> None:
+    def do_GET(self, head_only: bool = False) -> None:
+        path = self.path.split("?", 1)[0]
+        status, body, ctype = 200, b"ok", "text/plain"
+        if path == "/metrics":
+            body, ctype = self.server.body(), METRICS_TYPE
+        elif path == "/readyz" and not self.server.ready():
+            status, body = 503, b"informers not synced"
+        elif path not in ("/healthz", "/readyz"):
+            status, body = 404, (f"no such endpoint: {path} (this port serves /metrics, "
+                                 "/healthz and /readyz)").encode()
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if not head_only:
             self.wfile.write(body)
-
-    def do_GET(self, head_only: bool = False) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            self._send(200, self.server.body(), METRICS_TYPE, head_only)
-        elif path == "/healthz":
-            self._send(200, b"ok", head_only=head_only)
-        elif path == "/readyz":
-            ok = self.server.ready()
-            self._send(200 if ok else 503, b"ok" if ok else b"informers not synced",
-                       head_only=head_only)
-        else:
-            self._send(404, f"no such endpoint: {path} (this port serves /metrics, /healthz "
-                            f"and /readyz)".encode(), head_only=head_only)
 
     def do_HEAD(self) -> None:
         self.do_GET(head_only=True)
