@@ -1,5 +1,2 @@
-"""The DSAN scoring sidecar: a kube-scheduler extender (HTTP) and a gRPC Score service.
-
-Started as ``dsan serve``; see docs/sidecar.md. Nothing here touches a Kubernetes client at
-import time.
-"""
+"""The DSAN scoring sidecar: a kube-scheduler extender (HTTP) and a gRPC Score service
+(``dsan serve``; docs/sidecar.md). Nothing here touches a Kubernetes client at import time."""

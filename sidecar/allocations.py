@@ -1,25 +1,16 @@
-"""What pods hold on their nodes: bound pods and *assumed* ones, charged to the node table.
+"""What pods hold on their nodes: bound pods and *assumed* ones (scored best, not yet seen
+bound), charged to the node table's allocation columns.
 
-A node's allocated resources are the bound pods' requests plus assumed pods: pods we scored
-best and have not yet seen bound. An assumption expires after ``assume_ttl_s``
-(:mod:`sidecar.assumed`) and is replaced by the real charge when the pod shows up bound,
-wherever it landed. A charge takes GPU slots by best fit, as the FGD simulator does; every
-write goes to the node table's allocation columns, and its row to :attr:`Allocations.touched`
-(the cache copies an assumption's rows into the published snapshot).
-
-Only the cache decides which pods may be assumed (:meth:`GraphCache.may_assume`); here every
-assumption is charged, and counted by how it ends (:data:`ENDINGS`).
-
-A pod may name a node the table does not hold (yet): it is remembered under the node's name
-and charged when the node appears (:meth:`Allocations.recharge`). Nothing here locks: the
-cache serialises calls.
+An assumption expires after ``assume_ttl_s`` and gives way to the real charge when the pod
+shows up bound, wherever it landed. GPU slots are taken by best fit, as the FGD simulator
+does. A pod on a node the table does not hold yet is charged when the node appears. Nothing
+here locks: the cache serialises calls.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from dsan.core.snapshot import PodSpec
 from sidecar.assumed import AssumedPods
@@ -35,18 +26,8 @@ class Charge:
     gpus: tuple[int, ...] = ()
 
 
-class Counters(Protocol):
-    """The cache's counters this module bumps."""
-
-    overcommits: int
-    assumed_expired: int
-    #: How assumptions ended (:data:`ENDINGS`), by their ending.
-    assumptions_ended: dict[str, int]
-
-
 #: Ways an assumption ends: its pod was seen bound (anywhere), deleted, or updated while still
-#: pending (the first informer event for it after the score), its TTL ran out, or it was the
-#: oldest past ``assume_max``.
+#: pending, its TTL ran out, or it was the oldest past ``assume_max``.
 ENDINGS = ("bound", "deleted", "informer_event", "expired", "evicted")
 
 
@@ -55,11 +36,12 @@ class Allocations:
     the table."""
 
     def __init__(self, table: NodeTable, ttl: float, maxsize: int,
-                 clock: Callable[[], float], counters: Counters) -> None:
+                 clock: Callable[[], float], ended: dict[str, int]) -> None:
         self._table = table
         #: Rows written since the caller last cleared it.
         self.touched: list[int] = []
-        self._counters = counters
+        #: How assumptions ended, by :data:`ENDINGS`.
+        self._ended = ended
         #: Bound pods by key (namespace/name).
         self.bound: dict[str, Charge] = {}
         self._assumed: AssumedPods[Charge] = AssumedPods(ttl, maxsize, clock)
@@ -70,17 +52,11 @@ class Allocations:
     def assumed_count(self) -> int:
         return len(self._assumed)
 
-    # --- charges on rows -------------------------------------------------------------------
     def _charge(self, i: int, c: Charge) -> None:
         self.touched.append(i)
         spec = c.spec
-        # GPUs by best fit, as dsan.policies.base.best_fit_gpus, on the live row.
-        c.gpus, over = charge_row(self._table.charge_columns, i, spec.cpu_milli,
-                                  spec.mem_mib, spec.num_gpu, spec.gpu_milli)
-        if over:
-            # The cluster bound more than our view allows (a stale view or a device plugin
-            # that over-shares): the freest GPUs were charged, never below 0; counted.
-            self._counters.overcommits += 1
+        c.gpus = charge_row(self._table.charge_columns, i, spec.cpu_milli, spec.mem_mib,
+                            spec.num_gpu, spec.gpu_milli)
 
     def _uncharge(self, c: Charge) -> None:
         t = self._table
@@ -115,10 +91,8 @@ class Allocations:
             if charge is not None:
                 self._charge(i, charge)
 
-    # --- bound pods ------------------------------------------------------------------------
     def bind(self, key: str, node: str, spec: PodSpec) -> None:
-        """Pod ``key`` is bound to ``node``: its assumption (if any) gives way to the real
-        charge, wherever it landed."""
+        """Pod ``key`` is bound to ``node``: its assumption (if any) gives way."""
         self.drop_assumed(key, "bound")
         # A gRPC client that sent no UID was assumed under namespace/name.
         self.drop_assumed(spec.name, "bound")
@@ -152,7 +126,6 @@ class Allocations:
                     return c
         return None
 
-    # --- assumed pods ----------------------------------------------------------------------
     def assume(self, key: str, spec: PodSpec, node: str) -> None:
         """Charge ``spec`` to ``node`` as pod ``key``, replacing its previous assumption and
         uncharging the oldest past the size limit."""
@@ -162,8 +135,7 @@ class Allocations:
         evicted = self._assumed.add(key, charge)
         for old, c in evicted:
             self._detach(old, c)
-        if evicted:
-            self._counters.assumptions_ended["evicted"] += len(evicted)
+        self._ended["evicted"] += len(evicted)
         self._attach(key, charge)
 
     def drop_assumed(self, key: str, ending: str | None) -> bool:
@@ -174,7 +146,7 @@ class Allocations:
             return False
         self._detach(key, old)
         if ending is not None:
-            self._counters.assumptions_ended[ending] += 1
+            self._ended[ending] += 1
         return True
 
     def expire(self) -> int:
@@ -182,44 +154,37 @@ class Allocations:
         expired = self._assumed.expire()
         for key, charge in expired:
             self._detach(key, charge)
-        if expired:
-            self._counters.assumed_expired += len(expired)
-            self._counters.assumptions_ended["expired"] += len(expired)
+        self._ended["expired"] += len(expired)
         return len(expired)
 
 
 def charge_row(cols: Columns, i: int, cpu_milli: float, mem_mib: float, num_gpu: int,
-              gpu_milli: int) -> tuple[tuple[int, ...], bool]:
-    """Add one pod's requests to row ``i``: CPU and memory, one pod, and ``num_gpu`` GPUs of
-    ``gpu_milli`` each taken by best fit (the fullest GPUs that still fit, lowest slot first
-    on equal shares, as :func:`dsan.policies.base.best_fit_gpus`). Returns (the GPU slots
-    taken, ascending; whether the row had too few GPUs that fit, in which case the freest
-    are taken and no share goes below 0)."""
+              gpu_milli: int) -> tuple[int, ...]:
+    """Add one pod's requests to row ``i``; returns the GPU slots taken, ascending: by best
+    fit as :func:`dsan.policies.base.best_fit_gpus`, or the freest (never below 0) when too
+    few fit (a stale view, an over-sharing device plugin)."""
     cpu_used, mem_used, pod_count, gpu_count, gpu_free = cols
-    # Python scalars in and out (.item(), scalar writes): the same float64 and integer
-    # arithmetic as numpy's scalar ops, without a numpy scalar object per operation.
+    # Python scalars (.item()): numpy's arithmetic without a numpy scalar per operation.
     cpu_used[i] = cpu_used.item(i) + cpu_milli
     mem_used[i] = mem_used.item(i) + mem_mib
     pod_count[i] = pod_count.item(i) + 1
     if num_gpu == 0 or gpu_milli == 0:
-        return (), False
+        return ()
     # At most 8 GPUs: Python on a list beats a dozen numpy calls.
     free: list[int] = gpu_free[i, :gpu_count.item(i)].tolist()
     fits = sorted([(f, g) for g, f in enumerate(free) if f >= gpu_milli])  # (free, slot)
-    over = len(fits) < num_gpu
-    if over:  # a stale view or an over-sharing device plugin: the freest GPUs
+    if len(fits) < num_gpu:
         fits = sorted([(-f, g) for g, f in enumerate(free)])
     gpus = tuple(sorted([g for _, g in fits[:num_gpu]]))
-    for g in gpus:  # only these slots change
+    for g in gpus:
         gpu_free[i, g] = max(0, free[g] - gpu_milli)
-    return gpus, over
+    return gpus
 
 
 def uncharge_row(cols: Columns, i: int, cpu_milli: float, mem_mib: float, gpu_milli: int,
                 gpus: Sequence[int]) -> None:
-    """Take one pod's requests back off row ``i`` (``gpus``: the slots :func:`charge_row`
-    gave it, each in 0..7), never below 0 and no GPU above 1000; slots at or past the row's
-    GPU count (the node shrank since) are left alone."""
+    """Take one pod's requests back off row ``i``, never below 0 and no GPU above 1000;
+    slots past the row's GPU count (the node shrank since) are left alone."""
     cpu_used, mem_used, pod_count, gpu_count, gpu_free = cols
     cpu_used[i] = max(0.0, cpu_used.item(i) - cpu_milli)
     mem_used[i] = max(0.0, mem_used.item(i) - mem_mib)

@@ -1,12 +1,8 @@
-"""Pods charged to their best node before kube-scheduler's binding shows up, for a while.
+"""Pods charged to their best node before their binding shows up, for ``ttl`` seconds.
 
-Every assumption lives ``ttl`` seconds from its last (re)assumption. The TTL is one constant,
-so a dict in insertion order is also in expiry order (re-assuming moves a pod to the end):
-expiring is a look at the oldest entries, and assuming is two dict operations. cachetools'
-TTLCache did the same in ~7.5 us per assumption (its linked lists in Python), on the path of
-every back-to-back request; it also dropped entries past ``maxsize`` without telling the
-cache, which then kept their charges on the nodes: here the oldest come back from
-:meth:`AssumedPods.add` to be uncharged.
+The TTL is one constant, so a dict in insertion order is also in expiry order (re-assuming
+moves a pod to the end): expiring looks at the oldest entries only. Entries past ``maxsize``
+come back from :meth:`AssumedPods.add` so the caller can uncharge them.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""The in-memory cluster graph the sidecar scores on: informer events in, snapshots out.
+"""The in-memory cluster the sidecar scores on: informer events in, published snapshots out.
 
-Informer events (Nodes, Pods, GPUTelemetry) mutate the columnar :class:`NodeTable` in place
-under one lock: nodes write its static columns, pods charge its allocation columns
-(:mod:`sidecar.allocations`: bound pods plus *assumed* ones, pods we scored best and have not
-yet seen bound), telemetry appends to its rings. :meth:`GraphCache.snapshot` publishes an
-immutable-by-convention copy (:class:`~sidecar.published.Published`) that a request scores on
-without holding the lock, so every score of one request sees one consistent cluster.
-Publishing copies a few arrays and happens only when something changed (or the published copy
-is older than ``snapshot_max_age_s``), never per request; an assumption's rows are copied
-into the current one instead.
-
-Topology: zone, rack and NVLink domain labels become cluster-wide integer ids in the snapshot;
-:func:`sidecar.topology.topology_edges` turns them into graph edges.
+Events mutate the columnar :class:`NodeTable` in place under one lock (nodes: static columns;
+pods: allocation columns via :mod:`sidecar.allocations`; telemetry: the rings). A request
+scores on a :class:`~sidecar.published.Published` copy, republished only when something
+changed or it is older than ``snapshot_max_age_s``.
 """
 
 from __future__ import annotations
@@ -24,14 +16,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy.typing as npt
-
 from dsan.api import telemetry as tele_api
 from dsan.core.snapshot import PodSpec
 from sidecar.allocations import ENDINGS, Allocations
 from sidecar.config import SidecarConfig
 from sidecar.nodetable import NodeTable, parse_node
-from sidecar.podspec import pod_key, podspec_from_pod
+from sidecar.podspec import pod_key, pod_name, podspec_from_pod
 from sidecar.published import Published, Publisher
 from sidecar.telemetry import BadTelemetry
 
@@ -43,27 +33,20 @@ log = logging.getLogger("dsan.sidecar.cache")
 
 @dataclass
 class CacheStats:
-    """Counters the metrics module exports; plain ints, read without the lock."""
+    """Counters the metrics export; plain ints, read without the lock."""
 
     bad_objects: dict[str, int] = field(default_factory=lambda: {"node": 0, "pod": 0,
                                                                   "telemetry": 0})
-    overcommits: int = 0
-    assumed_expired: int = 0
     #: How assumptions ended, by sidecar.allocations.ENDINGS.
     assumptions_ended: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(ENDINGS, 0))
-    publishes: int = 0
 
 
 class GraphCache:
     """Nodes, pods and telemetry in columnar form, fed by a ClusterView."""
 
-    def __init__(
-        self,
-        cfg: SidecarConfig,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, cfg: SidecarConfig, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self._cfg = cfg
         self._clock = clock
         self._wall = wall
@@ -71,32 +54,29 @@ class GraphCache:
         self.stats = CacheStats()
         self._table = NodeTable(cfg.telemetry_window)
         self._alloc = Allocations(self._table, cfg.assume_ttl_s, cfg.assume_max, clock,
-                                  self.stats)
+                                  self.stats.assumptions_ended)
         self._publisher = Publisher(self._table, cfg.snapshot_max_age_s, wall)
         #: Held by whoever reads a published snapshot (see snapshot()).
         self.scoring_lock = threading.Lock()
         #: Telemetry of nodes not in the table yet, applied when the node appears.
         self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
-        #: Pods the informer has seen pending with spec.schedulerName == cfg.scheduler_name,
-        #: under their UID and their namespace/name (a gRPC caller may send either): the
-        #: only pods a score may assume (may_assume).
+        #: Pods seen pending for cfg.scheduler_name, by UID and by namespace/name (a gRPC
+        #: caller may send either): the only pods a score may assume.
         self._ours: dict[str, None] = {}
         #: ``_ours`` as it was when a relist of the pods began (empty otherwise).
         self._ours_before_relist: dict[str, None] = {}
-        #: Called with (namespace, name, uid, node) when a pod the informer saw pending for
-        #: the configured scheduler is seen bound (the dsan-scheduler placed it). Called on
-        #: the informer's thread: it must not block (the recorder queues it).
+        #: Called with (namespace, name, uid, node) when one of ``_ours`` is seen bound (on
+        #: the informer's thread: it must not block).
         self.on_bound: Callable[[str, str, str, str], None] | None = None
         self._version = 0
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
-        #: (kind, namespace/name, resourceVersion) of the bad objects logged so far: a relist
-        #: delivers the same bad object again, and it is counted again but not logged again.
+        #: (kind, namespace/name, resourceVersion) of bad objects logged: a relist delivers
+        #: them again, counted but not logged again.
         self._logged: set[tuple[str, str, str]] = set()
 
     def _bad(self, kind: str, obj: Any, exc: BaseException) -> None:
-        """Count a malformed object of ``kind`` and log it once (per resourceVersion) with
-        its namespace/name; it is skipped, and nothing else is held up by it."""
+        """Count a malformed object and log it once per resourceVersion; it is skipped."""
         self.stats.bad_objects[kind] += 1
         ident, rv = _ident(obj)
         key = (kind, ident, rv)
@@ -112,7 +92,6 @@ class GraphCache:
         self._version += 1
         self.last_change_wall = self._wall()
 
-    # --- nodes -------------------------------------------------------------------------------
     def upsert_node(self, obj: Mapping[str, Any]) -> None:
         try:
             row = parse_node(obj)
@@ -144,8 +123,7 @@ class GraphCache:
         self.delete_node(name)
 
     def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        """A relist: the list is the whole truth, nodes not in it are gone. A node whose
-        new version is malformed keeps its last good row."""
+        """A relist: nodes not in it are gone; a malformed one keeps its last good row."""
         with self._lock:
             seen = set()
             for obj in objs:
@@ -156,7 +134,6 @@ class GraphCache:
             for name in [n for n in self._table.names if n not in seen]:
                 self.delete_node(name)
 
-    # --- pods --------------------------------------------------------------------------------
     def upsert_pod(self, obj: Mapping[str, Any]) -> None:
         try:
             self._upsert_pod(obj)
@@ -166,7 +143,7 @@ class GraphCache:
     def _upsert_pod(self, obj: Mapping[str, Any]) -> None:
         key = pod_key(obj)
         meta = obj.get("metadata") or {}
-        alias = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        alias = pod_name(meta)
         spec = obj.get("spec") or {}
         node = spec.get("nodeName")
         phase = (obj.get("status") or {}).get("phase")
@@ -182,8 +159,7 @@ class GraphCache:
             if node and phase not in _TERMINAL and old is not None and old.node == node:
                 return  # a status update: requests of a bound pod do not change
             if not node or phase in _TERMINAL:
-                # The first event for an assumed pod that did not bind it ends the
-                # assumption: the pod is still pending (scheduling failed or is retried).
+                # An event that did not bind an assumed pod ends the assumption.
                 dropped = self._alloc.drop_assumed(key, "informer_event")
                 dropped |= self._alloc.drop_assumed(alias, "informer_event")
                 if self._alloc.unbind(key) or dropped:
@@ -192,16 +168,13 @@ class GraphCache:
             podspec = podspec_from_pod(obj, self._table.models_pub)
             self._alloc.bind(key, str(node), podspec)
             self._touch()
-        if was_ours and self.on_bound is not None:
-            # Seen pending for our scheduler, now bound: the dsan-scheduler placed it.
+        if was_ours and self.on_bound is not None:  # the dsan-scheduler placed it
             self.on_bound(str(meta.get("namespace", "default")), str(meta.get("name", "")),
                           str(meta.get("uid") or ""), str(node))
 
     def delete_pod(self, obj: Mapping[str, Any]) -> None:
         try:
-            key = pod_key(obj)
-            meta = obj.get("metadata") or {}
-            alias = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+            key, alias = pod_key(obj), pod_name(obj.get("metadata") or {})
         except Exception as exc:
             self._bad("pod", obj, exc)
             return
@@ -215,8 +188,7 @@ class GraphCache:
 
     def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
         with self._lock:
-            # Rebuilt from the list; the old set still tells which pods a relist finds bound
-            # that were pending for our scheduler before it (bound while the watch was down).
+            # The old set tells which pods bound while the watch was down were ours.
             self._ours_before_relist, self._ours = self._ours, {}
             try:
                 seen = set()
@@ -235,24 +207,17 @@ class GraphCache:
         return self._cfg.scheduler_name
 
     def may_assume(self, key: str) -> bool:
-        """Whether a score may charge pod ``key`` (its UID, or namespace/name) to its best
-        node: only a pod the informer has seen pending for the configured scheduler, so
-        that a caller cannot hold capacity for made-up pods or for another scheduler's."""
+        """Only a pod seen pending for our scheduler may be charged after a score, so callers
+        cannot hold capacity for made-up pods or another scheduler's."""
         return key in self._ours
 
-    # --- assumed pods ----------------------------------------------------------------------
     def assume(self, key: str, spec: PodSpec, node: str, patch_published: bool = False) -> None:
-        """Charge ``spec`` to ``node`` until the pod is seen bound or the TTL runs out.
-
-        ``patch_published``: the caller holds :attr:`scoring_lock` (no request is reading the
-        published snapshot), so if that snapshot was current, the few rows this changes are
-        written into it as well and it stays current: the next request skips the O(n)
-        republish (the scoring engine assumes every winner this way).
-        """
+        """Charge ``spec`` to ``node`` until the pod is seen bound or the TTL runs out. With
+        ``patch_published`` (the caller holds :attr:`scoring_lock`), a current published
+        snapshot gets the changed rows too: the next request skips the O(n) republish."""
         with self._lock:
             if key in self._alloc.bound:
                 return  # already bound: the real charge wins
-            # (whether it may be assumed at all is the caller's question: may_assume)
             current = patch_published and self._publisher.is_current(self._version)
             touched = self._alloc.touched
             touched.clear()
@@ -265,26 +230,16 @@ class GraphCache:
     def assumed_count(self) -> int:
         return self._alloc.assumed_count
 
-    def charge_of(self, keys: Iterable[str], name: str,
-                  nodes: Iterable[str] = ()) -> tuple[str, PodSpec, tuple[int, ...]] | None:
-        """(node, requests, GPU slots) a pod is charged with, bound or assumed, or None:
-        looked up under each of ``keys`` (its UID, namespace/name), else among the pods
-        charged to ``nodes`` by its namespace/name ``name`` (a pod assumed under one key and
-        bound under another). An explanation takes it off a copy of the snapshot to see the
-        cluster as the pod's score did."""
-        with self._lock:
-            charge = self._alloc.find(keys, name, nodes)
-            return None if charge is None else (charge.node, charge.spec, charge.gpus)
-
     def snapshot_with_charge(
         self, keys: Iterable[str], name: str, nodes: Iterable[str] = ()
     ) -> tuple[Published, tuple[str, PodSpec, tuple[int, ...]] | None]:
-        """:meth:`snapshot` and :meth:`charge_of` as of one moment (no informer event
-        between them). Hold :attr:`scoring_lock`, as for :meth:`snapshot`."""
+        """:meth:`snapshot` and, as of the same moment, the (node, requests, GPU slots) a
+        pod is charged with (:meth:`Allocations.find`), or None. Hold :attr:`scoring_lock`."""
         with self._lock:
-            return self.snapshot(), self.charge_of(keys, name, nodes)
+            pub = self.snapshot()
+            charge = self._alloc.find(keys, name, nodes)
+            return pub, None if charge is None else (charge.node, charge.spec, charge.gpus)
 
-    # --- telemetry ---------------------------------------------------------------------------
     def upsert_telemetry(self, obj: Mapping[str, Any]) -> None:
         try:
             tel = tele_api.GPUTelemetry.from_dict(obj)
@@ -324,14 +279,9 @@ class GraphCache:
                       {"metadata": {"name": tel.node_name}}, exc)
             return False
 
-    # --- publishing --------------------------------------------------------------------------
     def snapshot(self) -> Published:
-        """The current consistent view; cheap when nothing changed.
-
-        While the node set is unchanged, the published ClusterSnapshot is one object refreshed
-        in place, so scorers that cache per snapshot (FGD diffs the snapshot it saw last) stay
-        incremental. Hence: hold :attr:`scoring_lock` from this call until done reading.
-        """
+        """The current consistent view; cheap when nothing changed. It is refreshed in place
+        (see :mod:`sidecar.published`): hold :attr:`scoring_lock` until done reading."""
         now = self._clock()
         with self._lock:
             if self._alloc.expire():
@@ -340,13 +290,7 @@ class GraphCache:
             if (pub is not None and pub.version == self._version
                     and now - pub.at < self._cfg.snapshot_max_age_s):
                 return pub
-            pub = self._publisher.publish(now, self._version)
-            self.stats.publishes += 1
-            return pub
-
-    def _live_columns(self, n: int) -> dict[str, npt.NDArray[Any]]:
-        """The table's live columns (tests compare published snapshots against them)."""
-        return self._table.live_columns(n)
+            return self._publisher.publish(now, self._version)
 
     @property
     def models(self) -> Mapping[str, int]:
@@ -365,8 +309,7 @@ def _name(obj: Any) -> str | None:
 
 
 def _ident(obj: Any) -> tuple[str, str]:
-    """(namespace/name, resourceVersion) of an object for the log, whatever its shape; cut
-    short, since a malformed object's name may be anything."""
+    """(namespace/name, resourceVersion) of any object for the log, cut short."""
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     if not isinstance(meta, Mapping):
         return "<without metadata>", ""

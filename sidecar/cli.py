@@ -1,11 +1,6 @@
-"""``dsan serve``: parse flags (and an optional --config YAML), wire the sidecar, run it.
-
-Every SidecarConfig field is a flag with dashes (``telemetry_stale_s`` ->
-``--telemetry-stale-s``); flags override the YAML, the YAML overrides the defaults. When both
-servers listen and the informers have synced, one stable line goes to stdout:
-
-    serving extender on http://127.0.0.1:8888/dsan grpc on 127.0.0.1:50051
-
+"""``dsan serve``: flags (every SidecarConfig field, with dashes) over an optional --config
+YAML over the defaults; wire the sidecar and run it. Once the informers have synced, one
+stable line goes to stdout: ``serving extender on <url> grpc on <host:port>``.
 """
 
 from __future__ import annotations
@@ -58,14 +53,10 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = config_from_args(args)
-    except ConfigError as exc:
-        print(f"dsan serve: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=cfg.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from sidecar.app import Sidecar  # after config validation: imports kubernetes and grpc
+        logging.basicConfig(level=cfg.log_level.upper(),
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        from sidecar.app import Sidecar  # after config validation: imports kubernetes, grpc
 
-    try:
         sidecar = Sidecar(cfg)
     except (ConfigError, OSError) as exc:
         print(f"dsan serve: {exc}", file=sys.stderr)
@@ -103,10 +94,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 class Signals:
-    """SIGTERM and SIGINT stop the sidecar (after a drain); SIGHUP, whose default action
-    would kill it, is logged and ignored: the config is read once at start, so a change
-    needs a restart. The handlers only queue the signal; the main thread logs it (a signal
-    handler that logs could interrupt a log call of the same thread)."""
+    """SIGTERM and SIGINT stop the sidecar (after a drain); SIGHUP is logged and ignored (the
+    config is read once at start). Handlers only queue the signal for the main thread to
+    log: a handler that logs could interrupt a log call of the same thread."""
 
     def __init__(self) -> None:
         self._got: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -115,8 +105,7 @@ class Signals:
             signal.signal(sig, lambda signum, _frame: self._got.put(signum))
 
     def stopping(self, log: logging.Logger, wait: bool = False) -> bool:
-        """Whether a stop signal came (with ``wait``, after waiting up to a second for a
-        signal); logs each signal received since the last call."""
+        """Whether a stop signal came (``wait``: up to a second for one); logs each signal."""
         try:
             while True:
                 signum = self._got.get(timeout=1.0) if wait else self._got.get_nowait()

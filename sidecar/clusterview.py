@@ -1,21 +1,8 @@
 """The cluster view: where the cache's events come from.
 
-:class:`ClusterView` is the small Protocol; :class:`KubeClusterView` is the real one (list +
-watch on Nodes, Pods in all namespaces and GPUTelemetry against a kube-apiserver), and
-:class:`FakeClusterView` feeds the same cache from test code. Both pass
-tests/unit/sidecar/test_clusterview_contract.py.
-
-The real view is a reflector per resource on raw JSON (the client's model deserialisation
-costs more than everything else we do with a Pod):
-
-* list from the watch cache (``resourceVersion=0``), replace the cache's set, then watch from
-  the list's resourceVersion: etcd 3.4 refuses a watch without one (field notes);
-* ``allowWatchBookmarks`` so a quiet resource still advances its resourceVersion;
-* a watch ends after ``watch_timeout_s``; re-watch from the last resourceVersion seen;
-* ``410 Gone`` (as a status or an ERROR event) means our resourceVersion was compacted: relist;
-* any other error: back off exponentially with jitter, then relist;
-* GPUTelemetry's CRD may be absent (no device plugin installed): that counts as synced and
-  empty, and the list is retried at the backoff ceiling.
+:class:`ClusterView` is the Protocol; :class:`KubeClusterView` runs a list + watch reflector
+per resource on raw JSON (the client's models cost more than the rest of our work on a Pod),
+:class:`FakeClusterView` feeds the cache from test code. See docs/sidecar.md, Informers.
 """
 
 from __future__ import annotations
@@ -53,7 +40,6 @@ class ClusterView(Protocol):
         ...
 
 
-# --- the fake --------------------------------------------------------------------------------
 class FakeClusterView:
     """Objects pushed by test code, delivered to the cache like watch events."""
 
@@ -91,7 +77,7 @@ class FakeClusterView:
 
 def _dispatch(cache: GraphCache, resource: str, kind: str, obj: Mapping[str, Any]) -> None:
     """One event into the cache, which counts and skips a malformed object itself: nothing
-    an object holds can end a watch (and restart it with a relist)."""
+    an object holds can end a watch."""
     deleted = kind == "DELETED"
     if resource == "nodes":
         (cache.delete_node_obj if deleted else cache.upsert_node)(obj)
@@ -103,7 +89,6 @@ def _dispatch(cache: GraphCache, resource: str, kind: str, obj: Mapping[str, Any
         raise ValueError(f"unknown resource {resource!r}; known: {RESOURCES}")
 
 
-# --- the real one ----------------------------------------------------------------------------
 class _Gone(Exception):
     """The watch's resourceVersion is too old: relist."""
 
@@ -154,9 +139,8 @@ class KubeClusterView:
             conn = getattr(resp, "connection", None) if resp is not None else None
             sock = getattr(conn, "sock", None)
             if sock is not None:
-                # Shut the socket down rather than close the response: close() needs the
-                # reader's buffer lock, which the watch thread holds while blocked in a read
-                # (a deadlock until the watch times out). shutdown() makes that read return.
+                # Not close(): it needs the buffer lock the blocked watch thread holds.
+                # shutdown() makes that read return.
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
         for t in self._threads:
@@ -174,7 +158,6 @@ class KubeClusterView:
     def relists(self, resource: str) -> int:
         return next((r.relists for r in self._reflectors if r.resource == resource), 0)
 
-    # --- one reflector -------------------------------------------------------------------------
     def _run(self, r: _Reflector) -> None:
         backoff = self.cfg.backoff_initial_s
         while not self._stop.is_set():
@@ -264,8 +247,7 @@ def _client_list_fns(api_client: Any) -> dict[str, Callable[..., Any]]:
 def _events(resp: Any) -> Iterator[dict[str, Any]]:
     """JSON watch events, one per line, from a streaming urllib3 response."""
     buf = b""
-    # amt=None: yield each chunk as it arrives (a watch is a chunked response that never
-    # fills a fixed-size read).
+    # amt=None: each chunk as it arrives (a watch never fills a fixed-size read).
     for chunk in resp.stream(amt=None, decode_content=False):
         buf += chunk
         while True:

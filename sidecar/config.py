@@ -1,7 +1,7 @@
 """The sidecar's one config dataclass: defaults in one place, validated at start.
 
-``dsan serve`` flags and the ``--config`` YAML keys map one to one onto these fields (YAML
-uses the field names; flags use them with dashes). Helm values map onto the same names.
+``dsan serve`` flags (with dashes), ``--config`` YAML keys and Helm values map one to one
+onto these fields.
 """
 
 from __future__ import annotations
@@ -37,17 +37,14 @@ class SidecarConfig:
     policy: str = "dsan"
     #: Heuristic used when `policy` cannot be loaded and for nodes with stale telemetry.
     fallback_policy: str = "fgd"
-    #: DSAN model directory (manifest + serving artifact); None = $DSAN_MODEL_DIR, else the
-    #: model shipped in dsan/model/default/.
+    #: DSAN model directory; None = $DSAN_MODEL_DIR, else the model in dsan/model/default/.
     model_dir: str | None = None
-    #: How DSAN runs: "numpy" (the serving artifact, no torch) or "torchscript" (the
-    #: exported model.ts; needs torch, the `train` extra).
+    #: How DSAN runs: "numpy" (no torch) or "torchscript" (model.ts; needs torch).
     runtime: str = "numpy"
     #: Extender requests with a larger body are refused with 413.
     max_body_bytes: int = 8 * 1024 * 1024
-    #: Listen backlog of the extender's HTTP server: new connections the kernel holds until
-    #: the server accepts them (the kernel caps it at net.core.somaxconn). Python's default
-    #: of 5 made bursts of new connections wait seconds in SYN retries, or be reset.
+    #: Listen backlog of the extender's HTTP server (capped at net.core.somaxconn); Python's
+    #: default of 5 makes bursts of new connections wait in SYN retries, or be reset.
     http_backlog: int = 1024
     #: On SIGTERM (or SIGINT): how long the requests in flight may take to finish before the
     #: sidecar exits; new connections are refused meanwhile.
@@ -60,10 +57,8 @@ class SidecarConfig:
     telemetry_stale_s: float = 60.0
     #: GPU power at which gpu_power_frac is 1.0 when the CR carries no power limit.
     gpu_power_ref_w: float = 400.0
-    #: The scheduler whose pods are charged to their best node after a score ("assumed"):
-    #: only a pod the informer has seen pending with this spec.schedulerName is, so a caller
-    #: cannot hold capacity for made-up pods. The kube-scheduler profile's name (Helm
-    #: scheduler.schedulerName).
+    #: Only pods the informer has seen pending with this spec.schedulerName are charged to
+    #: their best node after a score ("assumed"). The Helm scheduler.schedulerName.
     scheduler_name: str = "dsan-scheduler"
     #: Pods we scored best stay charged to that node this long unless an informer event for
     #: the pod (bound, deleted or updated while pending) comes first.
@@ -84,30 +79,23 @@ class SidecarConfig:
     grpc_workers: int = 4
     #: Reject a request naming any unknown node (400 / NOT_FOUND) instead of scoring it 0.
     strict_node_names: bool = False
-    #: Address of the metrics listener (sidecar/metricsserver.py): /metrics, /healthz and
-    #: /readyz only, nothing that scores, so it may face the pod network (Prometheus, the
-    #: kubelet's httpGet probes) while the extender and gRPC stay on bind_address.
+    #: Address of the metrics listener: /metrics, /healthz and /readyz only, so it may face
+    #: the pod network while the extender and gRPC stay on bind_address.
     metrics_address: str = "0.0.0.0"
     #: Its port; -1 = no metrics listener (the extender port serves the same three paths),
     #: 0 = any free port. The Helm chart turns it on (9402).
     metrics_port: int = -1
-    #: torch intra-op threads with runtime "torchscript"; 0 = torch's default. One thread: on
-    #: a busy node, torch's spinning worker threads cost far more than they give on per-pod
-    #: inference.
+    #: torch intra-op threads with runtime "torchscript"; 0 = torch's default (a thread per
+    #: online CPU, whose spinning costs more than it gives on per-pod inference).
     torch_threads: int = 1
-    #: Threads of every BLAS library numpy loaded (OpenBLAS); 0 = the library's default, one
-    #: per online CPU of the node, whatever the sidecar's CPU set or limit. One thread: DSAN's
-    #: products are small, and OpenBLAS's spinning threads on shared CPUs slow them several
-    #: times over (sidecar/threadlimits.py).
+    #: Threads of every BLAS library numpy loaded; 0 = the library's default, one per online
+    #: CPU of the node whatever the sidecar's CPU set (sidecar/threadlimits.py).
     blas_threads: int = 1
     #: DSAN: telemetry and static node columns reach the node embeddings at most this late
-    #: (allocations are always current). Each GPU node's telemetry object adds a window every
-    #: 10 s, so at 1,000 nodes the embeddings would otherwise be refreshed (~3-4 ms each) tens
-    #: of times a second; 0 refreshes on every change.
+    #: (allocations are always current); 0 refreshes on every change.
     embed_refresh_s: float = 1.0
     #: Move everything alive once the informers have synced into Python's permanent GC
-    #: generation (gc.freeze), so the cyclic collector stops rescanning the initial cluster
-    #: state on the request path (full collections cost milliseconds on a large heap).
+    #: generation (gc.freeze), so collections stop rescanning the initial cluster state.
     gc_freeze_after_sync: bool = True
     #: Write an events.k8s.io/v1 Event and the dsan.io/scored-by annotation on every pod the
     #: pods informer saw pending for scheduler_name and then bound (sidecar/recorder.py).
@@ -133,44 +121,26 @@ class SidecarConfig:
             if not ok:
                 raise ConfigError(f"sidecar config: {name}={getattr(self, name)!r}: {why}")
 
-        need(0 <= self.http_port <= 65535, "http_port", "must be within 0..65535")
-        need(-1 <= self.grpc_port <= 65535, "grpc_port", "must be within -1..65535")
-        need(-1 <= self.metrics_port <= 65535, "metrics_port", "must be within -1..65535")
-        need(bool(self.metrics_address), "metrics_address", "must name an address")
+        for name, (lo, hi) in _RANGES.items():
+            need(lo <= getattr(self, name) <= hi, name, f"must be within {lo}..{hi}")
+        for name in ("metrics_address", "policy", "fallback_policy", "scheduler_name"):
+            need(bool(getattr(self, name)), name, "must not be empty")
+        for name in ("telemetry_stale_s", "gpu_power_ref_w", "assume_ttl_s",
+                     "snapshot_max_age_s"):
+            need(getattr(self, name) > 0, name, "must be positive")
         need(self.url_prefix == "" or (self.url_prefix.startswith("/")
                                       and not self.url_prefix.endswith("/")),
              "url_prefix", "must be empty or start with '/' and not end with '/'")
-        need(bool(self.policy), "policy", "must name a policy")
-        need(bool(self.fallback_policy), "fallback_policy", "must name a policy")
         need(self.max_body_bytes >= 1024, "max_body_bytes", "must be at least 1024")
-        need(self.max_grpc_message_bytes >= 1024, "max_grpc_message_bytes", "must be >= 1024")
-        need(1 <= self.http_backlog <= 65535, "http_backlog", "must be within 1..65535")
-        need(0 <= self.drain_timeout_s <= 600, "drain_timeout_s", "must be within 0..600")
-        need(bool(self.scheduler_name), "scheduler_name", "must name a scheduler")
-        need(1 <= self.telemetry_window <= 1024, "telemetry_window", "must be within 1..1024")
-        need(self.telemetry_stale_s > 0, "telemetry_stale_s", "must be positive")
-        need(self.gpu_power_ref_w > 0, "gpu_power_ref_w", "must be positive")
-        need(self.assume_ttl_s > 0, "assume_ttl_s", "must be positive")
+        need(self.max_grpc_message_bytes >= 1024, "max_grpc_message_bytes",
+             "must be at least 1024")
         need(self.assume_max >= 1, "assume_max", "must be at least 1")
-        need(self.snapshot_max_age_s > 0, "snapshot_max_age_s", "must be positive")
         need(self.watch_timeout_s >= 1, "watch_timeout_s", "must be at least 1")
         need(0 < self.backoff_initial_s <= self.backoff_max_s, "backoff_initial_s",
              "must be positive and at most backoff_max_s")
-        need(1 <= self.grpc_workers <= 256, "grpc_workers", "must be within 1..256")
-        need(0 <= self.torch_threads <= 256, "torch_threads", "must be within 0..256")
-        need(0 <= self.blas_threads <= 256, "blas_threads", "must be within 0..256")
-        need(0 <= self.embed_refresh_s <= 3600, "embed_refresh_s", "must be within 0..3600")
         need(self.runtime in ("numpy", "torchscript"), "runtime",
              "must be numpy or torchscript")
         need(0 < self.record_qps <= 10_000, "record_qps", "must be within (0, 10000]")
-        need(1 <= self.record_burst <= 100_000, "record_burst", "must be within 1..100000")
-        need(1 <= self.record_queue <= 1_000_000, "record_queue", "must be within 1..1000000")
-        need(1 <= self.decisions_kept <= 1_000_000, "decisions_kept",
-             "must be within 1..1000000")
-        need(1 <= self.explain_background <= 4096, "explain_background",
-             "must be within 1..4096")
-        need(1 <= self.explain_permutations <= 10_000, "explain_permutations",
-             "must be within 1..10000")
         need(0 < self.explain_cpu_budget_s <= 600, "explain_cpu_budget_s",
              "must be within (0, 600]")
         need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
@@ -191,3 +161,14 @@ class SidecarConfig:
 
     def replace(self, **changes: Any) -> SidecarConfig:
         return dataclasses.replace(self, **changes)
+
+
+#: Fields that must lie within [lo, hi].
+_RANGES: dict[str, tuple[float, float]] = {
+    "http_port": (0, 65535), "grpc_port": (-1, 65535), "metrics_port": (-1, 65535),
+    "http_backlog": (1, 65535), "drain_timeout_s": (0, 600), "telemetry_window": (1, 1024),
+    "grpc_workers": (1, 256), "torch_threads": (0, 256), "blas_threads": (0, 256),
+    "embed_refresh_s": (0, 3600), "record_burst": (1, 100_000), "record_queue": (1, 1_000_000),
+    "decisions_kept": (1, 1_000_000), "explain_background": (1, 4096),
+    "explain_permutations": (1, 10_000),
+}

@@ -1,18 +1,8 @@
 """The sidecar's recent decisions: per scored pod, what a later Event or explanation needs.
 
-Remembered on the request path, so remembering costs a dict insert: the pod's spec, the
-engine's :class:`~sidecar.scoring.ScoreResult` (which already holds the reply's scores, the
-candidates' rows and the published names list they index) and the wall time. Nothing is
-copied: the result's arrays are the request's own, and a published names list is replaced,
-never mutated, when the node set changes. Derived facts (the runner-up, who scored the
-winner) are computed when asked, off the request path.
-
-Only pods the scoring service may assume are remembered (pending pods of the configured
-scheduler that the informer has seen), so callers cannot fill the memory with made-up pods;
-it keeps the ``kept`` most recent, by namespace/name.
-
-Memory: 16 bytes per candidate (a score and a row), so ~7 KB for a decision over 420
-candidates (kube-scheduler's default cap at 1,000 nodes) and ~3.5 MB for the default 512.
+Remembering is a dict insert on the request path (nothing copied); derived facts are computed
+when asked. Only pods the service may assume are remembered, so callers cannot fill the
+memory with made-up pods.
 """
 
 from __future__ import annotations
@@ -20,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +27,7 @@ class Decision:
 
     #: namespace/name (the PodSpec's name).
     name: str
-    #: The key it was assumed under (its UID, or namespace/name for a gRPC pod without one).
+    #: The key it was assumed under (its UID, or namespace/name).
     key: str
     spec: PodSpec
     result: ScoreResult
@@ -46,9 +35,8 @@ class Decision:
     max_score: int
     #: Wall time of the score.
     at: float
-    #: The label of the served policy (``dsan@<version>`` or a heuristic's name).
+    #: The served policy's label (``dsan@<version>`` or a heuristic's name), the fallback's.
     policy: str
-    #: The fallback policy's name.
     fallback: str
     uid: str = ""
     bound_node: str = ""
@@ -71,9 +59,8 @@ class Decision:
         return [names[r] for r in self.rows.tolist() if r >= 0]
 
     def runner_up(self, among: npt.NDArray[np.bool_] | None = None) -> int:
-        """Position (in the request) of the best other known candidate (of ``among``, a mask
-        over the request's positions) by the reply's score, equal scores by the lowest name
-        (the engine's tie rule); -1 if there is none."""
+        """Position of the best other known candidate (of the mask ``among``) by the reply's
+        score, ties to the lowest name as the engine's; -1 if there is none."""
         rows, scores, best = self.rows, self.result.scores, self.result.best
         names = self.result.names
         known = rows >= 0 if among is None else (rows >= 0) & among
@@ -92,29 +79,25 @@ class Decision:
         return self.result.names[row] if row >= 0 else ""
 
     def scored_by(self, position: int) -> str:
-        """The label of the policy that scored the candidate at ``position``: the fallback's
-        name for a node it scored (stale telemetry, or a raising policy), else the served
-        policy's."""
+        """The label of the policy (served, or the fallback) that scored that candidate."""
         fb = self.result.by_fallback
         return self.fallback if fb is not None and bool(fb[position]) else self.policy
 
 
 class Decisions:
-    """The ``kept`` most recent decisions by namespace/name; thread-safe (requests remember,
-    the recorder and /explain read)."""
+    """The ``kept`` most recent decisions by namespace/name; thread-safe."""
 
-    def __init__(self, kept: int, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, kept: int) -> None:
         if kept < 1:
             raise ValueError(f"Decisions.kept must be >= 1, got {kept}")
         self.kept = kept
-        self._wall = wall
         self._lock = threading.Lock()
         self._by_name: OrderedDict[str, Decision] = OrderedDict()
 
     def remember(self, spec: PodSpec, key: str, result: ScoreResult, max_score: int,
                  policy: str, fallback: str) -> None:
         """A request's decision (on the request path: a dict insert, the oldest dropped)."""
-        d = Decision(spec.name, key, spec, result, max_score, self._wall(), policy, fallback)
+        d = Decision(spec.name, key, spec, result, max_score, time.time(), policy, fallback)
         with self._lock:
             by_name = self._by_name
             by_name.pop(spec.name, None)
@@ -127,8 +110,7 @@ class Decisions:
             return self._by_name.get(name)
 
     def note_bound(self, name: str, uid: str, node: str) -> Decision | None:
-        """The informer saw pod ``name`` bound to ``node``: remember where (and its UID, the
-        key its charge is under), and return its decision, if remembered."""
+        """Pod ``name`` was seen bound: note where and its UID; its decision, if remembered."""
         with self._lock:
             d = self._by_name.get(name)
             if d is not None:

@@ -1,26 +1,10 @@
 """``GET /explain/{namespace}/{pod}``: why the sidecar put a node first for a pod it scored.
 
-The answer has the shape of a decision explanation: ``task_id``, ``recommended_node``,
-``runner_up``, ``policy``, ``base_value``, ``score`` and ``decision_factors`` (feature,
-value, unit, impact), with the impacts adding up to ``score - base_value``. For DSAN the
-impacts are SHAP values of the served logit (:func:`dsan.explain.dsan_shap.explain_rows`:
-the numpy runtime's head over the 128 features plus the node's embedding); for FGD and
-k8s-default their per-term breakdown (:func:`dsan.explain.explain_terms`); other policies
-have none (404).
-
-**Which state.** The sidecar remembers each decision cheaply (:mod:`sidecar.decisions`: the
-pod, its candidates, the reply), not the cluster it was scored on: copying the node columns
-on every request would cost O(nodes) on the scoring path for explanations rarely asked for.
-An explanation re-reads the candidates on the *current* cluster with the pod's own charge
-(bound or assumed) taken off a copy, which is the cluster its score saw as long as no other
-pod landed on those nodes since; ``notes`` say so, and name the node the current state puts
-first when that is no longer the recommended one.
-
-**Cost.** Under the scoring lock only copies are made (the snapshot, the candidates'
-embedding rows: ~1 ms at 1,000 nodes); featurizing and SHAP run after it, in the request's
-thread, at most one at a time (a second concurrent request gets 429), and stop sampling
-permutations once ``cpu_budget_s`` of the thread's CPU time is spent (the values stay exactly
-additive; fewer permutations only add noise to how the total is split).
+DSAN's impacts are SHAP values of the served logit, FGD's and k8s-default's their per-term
+breakdown; they add up to ``score - base_value``. The candidates are re-read on the *current*
+cluster with the pod's own charge taken off a copy (remembering the cluster per request would
+cost O(nodes) on the scoring path). Under the scoring lock only copies are made; the rest
+runs one at a time (429 otherwise) within a CPU budget. See docs/explain.md.
 """
 
 from __future__ import annotations
@@ -67,8 +51,8 @@ class ExplainRefused(Exception):
 
 @dataclass
 class _State:
-    """What is copied under the scoring lock: the cluster as the pod's score saw it (the
-    pod's charge taken off), the candidates' rows in it, and for DSAN their embedding rows."""
+    """Copied under the scoring lock: the cluster (the pod's charge taken off), the
+    candidates' rows in it, and for DSAN their embedding rows."""
 
     snap: ClusterSnapshot
     rows: I64
@@ -85,19 +69,13 @@ class Explainer:
 
     def __init__(self, cache: GraphCache, engine: ScoringEngine, decisions: Decisions,
                  ready: Callable[[], bool], background: int, permutations: int,
-                 cpu_budget_s: float,
-                 scorer_factory: Callable[[str], Scorer] | None = None) -> None:
+                 cpu_budget_s: float) -> None:
         self._cache = cache
         self._engine = engine
         self._decisions = decisions
         self._ready = ready
         self._shap = DSANShapConfig(background=background, permutations=permutations)
         self._budget = cpu_budget_s
-        if scorer_factory is None:
-            from dsan.policies.registry import make_scorer
-
-            scorer_factory = make_scorer
-        self._factory: Callable[[str], Scorer] = scorer_factory
         #: Fresh heuristic scorers, one per policy: the served ones keep per-snapshot state
         #: that scoring a copy would reset (used only while holding the slot).
         self._heuristics: dict[str, Scorer] = {}
@@ -106,7 +84,6 @@ class Explainer:
         self.results = dict.fromkeys(RESULTS, 0)
         self._count_lock = threading.Lock()
 
-    # --- HTTP -------------------------------------------------------------------------------
     def http(self, rest: str) -> tuple[int, bytes, str]:
         """``GET /explain/<rest>``: (status, JSON body, extra header lines)."""
         try:
@@ -123,7 +100,6 @@ class Explainer:
         with self._count_lock:  # server threads answer refusals concurrently
             self.results[result] += 1
 
-    # --- the explanation --------------------------------------------------------------------
     def explain(self, namespace: str, name: str) -> dict[str, Any]:
         if not self._ready():
             raise ExplainRefused(503, "not_ready", "the sidecar's informers have not synced yet")
@@ -234,7 +210,9 @@ class Explainer:
                                 "above the recommended node")
             return expl
         if policy not in self._heuristics:
-            self._heuristics[policy] = self._factory(policy)
+            from dsan.policies.registry import make_scorer
+
+            self._heuristics[policy] = make_scorer(policy)
         fresh = self._heuristics[policy]
         scores = np.asarray(fresh.score(d.spec, st.snap, rows), dtype=np.float64)
         dec = ExplainedDecision(d.spec, st.snap, fresh, rows, scores, chosen, runner_up,

@@ -1,15 +1,11 @@
-"""The kube-scheduler extender HTTP API, plus /healthz, /readyz and /metrics.
+"""The kube-scheduler extender HTTP API, plus /healthz, /readyz, /metrics and /explain.
 
-Wire format (k8s.io/kube-scheduler/extender/v1, Go types without JSON tags, so keys are the
-capitalised field names): the request is ``ExtenderArgs`` ``{"Pod": {...}, "Nodes": null,
-"NodeNames": [...]}`` with ``nodeCacheCapable: true`` (``Nodes.items`` is read when
-NodeNames is absent); ``prioritize`` answers a ``HostPriorityList``
-``[{"Host": ..., "Score": 0..10}]`` (MaxExtenderPriority is 10), ``filter`` an
-``ExtenderFilterResult``.
+Wire format: k8s.io/kube-scheduler/extender/v1 (Go types without JSON tags: capitalised
+keys). ``ExtenderArgs`` in (``Nodes.items`` read when NodeNames is absent); ``prioritize``
+answers a ``HostPriorityList`` (scores 0..10), ``filter`` an ``ExtenderFilterResult``.
 
 Server: the stdlib's threading HTTP server with HTTP/1.1 keep-alive, Nagle disabled and every
-response sent in one write: without both, a keep-alive client stalls ~44 ms per request in
-the kernel (field notes). No per-request logging.
+response sent in one write: without both, a keep-alive client stalls ~44 ms per request.
 """
 
 from __future__ import annotations
@@ -29,7 +25,9 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from sidecar.podspec import PodError, PodSpecMemo, pod_key
+from dsan.core.snapshot import PodSpec
+from sidecar.podspec import PodSpecMemo, pod_key
+from sidecar.scoring import ScoreResult
 from sidecar.service import RequestError, ScoringService, internal_error
 
 MAX_EXTENDER_PRIORITY = 10
@@ -47,11 +45,9 @@ _SUFFIX = np.array([f'","Score":{s}}},{{"Host":"' for s in range(MAX_EXTENDER_PR
 
 
 def encode_priorities(names: Sequence[str], scores: npt.ArrayLike) -> bytes:
-    """``[{"Host": n, "Score": s}, ...]`` for scores 0..10, without a dict or a format call
-    per node: orjson escapes all names in one call, and the ``","`` between two encoded
-    strings cannot occur inside one (an inner quote is always escaped), so splitting there
-    yields each escaped name; names and per-score suffixes are then interleaved in numpy
-    and joined once (3x faster than a format per node at 5,000 nodes)."""
+    """``[{"Host": n, "Score": s}, ...]`` for scores 0..10 without a format call per node:
+    orjson escapes all names at once, and ``","`` cannot occur inside an encoded string, so
+    splitting there yields each escaped name, interleaved with per-score suffixes."""
     m = len(names)
     if m == 0:
         return b"[]"
@@ -71,8 +67,11 @@ def _error_body(message: str, request_id: str = "") -> bytes:
     return orjson.dumps({"error": message})
 
 
-def _refusal(err: RequestError) -> tuple[int, bytes]:
-    return err.http_status, _error_body(err.message, err.request_id)
+def _reply(out: bytes | RequestError) -> tuple[int, bytes]:
+    """200 with a reply, or a refusal's status with its error."""
+    if isinstance(out, RequestError):
+        return out.http_status, _error_body(out.message, out.request_id)
+    return 200, out
 
 
 def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
@@ -113,62 +112,40 @@ class ExtenderApp:
 
     def __init__(self, service: ScoringService) -> None:
         self.service = service
-        self.metrics = service.metrics
-        # The labelled child once, not a label lookup per request.
-        self._prioritized = self.metrics.requests.labels("http", "prioritize")
         #: Pods parsed once per shape (a workload's replicas come one after another).
         self._specs = PodSpecMemo()
 
+    def _parse(self, body: bytes) -> tuple[dict[str, Any], PodSpec, list[str]]:
+        pod, names = parse_args(body)
+        return pod, self._specs.get(pod, self.service.cache.models), names
+
     def prioritize(self, body: bytes) -> tuple[int, bytes]:
-        t0 = time.perf_counter()
-        try:
-            self.service.check_ready()
-            pod, names = parse_args(body)
-            try:
-                spec = self._specs.get(pod, self.service.cache.models)
-            except PodError as exc:
-                raise RequestError("bad_pod", str(exc)) from None
+        def serve() -> tuple[bytes, ScoreResult]:
+            pod, spec, names = self._parse(body)
             key = self.service.assume_key(pod_key(pod), _scheduler_name(pod))
             res = self.service.score("http", spec, key, names, MAX_EXTENDER_PRIORITY,
                                      defer=True)
-            out = encode_priorities(names, res.scores)
-        except RequestError as err:
-            self.service.refuse("http", err)
-            return _refusal(err)
-        except Exception as exc:  # a bug: 500, logged with the id the reply carries
-            return _refusal(self.service.internal("http", exc))
-        self._prioritized.inc()
-        self.service.record("http", res, time.perf_counter() - t0, len(names))
-        return 200, out
+            return encode_priorities(names, res.scores), res
+
+        return _reply(self.service.handle("http", "prioritize", serve))
 
     def settle(self) -> None:
-        """Bookkeeping the reply did not wait for (the winner's assumption, latency
-        observations); the server calls it after each POST's reply is written
-        (:meth:`ScoringService.settle`)."""
+        """Bookkeeping the reply did not wait for; the server calls it after each POST's
+        reply is written (:meth:`ScoringService.settle`)."""
         self.service.settle()
 
     def filter(self, body: bytes) -> tuple[int, bytes]:
-        try:
-            self.service.check_ready()
-            pod, names = parse_args(body)
-            try:
-                spec = self._specs.get(pod, self.service.cache.models)
-            except PodError as exc:
-                raise RequestError("bad_pod", str(exc)) from None
+        def serve() -> tuple[bytes, None]:
+            _, spec, names = self._parse(body)
             passed, failed = self.service.engine.filter(spec, names)
-        except RequestError as err:
-            self.service.refuse("http", err)
-            return _refusal(err)
-        except Exception as exc:  # a bug: 500, logged with the id the reply carries
-            return _refusal(self.service.internal("http", exc))
-        self.metrics.requests.labels("http", "filter").inc()
-        return 200, orjson.dumps({"Nodes": None, "NodeNames": passed, "FailedNodes": failed,
-                                  "FailedAndUnresolvableNodes": {}, "Error": ""})
+            return orjson.dumps({"Nodes": None, "NodeNames": passed, "FailedNodes": failed,
+                                 "FailedAndUnresolvableNodes": {}, "Error": ""}), None
+
+        return _reply(self.service.handle("http", "filter", serve))
 
 
 class App(Protocol):
-    """What the server routes: the extender's verbs on request bodies, and the bookkeeping it
-    runs once each reply is written."""
+    """What the server routes, and the bookkeeping it runs once each reply is written."""
 
     def prioritize(self, body: bytes) -> tuple[int, bytes]: ...
 
@@ -185,8 +162,8 @@ _TRAILERS_MAX = 64
 
 
 class FramingError(Exception):
-    """A request whose body framing is refused (RFC 9112 section 6): answered with
-    ``status`` and the connection closed, since where the next request starts is unknown."""
+    """Body framing refused (RFC 9112 section 6): answered with ``status`` and the connection
+    closed, since where the next request starts is unknown."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:
         super().__init__(message)
@@ -194,10 +171,8 @@ class FramingError(Exception):
 
 
 def body_length(headers: Message) -> int:
-    """The request body's length from its headers, or :data:`CHUNKED`; FramingError for
-    conflicting or malformed framing: two different Content-Length values, Content-Length
-    beside Transfer-Encoding, a transfer coding other than chunked, a length that is not
-    1*DIGIT (``int()`` would take ``+5``, ``5_0`` or other scripts' digits)."""
+    """The request body's length, or :data:`CHUNKED`; FramingError for conflicting or
+    malformed framing (a length must be 1*DIGIT: ``int()`` would take ``+5`` or ``5_0``)."""
     lengths = headers.get_all("Content-Length")
     codings = headers.get_all("Transfer-Encoding")
     if codings is not None:
@@ -224,8 +199,7 @@ def body_length(headers: Message) -> int:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
-    #: Idle keep-alive connections are dropped after this long, so a client that connects
-    #: and sends nothing cannot hold a server thread forever.
+    #: Idle keep-alive connections are dropped after this long, freeing their thread.
     timeout = 120
     server: ExtenderServer
 
@@ -236,13 +210,15 @@ class _Handler(BaseHTTPRequestHandler):
         #: True while a request is being answered (ExtenderServer.drain waits for it).
         self.busy = False
         self._read_shut = False
-        self.server.track(self)
+        with self.server.conns_lock:
+            self.server.conns.add(self)
 
     def finish(self) -> None:
         try:
             super().finish()
         finally:
-            self.server.untrack(self)
+            with self.server.conns_lock:
+                self.server.conns.discard(self)
 
     def idle_waiting(self) -> bool:
         """For drain: True if the client's next request has (partly) arrived."""
@@ -272,19 +248,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def send_error(self, code: int, message: str | None = None,
                    explain: str | None = None) -> None:
-        """The stdlib's own errors (a bad request line or header, a method nobody knows),
-        as JSON with a status line (the stdlib's would have none for a request line it could
-        not read, as if to HTTP/0.9). Any body is left unread: close, or its bytes would be
-        parsed as the next request."""
+        """The stdlib's own errors (a bad request line or header, an unknown method) as JSON
+        with a status line; any body is left unread, so close."""
         self.server.count_error("bad_request")
         self._send(code, _error_body(message or HTTPStatus(code).phrase), close=True)
 
-    def do_POST(self) -> None:
+    def _serving(self, serve: Callable[[], None]) -> None:
         self.busy = True
         try:
-            self._post()
+            serve()
         finally:
             self.busy = False
+
+    def do_POST(self) -> None:
+        self._serving(self._post)
 
     def _post(self) -> None:
         srv = self.server
@@ -313,13 +290,12 @@ class _Handler(BaseHTTPRequestHandler):
             status, out = route(body)
         except Exception as exc:  # a bug must not take the server down (the apps catch theirs)
             srv.count_error("internal")
-            status, out = _refusal(internal_error("http", exc))
+            status, out = _reply(internal_error("http", exc))
         self._send(status, out)
         srv.app.settle()  # off the client's clock: the reply is already out
 
     def _read_chunked(self, limit: int) -> bytes:
-        """A chunked body (RFC 9112 section 7.1), at most ``limit`` bytes; trailers are read
-        and dropped. FramingError for anything malformed or too large."""
+        """A chunked body (RFC 9112 section 7.1) of at most ``limit`` bytes; trailers dropped."""
         rfile, body = self.rfile, bytearray()
         while True:
             line = rfile.readline(_CHUNK_LINE_MAX + 1)
@@ -346,15 +322,10 @@ class _Handler(BaseHTTPRequestHandler):
         raise FramingError(400, "bad_request", "malformed chunked body (trailers)")
 
     def do_GET(self) -> None:
-        self.busy = True
-        try:
-            self._get()
-        finally:
-            self.busy = False
+        self._serving(self._get)
 
     def _not_allowed(self) -> None:
-        """A standard method this server has no resource for: 405 (the stdlib would answer
-        501, as for a method it does not know); any body is left unread, so close."""
+        """405 for a standard method (not the stdlib's 501); any body is left unread: close."""
         self.server.count_error("method_not_allowed")
         self._send(405, _error_body(f"method {self.command} not allowed (GET, POST)"),
                    close=True, extra="Allow: GET, POST\r\n")
@@ -377,19 +348,15 @@ class _Handler(BaseHTTPRequestHandler):
                 status, out, extra = srv.explain(path[len(EXPLAIN_PREFIX):])
             except Exception as exc:  # a bug must not take the server down
                 srv.count_error("internal")
-                (status, out), extra = _refusal(internal_error("http", exc)), ""
+                (status, out), extra = _reply(internal_error("http", exc)), ""
             self._send(status, out, extra=extra)
         else:
             self._send(404, _error_body(f"no such endpoint: GET {path[:200]}"))
 
 
 class ExtenderServer(ThreadingHTTPServer):
-    """Serves one app's routes under ``prefix`` on (host, port) in a background thread.
-
-    One thread per connection; a keep-alive connection is kept until the client closes it
-    or it has been idle ``_Handler.timeout`` seconds. ``backlog`` is the listen queue: new
-    connections the kernel holds until the accept loop takes them (Python's default of 5
-    made bursts of new connections wait seconds in SYN retries, or be reset)."""
+    """Serves one app's routes under ``prefix`` on (host, port) in a background thread, one
+    thread per connection; ``backlog`` is the listen queue (SidecarConfig.http_backlog)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -413,21 +380,14 @@ class ExtenderServer(ThreadingHTTPServer):
         self.explain = explain
         #: Set by drain(): /readyz answers 503 and every reply closes its connection.
         self.draining = False
-        self._conns: set[_Handler] = set()
-        self._conns_lock = threading.Lock()
+        #: Open connections' handlers (drain looks at them).
+        self.conns: set[_Handler] = set()
+        self.conns_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
-
-    def track(self, handler: _Handler) -> None:
-        with self._conns_lock:
-            self._conns.add(handler)
-
-    def untrack(self, handler: _Handler) -> None:
-        with self._conns_lock:
-            self._conns.discard(handler)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.2},
@@ -435,11 +395,9 @@ class ExtenderServer(ThreadingHTTPServer):
         self._thread.start()
 
     def drain(self, timeout: float) -> int:
-        """Stop accepting connections, let the requests in flight finish (each reply then
-        closes its connection), end idle keep-alive connections; wait at most ``timeout``
-        seconds. Returns how many requests were still in flight when it gave up (0: all
-        answered). A request whose first bytes have already arrived on an idle connection
-        counts as in flight (its thread is about to take it)."""
+        """Stop accepting, let the requests in flight finish (each reply closes its
+        connection), end idle connections; at most ``timeout`` seconds. Returns how many
+        requests were still in flight (one whose first bytes arrived counts)."""
         self.draining = True
         if self._thread is not None:
             self.shutdown()  # the accept loop ends...
@@ -447,8 +405,8 @@ class ExtenderServer(ThreadingHTTPServer):
         deadline = time.monotonic() + timeout
         quiet = 0
         while True:
-            with self._conns_lock:
-                conns = list(self._conns)
+            with self.conns_lock:
+                conns = list(self.conns)
             busy = 0
             for h in conns:
                 if h.busy or h.idle_waiting():

@@ -1,8 +1,4 @@
-"""Builders of Node, Pod and GPUTelemetry JSON objects, as the apiserver returns them.
-
-Used by the fake cluster view's tests, the benchmarks and the integration tests, so every
-tier feeds the cache the same shapes a real informer delivers.
-"""
+"""Node, Pod and GPUTelemetry JSON as the apiserver returns them, for tests and benchmarks."""
 
 from __future__ import annotations
 

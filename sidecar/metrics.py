@@ -1,14 +1,7 @@
-"""Prometheus metrics of the sidecar, on a registry of its own (tests run many sidecars).
+"""Prometheus metrics of the sidecar (``dsan_sidecar_*``), on a registry of its own.
 
-Names are ``dsan_sidecar_*``. Label children used on the hot path are bound once here, so a
-request pays a few attribute lookups and ``observe`` calls, never a label lookup.
-
-The histograms observed on every request (phase latencies, candidate counts, the settle) are
-:class:`RequestHistograms`, exported by a collector of our own: prometheus_client's
-``Histogram.observe`` takes two locks and walks the bucket bounds in Python, ~1.5-2 us each
-on the development machine, and a request made five of them (~10 % of an FGD settle at 100
-nodes). Here one lock covers a request's five observations, each a C ``bisect`` and two list
-writes; the exposition is the same series, buckets and sums (without ``_created``).
+Hot-path series are bound once. The per-request histograms (:class:`RequestHistograms`) take
+one lock per request instead of prometheus_client's two per observation; same exposition.
 """
 
 from __future__ import annotations
@@ -16,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info
@@ -25,7 +18,6 @@ from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricF
 from prometheus_client.utils import floatToGoString
 
 APIS = ("http", "grpc", "inprocess")
-PHASES = ("featurize", "model", "total")
 #: 25 us .. 2.5 s: the budget is about a millisecond, so resolution goes there.
 LATENCY_BUCKETS = (25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 750e-6, 1e-3, 1.5e-3, 2.5e-3, 5e-3,
                    7.5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0, 2.5)
@@ -35,30 +27,23 @@ ERROR_REASONS = ("malformed_json", "bad_request", "bad_pod", "unknown_nodes", "t
 
 
 class RequestHistograms:
-    """Histogram series (label values -> bucket counts and sum) for :meth:`collect`; the
-    caller holds :attr:`lock` while observing (one acquisition per request, not two per
-    observation). Observing a series is ``row[bisect_left(bounds, v)] += 1; row[-1] += v``:
-    a value lands in the first bucket whose bound is >= it, as prometheus_client's."""
+    """Histogram series, label values -> [count per bucket (the last +Inf)..., sum]; the
+    caller holds :attr:`lock` while observing: ``row[bisect_left(bounds, v)] += 1;
+    row[-1] += v`` (the first bucket whose bound is >= v, as prometheus_client's)."""
 
     def __init__(self, name: str, doc: str, labelnames: Sequence[str],
-                 buckets: Sequence[float], lock: threading.Lock) -> None:
+                 buckets: Sequence[float], lock: threading.Lock,
+                 registry: CollectorRegistry) -> None:
         self.name, self.doc, self.labelnames = name, doc, tuple(labelnames)
         self.bounds = tuple(float(b) for b in buckets)
         self._les = [*map(floatToGoString, self.bounds), "+Inf"]
         self.lock = lock
-        #: label values -> [count per bucket (the last +Inf)..., sum of the values]
         self.series: dict[tuple[str, ...], list[float]] = {}
+        registry.register(self)
 
     def row(self, *labels: str) -> list[float]:
-        """The series of ``labels`` (created empty: exported from the start, like a bound
-        label child)."""
+        """The series of ``labels``, created empty (exported from the start)."""
         return self.series.setdefault(labels, [0] * (len(self.bounds) + 1) + [0.0])
-
-    def sum_count(self, *labels: str) -> tuple[float, int]:
-        """(sum, count) of one series (benchmarks read the server's own time)."""
-        with self.lock:
-            r = self.row(*labels)
-            return r[-1], int(sum(r[:-1]))
 
     def collect(self) -> Iterator[Metric]:
         fam = HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)
@@ -71,33 +56,18 @@ class RequestHistograms:
 
 
 class ScrapedCounters:
-    """A counter family whose values live elsewhere (plain ints the cache bumps without a
-    lock) and are read at scrape time: ``fns`` maps each label value to its reader."""
+    """A counter family read at scrape time from :attr:`counts`, a dict of plain ints its
+    owner bumps without a lock (the owner may replace it with its own dict)."""
 
-    def __init__(self, name: str, doc: str, label: str) -> None:
+    def __init__(self, name: str, doc: str, label: str, registry: CollectorRegistry) -> None:
         self.name, self.doc, self.label = name, doc, label
-        self.fns: dict[str, Callable[[], float]] = {}
+        self.counts: dict[str, int] = {}
+        registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         fam = CounterMetricFamily(self.name, self.doc, labels=[self.label])
-        for value, fn in self.fns.items():
-            fam.add_metric([value], fn())
-        yield fam
-
-
-class NodeCounts:
-    """A counter with one series per node, ``node`` label: a plain dict bumped by the one
-    thread that holds the scoring lock (a labelled prometheus_client child per node would
-    take a lock and a label lookup per decision), exported at scrape time."""
-
-    def __init__(self, name: str, doc: str) -> None:
-        self.name, self.doc = name, doc
-        self.counts: dict[str, int] = {}
-
-    def collect(self) -> Iterator[Metric]:
-        fam = CounterMetricFamily(self.name, self.doc, labels=["node"])
-        for node, n in list(self.counts.items()):  # one C-level copy: safe beside a writer
-            fam.add_metric([node], n)
+        for value, n in list(self.counts.items()):  # one C-level copy: safe beside a writer
+            fam.add_metric([value], n)
         yield fam
 
 
@@ -110,17 +80,15 @@ class SidecarMetrics:
         self.latency = RequestHistograms(
             "dsan_sidecar_score_latency_seconds",
             "Server-side time to score one pod, by API and phase (featurize, model, total)",
-            ["api", "phase"], LATENCY_BUCKETS, self._hist_lock)
+            ["api", "phase"], LATENCY_BUCKETS, self._hist_lock, r)
         self.settle = RequestHistograms(
             "dsan_sidecar_settle_seconds",
             "Time to apply one request's deferred assumption after its reply was sent "
             "(charge the winner, refresh the served pod class)",
-            [], LATENCY_BUCKETS, self._hist_lock)
+            [], LATENCY_BUCKETS, self._hist_lock, r)
         self.candidates = RequestHistograms(
             "dsan_sidecar_candidate_nodes", "Candidate nodes per score request",
-            ["api"], NODE_BUCKETS, self._hist_lock)
-        for h in (self.latency, self.settle, self.candidates):
-            r.register(h)
+            ["api"], NODE_BUCKETS, self._hist_lock, r)
         self.requests = Counter(
             "dsan_sidecar_requests", "Score and filter requests served", ["api", "verb"],
             registry=r)
@@ -137,11 +105,11 @@ class SidecarMetrics:
         self.assumed = Counter(
             "dsan_sidecar_assumed_pods", "Pods charged to their best node before binding",
             registry=r)
-        self.decisions = NodeCounts(
+        # One series per node, bumped by the thread that holds the scoring lock.
+        self.decisions = ScrapedCounters(
             "dsan_sidecar_decisions",
             "Pods the sidecar scored best on a node and charged there until they bind (its "
-            "placement decisions), by node")
-        r.register(self.decisions)
+            "placement decisions), by node", "node", r)
         self.policy = Info("dsan_sidecar_policy", "Served policy and its fallback", registry=r)
         self.cache_age = Gauge(
             "dsan_sidecar_cache_age_seconds", "Seconds since the cache last changed", registry=r)
@@ -154,36 +122,34 @@ class SidecarMetrics:
             ["resource"], registry=r)
         self.bad_objects = ScrapedCounters(
             "dsan_sidecar_bad_objects", "Informed objects (Node, Pod, GPUTelemetry) skipped as "
-            "malformed, by kind; each is logged once with its namespace/name", "kind")
-        r.register(self.bad_objects)
+            "malformed, by kind; each is logged once with its namespace/name", "kind", r)
         self.assumptions_ended = ScrapedCounters(
             "dsan_sidecar_assumptions_ended", "Assumptions (pods charged to their best node "
             "after a score) ended, by how: bound (seen bound anywhere), deleted, "
             "informer_event (updated while still pending), expired (assume_ttl_s), evicted "
-            "(oldest past assume_max)", "how")
+            "(oldest past assume_max)", "how", r)
         self.assumptions_skipped = ScrapedCounters(
             "dsan_sidecar_assumptions_skipped", "Scored pods not assumed, by reason: "
             "other_scheduler (the request's pod names another scheduler), not_pending (the "
-            "informer has not seen the pod pending for the configured scheduler)", "reason")
-        r.register(self.assumptions_ended)
-        r.register(self.assumptions_skipped)
+            "informer has not seen the pod pending for the configured scheduler)", "reason", r)
         self.decisions_recorded = ScrapedCounters(
             "dsan_sidecar_decisions_recorded", "Writes made for pods the scheduler bound, by "
-            "what: event (an events.k8s.io/v1 Event), annotation (dsan.io/scored-by)", "what")
+            "what: event (an events.k8s.io/v1 Event), annotation (dsan.io/scored-by)", "what",
+            r)
         self.record_failures = ScrapedCounters(
             "dsan_sidecar_record_failures", "Events or annotations not written, by reason: "
             "forbidden, not_found, invalid, unavailable, error (each logged once), dropped "
-            "(the recorder's queue was full)", "reason")
+            "(the recorder's queue was full)", "reason", r)
         self.explanations = ScrapedCounters(
             "dsan_sidecar_explanations", "GET /explain requests by result: ok, not_found, "
             "unexplainable, busy (another one was running), not_ready, bad_request, error",
-            "result")
-        for c in (self.decisions_recorded, self.record_failures, self.explanations):
-            r.register(c)
+            "result", r)
         self.ready = Gauge("dsan_sidecar_ready", "1 once the informers have synced", registry=r)
         self.cpus = Gauge(
             "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "
             "exclusiveCpus got from the kubelet's static CPU manager", registry=r)
+        # The main thread's mask (a scrape runs on another thread): what taskset -p shows.
+        self.cpus.set_function(lambda: float(len(os.sched_getaffinity(os.getpid()))))
         self.compute_threads = Gauge(
             "dsan_sidecar_compute_threads", "Threads of the sidecar's compute pools as set at "
             "start (torch's intra-op pool, numpy's BLAS; 0: not loaded), beside "
@@ -232,31 +198,6 @@ class SidecarMetrics:
 
     def set_policy(self, policy: str, version: str, fallback: str) -> None:
         self.policy.info({"policy": policy, "version": version, "fallback": fallback})
-
-    def set_compute_threads(self, pools: dict[str, int]) -> None:
-        """The compute pools' sizes, read once at start (reading them is ~1 ms of library
-        inspection, too much for every scrape; nothing resizes them later)."""
-        for pool, n in pools.items():
-            self.compute_threads.labels(pool).set(n)
-
-    def bind_gauges(self, cache_age: Callable[[], float], nodes: Callable[[], float],
-                    assumed: Callable[[], float],
-                    informer_lag: dict[str, Callable[[], float]],
-                    bad_objects: dict[str, Callable[[], float]],
-                    ready: Callable[[], float],
-                    policy_errors: Callable[[], float] = lambda: 0.0,
-                    cpus: Callable[[], float] | None = None) -> None:
-        """Gauges read at scrape time, so nothing on the hot path maintains them."""
-        self.cache_age.set_function(cache_age)
-        self.cache_nodes.set_function(nodes)
-        self.cache_assumed.set_function(assumed)
-        for res, fn in informer_lag.items():
-            self.informer_lag.labels(res).set_function(fn)
-        self.bad_objects.fns.update(bad_objects)
-        self.ready.set_function(ready)
-        self.policy_errors.set_function(policy_errors)
-        # The main thread's mask (a scrape runs on another thread): what taskset -p shows.
-        self.cpus.set_function(cpus or (lambda: float(len(os.sched_getaffinity(os.getpid())))))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

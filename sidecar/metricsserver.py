@@ -1,10 +1,8 @@
 """The metrics listener: ``/metrics``, ``/healthz`` and ``/readyz`` on an address of their own.
 
-The extender and the gRPC Score service stay on loopback (they are not authenticated), but in
-a pod Prometheus and the kubelet's ``httpGet`` probes reach only the pod's IP. This listener
-serves exactly those three read-only paths there (``SidecarConfig.metrics_address`` and
-``metrics_port``), so nothing that scores is exposed and no probe has to start a Python
-interpreter inside the container. Scrapes are rare, so a plain threading stdlib server does.
+The extender and gRPC stay on loopback (they are not authenticated); Prometheus and the
+kubelet's probes reach only the pod's IP. This listener serves exactly those three read-only
+paths there, so nothing that scores is exposed.
 """
 
 from __future__ import annotations
@@ -30,8 +28,16 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # scrapes and probes every few seconds: no per-request log lines
 
-    def _send(self, status: int, body: bytes, ctype: str = "text/plain",
-              head_only: bool = False) -> None:
+    def do_GET(self, head_only: bool = False) -> None:
+        path = self.path.split("?", 1)[0]
+        status, body, ctype = 200, b"ok", "text/plain"
+        if path == "/metrics":
+            body, ctype = self.server.body(), METRICS_TYPE
+        elif path == "/readyz" and not self.server.ready():
+            status, body = 503, b"informers not synced"
+        elif path not in ("/healthz", "/readyz"):
+            status, body = 404, (f"no such endpoint: {path} (this port serves /metrics, "
+                                 "/healthz and /readyz)").encode()
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -39,27 +45,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not head_only:
             self.wfile.write(body)
 
-    def do_GET(self, head_only: bool = False) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            self._send(200, self.server.body(), METRICS_TYPE, head_only)
-        elif path == "/healthz":
-            self._send(200, b"ok", head_only=head_only)
-        elif path == "/readyz":
-            ok = self.server.ready()
-            self._send(200 if ok else 503, b"ok" if ok else b"informers not synced",
-                       head_only=head_only)
-        else:
-            self._send(404, f"no such endpoint: {path} (this port serves /metrics, /healthz "
-                            f"and /readyz)".encode(), head_only=head_only)
-
     def do_HEAD(self) -> None:
         self.do_GET(head_only=True)
 
     def _refuse(self) -> None:
         # Read a small body first: a reply sent while the client still writes it can reach
-        # the client as a reset instead of a 405. A big one stays unread, and the connection
-        # closes after the reply either way.
+        # it as a reset instead of a 405. The connection closes after the reply either way.
         try:
             n = int(self.headers.get("Content-Length") or 0)
         except ValueError:
@@ -76,8 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class MetricsServer(ThreadingHTTPServer):
-    """Serves ``body()`` at /metrics and ``ready()`` at /readyz on (host, port), port 0 picking
-    a free one, in a background thread."""
+    """Serves ``body()`` at /metrics and ``ready()`` at /readyz, in a background thread."""
 
     daemon_threads = True
     allow_reuse_address = True

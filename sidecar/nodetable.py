@@ -1,20 +1,14 @@
 """The node table: one row per node, every column a numpy array, updated in place.
 
-Static columns (capacity, GPU count and model, topology ids, price) come from the Node object;
-the allocation columns (used CPU and memory, free GPU shares, pod count) are written by
-:mod:`sidecar.allocations`; each node's telemetry ring (the last ``T`` windows) by
-:meth:`NodeTable.append_telemetry`. Arrays are allocated with spare capacity (rows
-``0..len-1`` are live) and a deleted node's row is swap-removed, so the columns stay dense and
-the snapshot copies slices.
-
-Zone, rack and NVLink domain labels become cluster-wide integer ids here; GPU model names
-become indices into :attr:`NodeTable.models`. Nothing here locks: the cache serialises calls.
+Arrays have spare capacity and a deleted row is swap-removed, so the columns stay dense.
+Topology labels become cluster-wide ids, GPU models indices into :attr:`NodeTable.models`.
+Nothing here locks: the cache serialises calls.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -32,8 +26,7 @@ from dsan.api.types import (
 from dsan.core.snapshot import MAX_GPUS
 from sidecar.telemetry import CHANNELS, new_windows
 
-#: (cpu_used, mem_used, pod_count, gpu_count, gpu_free) of one node table: what a charge
-#: writes (float64, float64, int32, int32, int32 (n, 8)).
+#: (cpu_used, mem_used, pod_count, gpu_count, gpu_free): what a charge writes.
 Columns = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int32],
                 npt.NDArray[np.int32], npt.NDArray[np.int32]]
 
@@ -43,8 +36,7 @@ NodeRow = tuple[str, float, float, int, str | None, Topology, float]
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeRow:
-    """A Node object's row; raises (QuantityError, KeyError, ValueError, ...) on a malformed
-    one, and the cache counts and skips it."""
+    """A Node object's row; raises on a malformed one (the cache counts and skips it)."""
     meta = obj["metadata"]
     name = str(meta["name"])
     labels = meta.get("labels") or {}
@@ -61,6 +53,19 @@ def parse_node(obj: Mapping[str, Any]) -> NodeRow:
     # Quantities are at most 2^63-1 (dsan.api.quantity): finite as floats.
     return (name, float(cpu) * 1000, float(mem) / 2**20, min(int(gpus), MAX_GPUS),
             labels.get(LABEL_GPU_MODEL), topo, 1.0 if cost is None else cost)
+
+
+#: Column -> (shape of a row, dtype, an empty row's value); the telemetry ring ``tele`` is
+#: sized per table.
+_COLUMNS: dict[str, tuple[tuple[int, ...], Any, Any]] = {
+    "cpu_cap": ((), np.float64, 0.0), "cpu_used": ((), np.float64, 0.0),
+    "mem_cap": ((), np.float64, 0.0), "mem_used": ((), np.float64, 0.0),
+    "gpu_count": ((), np.int32, 0), "gpu_model": ((), np.int32, -1),
+    "gpu_free": ((MAX_GPUS,), np.int32, 0), "zone": ((), np.int32, -1),
+    "rack": ((), np.int32, -1), "nvlink": ((), np.int32, -1),
+    "cost": ((), np.float64, 1.0), "pod_count": ((), np.int32, 0),
+    "tele_pos": ((), np.int64, 0), "tele_time": ((), np.float64, -math.inf),
+}
 
 
 class NodeTable:
@@ -106,51 +111,23 @@ class NodeTable:
     def __len__(self) -> int:
         return len(self.names)
 
-    # --- storage ---------------------------------------------------------------------------
     def _alloc(self, cap: int) -> None:
-        old = self._cap
         n = len(self.names)
-
-        def grow(name: str, shape: tuple[int, ...], dtype: Any, fill: Any) -> None:
+        cols = {**_COLUMNS, "tele": ((self.window, CHANNELS), np.float32, 0.0)}
+        for name, (shape, dtype, fill) in cols.items():
             arr = np.full((cap, *shape), fill, dtype=dtype)
-            if old:
+            if self._cap:
                 arr[:n] = getattr(self, name)[:n]
             setattr(self, name, arr)
-
-        grow("cpu_cap", (), np.float64, 0.0)
-        grow("cpu_used", (), np.float64, 0.0)
-        grow("mem_cap", (), np.float64, 0.0)
-        grow("mem_used", (), np.float64, 0.0)
-        grow("gpu_count", (), np.int32, 0)
-        grow("gpu_model", (), np.int32, -1)
-        grow("gpu_free", (MAX_GPUS,), np.int32, 0)
-        grow("zone", (), np.int32, -1)
-        grow("rack", (), np.int32, -1)
-        grow("nvlink", (), np.int32, -1)
-        grow("cost", (), np.float64, 1.0)
-        grow("pod_count", (), np.int32, 0)
-        grow("tele", (self.window, CHANNELS), np.float32, 0.0)
-        grow("tele_pos", (), np.int64, 0)
-        grow("tele_time", (), np.float64, -math.inf)
         self._cap = cap
-        #: The allocation columns a charge writes (:mod:`sidecar.allocations`), rebuilt with
-        #: the arrays they name.
+        #: The allocation columns a charge writes, rebuilt with the arrays they name.
         self.charge_columns: Columns = (self.cpu_used, self.mem_used, self.pod_count,
                                         self.gpu_count, self.gpu_free)
 
-    def _columns(self) -> Iterable[npt.NDArray[Any]]:
-        return (self.cpu_cap, self.cpu_used, self.mem_cap, self.mem_used, self.gpu_count,
-                self.gpu_model, self.gpu_free, self.zone, self.rack, self.nvlink,
-                self.cost, self.pod_count, self.tele, self.tele_pos, self.tele_time)
-
     def live_columns(self, n: int) -> dict[str, npt.NDArray[Any]]:
         """The first ``n`` rows of the columns a ClusterSnapshot has, by its field names."""
-        return {"cpu_cap": self.cpu_cap[:n], "cpu_used": self.cpu_used[:n],
-                "mem_cap": self.mem_cap[:n], "mem_used": self.mem_used[:n],
-                "gpu_count": self.gpu_count[:n], "gpu_model": self.gpu_model[:n],
-                "gpu_free": self.gpu_free[:n], "zone": self.zone[:n], "rack": self.rack[:n],
-                "nvlink": self.nvlink[:n], "hourly_cost": self.cost[:n],
-                "pod_count": self.pod_count[:n]}
+        return {("hourly_cost" if k == "cost" else k): getattr(self, k)[:n]
+                for k in _COLUMNS if not k.startswith("tele")}
 
     def _topo_id(self, level: int, value: str | None) -> int:
         if value is None:
@@ -167,11 +144,9 @@ class NodeTable:
             self.models_pub = dict(self._model_idx)
         return self._model_idx[model]
 
-    # --- rows ------------------------------------------------------------------------------
     def upsert(self, row: NodeRow) -> int | None:
-        """Write a node's static columns (adding its row if new) and reset its allocation
-        columns to empty, for the caller to re-charge the node's pods; None (nothing written)
-        when the row is what the table already holds."""
+        """Write a node's static columns (adding its row if new) and empty its allocation
+        columns for the caller to re-charge; None when the row is unchanged."""
         name = row[0]
         i = self.index.get(name)
         old = self._rows.get(name)
@@ -180,9 +155,8 @@ class NodeTable:
         self._rows[name] = row
         self.static_version += 1
         if i is not None and old is not None and old[1:5] != row[1:5]:
-            # Capacity or GPU model changed under a live row. The per-node caches (FGD's
-            # scores, DSAN's placement what-ifs: dsan.core.snapshot.AllocationTracker) only diff
-            # the used columns, so give them a new snapshot object, which resets them.
+            # Capacity or GPU model changed: per-snapshot caches only diff the used columns,
+            # so a new snapshot object must reset them.
             self.nodeset_version += 1
         if i is None:
             if len(self.names) == self._cap:
@@ -201,8 +175,6 @@ class NodeTable:
         self.rack[i] = self._topo_id(1, topo.rack)
         self.nvlink[i] = self._topo_id(2, topo.nvlink_domain)
         self.cost[i] = cost
-        # Empty: the GPU count may have changed under the node's pods, which the caller
-        # charges again from scratch.
         self.cpu_used[i] = self.mem_used[i] = 0.0
         self.pod_count[i] = 0
         self.gpu_free[i] = np.where(np.arange(MAX_GPUS) < gpus, 1000, 0)
@@ -216,7 +188,8 @@ class NodeTable:
         last = len(self.names) - 1
         if i != last:  # swap-remove keeps the columns dense
             moved = self.names[last]
-            for arr in self._columns():
+            for col in (*_COLUMNS, "tele"):
+                arr = getattr(self, col)
                 arr[i] = arr[last]
             self.names[i] = moved
             self.index[moved] = i
@@ -226,7 +199,6 @@ class NodeTable:
         self.tele_version += 1
         return True
 
-    # --- telemetry -------------------------------------------------------------------------
     def append_telemetry(self, i: int, tel: tele_api.GPUTelemetry, power_ref_w: float) -> bool:
         """Append the windows newer than what row ``i``'s ring holds; False if none.
         Raises :class:`sidecar.telemetry.BadTelemetry` for series that cannot be combined."""

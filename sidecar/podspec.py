@@ -1,18 +1,15 @@
 """Kubernetes Pod -> :class:`dsan.core.snapshot.PodSpec`: the one place that reads a pod's requests.
 
-Both APIs end here: the extender hands us the whole Pod JSON (capitalised outer keys, but the
-Pod itself is ordinary camelCase JSON), the gRPC service hands us the requests already summed
-by the client. The cache uses the same conversion to charge bound pods to their nodes, so a
-pod costs the same in scoring and in bookkeeping.
-
-A pod's effective request follows kube-scheduler: the sum over containers, at least the
-largest init container, plus the pod overhead.
+The extender passes the Pod JSON, the gRPC service the requests summed by its client; the cache
+charges bound pods with the same conversion. The effective request follows kube-scheduler:
+the sum over containers, at least the largest init container, plus the pod overhead.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from decimal import Decimal
 from typing import Any
@@ -48,8 +45,7 @@ class PodError(ValueError):
 
 
 def parse_quantity(value: Any, where: str) -> Decimal:
-    """A request: a Kubernetes quantity (:mod:`dsan.api.quantity`) that is not negative;
-    PodError naming ``where`` otherwise."""
+    """A non-negative Kubernetes quantity; PodError naming ``where`` otherwise."""
     try:
         out = parse_quantity_api(value, where)
     except QuantityError as exc:
@@ -80,18 +76,14 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     if not isinstance(spec, Mapping):
         raise PodError("Pod.spec: missing or not an object")
     total: dict[str, Decimal] = {}
-    containers = spec.get("containers") or []
-    if not isinstance(containers, list):
-        raise PodError("Pod.spec.containers: expected a list")
-    for i, c in enumerate(containers):
-        for k, v in _container_requests(c, f"Pod.spec.containers[{i}]").items():
-            total[k] = total.get(k, Decimal(0)) + v
-    inits = spec.get("initContainers") or []
-    if not isinstance(inits, list):
-        raise PodError("Pod.spec.initContainers: expected a list")
-    for i, c in enumerate(inits):
-        for k, v in _container_requests(c, f"Pod.spec.initContainers[{i}]").items():
-            total[k] = max(total.get(k, Decimal(0)), v)
+    # Containers add up; init containers run one at a time: at least the largest.
+    for part, combine in (("containers", operator.add), ("initContainers", max)):
+        containers = spec.get(part) or []
+        if not isinstance(containers, list):
+            raise PodError(f"Pod.spec.{part}: expected a list")
+        for i, c in enumerate(containers):
+            for k, v in _container_requests(c, f"Pod.spec.{part}[{i}]").items():
+                total[k] = combine(total.get(k, Decimal(0)), v)
     overhead = spec.get("overhead") or {}
     if isinstance(overhead, Mapping):
         for k, v in overhead.items():
@@ -100,13 +92,16 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     return total
 
 
+def pod_name(meta: Mapping[str, Any]) -> str:
+    """namespace/name of a pod's metadata."""
+    return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+
 def pod_key(pod: Mapping[str, Any]) -> str:
     """The pod's identity across events: its UID, else namespace/name."""
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
-    if uid:
-        return str(uid)
-    return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+    return str(uid) if uid else pod_name(meta)
 
 
 def podspec_from_pod(pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
@@ -123,16 +118,11 @@ def podspec_from_pod(pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
         raise PodError("Pod.metadata.annotations: expected an object")
     spec = pod.get("spec") or {}
     priority = spec.get("priority", 0) if isinstance(spec, Mapping) else 0
-    return podspec_from_parts(
-        name=f"{meta.get('namespace', 'default')}/{meta.get('name', '')}",
-        requests=pod_requests(pod),
-        annotations=annotations,
-        priority=priority,
-        gpu_models=gpu_models,
-    )
+    return podspec_from_parts(name=pod_name(meta), requests=pod_requests(pod),
+                              annotations=annotations, priority=priority, gpu_models=gpu_models)
 
 
-#: PodSpec fields after the name, in constructor order (PodSpecMemo rebuilds specs from them).
+#: PodSpec fields after the name, in constructor order.
 _SPEC_REST = tuple(f.name for f in fields(PodSpec))[1:]
 assert next(f.name for f in fields(PodSpec)) == "name"
 #: Distinct pod shapes PodSpecMemo keeps (all dropped when full).
@@ -140,41 +130,44 @@ _MEMO_MAX = 4096
 
 
 class PodSpecMemo:
-    """:func:`podspec_from_pod` parsed once per pod *shape*: kube-scheduler sends the replicas
-    of a workload one after another, and parsing (container walk, quantities as Decimals) is
-    ~8-20 us of an extender request. The shape is every input of the parse but the name, as
-    JSON bytes, so value types count (``true`` is not ``1``, ``"4"`` not ``4``): the
-    annotations, the priority, each container's and init container's ``resources`` and the
-    overhead. Only pods that parsed are kept, so a bad pod always gets its own error. Not
-    the whole spec: per-pod fields (volumes named per pod, the host name) would make every
-    pod a new shape."""
+    """PodSpecs parsed once per pod *shape* (every input of the parse but the name):
+    kube-scheduler sends a workload's replicas one after another, and parsing is a large
+    part of a request. Only pods that parsed are kept, so a bad pod gets its own error."""
 
     def __init__(self) -> None:
-        self._specs: dict[bytes, tuple[Any, ...]] = {}
+        self._specs: dict[object, tuple[Any, ...]] = {}
         self._models: object = None
 
     def get(self, pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
-        """``podspec_from_pod(pod, gpu_models)``; ``gpu_models`` is replaced, never mutated,
-        when a model appears (the memo then starts over)."""
+        """``podspec_from_pod(pod, gpu_models)``, memoised."""
+        key = _shape(pod)
+        if key is None:
+            return podspec_from_pod(pod, gpu_models)
+        return self.lookup(key, pod_name(pod.get("metadata") or {}), gpu_models,
+                           lambda: podspec_from_pod(pod, gpu_models))
+
+    def lookup(self, key: object, name: str, gpu_models: Mapping[str, int],
+               parse: Callable[[], PodSpec]) -> PodSpec:
+        """The spec of shape ``key`` named ``name``; ``parse()`` on a miss. ``gpu_models`` is
+        replaced, never mutated, when a model appears: the memo then starts over."""
         if gpu_models is not self._models:
             self._specs.clear()
             self._models = gpu_models
-        key = _shape(pod)
-        rest = self._specs.get(key) if key is not None else None
+        rest = self._specs.get(key)
         if rest is None:
-            spec = podspec_from_pod(pod, gpu_models)
-            if key is not None:
-                if len(self._specs) >= _MEMO_MAX:
-                    self._specs.clear()
-                self._specs[key] = tuple(getattr(spec, f) for f in _SPEC_REST)
+            spec = parse()
+            if len(self._specs) >= _MEMO_MAX:
+                self._specs.clear()
+            self._specs[key] = tuple(getattr(spec, f) for f in _SPEC_REST)
             return spec
-        meta = pod.get("metadata") or {}
-        return PodSpec(f"{meta.get('namespace', 'default')}/{meta.get('name', '')}", *rest)
+        # The constructor with every field: dataclasses.replace is slower, field by field.
+        return PodSpec(name, *rest)
 
 
 def _shape(pod: Any) -> bytes | None:
-    """The inputs of :func:`podspec_from_pod` but the name, as JSON; None for a pod not
-    shaped like one (it is parsed, and refused, in full)."""
+    """The inputs of :func:`podspec_from_pod` but the name, as JSON (so value types count:
+    ``true`` is not ``1``); None for a pod not shaped like one (parsed, and refused, in
+    full). Not the whole spec: per-pod fields would make every pod a new shape."""
     try:
         meta, spec = pod.get("metadata"), pod.get("spec")
         if not isinstance(spec, dict) or not (meta is None or isinstance(meta, dict)):
@@ -189,19 +182,11 @@ def _shape(pod: Any) -> bytes | None:
         return None
 
 
-def podspec_from_parts(
-    name: str,
-    requests: Mapping[str, Any],
-    annotations: Mapping[str, Any],
-    priority: Any,
-    gpu_models: Mapping[str, int],
-) -> PodSpec:
-    """Requests (quantities or Decimals) + annotations -> PodSpec.
-
-    GPU semantics: ``nvidia.com/gpu: N`` alone means N whole GPUs. A share in thousandths
-    (the ``dsan.io/gpu-milli`` resource or annotation, 1..999) makes a GPU-sharing pod with
-    one GPU, as in openb. ``gpu_models`` maps GPU model names to snapshot indices.
-    """
+def podspec_from_parts(name: str, requests: Mapping[str, Any], annotations: Mapping[str, Any],
+                       priority: Any, gpu_models: Mapping[str, int]) -> PodSpec:
+    """Requests (quantities or Decimals) + annotations -> PodSpec. ``nvidia.com/gpu: N``
+    alone means N whole GPUs; a ``dsan.io/gpu-milli`` share (resource or annotation, 1..999)
+    makes a one-GPU sharing pod, as in openb."""
     req = {
         str(k): v if isinstance(v, Decimal) else parse_quantity(v, f"requests[{_name(k)}]")
         for k, v in requests.items()
@@ -241,16 +226,9 @@ def podspec_from_parts(
     mem_mib = float(req.get("memory", Decimal(0)) / _MIB)
     if not (math.isfinite(cpu_milli) and math.isfinite(mem_mib)) or num_gpu > 1 << 20:
         raise PodError(f"requests: {name} asks for more than any node can have")
-    return PodSpec(
-        name=name,
-        cpu_milli=cpu_milli,
-        mem_mib=mem_mib,
-        num_gpu=num_gpu,
-        gpu_milli=gpu_milli,
-        gpu_models=models,
-        priority=priority,
-        task_type=TASK_TYPES.index(task),
-    )
+    return PodSpec(name=name, cpu_milli=cpu_milli, mem_mib=mem_mib, num_gpu=num_gpu,
+                   gpu_milli=gpu_milli, gpu_models=models, priority=priority,
+                   task_type=TASK_TYPES.index(task))
 
 
 def _annotation(annotations: Mapping[str, Any], key: str) -> str | None:
@@ -276,6 +254,3 @@ def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 64 else text[:61] + "..."
 
-
-def model_index(names: Sequence[str]) -> dict[str, int]:
-    return {m: i for i, m in enumerate(names)}

@@ -1,13 +1,9 @@
-"""Publishing the node table as one consistent view a request scores on without the lock.
+"""The node table published as one consistent view that a request scores on without the lock.
 
-:meth:`Publisher.publish` copies the table's live columns into a
-:class:`~dsan.core.snapshot.ClusterSnapshot` wrapped in a :class:`Published` (with the name index
-and telemetry times requests read). While the node set is unchanged the snapshot is one object
-refreshed in place (a few ``np.copyto``), so scorers that cache per snapshot object (FGD diffs
-the snapshot it saw last) stay incremental; a reader therefore holds the cache's
-``scoring_lock`` until done. :meth:`Publisher.patch` writes a few changed rows' allocation
-columns into the current snapshot (an assumption made under that lock) so it stays current
-and the next request skips the O(n) republish.
+While the node set is unchanged the snapshot is one object refreshed in place, so scorers that
+cache per snapshot object (FGD) stay incremental; a reader therefore holds the cache's
+``scoring_lock`` until done. :meth:`Publisher.patch` writes an assumption's rows into the
+current snapshot so the next request skips the O(n) republish.
 """
 
 from __future__ import annotations
@@ -39,9 +35,8 @@ class Published:
     #: Monotonic time of publication.
     at: float
     version: int
-    #: Names ``index`` (row i is ``snap.names[i]``): gRPC clients send rows of this table
-    #: instead of names. Changes with the node set; random per process, so a client's table
-    #: from before a restart never matches.
+    #: Names ``index`` for gRPC clients that send rows instead of names. Changes with the
+    #: node set; random per process, so a table from before a restart never matches.
     table_epoch: int = 0
 
 
@@ -68,8 +63,7 @@ class Publisher:
                 and self._index_pub_version == self._table.nodeset_version)
 
     def publish(self, now: float, version: int) -> Published:
-        """A new view of the table as of cache version ``version``, published at monotonic
-        time ``now``."""
+        """A new view as of cache version ``version``, at monotonic time ``now``."""
         t = self._table
         pub = self.current
         n = len(t)
@@ -87,9 +81,7 @@ class Publisher:
             snap = ClusterSnapshot(
                 names=list(t.names), gpu_models=list(t.models),
                 telemetry=self._tele_pub[1].copy(), telemetry_age_s=self._ages(tele_time),
-                version=version, **cols)
-            # Ages alone do not count: stale telemetry is the fallback's business.
-            snap.telemetry_version = t.tele_version + t.static_version
+                **cols)
         else:
             for k, v in live.items():
                 np.copyto(getattr(snap, k), v)
@@ -99,8 +91,9 @@ class Publisher:
             if self._tele_in_snap != self._tele_pub[0]:
                 np.copyto(snap.telemetry, self._tele_pub[1])
             self._ages(tele_time, out=snap.telemetry_age_s)
-            snap.version = version
-            snap.telemetry_version = t.tele_version + t.static_version
+        snap.version = version
+        # Ages alone do not count: stale telemetry is the fallback's business.
+        snap.telemetry_version = t.tele_version + t.static_version
         self._tele_in_snap = self._tele_pub[0]
         pub = Published(snap=snap, index=self._index_pub, models=t.models_pub,
                         telemetry_time=tele_time, at=now, version=version,
@@ -109,9 +102,8 @@ class Publisher:
         return pub
 
     def patch(self, rows: list[int], version: int) -> None:
-        """Copy the allocation columns of ``rows`` into the current view's snapshot and
-        re-publish it as version ``version`` (the caller checked :meth:`is_current` before the
-        writes and holds the scoring lock)."""
+        """Copy the allocation columns of ``rows`` into the current snapshot, as ``version``
+        (the caller checked :meth:`is_current` before the writes and holds the scoring lock)."""
         pub = self.current
         assert pub is not None
         t = self._table
@@ -130,11 +122,9 @@ class Publisher:
 
     def _ages(self, tele_time: npt.NDArray[np.float64],
               out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
-        """Telemetry ages on a coarse clock: wall time rounded down to a multiple of
-        ``snapshot_max_age_s``, so republishes between two grid points (informer events)
-        leave every age as it was, and per-node caches that read ages (DSAN's logits) stay
-        valid. Ages read at most one step young, the bound the republish interval already
-        set; telemetry sampled after the grid point reads 0, never negative."""
+        """Telemetry ages on a clock rounded down to ``snapshot_max_age_s``, so republishes
+        between two steps leave ages (and per-node caches that read them) as they were; at
+        most one step young, never negative."""
         step = self._age_step
         grid = math.floor(self._wall() / step) * step
         ages = np.subtract(grid, tele_time, out=out)

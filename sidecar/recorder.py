@@ -1,22 +1,8 @@
-"""Decisions visible in the cluster: an Event and an annotation on every pod the
-dsan-scheduler bound.
+"""An Event and the ``dsan.io/scored-by`` annotation on every pod the dsan-scheduler bound.
 
-The pods informer calls :meth:`Recorder.offer` when it sees a pod that was pending for the
-configured scheduler become bound (:attr:`sidecar.cache.GraphCache.on_bound`); the recorder
-queues it (bounded, never blocking: a full queue drops the binding and counts it) and a
-background thread writes, under a token bucket of API writes:
-
-* an ``events.k8s.io/v1`` Event on the pod (reason :data:`~dsan.api.types.EVENT_REASON_SCORED`
-  or :data:`~dsan.api.types.EVENT_REASON_NOT_SCORED`) whose note names the node the sidecar
-  scored best with its score, the runner-up with its, the policy and model version, and the
-  node the pod was bound to;
-* the annotation :data:`~dsan.api.types.ANNOTATION_SCORED_BY` (``policy@version``), by a
-  strategic merge patch.
-
-Nothing here runs on the scoring path or can fail it: a write that fails is counted by reason
-(:data:`FAILURES`) and logged once per reason. The cluster is reached through the
-:class:`ClusterWriter` Protocol: :class:`KubeClusterWriter` (the real API) or
-:class:`FakeClusterWriter` (tests), which pass the same contract tests.
+:meth:`Recorder.offer` queues a binding (a full queue drops and counts it); one background
+thread writes under a token bucket, off the scoring path. A failed write is counted by reason
+(:data:`FAILURES`) and logged once per reason.
 """
 
 from __future__ import annotations
@@ -41,10 +27,8 @@ from dsan.api.types import (
 from sidecar.decisions import Decision, Decisions
 
 log = logging.getLogger("dsan.sidecar.recorder")
-#: Why a binding's Event or annotation was not written (the metric's label values):
-#: the API refused it (forbidden: RBAC; not_found: the pod is gone; invalid), the API was
-#: unreachable or overloaded (unavailable), anything else (error), or the queue was full
-#: (dropped).
+#: Why a binding's Event or annotation was not written (the metric's label values); dropped:
+#: the queue was full.
 FAILURES = ("forbidden", "not_found", "invalid", "unavailable", "error", "dropped")
 #: What gets written per binding.
 WRITES = ("event", "annotation")
@@ -86,16 +70,11 @@ class ClusterWriter(Protocol):
 
 
 class KubeClusterWriter:
-    """The real writer: ``POST .../events.k8s.io/v1/namespaces/NS/events`` and a strategic
-    merge ``PATCH`` of the pod's annotations, through a kubernetes ``ApiClient``.
+    """The real writer, raw JSON through a kubernetes ``ApiClient``: the typed Event model
+    drops ``eventTime``'s microseconds when they are 0, which the apiserver refuses."""
 
-    Raw JSON through the client's request path rather than its typed models: the generated
-    Event model writes ``eventTime`` without its microseconds when they are 0, which the
-    apiserver's MicroTime refuses."""
-
-    def __init__(self, api_client: Any, timeout_s: float = 10.0) -> None:
+    def __init__(self, api_client: Any) -> None:
         self._api = api_client
-        self._timeout = timeout_s
 
     def _send(self, method: str, path: str, body: Any, content_type: str) -> None:
         api = self._api
@@ -104,7 +83,7 @@ class KubeClusterWriter:
                 method, path, header_params={"Content-Type": content_type,
                                              "Accept": "application/json"},
                 body=body, auth_settings=["BearerToken"])
-            resp = api.call_api(m, url, headers, data, post, _request_timeout=self._timeout)
+            resp = api.call_api(m, url, headers, data, post, _request_timeout=10.0)
             resp.read()
         except Exception as exc:  # connection refused, timeout, TLS: the API is unreachable
             status = getattr(exc, "status", None)
@@ -128,8 +107,7 @@ class KubeClusterWriter:
 
 @dataclass
 class FakeClusterWriter:
-    """Remembers what it was asked to write; ``fail`` makes the next writes of one kind
-    (``"event"`` or ``"annotation"``) raise that WriteError."""
+    """Remembers what it was asked to write; ``fail[kind]`` is raised by writes of that kind."""
 
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     annotations: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
@@ -140,7 +118,6 @@ class FakeClusterWriter:
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         if "event" in self.fail:
             raise self.fail["event"]
-        # as the apiserver: the object's namespace is the request's, and the pod's
         if {event["metadata"].get("namespace"), event["regarding"]["namespace"]} != {namespace}:
             raise WriteError("invalid", "the event's namespace differs from the request's "
                              "or the pod's")
@@ -159,8 +136,6 @@ class TokenBucket:
 
     def __init__(self, rate: float, burst: int,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if not rate > 0 or burst < 1:
-            raise ValueError(f"TokenBucket needs rate > 0 and burst >= 1, got {rate}, {burst}")
         self.rate, self.burst = rate, burst
         self._clock = clock
         self._tokens = float(burst)
@@ -190,7 +165,7 @@ class TokenBucket:
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """What the informer saw: pod namespace/name (UID) bound to ``node`` at wall time ``at``."""
+    """Pod namespace/name (UID) seen bound to ``node`` at wall time ``at``."""
 
     namespace: str
     name: str
@@ -207,7 +182,7 @@ def _fit(text: str, limit: int) -> str:
 
 
 def note_of(b: Binding, d: Decision | None) -> str:
-    """The Event's note: which node won, its score, the runner-up and the policy@version."""
+    """The Event's note: the best node, its score, the runner-up and the policy@version."""
     if d is None:
         return _fit(f"bound to {b.node}; the sidecar did not score this pod (kube-scheduler "
                     "scores nothing when one node passes Filter, or it was scored before "
@@ -256,32 +231,26 @@ def annotations_of(d: Decision | None) -> dict[str, str]:
 
 
 class Recorder:
-    """Queue of bindings -> Events and annotations, written by one background thread at
-    most ``qps`` writes a second (``burst`` at once)."""
+    """Bindings -> Events and annotations, written by one thread at most ``qps`` a second."""
 
     def __init__(self, writer: ClusterWriter, decisions: Decisions, instance: str,
-                 qps: float, burst: int, queue_max: int,
-                 clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 qps: float, burst: int, queue_max: int) -> None:
         self._writer = writer
         self._decisions = decisions
         self._instance = instance
-        self._bucket = TokenBucket(qps, burst, clock)
-        self._wall = wall
+        self._bucket = TokenBucket(qps, burst)
         self._queue: queue.Queue[Binding] = queue.Queue(maxsize=queue_max)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        #: Writes made, by :data:`WRITES`, and failures, by :data:`FAILURES` (plain ints,
-        #: read by the metrics at scrape time).
+        #: Writes made, by :data:`WRITES`, and failures, by :data:`FAILURES`.
         self.recorded = dict.fromkeys(WRITES, 0)
         self.failures = dict.fromkeys(FAILURES, 0)
         self._logged: set[str] = set()
 
     def offer(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """A pod the dsan-scheduler bound (the cache's ``on_bound``, on the informer's
-        thread): queued, or dropped and counted when the queue is full. Never blocks."""
+        """The cache's ``on_bound``: queued, or dropped and counted when full; never blocks."""
         try:
-            self._queue.put_nowait(Binding(namespace, name, uid, node, self._wall()))
+            self._queue.put_nowait(Binding(namespace, name, uid, node, time.time()))
         except queue.Full:
             self._failed("dropped", f"the queue of {self._queue.maxsize} bindings is full "
                          "(record_qps too low for the binding rate)")

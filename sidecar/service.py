@@ -1,8 +1,8 @@
-"""What both APIs share: readiness, request errors, scoring one pod and remembering the winner.
+"""What both APIs share: readiness, request errors and their bookkeeping, scoring one pod.
 
-The HTTP extender and the gRPC service only decode their wire format, call
-:meth:`ScoringService.score` and encode the reply; errors they raise are
-:class:`RequestError` with a reason (the metrics label), an HTTP status and a gRPC code.
+The HTTP extender and the gRPC service only decode and encode inside
+:meth:`ScoringService.handle`; errors are :class:`RequestError` with a reason (the metrics
+label), an HTTP status and a gRPC code.
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from dsan.core.snapshot import PodSpec
 from sidecar.cache import GraphCache
 from sidecar.clusterview import ClusterView
 from sidecar.decisions import Decisions
 from sidecar.metrics import SidecarMetrics
+from sidecar.podspec import PodError
 from sidecar.scoring import (
     BadNodeRows,
     NodeRows,
@@ -32,6 +33,7 @@ from sidecar.scoring import (
 log = logging.getLogger("dsan.sidecar")
 #: Why a scored pod was not assumed (ScoringService.assume_key).
 ASSUME_SKIPS = ("other_scheduler", "not_pending")
+T = TypeVar("T")
 
 
 class RequestError(Exception):
@@ -54,24 +56,15 @@ class RequestError(Exception):
         super().__init__(message)
         if reason not in self.CODES:
             raise ValueError(f"unknown error reason {reason!r}")
-        self.reason = reason
-        self.message = message
+        self.reason, self.message = reason, message
+        self.http_status, self.grpc_code = self.CODES[reason]
         #: Set on an internal error: the id its log line carries, for the reply to carry too.
         self.request_id = request_id
 
-    @property
-    def http_status(self) -> int:
-        return self.CODES[self.reason][0]
-
-    @property
-    def grpc_code(self) -> str:
-        return self.CODES[self.reason][1]
-
 
 def internal_error(api: str, exc: BaseException) -> RequestError:
-    """An unexpected exception while serving an ``api`` request, as the reply's error: logged
-    here with its traceback under a fresh request id, which the reply carries instead of the
-    exception (its type and text are for the log, not for callers)."""
+    """An unexpected exception, logged with its traceback under a fresh request id that the
+    reply carries instead of the exception's text."""
     rid = secrets.token_hex(8)
     log.error("%s request %s failed: internal error", api, rid, exc_info=exc)
     return RequestError("internal", f"internal error (request id {rid}); the sidecar logged it",
@@ -86,15 +79,9 @@ class PolicyInfo:
 
 
 class ScoringService:
-    def __init__(
-        self,
-        cache: GraphCache,
-        view: ClusterView,
-        engine: ScoringEngine,
-        metrics: SidecarMetrics,
-        policy: PolicyInfo,
-        decisions: Decisions | None = None,
-    ) -> None:
+    def __init__(self, cache: GraphCache, view: ClusterView, engine: ScoringEngine,
+                 metrics: SidecarMetrics, policy: PolicyInfo,
+                 decisions: Decisions | None = None) -> None:
         self.cache = cache
         #: Where each assumed pod's decision is remembered (its Event, /explain); None: nowhere.
         self.decisions = decisions
@@ -104,12 +91,11 @@ class ScoringService:
         self.policy = policy
         metrics.set_policy(policy.name, policy.version, policy.fallback)
         engine.on_assume = metrics.decided
-        # Latency observations wait in a deque (appends are atomic) until settle(), after
-        # the reply: the histograms' lock and bisects are work nobody needs before it is sent.
+        #: Request counters by (api, verb), bound once: no label lookup per request.
+        self._served = {k: metrics.requests.labels(*k)
+                        for k in (("http", "prioritize"), ("grpc", "score"))}
+        # Latency observations wait (deque appends are atomic) until settle(), after the reply.
         self._observed: deque[tuple[str, float, float, float, int]] = deque()
-        #: Time spent in settle() applying deferred assumptions, and how many (benchmarks).
-        self.settle_s = 0.0
-        self.settles = 0
         #: Settle times waiting to be observed by the next settle().
         self._settled_s: deque[float] = deque()
         #: Scored pods not assumed, by reason (assume_key).
@@ -118,18 +104,36 @@ class ScoringService:
     def ready(self) -> bool:
         return self.view.synced()
 
-    def check_ready(self) -> None:
-        if not self.view.synced():
-            raise RequestError("not_ready", "the sidecar's informers have not synced yet")
+    def handle(self, api: str, verb: str,
+               serve: Callable[[], tuple[bytes, ScoreResult | None]]) -> bytes | RequestError:
+        """One request: ``serve()`` once the sidecar is ready, returning the reply and, for a
+        score, its result (whose latency is queued for :meth:`settle`). A refusal (a PodError
+        is a bad_pod) or a bug comes back as the RequestError to answer with, counted."""
+        t0 = time.perf_counter()
+        try:
+            if not self.view.synced():
+                raise RequestError("not_ready", "the sidecar's informers have not synced yet")
+            out, res = serve()
+        except (RequestError, PodError) as exc:
+            err = exc if isinstance(exc, RequestError) else RequestError("bad_pod", str(exc))
+            self.metrics.error(api, err.reason)
+            log.debug("%s request refused (%s): %s", api, err.reason, err.message)
+            return err
+        except Exception as exc:  # a bug: logged with the id the reply carries
+            self.metrics.error(api, "internal")
+            return internal_error(api, exc)
+        served = self._served.get((api, verb))
+        if served is None:
+            served = self._served[api, verb] = self.metrics.requests.labels(api, verb)
+        served.inc()
+        if res is not None:
+            self._observed.append((api, res.featurize_s, res.model_s,
+                                   time.perf_counter() - t0, len(res.scores)))
+        return out
 
     def assume_key(self, key: str, scheduler_name: str | None = None) -> str:
-        """``key`` if the pod a caller asks to score may be charged to its best node
-        (assumed), else "" and the reason is counted: the request names another scheduler
-        (``scheduler_name``, what an extender request's pod says; None for gRPC, whose pods
-        carry none), or the informer has not seen the pod pending for the configured
-        scheduler (:meth:`GraphCache.may_assume`: a made-up pod, one already bound, or one
-        the informer has not caught up with). The APIs ask this; what they do not assume
-        they still score."""
+        """``key`` if the pod may be charged to its best node, else "" with the reason counted
+        (another scheduler's pod; None: gRPC, whose pods carry none; or not seen pending)."""
         if scheduler_name is not None and scheduler_name != self.cache.scheduler_name:
             self.assume_skipped["other_scheduler"] += 1
             return ""
@@ -141,12 +145,10 @@ class ScoringService:
     def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str] | NodeRows,
               max_score: int, defer: bool = False) -> ScoreResult:
         """Score one pod's candidates and charge the pod to the winner until it binds
-        (with ``defer``, in :meth:`settle`, which the caller runs once the reply is out);
-        ``key`` "" assumes nothing (the APIs pass :meth:`assume_key`'s answer)."""
+        (with ``defer``, in :meth:`settle`); ``key`` "" assumes nothing."""
         if not names:
             raise RequestError("bad_request", "no candidate node names in the request")
         try:
-            # The engine assumes the winner under its lock (the snapshot stays current).
             res = self.engine.score(spec, names, max_score=max_score, assume=key, defer=defer)
         except NoKnownNodes as exc:
             raise RequestError("unknown_nodes", str(exc)) from None
@@ -170,47 +172,26 @@ class ScoringService:
             pub = self.cache.snapshot()
             return pub.table_epoch, pub.snap.names
 
-    def record(self, api: str, res: ScoreResult, total_s: float, candidates: int) -> None:
-        """Queue one request's latency observations for :meth:`settle`."""
-        self._observed.append((api, res.featurize_s, res.model_s, total_s, candidates))
-
     def settle(self) -> None:
         """The last request's deferred work: its assumption (:meth:`ScoringEngine.settle`),
         then the queued latency observations. Runs after a reply was sent (and before every
         scrape), so it must never raise into a server thread."""
         t0 = time.perf_counter()
-        self._observe_settles()
+        _drain(self._settled_s, self.metrics.observe_settle)
         try:
             applied = self.engine.settle()
         except Exception:  # the assumption is lost; its pod is scored again if retried
             applied = False
             self.metrics.error("inprocess", "internal")
             log.exception("applying a deferred assumption failed")
-        observed = self._observed
-        while observed:
-            try:
-                self.metrics.observe(*observed.popleft())
-            except IndexError:  # another thread drained it first
-                break
+        _drain(self._observed, lambda o: self.metrics.observe(*o))
         if applied:
-            dt = time.perf_counter() - t0
-            self._settled_s.append(dt)  # observed by the next settle
-            self.settle_s += dt
-            self.settles += 1
-
-    def _observe_settles(self) -> None:
-        """The settle times queued by earlier settle() calls, into their histogram."""
-        settled = self._settled_s
-        while settled:
-            try:
-                self.metrics.observe_settle(settled.popleft())
-            except IndexError:  # another thread drained it first
-                break
+            self._settled_s.append(time.perf_counter() - t0)  # observed by the next settle
 
     def exposition(self) -> bytes:
         """/metrics: everything settled first, so a scrape sees every answered request."""
         self.settle()
-        self._observe_settles()
+        _drain(self._settled_s, self.metrics.observe_settle)
         return self.metrics.exposition()
 
     @property
@@ -219,11 +200,11 @@ class ScoringService:
         self.settle()
         return self.cache.assumed_count
 
-    def refuse(self, api: str, err: RequestError) -> None:
-        self.metrics.error(api, err.reason)
-        log.debug("%s request refused (%s): %s", api, err.reason, err.message)
 
-    def internal(self, api: str, exc: BaseException) -> RequestError:
-        """:func:`internal_error`, counted."""
-        self.metrics.error(api, "internal")
-        return internal_error(api, exc)
+def _drain(queue: deque[T], observe: Callable[[T], None]) -> None:
+    """Pop and observe until empty; another thread may drain the same queue."""
+    while queue:
+        try:
+            observe(queue.popleft())
+        except IndexError:  # another thread drained it first
+            break

@@ -1,10 +1,8 @@
-"""GPUTelemetry custom resource -> rows of the cache's per-node telemetry ring.
+"""GPUTelemetry custom resource -> the windows a node's telemetry ring has not seen yet.
 
-A GPUTelemetry object carries each GPU's recent window means (oldest first, the last ending at
-``sampledAt``). The cache keeps the last ``T`` windows per node in a ring; this module turns
-one object into the windows the ring has not seen yet, averaged over the node's GPUs, in the
-channel order of :data:`dsan.core.snapshot.TELEMETRY_CHANNELS`. CPU and memory channels come from
-the node's requested share, because the CR carries GPU series only.
+Each window is averaged over the node's GPUs, in the channel order of
+:data:`dsan.core.snapshot.TELEMETRY_CHANNELS`; the CPU and memory channels are the node's
+requested share (the CR carries GPU series only).
 """
 
 from __future__ import annotations
@@ -32,11 +30,8 @@ def new_windows(
     mem_frac: float,
     power_ref_w: float,
 ) -> tuple[npt.NDArray[np.float32], float] | None:
-    """(windows newer than ``last_end``, shape (k, CHANNELS), oldest first; their end time).
-
-    None when the object holds nothing new (a duplicate delivery, an agent without NVML).
-    ``last_end`` is the wall time of the newest window already held (-inf = none).
-    """
+    """(windows newer than ``last_end`` (-inf: none held), shape (k, CHANNELS), oldest first;
+    their end time), or None when the object holds nothing new."""
     if not tel.available or not tel.statuses:
         return None
     try:

@@ -1,15 +1,8 @@
-"""The sidecar's compute thread pools: numpy's BLAS pool (and torch's intra-op pool, with the
-TorchScript runtime).
+"""The sidecar's compute thread pools: numpy's BLAS pool (and torch's intra-op pool).
 
-Both libraries size their pools by the CPUs the kernel lists as online, not by the CPUs the
-sidecar may run on. The chart's latency deployment gives the sidecar one CPU of its own
-(``sidecar.exclusiveCpus: 1``, a CPU set of one); a node with 64 cores still shows 64 online.
-Several threads on one CPU can only take turns, and a thread that waits for the CPU can wait
-a whole scheduler time slice (milliseconds); DSAN's products are small, so one thread is what
-they need, and OpenBLAS's spinning threads on shared CPUs slow them several times over.
-
-Nothing here runs at import time; :func:`limit_threads` is called once at start
-(:func:`sidecar.app.load_policies`, and the latency bench's worlds, as the sidecar does).
+Both libraries size their pools by the CPUs online, not the ones the sidecar may run on (one,
+in the chart's latency deployment). DSAN's products are small: one thread is what they need,
+and spinning BLAS threads on shared CPUs slow them several times over.
 """
 
 from __future__ import annotations
@@ -24,12 +17,9 @@ __all__ = ["blas_threads", "limit_threads", "pool_sizes"]
 
 
 def limit_threads(torch_threads: int, blas_threads: int) -> Any:
-    """Hold torch's intra-op pool (if torch is imported: only a torch policy imports it) to
-    ``torch_threads`` and every BLAS library loaded in the process to ``blas_threads``; 0
-    leaves a pool as its library sized it. Returns threadpoolctl's limiter (its
-    ``restore_original_limits()`` undoes the BLAS limit), or None when nothing was limited:
-    a BLAS limit that cannot be applied (threadpoolctl missing or failing) is logged, and
-    the sidecar serves on."""
+    """Hold torch's intra-op pool (if torch is imported) and every loaded BLAS library to
+    these sizes (0: as the library sized it). Returns threadpoolctl's limiter, or None when
+    nothing was limited; a BLAS limit that cannot be applied is logged, not raised."""
     if torch_threads and "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(torch_threads)
     if not blas_threads:
@@ -47,8 +37,7 @@ def limit_threads(torch_threads: int, blas_threads: int) -> Any:
 
 
 def blas_threads() -> list[int]:
-    """The thread count of every BLAS library loaded in the process (observability and
-    tests); empty when threadpoolctl cannot tell."""
+    """The thread count of every loaded BLAS library; empty when threadpoolctl cannot tell."""
     try:
         from threadpoolctl import threadpool_info
 
@@ -58,8 +47,7 @@ def blas_threads() -> list[int]:
 
 
 def pool_sizes() -> dict[str, int]:
-    """``{"torch": intra-op threads, "blas": the largest BLAS pool}``, 0 for a library not
-    loaded (or not readable), for the sidecar's metrics at start."""
+    """``{"torch": intra-op threads, "blas": the largest BLAS pool}``, 0 for one not loaded."""
     torch = sys.modules.get("torch")
     return {"torch": int(torch.get_num_threads()) if torch is not None else 0,
             "blas": max(blas_threads(), default=0)}
