@@ -18,14 +18,17 @@ from tests.integration.sidecar.harness import GatedView
 def sidecar_factory() -> Iterator[Any]:
     started: list[Sidecar] = []
 
-    def make(n: int = 50, ready: bool = True, **cfg: Any) -> tuple[Sidecar, GatedView]:
+    def make(n: int = 50, ready: bool = True, pods: list[dict[str, Any]] | None = None,
+             **cfg: Any) -> tuple[Sidecar, GatedView]:
+        """``pods``: what the informers list first (a pending pod of the dsan-scheduler is
+        one the sidecar may charge to its best node after a score)."""
         # No gc.freeze() inside the test runner.
         config = SidecarConfig(http_port=0, grpc_port=0, policy=cfg.pop("policy", "fgd"),
                                gc_freeze_after_sync=False, **cfg)
         views: list[GatedView] = []
 
         def factory(cache: GraphCache) -> GatedView:
-            views.append(GatedView(cache, ko.cluster(n)))
+            views.append(GatedView(cache, ko.cluster(n), pods))
             return views[0]
 
         sc = Sidecar(config, view_factory=factory, policies=load_policies(config))

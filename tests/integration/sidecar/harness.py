@@ -11,8 +11,9 @@ from sidecar.clusterview import FakeClusterView
 class GatedView(FakeClusterView):
     """A fake view that syncs only when the test opens the gate."""
 
-    def __init__(self, cache: GraphCache, nodes: list[dict[str, Any]]) -> None:
-        super().__init__(cache, nodes=nodes)
+    def __init__(self, cache: GraphCache, nodes: list[dict[str, Any]],
+                 pods: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(cache, nodes=nodes, pods=pods)
 
     def start(self) -> None:
         pass

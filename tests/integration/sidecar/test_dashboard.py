@@ -50,7 +50,8 @@ def test_every_panel_query_runs_on_the_components_real_metrics(
     sidecar_factory: Any, tmp_path: Path
 ) -> None:
     require_prometheus()
-    sc, _ = sidecar_factory(n=20, metrics_address="127.0.0.1", metrics_port=0)
+    sc, _ = sidecar_factory(n=20, metrics_address="127.0.0.1", metrics_port=0,
+                            pods=[ko.pod(f"p{i}", gpus=1) for i in range(10)])
     names = [f"node-{i:05d}" for i in range(20)]
     with httpx.Client() as c:
         for i in range(10):

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.integration
 def test_metrics_healthz_readyz_on_their_own_port_follow_the_sidecar(
     sidecar_factory: Any,
 ) -> None:
-    sc, view = sidecar_factory(ready=False, metrics_address="127.0.0.1", metrics_port=0)
+    sc, view = sidecar_factory(ready=False, metrics_address="127.0.0.1", metrics_port=0,
+                               pods=[ko.pod("p")])  # pending for the dsan-scheduler
     assert sc.metrics_http is not None and sc.metrics_http.port not in (0, sc.http.port)
     url = f"http://127.0.0.1:{sc.metrics_http.port}"
     with httpx.Client() as c:
