@@ -1,13 +1,6 @@
-"""FGD's placement what-ifs kept across pods: :class:`PlacementCache` and its batch form.
-
-The what-ifs themselves (:func:`~dsan.features.whatif.placement`: fragmentation before and after
-placing a pod on each candidate) are :mod:`dsan.features.whatif`'s pure functions. The cache keeps
-their results per pod shape for every node and recomputes only the nodes whose allocation
-changed; :func:`cached_placements` batches several decisions into one what-if call. One
-implementation for the featurizer (:mod:`dsan.features`), DSAN's serving cache and the
-simulator's rollouts. This module also exports :mod:`dsan.features.whatif`'s names and
-:func:`~dsan.features.gpuchoice.fgd_select_gpus`: :mod:`dsan.features` re-exports all of them.
-"""
+"""FGD's placement what-ifs (:mod:`dsan.features.whatif`) kept across pods: per pod shape and
+node, recomputed only where the allocation changed; :func:`cached_placements` batches several
+decisions into one what-if call. Also re-exports the what-if names for the featurizer."""
 
 from __future__ import annotations
 
@@ -17,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.gpuchoice import fgd_select_gpus
 from dsan.features.target import TargetWorkload
@@ -26,18 +19,13 @@ from dsan.features.whatif import Placement, free_after, placement, whatif
 __all__ = ["Placement", "PlacementCache", "cached_placements", "fgd_select_gpus", "free_after",
            "placement"]
 
-F64 = npt.NDArray[np.float64]
-
 SLOTS = np.arange(MAX_GPUS)[None, :]
 
 
 class PlacementCache:
     """Per pod shape, :func:`placement` results for every node, recomputed only for nodes
-    whose CPU or GPU state changed since (:class:`~dsan.core.snapshot.AllocationTracker`, as the
-    FGD scorer's). One placement changes one node, so on the simulator's and the sidecar's
-    hot path a pod costs O(changed nodes) what-ifs instead of O(N). Every row's value is
-    independent of its batch, so cached and fresh results are the same numbers.
-    """
+    whose CPU or GPU state changed (:class:`~dsan.core.snapshot.AllocationTracker`): a pod
+    costs O(changed nodes) what-ifs, and cached and fresh results are the same numbers."""
 
     def __init__(self, workload: TargetWorkload) -> None:
         self.workload = workload
@@ -52,18 +40,16 @@ class PlacementCache:
         self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
 
     def access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
-        """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change:
-        it costs an object-array ``isin`` per constrained shape, too much for every pod."""
+        """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change
+        (an object-array ``isin`` per constrained shape)."""
         key = (tuple(snap.gpu_models), snap.gpu_model.tobytes())
         if self._access is None or key != self._access_key:
             self._access, self._access_key = self.workload.access(snap), key
         return self._access
 
     def adopt_fragmentation(self, frag: F64) -> None:
-        """Take ``frag`` as every node's fragmentation at the next :meth:`get`: it must be
-        :func:`dsan.features.frag.node_frag` of the snapshot that call sees, against this
-        cache's workload (a :class:`~dsan.features.frag.FragTracker` kept current, as the
-        simulator keeps one), so placements need not recompute it."""
+        """Take ``frag`` (a current :class:`~dsan.features.frag.FragTracker`'s, same workload)
+        as every node's fragmentation at the next :meth:`get`."""
         self._adopted = frag
 
     def _sync(self, snap: ClusterSnapshot) -> None:
@@ -124,9 +110,8 @@ def cached_placements(
     nodes: Sequence[npt.NDArray[np.int64]],
 ) -> list[Placement]:
     """:meth:`PlacementCache.get` for several (cache, pod, snapshot, candidates) at once: the
-    what-ifs every cache lacks are computed in one call per kind of pod (sharing or not) and
-    workload, rows of all decisions together, so numpy's per-call overhead is paid once per
-    batch instead of once per decision. Each row's value does not depend on the batch."""
+    missing what-ifs in one call per kind of pod (sharing or not) and workload, so numpy's
+    per-call overhead is paid once per batch. Each row's value does not depend on the batch."""
     prep = [c._prepare(p, s, n) for c, p, s, n in zip(caches, pods, snaps, nodes, strict=True)]
     groups: dict[tuple[bool, int], list[int]] = {}
     for i, (_, stale) in enumerate(prep):

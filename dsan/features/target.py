@@ -1,18 +1,10 @@
 """FGD's *target workload*: the task shapes a cluster expects, with their frequencies.
 
-Weng et al. (ATC'23) measure a node's GPU fragmentation *against* a target workload: the
-most popular task shapes (CPU milli, GPU count, per-GPU milli, allowed GPU models) that
-together cover 95 % of the tasks, CPU-only tasks included, with frequencies renormalised to
-sum to 1. Memory is not part of a shape. This mirrors the FGD simulator's typical-pods walk
-(threshold 95 %, step 1, CPU pods involved, no GPU weighting): shapes sorted by decreasing
-count, ties by decreasing (cpu, gpu_milli, num_gpu, models), taken until the cumulative
-count reaches the threshold.
-
-``TargetWorkload.default()`` is the target of openb's ``default`` trace, embedded in
-:mod:`dsan.features.target_openb_default` so callers need no CSV. Regenerate it with::
-
-    python -m dsan.sim.targets --generate \
-        ../shared/traces/alibaba-gpu-v2023-openb/csv/openb_pod_list_default.csv
+Weng et al. (ATC'23) measure fragmentation against the most popular task shapes (CPU milli,
+GPU count, per-GPU milli, allowed GPU models; memory is not part of a shape) covering 95 % of
+the tasks, frequencies renormalised to 1, chosen as the FGD simulator's typical-pods walk does.
+``TargetWorkload.default()`` is openb ``default``'s, embedded in
+:mod:`dsan.features.target_openb_default` (``python -m dsan.sim.targets --generate CSV``).
 """
 
 from __future__ import annotations
@@ -55,7 +47,7 @@ class TargetWorkload:
             raise ValueError("target workload has no shapes")
         if np.any(self.freq < 0) or abs(float(self.freq.sum()) - 1.0) > 1e-6:
             raise ValueError("target workload frequencies must be >= 0 and sum to 1")
-        # Shapes share few distinct GPU shares; fragmentation is computed once per share.
+        # fragmentation is computed once per distinct GPU share
         uniq, inv = np.unique(self.gpu_milli, return_inverse=True)
         object.__setattr__(self, "milli_unique", uniq.astype(np.int32))
         object.__setattr__(self, "milli_index", inv.astype(np.int64))

@@ -1,12 +1,7 @@
-"""What placing a pod on each candidate node would do: FGD's fragmentation before and after.
-
-:func:`placement` computes it for a pod over candidate nodes, vectorised (a sharing pod tries
-every GPU that fits and keeps the least fragmenting one, as FGD does); :func:`free_after`
-gives just the free share per slot afterwards, at a fraction of the cost, wherever that is all
-a caller counts. Both are pure functions of the snapshot, and every row's value is
-independent of its batch, so :class:`dsan.features.placementcache.PlacementCache` keeps and
-batches their results (through :func:`whatif`, the row-wise core). Fragmentation follows the
-FGD paper (Weng et al., ATC'23) through :func:`dsan.features.frag.node_frag`.
+"""What placing a pod on each candidate node would do: FGD's fragmentation before and after
+(:func:`placement`), or just the free share per slot afterwards (:func:`free_after`, cheaper).
+Pure functions; every row's value is independent of its batch, so
+:class:`~dsan.features.placementcache.PlacementCache` keeps and batches them (:func:`whatif`).
 """
 
 from __future__ import annotations
@@ -16,13 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.target import TargetWorkload
 
 __all__ = ["Placement", "free_after", "placement", "whatif"]
-
-F64 = npt.NDArray[np.float64]
 
 
 def whatif(
@@ -37,17 +30,18 @@ def whatif(
     before: F64,
 ) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Fragmentation after placing, per row: (after, slot, free_after). Each row is one
-    (pod, node) pair (the pod's GPU count / share per row), so rows of several pods of one
-    kind (sharing or not) go through in one call; every row's value is independent of the
-    others (:func:`dsan.features.frag.node_frag` sums exactly)."""
+    (pod, node) pair, so rows of several pods of one kind (sharing or not) go in one call."""
     if sharing:
         return _sharing_whatif(gpu_milli, present, free, cpu_after, acc, w, before)
-    k = np.where(gpu_milli > 0, num_gpu, 0)
-    full = free == 1000
-    take = full & (np.cumsum(full, axis=1) <= k[:, None])
-    free_after = np.where(take, 0, free)
+    free_after = _whole_gpus_taken(free, np.where(gpu_milli > 0, num_gpu, 0)[:, None])
     after = node_frag(cpu_after, free_after, acc, w)
     return after, np.full(len(free), -1, dtype=np.int64), free_after
+
+
+def _whole_gpus_taken(free: npt.NDArray[np.int64], k: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """``free`` with the first ``k`` fully free GPUs of each row taken (best fit)."""
+    full = free == 1000
+    return np.where(full & (np.cumsum(full, axis=1) <= k), 0, free)
 
 
 def _sharing_whatif(
@@ -60,11 +54,10 @@ def _sharing_whatif(
     before: F64,
 ) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Fragmentation after a sharing pod (share ``gpu_milli`` per row) takes each GPU slot:
-    (K, m, 8) corrections of :func:`dsan.features.frag.node_frag`'s terms, same definitions,
-    8x less work than evaluating every (node, slot) variant from scratch."""
+    (K, m, 8) corrections of :func:`~dsan.features.frag.node_frag`'s terms, 8x less work
+    than evaluating every (node, slot) variant from scratch."""
     m = len(free)
-    # The slot arithmetic depends on a shape only through its GPU share: done once per
-    # distinct share (U of them, U <= K), then spread to the K shapes (integers: exact).
+    # once per distinct GPU share (U <= K), then spread to the K shapes (integers: exact)
     milli = w.milli_unique[:, None, None].astype(np.int64)
     f = free[None, :, :]
     small = f < milli  # (U, m, 8)
@@ -109,15 +102,10 @@ def placement(
     access: npt.NDArray[np.bool_] | None = None,
     before: F64 | None = None,
 ) -> Placement:
-    """Fragmentation before and after placing ``pod`` on each candidate node, vectorised.
-
-    A sharing pod tries every GPU that fits and keeps the one with the least fragmentation
-    after (ties: least free share, i.e. best fit), as FGD does; whole-GPU pods take the first
-    fully free GPUs (best fit). Fragmentation is :func:`dsan.features.frag.node_frag`'s
-    definition (FGD and DSAN share it); sharing what-ifs correct its terms per slot.
-    ``access`` may pass ``w.access(snap)`` precomputed (:meth:`PlacementCache.access`) and
-    ``before`` the nodes' current fragmentation (it does not depend on the pod).
-    """
+    """Fragmentation before and after placing ``pod`` on each candidate node. A sharing pod
+    takes the GPU with the least fragmentation after (ties: best fit), as FGD does; whole-GPU
+    pods the first fully free GPUs. ``access`` may pass ``w.access(snap)`` and ``before`` the
+    nodes' current fragmentation, precomputed."""
     free = snap.gpu_free[nodes].astype(np.int64)
     m, _g = free.shape
     cpu_free = snap.cpu_cap[nodes] - snap.cpu_used[nodes]
@@ -148,19 +136,15 @@ def free_after(
 ) -> npt.NDArray[np.int64]:
     """Free GPU share per slot after placing ``pod`` on each of ``nodes``: :func:`placement`'s
     ``free_after`` wherever it matters for counting GPUs that still fit each share in
-    ``shares`` (``free // share`` per slot), at a fraction of its cost.
+    ``shares`` (``free // share`` per slot). ``access`` is ``w.access(snap)``.
 
-    A sharing pod's slot is chosen by the fragmentation of *every* target shape, the
-    expensive part of :func:`placement`. When all GPUs the pod fits on lose the same number
-    of ``share``-sized pieces for every share, the choice cannot change those counts, so the
-    first fitting slot stands in; only the other rows run the real what-if. ``access`` is
-    ``w.access(snap)`` (all shapes, all nodes).
+    A sharing pod's slot choice (by every target shape's fragmentation) is the expensive
+    part; where every fitting GPU loses as many ``share``-sized pieces for every share, the
+    choice cannot change those counts and the first fitting slot stands in.
     """
     free = snap.gpu_free[nodes].astype(np.int64)
     if not pod.is_sharing:
-        k = pod.num_gpu if pod.gpu_milli > 0 else 0
-        full = free == 1000
-        return np.where(full & (np.cumsum(full, axis=1) <= k), 0, free)
+        return _whole_gpus_taken(free, pod.num_gpu if pod.gpu_milli > 0 else 0)
     g = pod.gpu_milli
     valid = (free >= g) & snap.gpu_present[nodes]
     has: npt.NDArray[np.bool_] = np.asarray(valid.any(axis=1), dtype=bool)
