@@ -154,7 +154,7 @@ def _scorer_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.policy != "dsan":
         return {}
-    from dsan.model.export import DEFAULT_DIR, SchemaMismatch, read_manifest
+    from dsan.model.artifact import DEFAULT_DIR, SchemaMismatch, read_manifest
 
     model_dir = args.model_dir or os.environ.get("DSAN_MODEL_DIR") or str(DEFAULT_DIR)
     try:

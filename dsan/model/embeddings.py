@@ -1,19 +1,9 @@
-"""Node embeddings of the cluster, recomputed at the cost of what changed.
-
-Per refresh:
-
-- **temporal stream** (LSTM): only the nodes whose telemetry values changed; a node's LSTM
-  state depends on its own samples alone;
-- **node columns** (:func:`dsan.features.node_block`, the pod-independent features): the same
-  rows, plus the two age columns of every node; everything else is static unless the static
-  inputs' *values* change, which is compared against copies, since the sidecar writes its
-  snapshot in place;
-- **spatial stream** (2 GraphConv layers): every node (the GNN mixes every node's age columns
-  into its neighbours, so no row is exempt), over the mean adjacency, rebuilt only when the
-  topology's values change.
-
-The result equals the streams of the whole snapshot computed at once up to float32 rounding
-(the LSTM over a subset of rows; ``tests/unit/model/test_embeddings.py``).
+"""Node embeddings of the cluster, recomputed at the cost of what changed: the LSTM and the
+pod-independent node columns for the nodes whose telemetry changed (plus every node's age
+columns), everything when a static input's values change (compared against copies: the
+sidecar writes its snapshot in place); the GNN over every node, since it mixes every node's
+age columns into its neighbours. Equal to computing the whole snapshot at once up to float32
+rounding.
 """
 
 from __future__ import annotations

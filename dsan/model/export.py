@@ -1,9 +1,5 @@
-"""Writing a trained DSAN's directory (torch side): weights, TorchScript, torch.export (.pt2),
-the numpy serving artifact and the manifest; and loading the torch model back for training.
-
-The directory's layout, its manifest and the serving artifact's reader are
-:mod:`dsan.model.artifact` (numpy only: the sidecar serves without torch).
-"""
+"""Writing a trained DSAN's directory (:mod:`dsan.model.artifact`'s layout) from torch, and
+loading the torch model back."""
 
 from __future__ import annotations
 
@@ -26,7 +22,6 @@ from dsan.model.artifact import (
     TORCHSCRIPT,
     WEIGHTS,
     ModelConfig,
-    SchemaMismatch,
     check_arrays,
     read_manifest,
     save_serving,
@@ -35,9 +30,6 @@ from dsan.model.net import DSANNet
 from dsan.model.runtime import NumpyRuntime
 from dsan.model.serving import ServingModel
 
-__all__ = ["DEFAULT_DIR", "MANIFEST", "SchemaMismatch", "example_inputs", "load",
-           "load_exported", "load_torchscript", "numpy_runtime", "read_manifest", "save",
-           "serving_arrays", "serving_model"]
 
 def example_inputs(n: int = 16, m: int = 8, e: int = 24, t: int = 6) -> tuple[torch.Tensor, ...]:
     """Inputs of :meth:`DSANNet.forward` for tracing and export."""
@@ -97,20 +89,18 @@ def save(
 
 
 def serving_arrays(model: DSANNet) -> dict[str, Any]:
-    """The model's serving parameters as checked float32 numpy arrays (what ``model.npz``
-    holds); raises :class:`dsan.model.artifact.BadModel` on a non-finite weight."""
+    """The model's serving parameters as checked float32 numpy arrays (``model.npz``)."""
     state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
     return check_arrays(state, model.cfg, "model")
 
 
 def load(model_dir: str | Path = DEFAULT_DIR) -> tuple[DSANNet, dict[str, Any]]:
-    """Eager model and manifest; raises :class:`SchemaMismatch` on a schema change."""
+    """Eager model and manifest; raises ``SchemaMismatch`` on a schema change."""
     manifest = read_manifest(model_dir)
     model = DSANNet(ModelConfig(**manifest["model"]))
     state = torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True)
     missing, unexpected = model.load_state_dict(state, strict=False)
-    # Models saved before the GPU-pod skip existed load with it at its zero initialisation
-    # (same logits as before); anything else missing or extra is an error.
+    # models saved before OPTIONAL_KEYS existed load them at their zero initialisation
     if unexpected or set(missing) - OPTIONAL_KEYS:
         raise RuntimeError(
             f"{model_dir}: weights do not match the model: missing {missing}, "
@@ -138,7 +128,6 @@ def numpy_runtime(model: DSANNet) -> NumpyRuntime:
 
 def serving_model(model: DSANNet, workload: TargetWorkload | None = None,
                   **kwargs: Any) -> ServingModel:
-    """A :class:`~dsan.model.serving.ServingModel` of ``model``'s current weights, as the
-    sidecar and the simulator serve them after :func:`save` (training's evaluations, tests).
-    A later update of ``model`` is not seen: build another."""
+    """A :class:`~dsan.model.serving.ServingModel` of ``model``'s current weights, as served
+    after :func:`save`; a later update of ``model`` is not seen."""
     return ServingModel(numpy_runtime(model), workload, **kwargs)
