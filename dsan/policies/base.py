@@ -1,13 +1,8 @@
 """The one scoring interface shared by the simulator, the sidecar and DSAN.
 
-A :class:`Scorer` ranks the feasible nodes for one pod. It never filters (the caller passes
-only feasible node indices) and never mutates the snapshot. Higher is better; the scale is
-the scorer's own (the sidecar's engine maps it onto kube-scheduler's 0..100,
-:func:`sidecar.scoring.normalize`).
-
-Every member of the protocol is part of the contract, so callers never probe for one:
-:class:`BaseScorer` gives the defaults (best-fit GPUs, no telemetry, stateless with respect
-to bindings, nothing to prepare) and every policy derives from it.
+A :class:`Scorer` ranks the feasible nodes for one pod (higher is better, on the scorer's own
+scale); it never filters and never mutates the snapshot. :class:`BaseScorer` gives every
+member's default, so callers never probe for one.
 """
 
 from __future__ import annotations
@@ -34,7 +29,6 @@ class Scorer(Protocol):
     @property
     def version(self) -> str:
         """What exactly scores (a model's version; a heuristic's name): shown in metrics."""
-        ...
 
     #: Whether scores read GPU telemetry: the sidecar scores nodes whose telemetry is stale
     #: by its fallback instead.
@@ -44,28 +38,23 @@ class Scorer(Protocol):
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
         """One score per entry of ``nodes`` (indices into ``snap``), higher is better."""
-        ...
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         """GPU slots of ``node`` that ``pod`` gets; ``()`` for CPU-only pods."""
-        ...
 
     def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
                 gpus: tuple[int, ...]) -> None:
         """The simulator bound ``pod`` to ``node`` (for scorers that count per node what the
         snapshot does not hold)."""
-        ...
 
     def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
                    gpus: tuple[int, ...]) -> None:
         """The simulator released ``pod`` from ``node``."""
-        ...
 
     def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
         """Off the request path (the sidecar calls it after a reply, once the winner is
         charged): bring what the scorer keeps for pods like ``pod`` up to ``snap`` so the
         next such request finds it done. Never changes a score."""
-        ...
 
 
 class BaseScorer:

@@ -1,22 +1,9 @@
 """The FGD paper's five baselines, as the FGD simulator scores them (Weng et al., ATC'23).
 
 Each mirrors one score plugin of hkust-adsl/kubernetes-scheduler-simulator
-(``pkg/simulator/plugin/*_score.go``), including its integer arithmetic, because truncation
-decides ties and the simulator breaks ties at random (kube-scheduler's ``selectHost``):
-
-* ``random``: one random feasible node gets the maximum score; a sharing pod's GPU is random.
-* ``dotprod``: ``int(100 * (1 - <node_free, pod_req> / 2))`` over (CPU, total GPU milli), both
-  divided by the largest node spec (128 cores, 8 GPUs): the *smaller* dot product wins.
-* ``gpu-clustering``: nodes already running pods of the pod's GPU kind (share, 1-gpu,
-  2-gpu, ...) only (75..100], mixed (50..75], idle (25..50], other kinds (0..25]; within a
-  band, less free GPU scores higher. CPU-only pods score 0 everywhere.
-* ``gpu-packing``: share an already used GPU (50..100, fuller GPU higher), else use free GPUs
-  on a used node (33..50), else an idle node (0..33).
-* ``bestfit``: ``int(100 * (1 - 0.5*cpu_left'/128000 - 0.5*gpu_left'/8000))`` (leftover
-  after placement), then min-max normalised to 0..100 with integer division.
-
-Except for ``random``, GPUs inside the node are chosen best-fit (:func:`best_fit_gpus`).
-See docs/policies.md for the formulas and sources.
+(``pkg/simulator/plugin/*_score.go``), integer arithmetic included, because truncation
+decides ties. Formulas and sources: docs/policies.md. GPUs inside the node are chosen
+best-fit, except by ``random``.
 """
 
 from __future__ import annotations
@@ -76,8 +63,8 @@ class DotProdScorer(BaseScorer):
         return np.trunc(MAX_NODE_SCORE * (1.0 - dot / 2.0))
 
 
-#: Affinity tag index of a pod: 0 = CPU-only (no tag), 1 = GPU-sharing, 1 + n = n whole GPUs.
 def affinity_tag(pod: PodSpec) -> int:
+    """0 = CPU-only (no tag), 1 = GPU-sharing, 1 + n = n whole GPUs."""
     if pod.num_gpu == 0 or pod.gpu_milli == 0:
         return 0
     if pod.is_sharing:

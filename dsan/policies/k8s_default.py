@@ -1,20 +1,8 @@
-"""kube-scheduler's default scoring, as of Kubernetes v1.31 (``pkg/scheduler/framework/plugins``).
-
-Of the default score plugins only two tell our nodes apart (no images, affinities, taints
-or spread constraints in the traces), both with weight 1 in the v1 default profile:
-
-* **NodeResourcesFit**, strategy ``LeastAllocated``, resources cpu and memory (weight 1
-  each): per resource ``(capacity - requested) * 100 // capacity`` with ``requested`` =
-  node's requests + the pod's *non-zero* request (100 m CPU / 200 MiB when unset); the
-  node score is the integer weighted mean.
-* **NodeResourcesBalancedAllocation**, resources cpu and memory: fractions
-  ``f_r = min(requested_r / capacity_r, 1)`` with the pod's actual request added;
-  score ``int((1 - std(f)) * 100)`` (for two resources ``std = |f_cpu - f_mem| / 2``).
-
-``nvidia.com/gpu`` is an extended resource: kube-scheduler *filters* on it but does not
-score it unless the profile lists it in ``scoringStrategy.resources``, which the default
-does not, so GPUs play no part in the score. GPUs inside the chosen node are picked
-best-fit (the device plugin, not the scheduler, picks them in a real cluster).
+"""kube-scheduler's default scoring, as of Kubernetes v1.31 (``pkg/scheduler/framework/plugins``):
+NodeResourcesFit (LeastAllocated over cpu and memory, with the pod's *non-zero* request) plus
+NodeResourcesBalancedAllocation, weight 1 each; the other default plugins tell our nodes
+apart in nothing. GPUs, an extended resource the default profile does not score, play no part
+(docs/policies.md). GPUs inside the chosen node are picked best-fit.
 """
 
 from __future__ import annotations
@@ -25,7 +13,6 @@ import numpy.typing as npt
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer
 
-KUBERNETES_VERSION = "v1.31"
 #: ``DefaultMilliCPURequest`` / ``DefaultMemoryRequest`` of ``pkg/scheduler/util``.
 DEFAULT_MILLI_CPU = 100.0
 DEFAULT_MEMORY_MIB = 200.0
