@@ -226,10 +226,6 @@ class GPUTelemetry:
                 f"{self.window_seconds} and {self.horizon_seconds}"
             )
 
-    @property
-    def max_windows(self) -> int:
-        return self.horizon_seconds // self.window_seconds
-
     def status_of(self, uuid: str) -> GPUStatus | None:
         return next((s for s in self.statuses if s.uuid == uuid), None)
 

@@ -1,8 +1,6 @@
-"""Names that cross component boundaries, defined once, with typed parsers.
-
-Kubernetes resources, node labels, pod annotations and the GPU telemetry custom resource.
-A parser never raises on a foreign value: it returns ``None`` (or the default) so a bad
-label on one node cannot take the scheduler down; callers count such values.
+"""Names that cross component boundaries (resources, labels, annotations, the telemetry CRD),
+defined once, with parsers that return ``None`` (or the default) on a foreign value instead of
+raising: a bad label on one node cannot take the scheduler down.
 """
 
 from __future__ import annotations
@@ -43,9 +41,6 @@ ANNOTATION_GPU_MODELS: Final = "dsan.io/gpu-models"
 ANNOTATION_GPU_MILLI: Final = "dsan.io/gpu-milli"
 #: Task type for the business-tier features: one of TASK_TYPES.
 ANNOTATION_TASK_TYPE: Final = "dsan.io/task-type"
-#: Gang (all-or-nothing job) name and size.
-ANNOTATION_GANG: Final = "dsan.io/gang"
-ANNOTATION_GANG_SIZE: Final = "dsan.io/gang-size"
 #: Written by the sidecar on every pod the dsan-scheduler bound: the policy and model
 #: version that scored its candidates (:class:`ScoredBy`).
 ANNOTATION_SCORED_BY: Final = "dsan.io/scored-by"
@@ -57,9 +52,8 @@ TASK_TYPES: Final = ("other", "train", "batch", "web")
 EVENT_CONTROLLER: Final = "dsan.io/sidecar"
 #: ``action`` of a decision's Event.
 EVENT_ACTION: Final = "Score"
-#: ``reason``: the sidecar scored the pod's candidates (the Event names the winner, its score,
-#: the runner-up and the policy), or it did not (kube-scheduler scores nothing when one node
-#: passes Filter; or the decision was scored before a restart, or forgotten).
+#: ``reason``: the sidecar scored the pod's candidates, or it did not (one feasible node, or
+#: the decision was forgotten).
 EVENT_REASON_SCORED: Final = "DSANScored"
 EVENT_REASON_NOT_SCORED: Final = "DSANNotScored"
 
@@ -83,15 +77,6 @@ def parse_gpu_milli(value: str | None) -> int | None:
 def parse_task_type(value: str | None) -> str:
     """A known task type, ``"other"`` for anything else."""
     return value if value in TASK_TYPES else "other"
-
-
-def parse_int_label(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
 
 
 def parse_float_label(value: str | None) -> float | None:
