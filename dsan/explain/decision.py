@@ -62,11 +62,9 @@ def decide(
     index: int | None = None,
     nodes: npt.NDArray[np.int64] | None = None,
 ) -> Decision:
-    """Score ``pod``'s feasible nodes as :func:`dsan.sim.scheduler.select_node` does (same
-    winner, ties included) and name the runner-up: the best other node, ties by
-    ``tie_rank`` then position. Does not bind. Raises :class:`ExplainError` when fewer than
-    two nodes are feasible (kube-scheduler then binds without scoring: nothing to compare).
-    ``nodes`` passes the feasible set when the caller filtered already (the scenario engine)."""
+    """Score ``pod``'s feasible nodes (or ``nodes``) as :func:`dsan.sim.scheduler.select_node`
+    does, ties included, and name the runner-up: the best other node, ties by ``tie_rank``
+    then position. :class:`ExplainError` when fewer than two nodes are feasible."""
     cand = (feasible_nodes(pod, snap) if nodes is None else np.asarray(nodes)).astype(np.int64)
     where = f" at decision {index}" if index is not None else ""
     if cand.size == 0:

@@ -1,17 +1,10 @@
 """SHAP for the DSAN scorer: why the served model ranked node A above node B.
 
-The explained function is the served logit of one (pod, node) row (the served runtime's
-head, numpy by default: no torch), ``logit = Head(f, Fuse(f, e))`` with ``f`` the 128 named
-features
-(:data:`dsan.features.FEATURE_NAMES`) and ``e`` the node's (2, H) LSTM + GNN embedding.
-A row's logit depends only on that row (attention fuses the node's own two streams), so it
-is a function of ``(f, e)`` and nothing else. The players are the 128 features plus one
-grouped player for the embedding: the streams read telemetry and topology that are not
-among the 128 columns, and masking a feature cannot re-run the GNN over the neighbours.
-
-Background: the other candidates of the same decision (chosen and runner-up excluded, at
-most ``background`` of them, drawn with the seed), one set for both nodes, so the base value
-is shared and ``sum(phi_A - phi_B) = logit_A - logit_B`` exactly.
+The explained function is the served runtime's logit of one row, ``Head(f, Fuse(f, e))``, a
+function of the 128 named features ``f`` and the node's (2, H) embedding ``e`` alone. The
+players are the features plus ``e`` as one grouped player (masking a feature cannot re-run the
+GNN). The background is the decision's other candidates, one set for both nodes, so
+``sum(phi_A - phi_B) = logit_A - logit_B`` exactly. Details: docs/explain.md.
 """
 
 from __future__ import annotations
@@ -53,8 +46,7 @@ class DSANShapConfig:
 
 
 def logit_fn(runtime: Runtime, hidden: int) -> tuple[Model, int]:
-    """The batched explained function over rows ``[f (128), e (2*hidden)]`` -> the served
-    logits (the runtime's head, the streams given per row)."""
+    """The batched explained function: rows ``[f (128), e (2*hidden)]`` -> served logits."""
     width = N_FEATURES + 2 * hidden
 
     def f(z: F64) -> F64:
@@ -85,9 +77,8 @@ def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
 
 def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | None = None,
                  stop: Callable[[], bool] | None = None) -> Explanation:
-    """SHAP of ``d`` from its candidates' rows ``z`` (:func:`rows`, computed by the caller:
-    the sidecar assembles them from a copy of its state, outside its scoring lock).
-    ``stop``: see :func:`~dsan.explain.shapley.permutation_shapley` (a CPU budget)."""
+    """SHAP of ``d`` from its candidates' rows ``z`` (:func:`rows`; the sidecar assembles them
+    from a copy of its state). ``stop``: :func:`~dsan.explain.shapley.permutation_shapley`'s."""
     cfg = cfg or DSANShapConfig()
     hidden = runtime.cfg.hidden
     f, width = logit_fn(runtime, hidden)

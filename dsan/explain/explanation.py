@@ -1,10 +1,7 @@
-"""What an explanation of one decision holds, whatever produced it (SHAP or closed form).
-
-One row per *player* (a feature, a heuristic's term): its value on the chosen node (A) and
-on the runner-up (B), with its contribution to each node's output. Contributions satisfy
-``base + sum(contrib) = output`` for both nodes (checked, not assumed: see
-:meth:`Explanation.additivity_errors`), so ``sum(contrib_A - contrib_B) = output_A -
-output_B``: the rows with the largest difference are *why A won over B*.
+"""What an explanation of one decision holds, whatever produced it (SHAP or closed form): per
+*player* (a feature, a heuristic's term) its value and contribution on the chosen node (A) and
+the runner-up (B). ``base + sum(contrib) = output`` for both (checked), so the rows with the
+largest difference are *why A won over B*.
 """
 
 from __future__ import annotations

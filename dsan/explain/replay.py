@@ -1,10 +1,7 @@
-"""Replaying a simulator run up to decision N, to freeze that decision for explaining.
-
-openb: the FGD paper's protocol exactly as :func:`dsan.sim.protocol.run_openb` runs it (same
-node permutation, tuned pod order, scorer, tie rule and random stream), built from the
-protocol's public pieces and stopped before binding pod N. Decision N is the pod at
-position N (0-based) of the submission order; pods that fit nowhere count as decisions, as
-in the protocol's event log.
+"""Replaying a simulator run up to decision N, to freeze that decision for explaining. openb
+runs exactly as :func:`dsan.sim.protocol.run_openb` does (node permutation, pod order, tie rule,
+random stream); decision N is the pod at position N of the submission order, pods that fit
+nowhere included.
 """
 
 from __future__ import annotations
@@ -18,13 +15,12 @@ from dsan.features.target import TargetWorkload
 from dsan.policies.registry import make_scorer
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, tie_ranks, tuned_order
-from dsan.sim.scheduler import schedule_one
+from dsan.sim.scheduler import schedule_one, select_node
 
 
 def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decision:
-    """The state of ``cfg``'s run just before decision ``decision``, scored.
-
-    ``scorer_kwargs`` go to the policy's factory (e.g. ``model_dir`` for dsan)."""
+    """The state of ``cfg``'s run just before decision ``decision``, scored (``scorer_kwargs``
+    go to the policy's factory)."""
     nodes = load_nodes(cfg.nodes)
     pods = load_pods(cfg.pods, nodes.gpu_models)
     rng = np.random.default_rng(cfg.seed)
@@ -76,8 +72,6 @@ def replay_scenario(
     engine.attach(scorer.select_gpus, scorer)
     rng = np.random.default_rng(seed)
     gen = engine.decisions()
-    from dsan.sim.scheduler import select_node
-
     try:
         d = next(gen, None)
         for _ in range(decision):

@@ -5,20 +5,11 @@ For players :math:`1..d` (a player is one column or a group of columns), an inst
 
 .. math:: v(S) = \\frac{1}{B} \\sum_j f(x_S, b_{j,\\bar S})
 
-so :math:`v(\\emptyset)` is the base value (mean output over the background) and
-:math:`v(\\text{all}) = f(x)`. Two estimators of :math:`\\phi_i` (shap's ``Exact`` and
-``Permutation`` explainers compute the same quantities):
-
-* :func:`exact_shapley`: every coalition, for d up to ~12 players (tests, small models);
-* :func:`permutation_shapley`: antithetic permutations (each ordering and its reverse). Each
-  ordering's marginal contributions telescope to ``f(x) - v(empty)``, so the values are
-  exactly additive whatever the number of permutations; only their split between players is
-  an estimate, exact for a model with at most pairwise interactions.
-
-Why not the ``shap`` package: its release the task named (0.54.1) needs Python >= 3.12 and
-this project pins 3.11; the last release for 3.11 (0.51.0) pulls numba, llvmlite, scipy,
-pandas and scikit-learn (~150 MB, seconds of import time) into every install for two
-functions of ~40 lines each.
+so :math:`v(\\emptyset)` is the base value and :math:`v(\\text{all}) = f(x)`, as shap's
+``Exact`` and ``Permutation`` explainers compute. :func:`exact_shapley` enumerates every
+coalition (small d: the tests' reference); :func:`permutation_shapley` samples antithetic
+orderings, whose marginal contributions telescope, so its values are exactly additive. Not the
+``shap`` package: see docs/explain.md.
 """
 
 from __future__ import annotations
@@ -150,10 +141,9 @@ def permutation_shapley(
     f: Model, x: F64, background: F64, groups: I64 | None = None, cfg: ShapConfig | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> ShapValues:
-    """Antithetic permutation estimate; exactly additive. All instances share the orderings,
-    so differences between them (why A over B) have less noise than two separate runs.
-    ``stop``, asked after each antithetic pair, ends the sampling early (a CPU budget): the
-    values are then the mean over the pairs done, still exactly additive."""
+    """Antithetic permutation estimate. All instances share the orderings, so differences
+    between them (why A over B) have less noise. ``stop``, asked after each pair, ends the
+    sampling early (a CPU budget): the mean over the pairs done, still exactly additive."""
     cfg = cfg or ShapConfig()
     x, bg, g, d = _check(x, background, groups)
     rng = np.random.default_rng(cfg.seed)
@@ -188,13 +178,3 @@ def permutation_shapley(
         np.sqrt(var),
     )
 
-
-def shapley(
-    f: Model, x: F64, background: F64, groups: I64 | None = None, cfg: ShapConfig | None = None
-) -> ShapValues:
-    """Exact when the players are few enough, else the permutation estimate."""
-    cfg = cfg or ShapConfig()
-    _, _, _, d = _check(x, background, groups)
-    if d <= cfg.exact_max_players:
-        return exact_shapley(f, x, background, groups, cfg)
-    return permutation_shapley(f, x, background, groups, cfg)

@@ -1,14 +1,8 @@
 """Closed-form explanations of the heuristics: each score is a sum of named terms.
-
-* ``k8s-default``: NodeResourcesFit (LeastAllocated, the integer mean of the CPU and memory
-  terms) + NodeResourcesBalancedAllocation, as :mod:`dsan.policies.k8s_default`.
-* ``fgd``: ``floor(100 sigmoid((F - F') / 1000))``, written as the neutral 50 (no change in
-  fragmentation) plus the fragmentation-delta term; fragmentation before and after the
-  FGD GPU choice are context rows (:func:`dsan.features.placementcache`).
-
-The terms are recomputed here from the documented formulas; the explanation checks that
-they add up to the scorer's own score, so a change in a scorer shows up as a failed check,
-not as a silently wrong report.
+``k8s-default``: NodeResourcesFit + NodeResourcesBalancedAllocation; ``fgd``: the neutral 50 plus
+the fragmentation-delta term. The terms are recomputed from the documented formulas and checked
+against the scorer's own score, so a change in a scorer fails the check instead of the report
+going silently wrong.
 """
 
 from __future__ import annotations
