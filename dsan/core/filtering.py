@@ -12,20 +12,16 @@ import numpy.typing as npt
 from dsan.core.snapshot import BOOL, ClusterSnapshot, PodSpec
 
 
-def feasible(
-    pod: PodSpec, snap: ClusterSnapshot, rows: npt.NDArray[np.int64] | None = None
-) -> BOOL:
-    """Boolean mask over nodes that can host ``pod`` now (over ``rows`` only, if given: the
-    sidecar checks a request's candidates)."""
-    at = slice(None) if rows is None else rows
-    ok = (snap.cpu_cap[at] - snap.cpu_used[at] >= pod.cpu_milli) & (
-        snap.mem_cap[at] - snap.mem_used[at] >= pod.mem_mib)
+def feasible(pod: PodSpec, snap: ClusterSnapshot) -> BOOL:
+    """Boolean mask over nodes that can host ``pod`` now."""
+    ok = (snap.cpu_cap - snap.cpu_used >= pod.cpu_milli) & (
+        snap.mem_cap - snap.mem_used >= pod.mem_mib)
     if pod.num_gpu > 0 and pod.gpu_milli > 0:
-        ok &= _gpus_that_fit(snap.gpu_free[at], pod.gpu_milli) >= pod.num_gpu
+        ok &= _gpus_that_fit(snap.gpu_free, pod.gpu_milli) >= pod.num_gpu
         if pod.gpu_models:
-            ok &= np.isin(snap.gpu_model[at], np.asarray(pod.gpu_models, dtype=np.int32))
+            ok &= np.isin(snap.gpu_model, np.asarray(pod.gpu_models, dtype=np.int32))
     if snap.taint_mask is not None:
-        ok &= (snap.taint_mask[at] & ~np.int64(pod.toleration_mask)) == 0
+        ok &= (snap.taint_mask & ~np.int64(pod.toleration_mask)) == 0
     return ok
 
 
