@@ -34,15 +34,12 @@ class DSANShapConfig:
     background: int = 32
     permutations: int = 16
     seed: int = 0
-    tolerance: float = 1e-4
 
     def __post_init__(self) -> None:
         if not 1 <= self.background <= 4096:
             raise ValueError(f"background must be within 1..4096, got {self.background}")
         if not 1 <= self.permutations <= 10_000:
             raise ValueError(f"permutations must be within 1..10000, got {self.permutations}")
-        if not self.tolerance > 0:
-            raise ValueError("tolerance must be > 0")
 
 
 def logit_fn(runtime: Runtime, hidden: int) -> tuple[Model, int]:
@@ -127,7 +124,6 @@ def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | No
         base_value=sv.base_value,
         output_chosen=float(sv.outputs[0]),
         output_runner_up=float(sv.outputs[1]),
-        tolerance=cfg.tolerance,
         decision=d.index,
         notes=tuple(notes),
     )

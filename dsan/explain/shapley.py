@@ -24,6 +24,10 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 #: A batched model: (rows, columns) -> (rows,) outputs.
 Model = Callable[[F64], F64]
+#: At most this many players are enumerated exactly (2**d coalitions).
+EXACT_MAX_PLAYERS = 12
+#: Rows per model call, to bound memory on wide inputs.
+BATCH_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -32,18 +36,10 @@ class ShapConfig:
 
     permutations: int = 16
     seed: int = 0
-    #: At most this many players are enumerated exactly (2**d coalitions).
-    exact_max_players: int = 12
-    #: Rows per model call, to bound memory on wide inputs.
-    batch_rows: int = 1 << 16
 
     def __post_init__(self) -> None:
         if self.permutations < 1:
             raise ValueError(f"ShapConfig.permutations must be >= 1, got {self.permutations}")
-        if not 1 <= self.exact_max_players <= 20:
-            raise ValueError("ShapConfig.exact_max_players must be within 1..20")
-        if self.batch_rows < 1:
-            raise ValueError("ShapConfig.batch_rows must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -70,27 +66,23 @@ def _check(x: F64, background: F64, groups: I64 | None) -> tuple[F64, F64, I64, 
         raise ValueError("SHAP needs at least one background row")
     if x.shape[1] != bg.shape[1]:
         raise ValueError(f"instances have {x.shape[1]} columns, background has {bg.shape[1]}")
-    g = (
-        np.arange(x.shape[1], dtype=np.int64)
-        if groups is None
-        else np.asarray(groups, dtype=np.int64)
-    )
+    g = np.arange(x.shape[1]) if groups is None else np.asarray(groups)
+    g = g.astype(np.int64)
     if g.shape != (x.shape[1],):
-        raise ValueError(
-            f"groups must name a player per column: shape {g.shape}, want ({x.shape[1]},)"
-        )
+        raise ValueError(f"groups must name a player per column: shape {g.shape}, "
+                         f"want ({x.shape[1]},)")
     d = int(g.max()) + 1
     if g.min() < 0 or np.unique(g).size != d:
         raise ValueError("groups must number the players 0..d-1, each with at least one column")
     return x, bg, g, d
 
 
-def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_], batch: int) -> F64:
+def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_]) -> F64:
     """v(S) for every instance and every coalition row of ``masks`` (S, columns): (k, S)."""
     k, c = x.shape
     s, b = masks.shape[0], bg.shape[0]
     out = np.empty(k * s * b)
-    rows_per = max(1, batch // b)  # coalitions per call
+    rows_per = max(1, BATCH_ROWS // b)  # coalitions per call
     flat = 0
     for i in range(k):
         for lo in range(0, s, rows_per):
@@ -104,19 +96,14 @@ def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_], b
     return out.reshape(k, s, b).mean(axis=2)
 
 
-def exact_shapley(
-    f: Model, x: F64, background: F64, groups: I64 | None = None, cfg: ShapConfig | None = None
-) -> ShapValues:
+def exact_shapley(f: Model, x: F64, background: F64, groups: I64 | None = None) -> ShapValues:
     """Exact Shapley values over all 2**d coalitions."""
-    cfg = cfg or ShapConfig()
     x, bg, g, d = _check(x, background, groups)
-    if d > cfg.exact_max_players:
-        raise ValueError(
-            f"{d} players is too many for exact enumeration (max {cfg.exact_max_players})"
-        )
+    if d > EXACT_MAX_PLAYERS:
+        raise ValueError(f"{d} players is too many for exact enumeration (max {EXACT_MAX_PLAYERS})")
     codes = np.arange(1 << d, dtype=np.int64)
     member = ((codes[:, None] >> np.arange(d)) & 1).astype(bool)  # (2**d, d)
-    v = _coalition_values(f, x, bg, member[:, g], cfg.batch_rows)
+    v = _coalition_values(f, x, bg, member[:, g])
     size = member.sum(axis=1)
     fact = np.cumprod(np.r_[1.0, np.arange(1, d + 1, dtype=np.float64)])
     # weight of a coalition S without player i: |S|! (d - |S| - 1)! / d! (full S never used)
@@ -127,14 +114,9 @@ def exact_shapley(
         phi[:, i] = ((v[:, codes[without] | (1 << i)] - v[:, without]) * weight[without]).sum(
             axis=1
         )
-    return ShapValues(
-        phi,
-        float(v[0, 0]),
-        v[:, -1].copy(),
-        "exact",
-        int((1 << d) * bg.shape[0] * x.shape[0]),
-        np.zeros_like(phi),
-    )
+    evaluations = int((1 << d) * bg.shape[0] * x.shape[0])
+    return ShapValues(phi, float(v[0, 0]), v[:, -1].copy(), "exact", evaluations,
+                      np.zeros_like(phi))
 
 
 def permutation_shapley(
@@ -159,7 +141,7 @@ def permutation_shapley(
         for order in (fwd, fwd[::-1]):
             member = np.zeros((d + 1, d), dtype=bool)
             member[:, order] = tri
-            v = _coalition_values(f, x, bg, member[:, g], cfg.batch_rows)  # (k, d+1)
+            v = _coalition_values(f, x, bg, member[:, g])  # (k, d+1)
             pair[:, order] += np.diff(v, axis=1) / 2
             base, outputs = float(v[0, 0]), v[:, -1]
         phi += pair
@@ -169,12 +151,7 @@ def permutation_shapley(
             break
     mean = phi / p
     var = np.maximum(sq / p - mean**2, 0.0) / max(p - 1, 1)
-    return ShapValues(
-        mean,
-        base,
-        outputs.copy(),
-        f"permutation ({2 * p} orderings, antithetic)",
-        int(2 * p * (d + 1) * bg.shape[0] * x.shape[0]),
-        np.sqrt(var),
-    )
+    evaluations = int(2 * p * (d + 1) * bg.shape[0] * x.shape[0])
+    return ShapValues(mean, base, outputs.copy(), f"permutation ({2 * p} orderings, antithetic)",
+                      evaluations, np.sqrt(var))
 
