@@ -4,12 +4,14 @@ served scorer's scores, the node that won and the runner-up."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dsan.core.filtering import feasible_nodes
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.explain.explanation import Explanation
 from dsan.policies.base import Scorer
 from dsan.sim.scheduler import select_node
 
@@ -51,6 +53,24 @@ class Decision:
             return ()
         rule = "the tie rank (e.g. node name)" if self.tie_by_rank else "the seeded random draw"
         return (f"tie: equal scores, {rule} picked the winner",)
+
+    def explanation(self, method: str, names: tuple[str, ...], units: tuple[str, ...],
+                    values: npt.ArrayLike, contrib: npt.ArrayLike, base: float,
+                    outputs: tuple[float, float], notes: tuple[str, ...] = (),
+                    **extra: Any) -> Explanation:
+        """This decision's :class:`Explanation` from the players' ``values`` and ``contrib``
+        (rows: chosen, runner-up) and the outputs they add up to from ``base``."""
+        v, c = np.asarray(values, dtype=np.float64), np.asarray(contrib, dtype=np.float64)
+        return Explanation(
+            policy=self.scorer.name, pod=self.pod, n_candidates=int(self.candidates.size),
+            chosen=self.snap.names[self.chosen_node],
+            runner_up=self.snap.names[self.runner_up_node],
+            score_chosen=float(self.scores[self.chosen]),
+            score_runner_up=float(self.scores[self.runner_up]), method=method, names=names,
+            units=units, value_chosen=v[0], value_runner_up=v[1], contrib_chosen=c[0],
+            contrib_runner_up=c[1], base_value=base, output_chosen=outputs[0],
+            output_runner_up=outputs[1], decision=self.index, notes=(*notes, *self.tie_note()),
+            **extra)
 
 
 def decide(

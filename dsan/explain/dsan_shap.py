@@ -105,25 +105,7 @@ def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | No
             f"largest standard error of one SHAP value over the antithetic pairs: "
             f"{float(sv.stderr.max()):.3g} (more permutations shrink it)"
         )
-    notes += d.tie_note()
-    return Explanation(
-        policy=d.scorer.name,
-        pod=d.pod,
-        n_candidates=int(d.candidates.size),
-        chosen=d.snap.names[d.chosen_node],
-        runner_up=d.snap.names[d.runner_up_node],
-        score_chosen=float(d.scores[d.chosen]),
-        score_runner_up=float(d.scores[d.runner_up]),
-        method=f"interventional SHAP, {sv.method}, {sv.evaluations} model rows",
-        names=names,
-        units=units,
-        value_chosen=values[0],
-        value_runner_up=values[1],
-        contrib_chosen=sv.values[0],
-        contrib_runner_up=sv.values[1],
-        base_value=sv.base_value,
-        output_chosen=float(sv.outputs[0]),
-        output_runner_up=float(sv.outputs[1]),
-        decision=d.index,
-        notes=tuple(notes),
-    )
+    method = f"interventional SHAP, {sv.method}, {sv.evaluations} model rows"
+    outputs = (float(sv.outputs[0]), float(sv.outputs[1]))
+    return d.explanation(method, names, units, values, sv.values, sv.base_value, outputs,
+                         tuple(notes))

@@ -93,27 +93,7 @@ def explain_terms(d: Decision, tolerance: float = 1e-9) -> Explanation:
         raise ExplainError(
             f"no closed-form breakdown for policy {name!r}: supported {', '.join(TERM_POLICIES)}"
         )
-    s = d.scores
-    return Explanation(
-        policy=name,
-        pod=d.pod,
-        n_candidates=int(d.candidates.size),
-        chosen=d.snap.names[idx[0]],
-        runner_up=d.snap.names[idx[1]],
-        score_chosen=float(s[d.chosen]),
-        score_runner_up=float(s[d.runner_up]),
-        method=method,
-        names=names,
-        units=units,
-        value_chosen=values[0].astype(np.float64),
-        value_runner_up=values[1].astype(np.float64),
-        contrib_chosen=contrib[0].astype(np.float64),
-        contrib_runner_up=contrib[1].astype(np.float64),
-        base_value=base,
-        output_chosen=base + float(contrib[0].sum()),
-        output_runner_up=base + float(contrib[1].sum()),
-        tolerance=tolerance,
-        decision=d.index,
-        notes=d.tie_note(),
-        context=tuple((n, u, float(v[0]), float(v[1])) for n, u, v in context),
-    )
+    outputs = (base + float(contrib[0].sum()), base + float(contrib[1].sum()))
+    return d.explanation(
+        method, names, units, values, contrib, base, outputs, tolerance=tolerance,
+        context=tuple((n, u, float(v[0]), float(v[1])) for n, u, v in context))
