@@ -20,12 +20,8 @@ from dsan.features.target import TargetWorkload
 FREQ_SCALE = 1_000_000_000
 
 
-def node_frag(
-    cpu_free: npt.NDArray[np.floating],
-    gpu_free: npt.NDArray[np.integer],
-    access: BOOL,
-    target: TargetWorkload,
-) -> F64:
+def node_frag(cpu_free: npt.NDArray[np.floating], gpu_free: npt.NDArray[np.integer],
+              access: BOOL, target: TargetWorkload) -> F64:
     """Expected fragment (GPU milli) per row: ``cpu_free`` (m,), ``gpu_free`` (m, G) (absent
     GPUs hold 0), ``access`` (K, m) from :meth:`TargetWorkload.access`."""
     free = gpu_free.astype(np.int32, copy=False)
@@ -50,13 +46,8 @@ def _constants(target: TargetWorkload) -> tuple[npt.NDArray[Any], ...]:
     hit = _CONSTANTS.get(id(target))
     if hit is not None and hit[0] is target:
         return hit[1]
-    c = (
-        target.milli_unique[:, None, None],
-        (target.num_gpu > 0)[:, None],
-        target.num_gpu[:, None],
-        target.cpu_milli[:, None],
-        np.rint(target.freq * FREQ_SCALE),
-    )
+    c = (target.milli_unique[:, None, None], (target.num_gpu > 0)[:, None],
+         target.num_gpu[:, None], target.cpu_milli[:, None], np.rint(target.freq * FREQ_SCALE))
     if len(_CONSTANTS) > 64:  # never grow without bound
         _CONSTANTS.clear()
     _CONSTANTS[id(target)] = (target, c)
@@ -73,12 +64,8 @@ class FragTracker:
 
     def refresh(self, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64] | list[int]) -> None:
         idx = np.asarray(nodes, dtype=np.int64)
-        self.frag[idx] = node_frag(
-            snap.cpu_cap[idx] - snap.cpu_used[idx],
-            snap.gpu_free[idx],
-            self.access[:, idx],
-            self.target,
-        )
+        self.frag[idx] = node_frag(snap.cpu_cap[idx] - snap.cpu_used[idx], snap.gpu_free[idx],
+                                   self.access[:, idx], self.target)
 
     def amount(self) -> float:
         """Cluster fragment, GPU milli."""

@@ -15,20 +15,15 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.core.filtering import best_fit_gpus
-from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import BOOL, MAX_GPUS, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.target import TargetWorkload
 
 __all__ = ["fgd_select_gpus", "fgd_select_gpus_many"]
 
 
-def fgd_select_gpus(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    node: int,
-    w: TargetWorkload,
-    access: npt.NDArray[np.bool_] | None = None,
-) -> tuple[int, ...]:
+def fgd_select_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int, w: TargetWorkload,
+                    access: BOOL | None = None) -> tuple[int, ...]:
     """GPU slots FGD gives ``pod`` on ``node``, exactly as :class:`dsan.policies.fgd.FGDScorer`.
     ``access`` may pass ``w.access(snap)`` precomputed (a FragTracker's): the full mask is an
     object-array ``isin`` per constrained shape, most of this call's cost."""
@@ -38,13 +33,9 @@ def fgd_select_gpus(
     return fgd_select_gpus_many([pod], [snap], [node], w, [acc])[0]
 
 
-def fgd_select_gpus_many(
-    pods: Sequence[PodSpec],
-    snaps: Sequence[ClusterSnapshot],
-    nodes: Sequence[int],
-    w: TargetWorkload,
-    accesses: Sequence[npt.NDArray[np.bool_]],
-) -> list[tuple[int, ...]]:
+def fgd_select_gpus_many(pods: Sequence[PodSpec], snaps: Sequence[ClusterSnapshot],
+                         nodes: Sequence[int], w: TargetWorkload,
+                         accesses: Sequence[BOOL]) -> list[tuple[int, ...]]:
     """:func:`fgd_select_gpus` of several (pod, snapshot, node), each with its precomputed
     ``w.access(snap)``: the sharing pods' fragmentation before and after each slot in ONE
     :func:`node_frag` call (numpy's per-call cost dominates). Same slots: every row's value

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import F64, MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import BOOL, F64, I64, MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.gpuchoice import fgd_select_gpus
 from dsan.features.target import TargetWorkload
@@ -36,10 +35,10 @@ class PlacementCache:
         self._before = np.zeros(0)
         self._before_at = np.zeros(0, dtype=np.int64)
         self._adopted: F64 | None = None
-        self._access: npt.NDArray[np.bool_] | None = None
+        self._access: BOOL | None = None
         self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
 
-    def access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
+    def access(self, snap: ClusterSnapshot) -> BOOL:
         """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change
         (an object-array ``isin`` per constrained shape)."""
         key = (tuple(snap.gpu_models), snap.gpu_model.tobytes())
@@ -62,12 +61,10 @@ class PlacementCache:
             return
         self._track.sync(snap)
 
-    def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> Placement:
+    def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> Placement:
         return cached_placements([self], [pod], [snap], [nodes])[0]
 
-    def _prepare(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> tuple[_Entry, npt.NDArray[np.int64]]:
+    def _prepare(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> tuple[_Entry, I64]:
         """Sync with ``snap``; the pod shape's entry and which of ``nodes`` it lacks, with
         their current fragmentation ("before") brought up to date."""
         self._sync(snap)
@@ -78,37 +75,27 @@ class PlacementCache:
         key = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)  # all placement() depends on
         n = len(snap)
         if key not in self._entries:
-            self._entries[key] = (
-                np.zeros(n),
-                np.zeros(n),
-                np.full(n, -1, dtype=np.int64),
-                np.zeros((n, MAX_GPUS), dtype=np.int64),
-                np.full(n, -1, dtype=np.int64),
-            )
+            self._entries[key] = (np.zeros(n), np.zeros(n), np.full(n, -1, dtype=np.int64),
+                                  np.zeros((n, MAX_GPUS), dtype=np.int64),
+                                  np.full(n, -1, dtype=np.int64))
         entry = self._entries[key]
         stale = self._track.stale(entry[4], nodes)
         if stale.size:
             old = stale[self._before_at[stale] < self._track.epoch[stale]]
             if old.size:
-                self._before[old] = node_frag(
-                    snap.cpu_cap[old] - snap.cpu_used[old],
-                    snap.gpu_free[old],
-                    self.access(snap)[:, old],
-                    self.workload,
-                )
+                self._before[old] = node_frag(snap.cpu_cap[old] - snap.cpu_used[old],
+                                              snap.gpu_free[old], self.access(snap)[:, old],
+                                              self.workload)
                 self._before_at[old] = self._track.tick
         return entry, stale
 
 
-_Entry = tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
+#: Per node: frag before, frag after, slot, free after, and the tick they were computed at.
+_Entry = tuple[F64, F64, I64, I64, I64]
 
 
-def cached_placements(
-    caches: Sequence[PlacementCache],
-    pods: Sequence[PodSpec],
-    snaps: Sequence[ClusterSnapshot],
-    nodes: Sequence[npt.NDArray[np.int64]],
-) -> list[Placement]:
+def cached_placements(caches: Sequence[PlacementCache], pods: Sequence[PodSpec],
+                      snaps: Sequence[ClusterSnapshot], nodes: Sequence[I64]) -> list[Placement]:
     """:meth:`PlacementCache.get` for several (cache, pod, snapshot, candidates) at once: the
     missing what-ifs in one call per kind of pod (sharing or not) and workload, so numpy's
     per-call overhead is paid once per batch. Each row's value does not depend on the batch."""
@@ -126,23 +113,20 @@ def cached_placements(
 
         free = cat([snaps[i].gpu_free[x].astype(np.int64) for i, x in pairs])
         present = cat([snaps[i].gpu_count[x][:, None] > SLOTS for i, x in pairs])
-        cpu_after = cat(
-            [snaps[i].cpu_cap[x] - snaps[i].cpu_used[x] - pods[i].cpu_milli for i, x in pairs]
-        )
+        cpu_after = cat([snaps[i].cpu_cap[x] - snaps[i].cpu_used[x] - pods[i].cpu_milli
+                         for i, x in pairs])
         num_gpu = np.repeat([pods[i].num_gpu for i in idx], sizes).astype(np.int64)
         gpu_milli = np.repeat([pods[i].gpu_milli for i in idx], sizes).astype(np.int64)
         acc = cat([caches[i].access(snaps[i])[:, x] for i, x in pairs], axis=1)
         before = cat([caches[i]._before[x] for i, x in pairs])
         w = caches[idx[0]].workload
-        after, slot, free_after = whatif(
-            sharing, free, present, cpu_after, num_gpu, gpu_milli, acc, w, before
-        )
+        after, slot, free_after = whatif(sharing, free, present, cpu_after, num_gpu, gpu_milli,
+                                         acc, w, before)
         at = 0
         for i, x in pairs:
             e, c, sl = prep[i][0], caches[i], slice(at, at + len(x))
             e[0][x], e[1][x], e[2][x], e[3][x] = before[sl], after[sl], slot[sl], free_after[sl]
             e[4][x] = c._track.tick
             at += len(x)
-    return [
-        Placement(e[0][n], e[1][n], e[3][n], e[2][n]) for (e, _), n in zip(prep, nodes, strict=True)
-    ]
+    return [Placement(e[0][n], e[1][n], e[3][n], e[2][n])
+            for (e, _), n in zip(prep, nodes, strict=True)]

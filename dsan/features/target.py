@@ -67,12 +67,7 @@ class TargetWorkload:
         )
 
     @classmethod
-    def from_pods(
-        cls,
-        pods: Sequence[PodSpec],
-        gpu_models: Sequence[str] = (),
-        threshold: float = POPULARITY_THRESHOLD,
-    ) -> TargetWorkload:
+    def from_pods(cls, pods: Sequence[PodSpec], gpu_models: Sequence[str] = ()) -> TargetWorkload:
         """Target of a pod list. ``gpu_models`` names the indices in ``PodSpec.gpu_models``."""
         if not pods:
             raise ValueError("cannot build a target workload from an empty pod list")
@@ -83,19 +78,17 @@ class TargetWorkload:
             except IndexError:
                 raise ValueError(f"{p.name}: GPU model index out of range") from None
             shapes[(int(p.cpu_milli), int(p.gpu_milli), int(p.num_gpu), models)] += 1
-        return cls.from_counts(shapes, threshold)
+        return cls.from_counts(shapes)
 
     @classmethod
-    def from_counts(
-        cls, shapes: Counter[Shape], threshold: float = POPULARITY_THRESHOLD
-    ) -> TargetWorkload:
+    def from_counts(cls, shapes: Counter[Shape]) -> TargetWorkload:
         total = sum(shapes.values())
         # Decreasing count; ties by decreasing shape, as sort.Reverse over Go's Less does.
         ordered = sorted(shapes.items(), key=lambda kv: (kv[1], _shape_key(kv[0])), reverse=True)
         chosen: list[tuple[Shape, int]] = []
         cum = 0
         for shape, n in ordered:
-            if cum >= threshold * total:
+            if cum >= POPULARITY_THRESHOLD * total:
                 break
             chosen.append((shape, n))
             cum += n

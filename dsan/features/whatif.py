@@ -11,24 +11,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.core.snapshot import F64, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import BOOL, F64, I64, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.target import TargetWorkload
 
 __all__ = ["Placement", "free_after", "placement", "whatif"]
 
 
-def whatif(
-    sharing: bool,
-    free: npt.NDArray[np.int64],
-    present: npt.NDArray[np.bool_],
-    cpu_after: F64,
-    num_gpu: npt.NDArray[np.int64],
-    gpu_milli: npt.NDArray[np.int64],
-    acc: npt.NDArray[np.bool_],
-    w: TargetWorkload,
-    before: F64,
-) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def whatif(sharing: bool, free: I64, present: BOOL, cpu_after: F64, num_gpu: I64, gpu_milli: I64,
+           acc: BOOL, w: TargetWorkload, before: F64) -> tuple[F64, I64, I64]:
     """Fragmentation after placing, per row: (after, slot, free_after). Each row is one
     (pod, node) pair, so rows of several pods of one kind (sharing or not) go in one call."""
     if sharing:
@@ -38,21 +29,14 @@ def whatif(
     return after, np.full(len(free), -1, dtype=np.int64), free_after
 
 
-def _whole_gpus_taken(free: npt.NDArray[np.int64], k: npt.ArrayLike) -> npt.NDArray[np.int64]:
+def _whole_gpus_taken(free: I64, k: npt.ArrayLike) -> I64:
     """``free`` with the first ``k`` fully free GPUs of each row taken (best fit)."""
     full = free == 1000
     return np.where(full & (np.cumsum(full, axis=1) <= k), 0, free)
 
 
-def _sharing_whatif(
-    gpu_milli: npt.NDArray[np.int64],
-    present: npt.NDArray[np.bool_],
-    free: npt.NDArray[np.int64],
-    cpu_after: F64,
-    acc: npt.NDArray[np.bool_],
-    w: TargetWorkload,
-    before: F64,
-) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def _sharing_whatif(gpu_milli: I64, present: BOOL, free: I64, cpu_after: F64, acc: BOOL,
+                    w: TargetWorkload, before: F64) -> tuple[F64, I64, I64]:
     """Fragmentation after a sharing pod (share ``gpu_milli`` per row) takes each GPU slot:
     (K, m, 8) corrections of :func:`~dsan.features.frag.node_frag`'s terms, 8x less work
     than evaluating every (node, slot) variant from scratch."""
@@ -75,7 +59,7 @@ def _sharing_whatif(
     f_after = np.einsum("k,kmg->mg", w.freq, np.where(host, frag_new, total_new))
     valid = (free >= gpu_milli[:, None]) & present
     slot = np.argmin(np.where(valid, f_after + free * 1e-6, np.inf), axis=1).astype(np.int64)
-    has: npt.NDArray[np.bool_] = np.asarray(valid.any(axis=1), dtype=bool)
+    has: BOOL = np.asarray(valid.any(axis=1), dtype=bool)
     after = np.where(has, f_after[np.arange(m), slot], before)
     slot = np.where(has, slot, -1)
     free_after = free.copy()
@@ -90,18 +74,12 @@ class Placement:
 
     frag_before: F64  # (m,)
     frag_after: F64  # (m,)
-    free_after: npt.NDArray[np.int64]  # (m, 8)
-    slot: npt.NDArray[np.int64]  # (m,) chosen slot for a sharing pod, -1 otherwise
+    free_after: I64  # (m, 8)
+    slot: I64  # (m,) chosen slot for a sharing pod, -1 otherwise
 
 
-def placement(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    nodes: npt.NDArray[np.int64],
-    w: TargetWorkload,
-    access: npt.NDArray[np.bool_] | None = None,
-    before: F64 | None = None,
-) -> Placement:
+def placement(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkload,
+              access: BOOL | None = None, before: F64 | None = None) -> Placement:
     """Fragmentation before and after placing ``pod`` on each candidate node. A sharing pod
     takes the GPU with the least fragmentation after (ties: best fit), as FGD does; whole-GPU
     pods the first fully free GPUs. ``access`` may pass ``w.access(snap)`` and ``before`` the
@@ -113,27 +91,14 @@ def placement(
     if before is None:
         before = node_frag(cpu_free, free, acc, w)
     after, slot, free_after = whatif(
-        pod.is_sharing,
-        free,
-        snap.gpu_present[nodes],
-        cpu_free - pod.cpu_milli,
-        np.full(m, pod.num_gpu, dtype=np.int64),
-        np.full(m, pod.gpu_milli, dtype=np.int64),
-        acc,
-        w,
-        before,
-    )
+        pod.is_sharing, free, snap.gpu_present[nodes], cpu_free - pod.cpu_milli,
+        np.full(m, pod.num_gpu, dtype=np.int64), np.full(m, pod.gpu_milli, dtype=np.int64),
+        acc, w, before)
     return Placement(before, after, free_after, slot)
 
 
-def free_after(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    nodes: npt.NDArray[np.int64],
-    w: TargetWorkload,
-    access: npt.NDArray[np.bool_],
-    shares: npt.ArrayLike,
-) -> npt.NDArray[np.int64]:
+def free_after(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkload, access: BOOL,
+               shares: npt.ArrayLike) -> I64:
     """Free GPU share per slot after placing ``pod`` on each of ``nodes``: :func:`placement`'s
     ``free_after`` wherever it matters for counting GPUs that still fit each share in
     ``shares`` (``free // share`` per slot). ``access`` is ``w.access(snap)``.
@@ -147,7 +112,7 @@ def free_after(
         return _whole_gpus_taken(free, pod.num_gpu if pod.gpu_milli > 0 else 0)
     g = pod.gpu_milli
     valid = (free >= g) & snap.gpu_present[nodes]
-    has: npt.NDArray[np.bool_] = np.asarray(valid.any(axis=1), dtype=bool)
+    has: BOOL = np.asarray(valid.any(axis=1), dtype=bool)
     out = free.copy()
     rows = np.flatnonzero(has)
     out[rows, np.argmax(valid, axis=1)[rows]] -= g
@@ -162,14 +127,7 @@ def free_after(
     if amb.size:
         sub = nodes[amb]
         cpu_after = snap.cpu_cap[sub] - snap.cpu_used[sub] - pod.cpu_milli
-        _, _, fa = _sharing_whatif(
-            np.full(amb.size, g, dtype=np.int64),
-            snap.gpu_present[sub],
-            free[amb],
-            cpu_after,
-            access[:, sub],
-            w,
-            np.zeros(amb.size),
-        )
+        _, _, fa = _sharing_whatif(np.full(amb.size, g, dtype=np.int64), snap.gpu_present[sub],
+                                   free[amb], cpu_after, access[:, sub], w, np.zeros(amb.size))
         out[amb] = fa
     return out
