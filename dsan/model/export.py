@@ -46,22 +46,13 @@ def example_inputs(n: int = 16, m: int = 8, e: int = 24, t: int = 6) -> tuple[to
 
 
 def _dynamic_shapes() -> tuple[dict[int, Any], ...]:
-    n, m, e = (
-        Dim("nodes", min=2, max=1 << 20),
-        Dim("cands", min=2, max=1 << 20),
-        Dim("edges", min=1, max=1 << 26),
-    )
+    n, m = Dim("nodes", min=2, max=1 << 20), Dim("cands", min=2, max=1 << 20)
+    e = Dim("edges", min=1, max=1 << 26)
     return ({0: m}, {0: n}, {0: n}, {1: e}, {0: e}, {0: m}, {0: m})
 
 
-def save(
-    model: DSANNet,
-    out_dir: str | Path,
-    version: str,
-    training: dict[str, Any] | None = None,
-    evaluation: dict[str, Any] | None = None,
-    exports: bool = True,
-) -> Path:
+def save(model: DSANNet, out_dir: str | Path, version: str, training: dict[str, Any] | None = None,
+         evaluation: dict[str, Any] | None = None, exports: bool = True) -> Path:
     """Write weights, the serving artifact, the manifest and (``exports``) the TorchScript
     and .pt2 artifacts."""
     model = model.eval()
@@ -74,9 +65,8 @@ def save(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TorchScript's deprecation notice: we ship both
             torch.jit.save(torch.jit.script(model), str(out / TORCHSCRIPT))
-            torch.export.save(
-                export(model, example_inputs(), dynamic_shapes=_dynamic_shapes()), out / EXPORTED
-            )
+            exported = export(model, example_inputs(), dynamic_shapes=_dynamic_shapes())
+            torch.export.save(exported, out / EXPORTED)
     manifest = {
         "version": version,
         "feature_schema": schema_hash(),
@@ -109,9 +99,8 @@ def load(model_dir: str | Path = DEFAULT_DIR) -> tuple[DSANNet, dict[str, Any]]:
     return model.eval(), manifest
 
 
-def load_torchscript(
-    model_dir: str | Path = DEFAULT_DIR,
-) -> tuple[torch.jit.ScriptModule, dict[str, Any]]:
+def load_torchscript(model_dir: str | Path = DEFAULT_DIR
+                     ) -> tuple[torch.jit.ScriptModule, dict[str, Any]]:
     manifest = read_manifest(model_dir)
     return torch.jit.load(str(Path(model_dir) / TORCHSCRIPT), map_location="cpu"), manifest
 

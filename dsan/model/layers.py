@@ -112,14 +112,8 @@ class ScoreHead(nn.Module):
     values (B,).
     """
 
-    def __init__(
-        self,
-        features: int,
-        hidden: int,
-        residual: bool = False,
-        prior_col: int = 0,
-        cpu_only_col: int = 0,
-    ) -> None:
+    def __init__(self, features: int, hidden: int, residual: bool = False, prior_col: int = 0,
+                 cpu_only_col: int = 0) -> None:
         super().__init__()
         self.features = features
         self.hidden = hidden

@@ -51,16 +51,8 @@ class DSANNet(nn.Module):
         z, _ = self.fusion(x, streams)
         return self.head(x, z, mask, segment, n_segments)
 
-    def forward(
-        self,
-        x: Tensor,
-        node_x: Tensor,
-        telemetry: Tensor,
-        edge_index: Tensor,
-        edge_weight: Tensor,
-        candidates: Tensor,
-        mask: Tensor,
-    ) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, node_x: Tensor, telemetry: Tensor, edge_index: Tensor,
+                edge_weight: Tensor, candidates: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """One pod: features (M, F) of nodes ``candidates`` (M,) -> logits (M,), value (1,)."""
         emb = self.embed_nodes(node_x, telemetry, edge_index, edge_weight)
         segment = torch.zeros_like(candidates)
