@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
-
 from dsan.core.filtering import best_fit_gpus
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 
 __all__ = ["MAX_NODE_SCORE", "BaseScorer", "Scorer", "best_fit_gpus"]
 
@@ -34,9 +31,7 @@ class Scorer(Protocol):
     #: by its fallback instead.
     reads_telemetry: bool
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         """One score per entry of ``nodes`` (indices into ``snap``), higher is better."""
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:

@@ -9,18 +9,14 @@ best-fit, except by ``random``.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I32, I64, MAX_GPUS, ClusterSnapshot, PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
 
 #: The FGD simulator's normalisers: the largest node spec (``MaxSpecCpu``, ``MaxSpecGpu``).
 MAX_SPEC_CPU = 128_000
 MAX_SPEC_GPU = 8_000
 MILLI = 1000
-
-Scores = npt.NDArray[np.float64]
-Nodes = npt.NDArray[np.int64]
 
 
 class RandomScorer(BaseScorer):
@@ -31,7 +27,7 @@ class RandomScorer(BaseScorer):
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         out = np.zeros(len(nodes))
         if len(nodes):
             out[self.rng.integers(len(nodes))] = MAX_NODE_SCORE
@@ -54,7 +50,7 @@ class DotProdScorer(BaseScorer):
 
     name = "dotprod"
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_free = (snap.cpu_cap[nodes] - snap.cpu_used[nodes]) / MAX_SPEC_CPU
         gpu_free = snap.gpu_free[nodes].sum(axis=1) / MAX_SPEC_GPU
         dot = cpu_free * (pod.cpu_milli / MAX_SPEC_CPU) + gpu_free * (
@@ -82,25 +78,23 @@ class GpuClusteringScorer(BaseScorer):
     name = "gpu-clustering"
 
     def __init__(self) -> None:
-        self._tags: npt.NDArray[np.int32] | None = None
+        self._tags: I32 | None = None
 
-    def _counts(self, snap: ClusterSnapshot) -> npt.NDArray[np.int32]:
+    def _counts(self, snap: ClusterSnapshot) -> I32:
         if self._tags is None or self._tags.shape[0] != len(snap):
             self._tags = np.zeros((len(snap), N_TAGS), dtype=np.int32)
         return self._tags
 
-    def on_bind(
-        self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: tuple[int, ...]
-    ) -> None:
+    def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                gpus: tuple[int, ...]) -> None:
         self._counts(snap)[node, affinity_tag(pod)] += 1
 
-    def on_release(
-        self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: tuple[int, ...]
-    ) -> None:
+    def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                   gpus: tuple[int, ...]) -> None:
         counts = self._counts(snap)
         counts[node, affinity_tag(pod)] = max(0, counts[node, affinity_tag(pod)] - 1)
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         tag = affinity_tag(pod)
         if tag == 0:
             return np.zeros(len(nodes))
@@ -118,7 +112,7 @@ class GpuPackingScorer(BaseScorer):
 
     name = "gpu-packing"
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         if pod.num_gpu == 0 or pod.gpu_milli <= 0:
             return np.zeros(len(nodes))
         free = snap.gpu_free[nodes].astype(np.int64)
@@ -146,7 +140,7 @@ class BestFitScorer(BaseScorer):
 
     name = "bestfit"
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_left = snap.cpu_cap[nodes] - snap.cpu_used[nodes] - pod.cpu_milli
         gpu_left = snap.gpu_free[nodes].sum(axis=1) - pod.gpu_total_milli
         loss = 0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.features import TargetWorkload, fgd_select_gpus, schema_hash
 from dsan.model.artifact import DEFAULT_DIR
 from dsan.model.serving import ServingModel
@@ -60,9 +60,7 @@ class DSANScorer(BaseScorer):
         """The model's version and the feature schema's hash (the policy-info metric)."""
         return self._version
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         """The model's logits, those within half a :data:`LOGIT_STEP` of the best set to it."""
         return quantize_logits(self.serving.logits(pod, snap, nodes))
 
@@ -73,13 +71,8 @@ class DSANScorer(BaseScorer):
         return fgd_select_gpus(pod, snap, node, self.workload)
 
 
-def make(
-    model_dir: str | Path | None = None,
-    target_workload: TargetWorkload | None = None,
-    seed: int = 0,
-    embed_refresh_s: float = 0.0,
-    runtime: str = "numpy",
-) -> DSANScorer:
+def make(model_dir: str | Path | None = None, target_workload: TargetWorkload | None = None,
+         seed: int = 0, embed_refresh_s: float = 0.0, runtime: str = "numpy") -> DSANScorer:
     """The registry's factory: ``model_dir``, else ``$DSAN_MODEL_DIR``, else the shipped model
     (``seed`` is unused; ``embed_refresh_s``: :attr:`ServingModel.min_refresh_s`)."""
     del seed

@@ -8,9 +8,8 @@ apart in nothing. GPUs, an extended resource the default profile does not score,
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer
 
 #: ``DefaultMilliCPURequest`` / ``DefaultMemoryRequest`` of ``pkg/scheduler/util``.
@@ -22,9 +21,7 @@ MIB = 1 << 20
 class K8sDefaultScorer(BaseScorer):
     name = "k8s-default"
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_cap = snap.cpu_cap[nodes].astype(np.int64)
         mem_cap = (snap.mem_cap[nodes] * MIB).astype(np.int64)  # kube-scheduler counts bytes
         cpu_nz = pod.cpu_milli if pod.cpu_milli > 0 else DEFAULT_MILLI_CPU
@@ -39,9 +36,7 @@ class K8sDefaultScorer(BaseScorer):
         return (fit + balanced).astype(np.float64)
 
 
-def _least(
-    requested: npt.NDArray[np.int64], capacity: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def _least(requested: I64, capacity: I64) -> I64:
     safe = np.maximum(capacity, 1)
     score = (capacity - requested) * MAX_NODE_SCORE // safe
     return np.where((capacity == 0) | (requested > capacity), 0, score)

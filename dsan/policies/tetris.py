@@ -6,18 +6,15 @@ the shortest-remaining-time term needs durations the openb protocol lacks. GPUs 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.policies.base import BaseScorer
 
 
 class TetrisScorer(BaseScorer):
     name = "tetris"
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_cap = np.maximum(snap.cpu_cap[nodes], 1.0)
         mem_cap = np.maximum(snap.mem_cap[nodes], 1.0)
         gpu_cap = np.maximum(snap.gpu_count[nodes] * 1000.0, 1.0)
