@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.core.filtering import feasible_nodes
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.explain.explanation import Explanation
 from dsan.policies.base import Scorer
 from dsan.sim.scheduler import select_node
@@ -26,8 +26,8 @@ class Decision:
     snap: ClusterSnapshot
     scorer: Scorer
     #: Feasible node indices into ``snap`` and the scorer's score of each.
-    candidates: npt.NDArray[np.int64]
-    scores: npt.NDArray[np.float64]
+    candidates: I64
+    scores: F64
     #: Positions into ``candidates`` of the winner and of the best other node.
     chosen: int
     runner_up: int
@@ -73,15 +73,9 @@ class Decision:
             **extra)
 
 
-def decide(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    scorer: Scorer,
-    rng: np.random.Generator | None = None,
-    tie_rank: npt.NDArray[np.int64] | None = None,
-    index: int | None = None,
-    nodes: npt.NDArray[np.int64] | None = None,
-) -> Decision:
+def decide(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer,
+           rng: np.random.Generator | None = None, tie_rank: I64 | None = None,
+           index: int | None = None, nodes: I64 | None = None) -> Decision:
     """Score ``pod``'s feasible nodes (or ``nodes``) as :func:`dsan.sim.scheduler.select_node`
     does, ties included, and name the runner-up: the best other node, ties by ``tie_rank``
     then position. :class:`ExplainError` when fewer than two nodes are feasible."""

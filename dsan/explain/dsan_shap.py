@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
+from dsan.core.snapshot import F64
 from dsan.explain.decision import Decision, ExplainError
 from dsan.explain.explanation import Explanation
 from dsan.explain.shapley import Model, ShapConfig, permutation_shapley
@@ -23,7 +23,6 @@ from dsan.model.runtime import Runtime
 from dsan.model.serving import ServingModel
 from dsan.policies.dsan import DSANScorer
 
-F64 = npt.NDArray[np.float64]
 EMBEDDING_PLAYER = "node_embedding (LSTM + GNN streams)"
 
 

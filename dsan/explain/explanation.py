@@ -9,11 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import PodSpec
-
-F64 = npt.NDArray[np.float64]
+from dsan.core.snapshot import F64, I64, PodSpec
 
 
 @dataclass(frozen=True)
@@ -75,7 +72,7 @@ class Explanation:
     def consistent(self) -> bool:
         return max(*self.additivity_errors(), *self.score_errors()) <= self.tolerance
 
-    def top(self, k: int, by: str = "diff") -> npt.NDArray[np.int64]:
+    def top(self, k: int, by: str = "diff") -> I64:
         """Indices of the k players with the largest |contribution| (``diff``, ``chosen``,
         ``runner_up``), largest first, ties by column order."""
         col = {

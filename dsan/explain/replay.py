@@ -43,15 +43,9 @@ def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decis
     return decide(specs[order[decision]], snap, scorer, rng, tie_rank, index=decision)
 
 
-def replay_scenario(
-    scenario: str,
-    policy: str,
-    seed: int,
-    decision: int,
-    hours: float | None = None,
-    burst: bool = False,
-    **scorer_kwargs: Any,
-) -> Decision:
+def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
+                    hours: float | None = None, burst: bool = False,
+                    **scorer_kwargs: Any) -> Decision:
     """Decision ``decision`` of a seed-scenario run, driven as
     :func:`dsan.sim.scenario.runner.run_policy` drives it (same scorer wiring and tie stream)."""
     from dsan.sim.scenario.config import load

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
+from dsan.core.snapshot import F64, I64
+
 #: A batched model: (rows, columns) -> (rows,) outputs.
 Model = Callable[[F64], F64]
 #: At most this many players are enumerated exactly (2**d coalitions).

@@ -8,8 +8,8 @@ going silently wrong.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
+from dsan.core.snapshot import F64, I64
 from dsan.explain.decision import Decision, ExplainError
 from dsan.explain.explanation import Explanation
 from dsan.features import default_workload, placement
@@ -17,7 +17,6 @@ from dsan.policies.base import MAX_NODE_SCORE
 from dsan.policies.fgd import FGDScorer
 from dsan.policies.k8s_default import DEFAULT_MEMORY_MIB, DEFAULT_MILLI_CPU
 
-F64 = npt.NDArray[np.float64]
 #: Policies with a closed-form breakdown.
 TERM_POLICIES = ("k8s-default", "fgd")
 
@@ -27,7 +26,7 @@ def _least(req: F64, cap: F64) -> F64:
     return np.where((cap == 0) | (req > cap), 0.0, score)
 
 
-def _k8s_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple[str, str, F64]]]:
+def _k8s_terms(d: Decision, idx: I64) -> tuple[F64, list[tuple[str, str, F64]]]:
     pod, snap = d.pod, d.snap
     cpu_cap, mem_cap = np.floor(snap.cpu_cap[idx]), snap.mem_cap[idx]
     cpu_nz = pod.cpu_milli if pod.cpu_milli > 0 else DEFAULT_MILLI_CPU
@@ -49,7 +48,7 @@ def _k8s_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple
     return contrib, context
 
 
-def _fgd_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple[str, str, F64]]]:
+def _fgd_terms(d: Decision, idx: I64) -> tuple[F64, list[tuple[str, str, F64]]]:
     target = d.scorer.target if isinstance(d.scorer, FGDScorer) else default_workload()
     pl = placement(d.pod, d.snap, idx, target)
     delta = pl.frag_before - pl.frag_after
