@@ -39,15 +39,8 @@ from typing import Any, Final
 from dsan.api.types import API_VERSION, TELEMETRY_KIND
 
 #: Series names inside ``status.gpus[].windows``, in this order everywhere (feature columns).
-WINDOW_METRICS: Final = (
-    "util",
-    "memoryUsedMiB",
-    "powerW",
-    "temperatureC",
-    "smClockMHz",
-    "pcieTxKBps",
-    "pcieRxKBps",
-)
+WINDOW_METRICS: Final = ("util", "memoryUsedMiB", "powerW", "temperatureC", "smClockMHz",
+                         "pcieTxKBps", "pcieRxKBps")
 HEALTHY: Final = "Healthy"
 UNHEALTHY: Final = "Unhealthy"
 HEALTH_VALUES: Final = (HEALTHY, UNHEALTHY)
@@ -88,13 +81,9 @@ class GPUInfo:
     pci_bus_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "uuid": self.uuid,
-            "index": self.index,
-            "model": self.model,
-            "memoryTotalMiB": self.memory_total_mib,
-            "nvlinkPeers": list(self.nvlink_peers),
-        }
+        out: dict[str, Any] = {"uuid": self.uuid, "index": self.index, "model": self.model,
+                               "memoryTotalMiB": self.memory_total_mib,
+                               "nvlinkPeers": list(self.nvlink_peers)}
         if self.nvlink_domain is not None:
             out["nvlinkDomain"] = self.nvlink_domain
         if self.pci_bus_id:
@@ -111,7 +100,7 @@ class GPUInfo:
             model=_str(d, "model", where),
             memory_total_mib=_int(d, "memoryTotalMiB", where),
             nvlink_domain=None if domain is None else _int(d, "nvlinkDomain", where),
-            nvlink_peers=tuple(_int_list(d.get("nvlinkPeers", []), f"{where}.nvlinkPeers")),
+            nvlink_peers=tuple(_numbers(d.get("nvlinkPeers", []), f"{where}.nvlinkPeers", int)),
             pci_bus_id=str(d.get("pciBusId", "")),
         )
 
@@ -181,7 +170,7 @@ class GPUStatus:
         for name, values in raw.items():
             if name not in WINDOW_METRICS:
                 continue  # a newer writer's metric: ignore rather than reject the node
-            windows[name] = tuple(_float_list(values, f"{where}.windows.{name}"))
+            windows[name] = tuple(_numbers(values, f"{where}.windows.{name}", float))
             lengths.add(len(windows[name]))
         if len(lengths) > 1:
             raise TelemetryError(
@@ -323,19 +312,14 @@ def _float(d: Mapping[str, Any], key: str, where: str, default: float) -> float:
     return float(v)
 
 
-def _int_list(v: Any, where: str) -> list[int]:
+def _numbers(v: Any, where: str, kind: type[int] | type[float]) -> list[Any]:
+    """The list ``v`` of integers (``kind`` int) or finite numbers (as floats)."""
+    ok = int if kind is int else int | float
     out = []
     for i, x in enumerate(_list(v, where)):
-        if isinstance(x, bool) or not isinstance(x, int):
-            raise TelemetryError(f"{where}[{i}]: expected an integer, got {x!r}")
-        out.append(x)
-    return out
-
-
-def _float_list(v: Any, where: str) -> list[float]:
-    out = []
-    for i, x in enumerate(_list(v, where)):
-        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
-            raise TelemetryError(f"{where}[{i}]: expected a finite number, got {x!r}")
-        out.append(float(x))
+        if isinstance(x, bool) or not isinstance(x, ok) or (
+                kind is float and not math.isfinite(x)):
+            want = "an integer" if kind is int else "a finite number"
+            raise TelemetryError(f"{where}[{i}]: expected {want}, got {x!r}")
+        out.append(kind(x))
     return out
