@@ -16,16 +16,11 @@ seconds and informed on by the scoring sidecar. Shape (camelCase on the wire)::
               windows: {util, memoryUsedMiB, powerW, temperatureC, smClockMHz,
                         pcieTxKBps, pcieRxKBps}}]
 
-Each ``windows`` series holds the means of consecutive ``windowSeconds`` windows, oldest
-first, the last one ending at ``sampledAt``; at most ``horizonSeconds / windowSeconds``
-entries (30 with the defaults: 10 s windows over the last 5 minutes). All series of one GPU
-have the same length. ``available: false`` means the agent runs without telemetry (no NVML);
-readers must then treat the series as absent, not as zeros. ``pods`` names the containers
-kubelet gave the GPU to (kubelet's PodResources API; several only with GPU sharing);
-``podAttribution: false`` means that is unknown right now, not that the GPUs are free.
-
-``from_dict`` raises :class:`TelemetryError` naming the offending field; :func:`parse`
-returns ``None`` instead, for informers that must survive one bad object.
+Each ``windows`` series (all of one GPU the same length) holds the means of consecutive
+``windowSeconds`` windows, oldest first, the last ending at ``sampledAt``; at most
+``horizonSeconds / windowSeconds``. ``available: false``: no telemetry (series absent, not
+zeros). ``pods``: the containers kubelet gave the GPU to; ``podAttribution: false``: unknown.
+``from_dict`` raises :class:`TelemetryError` naming the field; :func:`parse` returns ``None``.
 """
 
 from __future__ import annotations

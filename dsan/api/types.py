@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-# --- API group and the telemetry custom resource -------------------------------------------
 GROUP: Final = "dsan.io"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
@@ -17,15 +16,12 @@ TELEMETRY_PLURAL: Final = "gputelemetries"
 TELEMETRY_SINGULAR: Final = "gputelemetry"
 TELEMETRY_SHORT: Final = "gput"
 
-# --- scheduler --------------------------------------------------------------------------
 SCHEDULER_NAME: Final = "dsan-scheduler"
 
-# --- extended resources -------------------------------------------------------------------
 RESOURCE_GPU: Final = "nvidia.com/gpu"
 #: Per-GPU share in thousandths (openb's ``gpu_milli``), requested by GPU-sharing pods.
 RESOURCE_GPU_MILLI: Final = "dsan.io/gpu-milli"
 
-# --- node labels ----------------------------------------------------------------------------
 LABEL_ZONE: Final = "topology.kubernetes.io/zone"
 LABEL_RACK: Final = "dsan.io/rack"
 LABEL_NVLINK_DOMAIN: Final = "dsan.io/nvlink-domain"
@@ -34,7 +30,6 @@ LABEL_GPU_MODEL: Final = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
 LABEL_HOURLY_COST: Final = "dsan.io/hourly-cost"
 
-# --- pod annotations ----------------------------------------------------------------------
 #: Allowed GPU models, ``|``-separated like openb's ``gpu_spec``; empty or absent = any.
 ANNOTATION_GPU_MODELS: Final = "dsan.io/gpu-models"
 #: Per-GPU share in thousandths for a GPU-sharing pod (1..1000).
@@ -47,7 +42,6 @@ ANNOTATION_SCORED_BY: Final = "dsan.io/scored-by"
 
 TASK_TYPES: Final = ("other", "train", "batch", "web")
 
-# --- events the sidecar writes (events.k8s.io/v1) -------------------------------------------
 #: ``reportingController`` of the sidecar's Events (a qualified name, as the API requires).
 EVENT_CONTROLLER: Final = "dsan.io/sidecar"
 #: ``action`` of a decision's Event.

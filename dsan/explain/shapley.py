@@ -5,11 +5,9 @@ For players :math:`1..d` (a player is one column or a group of columns), an inst
 
 .. math:: v(S) = \\frac{1}{B} \\sum_j f(x_S, b_{j,\\bar S})
 
-so :math:`v(\\emptyset)` is the base value and :math:`v(\\text{all}) = f(x)`, as shap's
-``Exact`` and ``Permutation`` explainers compute. :func:`exact_shapley` enumerates every
-coalition (small d: the tests' reference); :func:`permutation_shapley` samples antithetic
-orderings, whose marginal contributions telescope, so its values are exactly additive. Not the
-``shap`` package: see docs/explain.md.
+as shap's ``Exact`` and ``Permutation`` explainers compute: :func:`exact_shapley` enumerates
+every coalition (the tests' reference); :func:`permutation_shapley` samples antithetic
+orderings, whose marginal contributions telescope, so its values are exactly additive.
 """
 
 from __future__ import annotations

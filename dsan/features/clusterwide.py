@@ -1,13 +1,7 @@
-"""Cluster-wide state that a per-node feature column is conditioned on.
-
-Every other column sees one node, but which tie-break helps on openb depends on what the
-cluster runs out of first (docs/results/dsan_openb.md): keeping room for the workload's
-second shape helps pods asking for several whole GPUs while GPUs run out first
-(:func:`room_factor`), and preferring nodes with much CPU per GPU strands GPUs once the GPU
-nodes' CPU runs out clearly first (:func:`cpu_bound_factor` cancels it). The featurizer, the
-fast linear scorer and the serving cache's class key all call these, so the simulator and
-the sidecar read the same bit from the same snapshot. A column that is 0 until its bit is
-set leaves every other decision as it was.
+"""Cluster-wide state that a per-node feature column is conditioned on: which tie-break helps
+on openb depends on what the cluster runs out of first (docs/results/dsan_openb.md). The
+featurizer, the fast linear scorer and the serving cache all call these, so the simulator and
+the sidecar read the same bit from the same snapshot.
 """
 
 from __future__ import annotations

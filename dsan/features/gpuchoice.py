@@ -1,10 +1,7 @@
-"""The GPU slots FGD gives a pod on the node it chose, one pod or a batch.
-
-DSAN binds pods to the GPUs FGD would pick (the node is DSAN's choice, the slots FGD's): the
-slot with the highest *integer* FGD score for a sharing pod (the plugin's strict ``>``), the
-first fully free GPUs (best fit) for a whole-GPU pod. :func:`dsan.features.whatif.placement`
-picks a sharing pod's slot by the untruncated fragmentation instead, for the features; the
-two differ on some pods, and the features' choice must not stand in for FGD's.
+"""The GPU slots FGD gives a pod on the node it chose (DSAN binds pods to them): the first slot
+with the highest *integer* FGD score for a sharing pod, the first fully free GPUs for a
+whole-GPU pod. Not :func:`dsan.features.whatif.placement`'s slot (the untruncated
+fragmentation's, for the features): the two differ on some pods.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """FGD's *target workload*: the task shapes a cluster expects, with their frequencies.
 
-Weng et al. (ATC'23) measure fragmentation against the most popular task shapes (CPU milli,
-GPU count, per-GPU milli, allowed GPU models; memory is not part of a shape) covering 95 % of
-the tasks, frequencies renormalised to 1, chosen as the FGD simulator's typical-pods walk does.
-``TargetWorkload.default()`` is openb ``default``'s, embedded in
-:mod:`dsan.features.target_openb_default` (``python -m dsan.sim.targets --generate CSV``).
+Weng et al. (ATC'23): the most popular shapes (CPU milli, GPU count, per-GPU milli, allowed GPU
+models) covering 95 % of the tasks, chosen as the FGD simulator's typical-pods walk does.
 """
 
 from __future__ import annotations

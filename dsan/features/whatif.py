@@ -101,11 +101,8 @@ def free_after(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkloa
                shares: npt.ArrayLike) -> I64:
     """Free GPU share per slot after placing ``pod`` on each of ``nodes``: :func:`placement`'s
     ``free_after`` wherever it matters for counting GPUs that still fit each share in
-    ``shares`` (``free // share`` per slot). ``access`` is ``w.access(snap)``.
-
-    A sharing pod's slot choice (by every target shape's fragmentation) is the expensive
-    part; where every fitting GPU loses as many ``share``-sized pieces for every share, the
-    choice cannot change those counts and the first fitting slot stands in.
+    ``shares`` (``free // share`` per slot). Where every fitting GPU loses as many pieces for
+    every share, the (costly) slot choice cannot change the counts and the first slot stands in.
     """
     free = snap.gpu_free[nodes].astype(np.int64)
     if not pod.is_sharing:

@@ -1,9 +1,8 @@
-"""Node embeddings of the cluster, recomputed at the cost of what changed: the LSTM and the
-pod-independent node columns for the nodes whose telemetry changed (plus every node's age
-columns), everything when a static input's values change (compared against copies: the
-sidecar writes its snapshot in place); the GNN over every node, since it mixes every node's
-age columns into its neighbours. Equal to computing the whole snapshot at once up to float32
-rounding.
+"""Node embeddings of the cluster, recomputed at the cost of what changed: the LSTM and node
+columns of the nodes whose telemetry changed (everything when a static input's values change;
+compared against copies, as the sidecar writes its snapshot in place), the GNN over every node
+(it mixes every node's age columns into its neighbours). Equal to a full recompute up to
+float32 rounding.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The one scoring interface shared by the simulator, the sidecar and DSAN.
-
-A :class:`Scorer` ranks the feasible nodes for one pod (higher is better, on the scorer's own
-scale); it never filters and never mutates the snapshot. :class:`BaseScorer` gives every
-member's default, so callers never probe for one.
-"""
+"""The one scoring interface of the simulator, the sidecar and DSAN: a :class:`Scorer` ranks the
+feasible nodes for one pod and never mutates the snapshot; :class:`BaseScorer` has every
+member's default, so callers never probe for one."""
 
 from __future__ import annotations
 
@@ -47,9 +44,8 @@ class Scorer(Protocol):
         """The simulator released ``pod`` from ``node``."""
 
     def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
-        """Off the request path (the sidecar calls it after a reply, once the winner is
-        charged): bring what the scorer keeps for pods like ``pod`` up to ``snap`` so the
-        next such request finds it done. Never changes a score."""
+        """Off the request path, bring what the scorer keeps for pods like ``pod`` up to
+        ``snap``. Never changes a score."""
 
 
 class BaseScorer:

@@ -1,9 +1,5 @@
-"""The FGD paper's five baselines, as the FGD simulator scores them (Weng et al., ATC'23).
-
-Each mirrors one score plugin of hkust-adsl/kubernetes-scheduler-simulator
-(``pkg/simulator/plugin/*_score.go``), integer arithmetic included, because truncation
-decides ties. Formulas and sources: docs/policies.md. GPUs inside the node are chosen
-best-fit, except by ``random``.
+"""The FGD paper's five baselines, each as its FGD simulator plugin scores (integer arithmetic
+included: truncation decides ties). Formulas and sources: docs/policies.md.
 """
 
 from __future__ import annotations

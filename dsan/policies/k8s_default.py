@@ -1,8 +1,6 @@
 """kube-scheduler's default scoring, as of Kubernetes v1.31 (``pkg/scheduler/framework/plugins``):
-NodeResourcesFit (LeastAllocated over cpu and memory, with the pod's *non-zero* request) plus
-NodeResourcesBalancedAllocation, weight 1 each; the other default plugins tell our nodes
-apart in nothing. GPUs, an extended resource the default profile does not score, play no part
-(docs/policies.md). GPUs inside the chosen node are picked best-fit.
+NodeResourcesFit (LeastAllocated, cpu and memory) plus NodeResourcesBalancedAllocation, weight
+1 each; GPUs are not scored (docs/policies.md) and are picked best-fit.
 """
 
 from __future__ import annotations
