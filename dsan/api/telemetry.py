@@ -161,16 +161,13 @@ class GPUStatus:
             raise TelemetryError(f"{where}.health: {health!r} is not one of {HEALTH_VALUES}")
         raw = _mapping(d.get("windows", {}), f"{where}.windows")
         windows: dict[str, tuple[float, ...]] = {}
-        lengths = set()
         for name, values in raw.items():
-            if name not in WINDOW_METRICS:
-                continue  # a newer writer's metric: ignore rather than reject the node
-            windows[name] = tuple(_numbers(values, f"{where}.windows.{name}", float))
-            lengths.add(len(windows[name]))
+            if name in WINDOW_METRICS:  # a newer writer's metric: ignored, the node kept
+                windows[name] = tuple(_numbers(values, f"{where}.windows.{name}", float))
+        lengths = {len(s) for s in windows.values()}
         if len(lengths) > 1:
-            raise TelemetryError(
-                f"{where}.windows: series have different lengths {sorted(lengths)}"
-            )
+            raise TelemetryError(f"{where}.windows: series have different lengths "
+                                 f"{sorted(lengths)}")
         last = d.get("lastXid")
         return cls(
             uuid=_str(d, "uuid", where),

@@ -126,9 +126,8 @@ def _scorer_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     try:
         read_manifest(model_dir)  # fail before replaying, not after
     except FileNotFoundError as exc:
-        raise FileNotFoundError(
-            f"{exc} (pass --model-dir, set DSAN_MODEL_DIR or train one with `dsan train`)"
-        ) from None
+        raise FileNotFoundError(f"{exc} (pass --model-dir, set DSAN_MODEL_DIR or train one "
+                                "with `dsan train`)") from None
     except SchemaMismatch as exc:
         raise ValueError(str(exc)) from None
     return {"model_dir": model_dir}

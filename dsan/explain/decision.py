@@ -82,9 +82,8 @@ def decide(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer,
     cand = (feasible_nodes(pod, snap) if nodes is None else np.asarray(nodes)).astype(np.int64)
     where = f" at decision {index}" if index is not None else ""
     if cand.size == 0:
-        raise ExplainError(
-            f"pod {pod.name}{where} fits on no node: the protocol drops it, nothing to explain"
-        )
+        raise ExplainError(f"pod {pod.name}{where} fits on no node: the protocol drops it, "
+                           "nothing to explain")
     if cand.size == 1:
         raise ExplainError(
             f"pod {pod.name}{where} has one feasible node ({snap.names[int(cand[0])]}): bound "

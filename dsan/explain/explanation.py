@@ -45,9 +45,8 @@ class Explanation:
         d = len(self.names)
         for col in ("value_chosen", "value_runner_up", "contrib_chosen", "contrib_runner_up"):
             if np.shape(getattr(self, col)) != (d,):
-                raise ValueError(
-                    f"Explanation.{col} has shape {np.shape(getattr(self, col))}, want ({d},)"
-                )
+                raise ValueError(f"Explanation.{col} has shape {np.shape(getattr(self, col))}, "
+                                 f"want ({d},)")
         if len(self.units) != d:
             raise ValueError(f"Explanation.units has {len(self.units)} entries, want {d}")
 
@@ -64,9 +63,8 @@ class Explanation:
 
     def score_errors(self) -> tuple[float, float]:
         """|output - served score| for A and B: the explained function is the served one."""
-        return abs(self.output_chosen - self.score_chosen), abs(
-            self.output_runner_up - self.score_runner_up
-        )
+        return (abs(self.output_chosen - self.score_chosen),
+                abs(self.output_runner_up - self.score_runner_up))
 
     @property
     def consistent(self) -> bool:

@@ -109,9 +109,8 @@ def exact_shapley(f: Model, x: F64, background: F64, groups: I64 | None = None) 
     phi = np.zeros((x.shape[0], d))
     for i in range(d):  # d <= 20 iterations, each vectorised over all coalitions
         without = ~member[:, i]
-        phi[:, i] = ((v[:, codes[without] | (1 << i)] - v[:, without]) * weight[without]).sum(
-            axis=1
-        )
+        gain = v[:, codes[without] | (1 << i)] - v[:, without]
+        phi[:, i] = (gain * weight[without]).sum(axis=1)
     evaluations = int((1 << d) * bg.shape[0] * x.shape[0])
     return ShapValues(phi, float(v[0, 0]), v[:, -1].copy(), "exact", evaluations,
                       np.zeros_like(phi))

@@ -30,10 +30,6 @@ class DSANNet(nn.Module):
         self.head = ScoreHead(self.cfg.features, h, residual, self.cfg.prior_col,
                               self.cfg.cpu_only_col)
 
-    def reset_parameters(self) -> None:
-        for m in (self.temporal, self.spatial, self.fusion, self.head):
-            m.reset_parameters()
-
     @torch.jit.export
     def embed_nodes(
         self, node_x: Tensor, telemetry: Tensor, edge_index: Tensor, edge_weight: Tensor

@@ -49,9 +49,8 @@ class DotProdScorer(BaseScorer):
     def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_free = (snap.cpu_cap[nodes] - snap.cpu_used[nodes]) / MAX_SPEC_CPU
         gpu_free = snap.gpu_free[nodes].sum(axis=1) / MAX_SPEC_GPU
-        dot = cpu_free * (pod.cpu_milli / MAX_SPEC_CPU) + gpu_free * (
-            pod.gpu_total_milli / MAX_SPEC_GPU
-        )
+        dot = (cpu_free * (pod.cpu_milli / MAX_SPEC_CPU)
+               + gpu_free * (pod.gpu_total_milli / MAX_SPEC_GPU))
         return np.trunc(MAX_NODE_SCORE * (1.0 - dot / 2.0))
 
 
