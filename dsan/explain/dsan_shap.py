@@ -95,16 +95,11 @@ def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | No
     units = (*(f"{s.unit}; {s.norm}" for s in FEATURES), f"{2 * hidden}-d vector")
     emb_norm = np.linalg.norm(z[pair, N_FEATURES:], axis=1)
     values = np.concatenate([z[pair, :N_FEATURES], emb_norm[:, None]], axis=1)
-    notes = [
+    notes = (
         f"background: {bg_idx.size} of {len(d.candidates) - 2} other candidates (seed {cfg.seed})",
         "embedding player value shown as the vector's L2 norm",
-    ]
-    if sv.stderr is not None:
-        notes.append(
-            f"largest standard error of one SHAP value over the antithetic pairs: "
-            f"{float(sv.stderr.max()):.3g} (more permutations shrink it)"
-        )
+        f"largest standard error of one SHAP value over the antithetic pairs: "
+        f"{float(sv.stderr.max()):.3g} (more permutations shrink it)")
     method = f"interventional SHAP, {sv.method}, {sv.evaluations} model rows"
     outputs = (float(sv.outputs[0]), float(sv.outputs[1]))
-    return d.explanation(method, names, units, values, sv.values, sv.base_value, outputs,
-                         tuple(notes))
+    return d.explanation(method, names, units, values, sv.values, sv.base_value, outputs, notes)

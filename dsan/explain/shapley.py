@@ -50,7 +50,7 @@ class ShapValues:
     method: str
     evaluations: int
     #: Standard error of each value over the antithetic pairs (0 for exact), (k, players).
-    stderr: F64 | None = None
+    stderr: F64
 
     def additivity_error(self) -> F64:
         """|base + sum(phi) - f(x)| per instance: 0 up to float rounding."""

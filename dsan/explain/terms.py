@@ -59,11 +59,8 @@ def _fgd_terms(d: Decision, idx: I64) -> tuple[F64, list[tuple[str, str, F64]]]:
         ("fragmentation after", "GPU milli", pl.frag_after),
         ("fragmentation reduction (before - after)", "GPU milli", delta),
         ("GPU slot chosen (sharing pods)", "slot", pl.slot.astype(np.float64)),
-        (
-            "free GPU milli on node",
-            "GPU milli",
-            d.snap.gpu_free[idx].sum(axis=1).astype(np.float64),
-        ),
+        ("free GPU milli on node", "GPU milli",
+         d.snap.gpu_free[idx].sum(axis=1).astype(np.float64)),
     ]
     return contrib, context
 

@@ -52,9 +52,8 @@ def _sharing_whatif(gpu_milli: I64, present: BOOL, free: I64, cpu_after: F64, ac
     small_new = new < milli
     frag_new = (frag_small[:, :, None] - kept + np.where(small_new, new, 0))[w.milli_index]
     fit_new = (fit[:, :, None] - (~small) + (~small_new))[w.milli_index]  # (K, m, 8)
-    host = (acc & (w.num_gpu[:, None] > 0) & (cpu_after[None, :] >= w.cpu_milli[:, None]))[
-        :, :, None
-    ] & (fit_new >= w.num_gpu[:, None, None])
+    hosts = acc & (w.num_gpu[:, None] > 0) & (cpu_after[None, :] >= w.cpu_milli[:, None])
+    host = hosts[:, :, None] & (fit_new >= w.num_gpu[:, None, None])
     total_new = (free.sum(axis=1) - gpu_milli).astype(np.float64)[None, :, None]
     f_after = np.einsum("k,kmg->mg", w.freq, np.where(host, frag_new, total_new))
     valid = (free >= gpu_milli[:, None]) & present

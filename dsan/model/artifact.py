@@ -68,9 +68,8 @@ class ModelConfig:
         if self.features != N_FEATURES or self.node_features != N_NODE_FEATURES:
             raise ValueError("ModelConfig feature widths must match dsan.features")
         if self.head not in HEADS:
-            raise ValueError(
-                f"ModelConfig.head must be one of {', '.join(HEADS)}, got {self.head!r}"
-            )
+            raise ValueError(f"ModelConfig.head must be one of {', '.join(HEADS)}, "
+                             f"got {self.head!r}")
 
     @property
     def prior_col(self) -> int:

@@ -10,14 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from dsan.core.snapshot import ClusterSnapshot
 from dsan.features import AGE_COLUMNS, N_NODE_FEATURES, age_columns, node_block, telemetry_of
-from dsan.model.graph import Graph
+from dsan.model.graph import F32, Graph
 from dsan.model.runtime import Runtime
 
-F32 = npt.NDArray[np.float32]
 #: The snapshot columns node_block's non-telemetry, non-age columns are made of.
 _STATIC = ("cpu_cap", "mem_cap", "gpu_count", "gpu_model", "zone", "rack", "nvlink",
            "hourly_cost", "taint_mask")

@@ -92,10 +92,8 @@ def load(model_dir: str | Path = DEFAULT_DIR) -> tuple[DSANNet, dict[str, Any]]:
     missing, unexpected = model.load_state_dict(state, strict=False)
     # models saved before OPTIONAL_KEYS existed load them at their zero initialisation
     if unexpected or set(missing) - OPTIONAL_KEYS:
-        raise RuntimeError(
-            f"{model_dir}: weights do not match the model: missing {missing}, "
-            f"unexpected {unexpected}"
-        )
+        raise RuntimeError(f"{model_dir}: weights do not match the model: missing {missing}, "
+                           f"unexpected {unexpected}")
     return model.eval(), manifest
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from dsan.core.snapshot import F64, I64
 from dsan.model.artifact import (
     DEFAULT_DIR,
     TORCHSCRIPT,
@@ -24,11 +24,7 @@ from dsan.model.artifact import (
     load_serving,
     read_manifest,
 )
-from dsan.model.graph import Graph
-
-F32 = npt.NDArray[np.float32]
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
+from dsan.model.graph import F32, Graph
 
 RUNTIMES = ("numpy", "torchscript")
 

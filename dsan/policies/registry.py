@@ -15,14 +15,9 @@ POLICY_NAMES: tuple[str, ...] = ("k8s-default", "tetris", "random", "dotprod", "
 PUBLISHED_POLICIES: tuple[str, ...] = ("random", "dotprod", "gpu-clustering", "gpu-packing",
                                        "bestfit", "fgd")
 #: Our name -> the FGD simulator's ``sc_policy`` label in the published CSVs.
-PUBLISHED_LABELS: dict[str, str] = {
-    "random": "01-Random",
-    "dotprod": "02-DotProd",
-    "gpu-clustering": "03-GpuClustering",
-    "gpu-packing": "04-GpuPacking",
-    "bestfit": "05-BestFit",
-    "fgd": "06-FGD",
-}
+PUBLISHED_LABELS: dict[str, str] = dict(zip(PUBLISHED_POLICIES, (
+    "01-Random", "02-DotProd", "03-GpuClustering", "04-GpuPacking", "05-BestFit", "06-FGD"),
+    strict=True))
 
 
 def make_scorer(
