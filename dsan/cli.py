@@ -45,8 +45,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 stub.set_defaults(func=_missing(name, exc.name, need))
                 continue
             raise
-        add: Callable[[Any], argparse.ArgumentParser] = mod.add_parser
-        add(sub)
+        mod.add_parser(sub)
     return parser
 
 

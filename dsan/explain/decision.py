@@ -43,13 +43,9 @@ class Decision:
     def runner_up_node(self) -> int:
         return int(self.candidates[self.runner_up])
 
-    @property
-    def tie(self) -> bool:
-        return bool(self.scores[self.chosen] == self.scores[self.runner_up])
-
     def tie_note(self) -> tuple[str, ...]:
         """A report line when A and B scored the same: the tie rule, not the score, chose."""
-        if not self.tie:
+        if self.scores[self.chosen] != self.scores[self.runner_up]:
             return ()
         rule = "the tie rank (e.g. node name)" if self.tie_by_rank else "the seeded random draw"
         return (f"tie: equal scores, {rule} picked the winner",)
