@@ -202,10 +202,8 @@ class GPUTelemetry:
         if not self.node_name:
             raise TelemetryError("metadata.name / spec.nodeName: empty node name")
         if self.window_seconds <= 0 or self.horizon_seconds < self.window_seconds:
-            raise TelemetryError(
-                f"spec: need 0 < windowSeconds <= horizonSeconds, got "
-                f"{self.window_seconds} and {self.horizon_seconds}"
-            )
+            raise TelemetryError(f"spec: need 0 < windowSeconds <= horizonSeconds, got "
+                                 f"{self.window_seconds} and {self.horizon_seconds}")
 
     def status_of(self, uuid: str) -> GPUStatus | None:
         return next((s for s in self.statuses if s.uuid == uuid), None)

@@ -81,10 +81,9 @@ def decide(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer,
         raise ExplainError(f"pod {pod.name}{where} fits on no node: the protocol drops it, "
                            "nothing to explain")
     if cand.size == 1:
-        raise ExplainError(
-            f"pod {pod.name}{where} has one feasible node ({snap.names[int(cand[0])]}): bound "
-            "without scoring, nothing to compare"
-        )
+        only = snap.names[int(cand[0])]
+        raise ExplainError(f"pod {pod.name}{where} has one feasible node ({only}): bound "
+                           "without scoring, nothing to compare")
     winner = select_node(pod, snap, scorer, rng or np.random.default_rng(0), cand, tie_rank)
     assert winner is not None  # cand is non-empty
     scores = np.asarray(scorer.score(pod, snap, cand), dtype=np.float64)
@@ -93,6 +92,5 @@ def decide(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer,
     rank = np.zeros(cand.size, dtype=np.int64) if tie_rank is None else tie_rank[cand]
     s = np.where(np.isfinite(scores[rest]), scores[rest], -np.inf)
     order = np.lexsort((rest, rank[rest], -s))  # best score, then tie rank, then position
-    return Decision(
-        pod, snap, scorer, cand, scores, chosen, int(rest[order[0]]), index, tie_rank is not None
-    )
+    runner_up = int(rest[order[0]])
+    return Decision(pod, snap, scorer, cand, scores, chosen, runner_up, index, tie_rank is not None)

@@ -32,10 +32,8 @@ def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decis
         raise ExplainError(f"{cfg.nodes}: the node list has no GPUs")
     order = tuned_order(pods.gpu_request_milli(), capacity, cfg.tune, rng)
     if not 0 <= decision < len(order):
-        raise ExplainError(
-            f"decision {decision} is out of range: this run makes {len(order)} decisions "
-            f"(0..{len(order) - 1})"
-        )
+        raise ExplainError(f"decision {decision} is out of range: this run makes {len(order)} "
+                           f"decisions (0..{len(order) - 1})")
     scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target, **scorer_kwargs)
     tie_rank = tie_ranks(cfg.tie_break, snap)
     for e in range(decision):
@@ -57,11 +55,8 @@ def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
     cfg = load(scenario)
     wl = generate(cfg, seed, burst)
     engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
-    target = (
-        TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
-        if policy in ("fgd", "dsan")
-        else None
-    )
+    fgd_like = policy in ("fgd", "dsan")
+    target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models) if fgd_like else None
     scorer = make_scorer(policy, seed=seed, target_workload=target, **scorer_kwargs)
     engine.attach(scorer.select_gpus, scorer)
     rng = np.random.default_rng(seed)

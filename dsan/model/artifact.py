@@ -116,11 +116,9 @@ def read_manifest(model_dir: str | Path) -> dict[str, Any]:
         raise BadModel(f"{path}: the manifest is not a JSON object")
     got, want = manifest.get("feature_schema"), schema_hash()
     if got != want:
-        raise SchemaMismatch(
-            f"model at {model_dir} was trained on feature schema {got!r}, but this featurizer "
-            f"has {want!r} (dsan/features/schema.py changed): retrain with `dsan train` or use a "
-            "matching release"
-        )
+        raise SchemaMismatch(f"model at {model_dir} was trained on feature schema {got!r}, but "
+                             f"this featurizer has {want!r} (dsan/features/schema.py changed): "
+                             "retrain with `dsan train` or use a matching release")
     return manifest
 
 

@@ -120,9 +120,8 @@ class GpuPackingScorer(BaseScorer):
         if pod.is_sharing:
             smallest = np.where(fits, free, np.iinfo(np.int64).max).min(axis=1)
             uses_full = smallest >= MILLI
-            case1 = np.maximum(
-                MAX_NODE_SCORE - (smallest * 100 // MILLI) // 10, MAX_NODE_SCORE // 2
-            )
+            case1 = np.maximum(MAX_NODE_SCORE - (smallest * 100 // MILLI) // 10,
+                               MAX_NODE_SCORE // 2)
             case2 = np.maximum(MAX_NODE_SCORE // 2 - 1, MAX_NODE_SCORE // 3)
             used = np.where(uses_full, case2, case1)
         else:  # whole GPUs: every GPU used is fully free
