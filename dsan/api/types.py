@@ -107,9 +107,8 @@ NOT_SCORED: Final = "none"
 
 @dataclass(frozen=True, slots=True)
 class ScoredBy:
-    """Who scored a pod: a policy name and its version (a DSAN model's version and feature
-    schema hash; empty for a heuristic, whose name says it all). ``policy`` "" = not scored.
-    Written as ``policy@version``, ``policy`` alone, or :data:`NOT_SCORED`."""
+    """Who scored a pod: a policy and its version (empty for a heuristic; ``policy`` "" = not
+    scored), written as ``policy@version``, ``policy`` alone, or :data:`NOT_SCORED`."""
 
     policy: str
     version: str = ""

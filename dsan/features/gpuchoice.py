@@ -33,10 +33,9 @@ def fgd_select_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int, w: TargetWor
 def fgd_select_gpus_many(pods: Sequence[PodSpec], snaps: Sequence[ClusterSnapshot],
                          nodes: Sequence[int], w: TargetWorkload,
                          accesses: Sequence[BOOL]) -> list[tuple[int, ...]]:
-    """:func:`fgd_select_gpus` of several (pod, snapshot, node), each with its precomputed
-    ``w.access(snap)``: the sharing pods' fragmentation before and after each slot in ONE
-    :func:`node_frag` call (numpy's per-call cost dominates). Same slots: every row's value
-    is independent of its batch."""
+    """:func:`fgd_select_gpus` of several (pod, snapshot, node, precomputed access): the sharing
+    pods' fragmentation before and after each slot in ONE :func:`node_frag` call (numpy's
+    per-call cost dominates; every row's value is independent of its batch)."""
     out: list[tuple[int, ...]] = [()] * len(pods)
     cpu: list[npt.NDArray[np.float64]] = []
     rows: list[npt.NDArray[np.int64]] = []

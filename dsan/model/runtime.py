@@ -197,8 +197,7 @@ class TorchScriptRuntime:
                                    t.from_numpy(graph.edge_weight)).numpy()
 
     def set_streams(self, temporal: F32, spatial: F32) -> None:
-        t = self._torch
-        self._streams = t.from_numpy(np.stack([temporal, spatial], axis=1))
+        self._streams = self._torch.from_numpy(np.stack([temporal, spatial], axis=1))
 
     def streams(self, nodes: I64) -> F32:
         return self._streams[self._torch.from_numpy(nodes)].numpy()
