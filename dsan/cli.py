@@ -1,7 +1,6 @@
-"""The ``dsan`` command: parse, wire, run. Each component registers its own subcommands.
-
-Subcommand modules are imported lazily so ``dsan sim`` never imports the sidecar's
-Kubernetes client and ``dsan serve`` never imports the simulator's plotting.
+"""The ``dsan`` command. Each component registers its own subcommands; only the chosen one's
+module is imported, so ``dsan serve`` never imports the simulator's plotting (nor ``dsan sim``
+the sidecar's Kubernetes client).
 """
 
 from __future__ import annotations
@@ -23,22 +22,17 @@ SUBCOMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("serve", "sidecar.cli", "run the scoring sidecar (extender HTTP + gRPC Score)", ""),
     ("deviceplugin", "deviceplugin.cli", "run the GPU device plugin and telemetry agent", ""),
 )
-OUR_PACKAGES = ("dsan", "sidecar", "deviceplugin")
-
 #: Our top-level packages: a missing module among them is a bug, not a missing extra.
-_OURS = ("dsan", "sidecar", "deviceplugin")
+OUR_PACKAGES = ("dsan", "sidecar", "deviceplugin")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dsan", description="DSAN Scheduler")
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    wanted = None
-    if argv:
-        wanted = next((a for a in argv if not a.startswith("-")), None)
+    wanted = next((a for a in argv or () if not a.startswith("-")), None)
     for name, module, help_text, extra in SUBCOMMANDS:
-        if wanted is not None and wanted != name:
-            # Only the chosen subcommand's module is imported; the others get a stub entry.
+        if wanted is not None and wanted != name:  # a stub entry: its module is not imported
             sub.add_parser(name, help=help_text)
             continue
         try:
@@ -51,8 +45,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 stub.set_defaults(func=_missing(name, exc.name, need))
                 continue
             raise
-        add: Callable[[Any], argparse.ArgumentParser] = mod.add_parser
-        add(sub)
+        mod.add_parser(sub)
     return parser
 
 

@@ -12,16 +12,11 @@ The grammar is ``resource.Quantity``'s (k8s.io/apimachinery/pkg/api/resource/qua
     <decimalSI>       ::= n | u | m | "" | k | M | G | T | P | E
     <decimalExponent> ::= "e" <integer> | "E" <integer>     (an optionally signed integer)
 
-Nothing else: no spaces, no ``_`` separators, no non-ASCII digits, no ``inf``. As in
-apimachinery, a non-zero value finer than a nano unit rounds up, away from zero, to one
-(``"0.1n"`` is ``1n``). Two bounds apimachinery does not have keep every parse to a few
-microseconds whatever arrives: at most :data:`MAX_LENGTH` characters (the apiserver hands out
-quantities in canonical form, never longer than about 25), and a magnitude of at most
-:data:`MAX_VALUE` base units (2^63-1, where kube-scheduler's own int64 accounting ends;
-``"1e999999"`` is refused at once instead of being expanded into a million-digit number).
-
-JSON numbers are accepted where a string is expected, as ``Quantity.UnmarshalJSON`` does.
-Every refusal is a :class:`QuantityError` whose message names the field.
+Nothing else (no spaces, ``_``, non-ASCII digits or ``inf``); a non-zero value finer than a
+nano unit rounds up to one, as in apimachinery. Two bounds apimachinery lacks keep every parse
+to microseconds: :data:`MAX_LENGTH` characters and :data:`MAX_VALUE` base units (where
+kube-scheduler's int64 accounting ends). JSON numbers are accepted, as
+``Quantity.UnmarshalJSON`` does; every refusal is a :class:`QuantityError` naming the field.
 """
 
 from __future__ import annotations
@@ -79,8 +74,7 @@ def parse_quantity(value: Any, field: str) -> Decimal:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_text(text: str) -> Decimal | str:
-    """The value, or why not (an error string: lru_cache does not keep exceptions). Pods
-    repeat a handful of quantity strings, so most calls are a cache hit."""
+    """The value, or why not (an error string: lru_cache does not keep exceptions)."""
     if len(text) > MAX_LENGTH:
         return f"is longer than {MAX_LENGTH} characters"
     m = _GRAMMAR.fullmatch(text)
@@ -119,8 +113,7 @@ def _parse_text(text: str) -> Decimal | str:
 
 
 def _show(value: Any) -> str:
-    """``repr(value)``, cut short: an error message must not echo a megabyte back (nor turn
-    a huge int into its digits, which Python refuses past 4,300 of them)."""
+    """``repr(value)``, cut short: an error message must not echo a megabyte back."""
     if isinstance(value, str):
         return repr(value) if len(value) <= 40 else repr(value[:37]) + "..."
     if isinstance(value, int) and not -MAX_VALUE <= value <= MAX_VALUE:

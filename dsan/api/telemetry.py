@@ -16,16 +16,11 @@ seconds and informed on by the scoring sidecar. Shape (camelCase on the wire)::
               windows: {util, memoryUsedMiB, powerW, temperatureC, smClockMHz,
                         pcieTxKBps, pcieRxKBps}}]
 
-Each ``windows`` series holds the means of consecutive ``windowSeconds`` windows, oldest
-first, the last one ending at ``sampledAt``; at most ``horizonSeconds / windowSeconds``
-entries (30 with the defaults: 10 s windows over the last 5 minutes). All series of one GPU
-have the same length. ``available: false`` means the agent runs without telemetry (no NVML);
-readers must then treat the series as absent, not as zeros. ``pods`` names the containers
-kubelet gave the GPU to (kubelet's PodResources API; several only with GPU sharing);
-``podAttribution: false`` means that is unknown right now, not that the GPUs are free.
-
-``from_dict`` raises :class:`TelemetryError` naming the offending field; :func:`parse`
-returns ``None`` instead, for informers that must survive one bad object.
+Each ``windows`` series (all of one GPU the same length) holds the means of consecutive
+``windowSeconds`` windows, oldest first, the last ending at ``sampledAt``; at most
+``horizonSeconds / windowSeconds``. ``available: false``: no telemetry (series absent, not
+zeros). ``pods``: the containers kubelet gave the GPU to; ``podAttribution: false``: unknown.
+``from_dict`` raises :class:`TelemetryError` naming the field; :func:`parse` returns ``None``.
 """
 
 from __future__ import annotations
@@ -39,15 +34,8 @@ from typing import Any, Final
 from dsan.api.types import API_VERSION, TELEMETRY_KIND
 
 #: Series names inside ``status.gpus[].windows``, in this order everywhere (feature columns).
-WINDOW_METRICS: Final = (
-    "util",
-    "memoryUsedMiB",
-    "powerW",
-    "temperatureC",
-    "smClockMHz",
-    "pcieTxKBps",
-    "pcieRxKBps",
-)
+WINDOW_METRICS: Final = ("util", "memoryUsedMiB", "powerW", "temperatureC", "smClockMHz",
+                         "pcieTxKBps", "pcieRxKBps")
 HEALTHY: Final = "Healthy"
 UNHEALTHY: Final = "Unhealthy"
 HEALTH_VALUES: Final = (HEALTHY, UNHEALTHY)
@@ -88,13 +76,9 @@ class GPUInfo:
     pci_bus_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "uuid": self.uuid,
-            "index": self.index,
-            "model": self.model,
-            "memoryTotalMiB": self.memory_total_mib,
-            "nvlinkPeers": list(self.nvlink_peers),
-        }
+        out: dict[str, Any] = {"uuid": self.uuid, "index": self.index, "model": self.model,
+                               "memoryTotalMiB": self.memory_total_mib,
+                               "nvlinkPeers": list(self.nvlink_peers)}
         if self.nvlink_domain is not None:
             out["nvlinkDomain"] = self.nvlink_domain
         if self.pci_bus_id:
@@ -111,7 +95,7 @@ class GPUInfo:
             model=_str(d, "model", where),
             memory_total_mib=_int(d, "memoryTotalMiB", where),
             nvlink_domain=None if domain is None else _int(d, "nvlinkDomain", where),
-            nvlink_peers=tuple(_int_list(d.get("nvlinkPeers", []), f"{where}.nvlinkPeers")),
+            nvlink_peers=tuple(_numbers(d.get("nvlinkPeers", []), f"{where}.nvlinkPeers", int)),
             pci_bus_id=str(d.get("pciBusId", "")),
         )
 
@@ -177,16 +161,13 @@ class GPUStatus:
             raise TelemetryError(f"{where}.health: {health!r} is not one of {HEALTH_VALUES}")
         raw = _mapping(d.get("windows", {}), f"{where}.windows")
         windows: dict[str, tuple[float, ...]] = {}
-        lengths = set()
         for name, values in raw.items():
-            if name not in WINDOW_METRICS:
-                continue  # a newer writer's metric: ignore rather than reject the node
-            windows[name] = tuple(_float_list(values, f"{where}.windows.{name}"))
-            lengths.add(len(windows[name]))
+            if name in WINDOW_METRICS:  # a newer writer's metric: ignored, the node kept
+                windows[name] = tuple(_numbers(values, f"{where}.windows.{name}", float))
+        lengths = {len(s) for s in windows.values()}
         if len(lengths) > 1:
-            raise TelemetryError(
-                f"{where}.windows: series have different lengths {sorted(lengths)}"
-            )
+            raise TelemetryError(f"{where}.windows: series have different lengths "
+                                 f"{sorted(lengths)}")
         last = d.get("lastXid")
         return cls(
             uuid=_str(d, "uuid", where),
@@ -221,14 +202,8 @@ class GPUTelemetry:
         if not self.node_name:
             raise TelemetryError("metadata.name / spec.nodeName: empty node name")
         if self.window_seconds <= 0 or self.horizon_seconds < self.window_seconds:
-            raise TelemetryError(
-                f"spec: need 0 < windowSeconds <= horizonSeconds, got "
-                f"{self.window_seconds} and {self.horizon_seconds}"
-            )
-
-    @property
-    def max_windows(self) -> int:
-        return self.horizon_seconds // self.window_seconds
+            raise TelemetryError(f"spec: need 0 < windowSeconds <= horizonSeconds, got "
+                                 f"{self.window_seconds} and {self.horizon_seconds}")
 
     def status_of(self, uuid: str) -> GPUStatus | None:
         return next((s for s in self.statuses if s.uuid == uuid), None)
@@ -327,19 +302,14 @@ def _float(d: Mapping[str, Any], key: str, where: str, default: float) -> float:
     return float(v)
 
 
-def _int_list(v: Any, where: str) -> list[int]:
+def _numbers(v: Any, where: str, kind: type[int] | type[float]) -> list[Any]:
+    """The list ``v`` of integers (``kind`` int) or finite numbers (as floats)."""
+    ok = int if kind is int else int | float
     out = []
     for i, x in enumerate(_list(v, where)):
-        if isinstance(x, bool) or not isinstance(x, int):
-            raise TelemetryError(f"{where}[{i}]: expected an integer, got {x!r}")
-        out.append(x)
-    return out
-
-
-def _float_list(v: Any, where: str) -> list[float]:
-    out = []
-    for i, x in enumerate(_list(v, where)):
-        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
-            raise TelemetryError(f"{where}[{i}]: expected a finite number, got {x!r}")
-        out.append(float(x))
+        if isinstance(x, bool) or not isinstance(x, ok) or (
+                kind is float and not math.isfinite(x)):
+            want = "an integer" if kind is int else "a finite number"
+            raise TelemetryError(f"{where}[{i}]: expected {want}, got {x!r}")
+        out.append(kind(x))
     return out

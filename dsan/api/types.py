@@ -1,8 +1,6 @@
-"""Names that cross component boundaries, defined once, with typed parsers.
-
-Kubernetes resources, node labels, pod annotations and the GPU telemetry custom resource.
-A parser never raises on a foreign value: it returns ``None`` (or the default) so a bad
-label on one node cannot take the scheduler down; callers count such values.
+"""Names that cross component boundaries (resources, labels, annotations, the telemetry CRD),
+defined once, with parsers that return ``None`` (or the default) on a foreign value instead of
+raising: a bad label on one node cannot take the scheduler down.
 """
 
 from __future__ import annotations
@@ -10,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-# --- API group and the telemetry custom resource -------------------------------------------
 GROUP: Final = "dsan.io"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
@@ -19,15 +16,12 @@ TELEMETRY_PLURAL: Final = "gputelemetries"
 TELEMETRY_SINGULAR: Final = "gputelemetry"
 TELEMETRY_SHORT: Final = "gput"
 
-# --- scheduler --------------------------------------------------------------------------
 SCHEDULER_NAME: Final = "dsan-scheduler"
 
-# --- extended resources -------------------------------------------------------------------
 RESOURCE_GPU: Final = "nvidia.com/gpu"
 #: Per-GPU share in thousandths (openb's ``gpu_milli``), requested by GPU-sharing pods.
 RESOURCE_GPU_MILLI: Final = "dsan.io/gpu-milli"
 
-# --- node labels ----------------------------------------------------------------------------
 LABEL_ZONE: Final = "topology.kubernetes.io/zone"
 LABEL_RACK: Final = "dsan.io/rack"
 LABEL_NVLINK_DOMAIN: Final = "dsan.io/nvlink-domain"
@@ -36,30 +30,24 @@ LABEL_GPU_MODEL: Final = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
 LABEL_HOURLY_COST: Final = "dsan.io/hourly-cost"
 
-# --- pod annotations ----------------------------------------------------------------------
 #: Allowed GPU models, ``|``-separated like openb's ``gpu_spec``; empty or absent = any.
 ANNOTATION_GPU_MODELS: Final = "dsan.io/gpu-models"
 #: Per-GPU share in thousandths for a GPU-sharing pod (1..1000).
 ANNOTATION_GPU_MILLI: Final = "dsan.io/gpu-milli"
 #: Task type for the business-tier features: one of TASK_TYPES.
 ANNOTATION_TASK_TYPE: Final = "dsan.io/task-type"
-#: Gang (all-or-nothing job) name and size.
-ANNOTATION_GANG: Final = "dsan.io/gang"
-ANNOTATION_GANG_SIZE: Final = "dsan.io/gang-size"
 #: Written by the sidecar on every pod the dsan-scheduler bound: the policy and model
 #: version that scored its candidates (:class:`ScoredBy`).
 ANNOTATION_SCORED_BY: Final = "dsan.io/scored-by"
 
 TASK_TYPES: Final = ("other", "train", "batch", "web")
 
-# --- events the sidecar writes (events.k8s.io/v1) -------------------------------------------
 #: ``reportingController`` of the sidecar's Events (a qualified name, as the API requires).
 EVENT_CONTROLLER: Final = "dsan.io/sidecar"
 #: ``action`` of a decision's Event.
 EVENT_ACTION: Final = "Score"
-#: ``reason``: the sidecar scored the pod's candidates (the Event names the winner, its score,
-#: the runner-up and the policy), or it did not (kube-scheduler scores nothing when one node
-#: passes Filter; or the decision was scored before a restart, or forgotten).
+#: ``reason``: the sidecar scored the pod's candidates, or it did not (one feasible node, or
+#: the decision was forgotten).
 EVENT_REASON_SCORED: Final = "DSANScored"
 EVENT_REASON_NOT_SCORED: Final = "DSANNotScored"
 
@@ -83,15 +71,6 @@ def parse_gpu_milli(value: str | None) -> int | None:
 def parse_task_type(value: str | None) -> str:
     """A known task type, ``"other"`` for anything else."""
     return value if value in TASK_TYPES else "other"
-
-
-def parse_int_label(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
 
 
 def parse_float_label(value: str | None) -> float | None:
@@ -128,9 +107,8 @@ NOT_SCORED: Final = "none"
 
 @dataclass(frozen=True, slots=True)
 class ScoredBy:
-    """Who scored a pod: a policy name and its version (a DSAN model's version and feature
-    schema hash; empty for a heuristic, whose name says it all). ``policy`` "" = not scored.
-    Written as ``policy@version``, ``policy`` alone, or :data:`NOT_SCORED`."""
+    """Who scored a pod: a policy and its version (empty for a heuristic; ``policy`` "" = not
+    scored), written as ``policy@version``, ``policy`` alone, or :data:`NOT_SCORED`."""
 
     policy: str
     version: str = ""

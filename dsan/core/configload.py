@@ -1,10 +1,8 @@
 """YAML mapping -> typed config dataclass, by the fields' type hints: one loader for all configs.
 
-The scenario, the sidecar and the device plugin each define one frozen config dataclass and
-build it here. Unknown keys, missing required keys and wrongly typed values are refused with
-the dotted path of the key (``cluster.node_groups[0].count``). YAML's loose typing is narrowed:
-an int may stand for a float but a bool never for a number, a list for a tuple or frozenset, a
-non-empty string for a Path. Range checks stay in each config's own validation.
+Bad keys and values are refused with the key's dotted path (``cluster.node_groups[0].count``).
+YAML's typing is narrowed: an int may stand for a float but a bool never for a number, a list
+for a tuple or frozenset, a non-empty string for a Path. Range checks stay in each config.
 """
 
 from __future__ import annotations

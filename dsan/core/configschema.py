@@ -1,13 +1,7 @@
-"""Config dataclass -> JSON Schema, by the fields' type hints: what the Helm chart's
-values.schema.json says about the values that map onto a component's config.
-
-The counterpart of :mod:`dsan.configload`, which builds the dataclass from the same YAML: the
-same narrowing of YAML's types (an int may stand for a float, a list for a tuple or
-frozenset, a non-empty string for a Path), so a value the schema accepts is one
-``configload.build`` accepts too. Each property carries the field's default and, as its
-description, the ``#:`` comment above the field. Range checks stay in each config's own
-validation; a caller may add schema keywords per field (``extra``) where the chart wants
-``helm install`` to refuse a value before any pod starts.
+"""Config dataclass -> JSON Schema (the Helm chart's values.schema.json), by the fields' type
+hints, with :mod:`dsan.core.configload`'s narrowing of YAML's types, so a value the schema
+accepts is one ``configload.build`` accepts too. Each property carries the field's default and,
+as its description, the ``#:`` comment above the field.
 """
 
 from __future__ import annotations
@@ -33,8 +27,7 @@ _FIELD = re.compile(r"^\s*(\w+)\s*:")
 
 def type_schema(hint: Any) -> dict[str, Any]:
     """The JSON Schema of one field type (scalars, ``X | None``, ``tuple[X, ...]``,
-    ``frozenset[X]``); anything else is a :class:`TypeError`, so a new kind of field
-    cannot slip into the chart unchecked."""
+    ``frozenset[X]``); anything else is a :class:`TypeError`."""
     if hint in _SCALARS:
         return dict(_SCALARS[hint])
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -80,9 +73,9 @@ def field_docs(cls: type) -> dict[str, str]:
 def dataclass_schema(cls: type, *, exclude: Collection[str] = (),
                      defaults: Mapping[str, Any] | None = None,
                      extra: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """An object schema with one property per field of ``cls`` (minus ``exclude``) and no
-    others. ``defaults`` replaces a field's default where the chart ships another value;
-    ``extra`` adds keywords to a field's schema (ranges, enums)."""
+    """An object schema with one property per field of ``cls`` (minus ``exclude``).
+    ``defaults`` replaces a field's default; ``extra`` adds keywords (ranges, enums) so that
+    ``helm install`` refuses a bad value before any pod starts."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     defaults, extra = defaults or {}, extra or {}

@@ -1,9 +1,5 @@
 """``dsan explain``: replay a simulator run up to decision N and explain that decision; or
-(``dsan explain pod``) fetch a running sidecar's explanation of a pod it scored.
-
-Thin: parse, validate, replay (:mod:`dsan.explain.replay`), explain
-(:mod:`dsan.explain.explainer`), write the report (:mod:`dsan.explain.report`); for a pod,
-fetch and print (:mod:`dsan.explain.remote`)."""
+(``dsan explain pod``) fetch a running sidecar's explanation of a pod it scored."""
 
 from __future__ import annotations
 
@@ -18,75 +14,47 @@ from dsan.explain.remote import DEFAULT_SIDECAR
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--policy", default="dsan", help=f"one of {', '.join(EXPLAINABLE)} (default dsan)"
-    )
-    p.add_argument(
-        "--decision", type=int, required=True, help="0-based index of the decision to explain"
-    )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path("out") / "explain",
-        help="report folder (default out/explain)",
-    )
-    p.add_argument(
-        "--model-dir",
-        default=None,
-        help="DSAN model folder (default $DSAN_MODEL_DIR, else the shipped model)",
-    )
-    p.add_argument(
-        "--background",
-        type=int,
-        default=32,
-        help="dsan: other candidates in the SHAP background (default 32)",
-    )
-    p.add_argument(
-        "--permutations", type=int, default=8, help="dsan: antithetic permutation pairs (default 8)"
-    )
-    p.add_argument(
-        "--shap-seed",
-        type=int,
-        default=0,
-        help="dsan: seed of the background draw and the permutations",
-    )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="dsan: numpy's BLAS threads (default 1: the batches are small and extra "
-        "threads only contend on a busy machine)",
-    )
-    p.add_argument(
-        "--top-k", type=int, default=10, help="features per table and in the chart (default 10)"
-    )
+    p.add_argument("--policy", default="dsan",
+                   help=f"one of {', '.join(EXPLAINABLE)} (default dsan)")
+    p.add_argument("--decision", type=int, required=True,
+                   help="0-based index of the decision to explain")
+    p.add_argument("--out", type=Path, default=Path("out") / "explain",
+                   help="report folder (default out/explain)")
+    p.add_argument("--model-dir", default=None,
+                   help="DSAN model folder (default $DSAN_MODEL_DIR, else the shipped model)")
+    p.add_argument("--background", type=int, default=32,
+                   help="dsan: other candidates in the SHAP background (default 32)")
+    p.add_argument("--permutations", type=int, default=8,
+                   help="dsan: antithetic permutation pairs (default 8)")
+    p.add_argument("--shap-seed", type=int, default=0,
+                   help="dsan: seed of the background draw and the permutations")
+    p.add_argument("--threads", type=int, default=1,
+                   help="dsan: numpy's BLAS threads (default 1: the batches are small and extra "
+                        "threads only contend on a busy machine)")
+    p.add_argument("--top-k", type=int, default=10,
+                   help="features per table and in the chart (default 10)")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg,unused-ignore]
     ex = subparsers.add_parser("explain", help="explain scheduling decisions (SHAP report)")
     sub = ex.add_subparsers(dest="explain_command", metavar="RUN")
-    op = sub.add_parser(
-        "openb", help="replay the openb protocol (as `dsan sim openb`) up to decision N"
-    )
-    op.add_argument(
-        "--pods", default="default", help="pod CSV or openb workload name (default: default)"
-    )
-    op.add_argument(
-        "--nodes", default=None, help="node CSV (default: openb_node_list_gpu_node.csv)"
-    )
+    op = sub.add_parser("openb",
+                        help="replay the openb protocol (as `dsan sim openb`) up to decision N")
+    op.add_argument("--pods", default="default",
+                    help="pod CSV or openb workload name (default: default)")
+    op.add_argument("--nodes", default=None,
+                    help="node CSV (default: openb_node_list_gpu_node.csv)")
     op.add_argument("--seed", type=int, default=42)
     op.add_argument("--tune", type=float, default=1.3)
     op.add_argument("--tie-break", choices=("name", "order", "random"), default="name")
     _common(op)
     op.set_defaults(func=_run, run="openb")
     sc = sub.add_parser(
-        "seed-table1", help="replay the seed scenario (as `dsan sim seed-table1`) up to decision N"
-    )
+        "seed-table1", help="replay the seed scenario (as `dsan sim seed-table1`) up to decision N")
     sc.add_argument("--scenario", default="seed-table1", help="scenario name or YAML path")
     sc.add_argument("--seed", type=int, default=1)
-    sc.add_argument(
-        "--hours", type=float, default=None, help="simulated horizon (default: the scenario's)"
-    )
+    sc.add_argument("--hours", type=float, default=None,
+                    help="simulated horizon (default: the scenario's)")
     sc.add_argument("--burst", action="store_true")
     _common(sc)
     sc.set_defaults(func=_run, run="seed-table1")
@@ -110,7 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _run_pod(args: argparse.Namespace) -> int:
-    """``dsan explain pod``: 0, 1 when the sidecar or the cluster cannot answer, 2 for bad
+    """``dsan explain pod``: 0; 1 when the sidecar or the cluster cannot answer; 2 for bad
     arguments."""
     import json
 
@@ -148,21 +116,18 @@ def _run(args: argparse.Namespace) -> int:
 
 def _scorer_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.policy not in EXPLAINABLE:
-        raise ValueError(
-            f"cannot explain policy {args.policy!r}: "
-            f"explainable policies are {', '.join(EXPLAINABLE)}"
-        )
+        raise ValueError(f"cannot explain policy {args.policy!r}: "
+                         f"explainable policies are {', '.join(EXPLAINABLE)}")
     if args.policy != "dsan":
         return {}
-    from dsan.model.export import DEFAULT_DIR, SchemaMismatch, read_manifest
+    from dsan.model.artifact import DEFAULT_DIR, SchemaMismatch, read_manifest
 
     model_dir = args.model_dir or os.environ.get("DSAN_MODEL_DIR") or str(DEFAULT_DIR)
     try:
         read_manifest(model_dir)  # fail before replaying, not after
     except FileNotFoundError as exc:
-        raise FileNotFoundError(
-            f"{exc} (pass --model-dir, set DSAN_MODEL_DIR or train one with `dsan train`)"
-        ) from None
+        raise FileNotFoundError(f"{exc} (pass --model-dir, set DSAN_MODEL_DIR or train one "
+                                "with `dsan train`)") from None
     except SchemaMismatch as exc:
         raise ValueError(str(exc)) from None
     return {"model_dir": model_dir}
@@ -187,9 +152,7 @@ def _explain(args: argparse.Namespace) -> Path:
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         threadpool_limits(args.threads)
-        shap_cfg = DSANShapConfig(
-            background=args.background, permutations=args.permutations, seed=args.shap_seed
-        )
+        shap_cfg = DSANShapConfig(args.background, args.permutations, args.shap_seed)
     if args.run == "openb":
         from dsan.sim import paths
         from dsan.sim.protocol import OpenbConfig
@@ -201,26 +164,13 @@ def _explain(args: argparse.Namespace) -> Path:
         for what, p in (("pod", pods), ("node", nodes)):
             if not p.is_file():
                 raise FileNotFoundError(f"{what} CSV not found: {p}")
-        cfg = OpenbConfig(
-            pods=pods,
-            nodes=nodes,
-            policy=args.policy,
-            seed=args.seed,
-            tune=args.tune,
-            tie_break=args.tie_break,
-        )
+        cfg = OpenbConfig(pods=pods, nodes=nodes, policy=args.policy, seed=args.seed,
+                          tune=args.tune, tie_break=args.tie_break)
         decision = replay_openb(cfg, args.decision, **kwargs)
         workload = pods.stem.removeprefix("openb_pod_list_")
         stem = f"openb-{workload}-{args.policy}-seed{args.seed}-decision{args.decision}"
     else:
-        decision = replay_scenario(
-            args.scenario,
-            args.policy,
-            args.seed,
-            args.decision,
-            hours=args.hours,
-            burst=args.burst,
-            **kwargs,
-        )
+        decision = replay_scenario(args.scenario, args.policy, args.seed, args.decision,
+                                   hours=args.hours, burst=args.burst, **kwargs)
         stem = f"{Path(args.scenario).stem}-{args.policy}-seed{args.seed}-decision{args.decision}"
     return write_report(explain(decision, shap_cfg), args.out, args.top_k, stem)

@@ -1,17 +1,10 @@
 """SHAP for the DSAN scorer: why the served model ranked node A above node B.
 
-The explained function is the served logit of one (pod, node) row (the served runtime's
-head, numpy by default: no torch), ``logit = Head(f, Fuse(f, e))`` with ``f`` the 128 named
-features
-(:data:`dsan.features.FEATURE_NAMES`) and ``e`` the node's (2, H) LSTM + GNN embedding.
-A row's logit depends only on that row (attention fuses the node's own two streams), so it
-is a function of ``(f, e)`` and nothing else. The players are the 128 features plus one
-grouped player for the embedding: the streams read telemetry and topology that are not
-among the 128 columns, and masking a feature cannot re-run the GNN over the neighbours.
-
-Background: the other candidates of the same decision (chosen and runner-up excluded, at
-most ``background`` of them, drawn with the seed), one set for both nodes, so the base value
-is shared and ``sum(phi_A - phi_B) = logit_A - logit_B`` exactly.
+The explained function is the served runtime's logit of one row, ``Head(f, Fuse(f, e))``, a
+function of the 128 named features ``f`` and the node's (2, H) embedding ``e`` alone. The
+players are the features plus ``e`` as one grouped player (masking a feature cannot re-run the
+GNN). The background is the decision's other candidates, one set for both nodes, so
+``sum(phi_A - phi_B) = logit_A - logit_B`` exactly. Details: docs/explain.md.
 """
 
 from __future__ import annotations
@@ -20,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
+from dsan.core.snapshot import F64
 from dsan.explain.decision import Decision, ExplainError
 from dsan.explain.explanation import Explanation
 from dsan.explain.shapley import Model, ShapConfig, permutation_shapley
@@ -30,7 +23,6 @@ from dsan.model.runtime import Runtime
 from dsan.model.serving import ServingModel
 from dsan.policies.dsan import DSANScorer
 
-F64 = npt.NDArray[np.float64]
 EMBEDDING_PLAYER = "node_embedding (LSTM + GNN streams)"
 
 
@@ -41,20 +33,16 @@ class DSANShapConfig:
     background: int = 32
     permutations: int = 16
     seed: int = 0
-    tolerance: float = 1e-4
 
     def __post_init__(self) -> None:
         if not 1 <= self.background <= 4096:
             raise ValueError(f"background must be within 1..4096, got {self.background}")
         if not 1 <= self.permutations <= 10_000:
             raise ValueError(f"permutations must be within 1..10000, got {self.permutations}")
-        if not self.tolerance > 0:
-            raise ValueError("tolerance must be > 0")
 
 
 def logit_fn(runtime: Runtime, hidden: int) -> tuple[Model, int]:
-    """The batched explained function over rows ``[f (128), e (2*hidden)]`` -> the served
-    logits (the runtime's head, the streams given per row)."""
+    """The batched explained function: rows ``[f (128), e (2*hidden)]`` -> served logits."""
     width = N_FEATURES + 2 * hidden
 
     def f(z: F64) -> F64:
@@ -85,9 +73,8 @@ def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
 
 def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | None = None,
                  stop: Callable[[], bool] | None = None) -> Explanation:
-    """SHAP of ``d`` from its candidates' rows ``z`` (:func:`rows`, computed by the caller:
-    the sidecar assembles them from a copy of its state, outside its scoring lock).
-    ``stop``: see :func:`~dsan.explain.shapley.permutation_shapley` (a CPU budget)."""
+    """SHAP of ``d`` from its candidates' rows ``z`` (:func:`rows`; the sidecar assembles them
+    from a copy of its state). ``stop``: :func:`~dsan.explain.shapley.permutation_shapley`'s."""
     cfg = cfg or DSANShapConfig()
     hidden = runtime.cfg.hidden
     f, width = logit_fn(runtime, hidden)
@@ -108,35 +95,11 @@ def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | No
     units = (*(f"{s.unit}; {s.norm}" for s in FEATURES), f"{2 * hidden}-d vector")
     emb_norm = np.linalg.norm(z[pair, N_FEATURES:], axis=1)
     values = np.concatenate([z[pair, :N_FEATURES], emb_norm[:, None]], axis=1)
-    notes = [
+    notes = (
         f"background: {bg_idx.size} of {len(d.candidates) - 2} other candidates (seed {cfg.seed})",
         "embedding player value shown as the vector's L2 norm",
-    ]
-    if sv.stderr is not None:
-        notes.append(
-            f"largest standard error of one SHAP value over the antithetic pairs: "
-            f"{float(sv.stderr.max()):.3g} (more permutations shrink it)"
-        )
-    notes += d.tie_note()
-    return Explanation(
-        policy=d.scorer.name,
-        pod=d.pod,
-        n_candidates=int(d.candidates.size),
-        chosen=d.snap.names[d.chosen_node],
-        runner_up=d.snap.names[d.runner_up_node],
-        score_chosen=float(d.scores[d.chosen]),
-        score_runner_up=float(d.scores[d.runner_up]),
-        method=f"interventional SHAP, {sv.method}, {sv.evaluations} model rows",
-        names=names,
-        units=units,
-        value_chosen=values[0],
-        value_runner_up=values[1],
-        contrib_chosen=sv.values[0],
-        contrib_runner_up=sv.values[1],
-        base_value=sv.base_value,
-        output_chosen=float(sv.outputs[0]),
-        output_runner_up=float(sv.outputs[1]),
-        tolerance=cfg.tolerance,
-        decision=d.index,
-        notes=tuple(notes),
-    )
+        f"largest standard error of one SHAP value over the antithetic pairs: "
+        f"{float(sv.stderr.max()):.3g} (more permutations shrink it)")
+    method = f"interventional SHAP, {sv.method}, {sv.evaluations} model rows"
+    outputs = (float(sv.outputs[0]), float(sv.outputs[1]))
+    return d.explanation(method, names, units, values, sv.values, sv.base_value, outputs, notes)

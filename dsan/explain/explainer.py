@@ -25,6 +25,5 @@ def explain(d: Decision, shap: DSANShapConfig | None = None) -> Explanation:
         return explain_dsan(d, shap)
     if name in TERM_POLICIES:
         return explain_terms(d)
-    raise ExplainError(
-        f"cannot explain policy {name!r}: explainable policies are {', '.join(EXPLAINABLE)}"
-    )
+    raise ExplainError(f"cannot explain policy {name!r}: "
+                       f"explainable policies are {', '.join(EXPLAINABLE)}")

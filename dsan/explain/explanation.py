@@ -1,10 +1,7 @@
-"""What an explanation of one decision holds, whatever produced it (SHAP or closed form).
-
-One row per *player* (a feature, a heuristic's term): its value on the chosen node (A) and
-on the runner-up (B), with its contribution to each node's output. Contributions satisfy
-``base + sum(contrib) = output`` for both nodes (checked, not assumed: see
-:meth:`Explanation.additivity_errors`), so ``sum(contrib_A - contrib_B) = output_A -
-output_B``: the rows with the largest difference are *why A won over B*.
+"""What an explanation of one decision holds, whatever produced it (SHAP or closed form): per
+*player* (a feature, a heuristic's term) its value and contribution on the chosen node (A) and
+the runner-up (B). ``base + sum(contrib) = output`` for both (checked), so the rows with the
+largest difference are *why A won over B*.
 """
 
 from __future__ import annotations
@@ -12,11 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import PodSpec
-
-F64 = npt.NDArray[np.float64]
+from dsan.core.snapshot import F64, I64, PodSpec
 
 
 @dataclass(frozen=True)
@@ -51,9 +45,8 @@ class Explanation:
         d = len(self.names)
         for col in ("value_chosen", "value_runner_up", "contrib_chosen", "contrib_runner_up"):
             if np.shape(getattr(self, col)) != (d,):
-                raise ValueError(
-                    f"Explanation.{col} has shape {np.shape(getattr(self, col))}, want ({d},)"
-                )
+                raise ValueError(f"Explanation.{col} has shape {np.shape(getattr(self, col))}, "
+                                 f"want ({d},)")
         if len(self.units) != d:
             raise ValueError(f"Explanation.units has {len(self.units)} entries, want {d}")
 
@@ -70,22 +63,18 @@ class Explanation:
 
     def score_errors(self) -> tuple[float, float]:
         """|output - served score| for A and B: the explained function is the served one."""
-        return abs(self.output_chosen - self.score_chosen), abs(
-            self.output_runner_up - self.score_runner_up
-        )
+        return (abs(self.output_chosen - self.score_chosen),
+                abs(self.output_runner_up - self.score_runner_up))
 
     @property
     def consistent(self) -> bool:
         return max(*self.additivity_errors(), *self.score_errors()) <= self.tolerance
 
-    def top(self, k: int, by: str = "diff") -> npt.NDArray[np.int64]:
+    def top(self, k: int, by: str = "diff") -> I64:
         """Indices of the k players with the largest |contribution| (``diff``, ``chosen``,
         ``runner_up``), largest first, ties by column order."""
-        col = {
-            "diff": self.contrib_diff,
-            "chosen": self.contrib_chosen,
-            "runner_up": self.contrib_runner_up,
-        }.get(by)
+        col = {"diff": self.contrib_diff, "chosen": self.contrib_chosen,
+               "runner_up": self.contrib_runner_up}.get(by)
         if col is None:
             raise ValueError(f"unknown ranking {by!r}: diff, chosen or runner_up")
         return np.argsort(-np.abs(col), kind="stable")[: max(0, k)].astype(np.int64)

@@ -1,9 +1,5 @@
-"""A pod's explanation from a running sidecar (``GET /explain/<namespace>/<pod>``), and the
-pod as the cluster has it, for ``dsan explain pod``.
-
-The sidecar listens on loopback inside the scheduler's pod; from outside the cluster reach
-it with ``kubectl -n <namespace> port-forward deploy/<release>-dsan-scheduler 8888:8888``
-(docs/explain.md). Needs the base install only (urllib, the kubernetes client).
+"""A pod's explanation from a running sidecar (``GET /explain/<namespace>/<pod>``) and the pod
+as the cluster has it, for ``dsan explain pod``; base install only (urllib, kubernetes).
 """
 
 from __future__ import annotations
@@ -62,8 +58,7 @@ def fetch(sidecar: str, namespace: str, name: str, timeout_s: float = 30.0) -> d
 
 @dataclass(frozen=True)
 class PodInfo:
-    """What the cluster says about the pod: where it is bound, by which scheduler, and the
-    sidecar's annotation."""
+    """Where the pod is bound, by which scheduler, and the sidecar's annotation."""
 
     node: str
     scheduler: str
@@ -71,8 +66,8 @@ class PodInfo:
 
 
 def read_pod(kubeconfig: str, namespace: str, name: str) -> PodInfo:
-    """The pod from the apiserver (raw JSON, no model decoding); RemoteError if it is not
-    there or the apiserver cannot be reached."""
+    """The pod from the apiserver (raw JSON); RemoteError if it is not there or the apiserver
+    cannot be reached."""
     from kubernetes import config  # base install; not at import time
 
     try:

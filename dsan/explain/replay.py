@@ -1,10 +1,7 @@
-"""Replaying a simulator run up to decision N, to freeze that decision for explaining.
-
-openb: the FGD paper's protocol exactly as :func:`dsan.sim.protocol.run_openb` runs it (same
-node permutation, tuned pod order, scorer, tie rule and random stream), built from the
-protocol's public pieces and stopped before binding pod N. Decision N is the pod at
-position N (0-based) of the submission order; pods that fit nowhere count as decisions, as
-in the protocol's event log.
+"""Replaying a simulator run up to decision N, to freeze that decision for explaining. openb
+runs exactly as :func:`dsan.sim.protocol.run_openb` does (node permutation, pod order, tie rule,
+random stream); decision N is the pod at position N of the submission order, pods that fit
+nowhere included.
 """
 
 from __future__ import annotations
@@ -18,13 +15,12 @@ from dsan.features.target import TargetWorkload
 from dsan.policies.registry import make_scorer
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, tie_ranks, tuned_order
-from dsan.sim.scheduler import schedule_one
+from dsan.sim.scheduler import schedule_one, select_node
 
 
 def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decision:
-    """The state of ``cfg``'s run just before decision ``decision``, scored.
-
-    ``scorer_kwargs`` go to the policy's factory (e.g. ``model_dir`` for dsan)."""
+    """The state of ``cfg``'s run just before decision ``decision``, scored (``scorer_kwargs``
+    go to the policy's factory)."""
     nodes = load_nodes(cfg.nodes)
     pods = load_pods(cfg.pods, nodes.gpu_models)
     rng = np.random.default_rng(cfg.seed)
@@ -36,10 +32,8 @@ def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decis
         raise ExplainError(f"{cfg.nodes}: the node list has no GPUs")
     order = tuned_order(pods.gpu_request_milli(), capacity, cfg.tune, rng)
     if not 0 <= decision < len(order):
-        raise ExplainError(
-            f"decision {decision} is out of range: this run makes {len(order)} decisions "
-            f"(0..{len(order) - 1})"
-        )
+        raise ExplainError(f"decision {decision} is out of range: this run makes {len(order)} "
+                           f"decisions (0..{len(order) - 1})")
     scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target, **scorer_kwargs)
     tie_rank = tie_ranks(cfg.tie_break, snap)
     for e in range(decision):
@@ -47,15 +41,9 @@ def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decis
     return decide(specs[order[decision]], snap, scorer, rng, tie_rank, index=decision)
 
 
-def replay_scenario(
-    scenario: str,
-    policy: str,
-    seed: int,
-    decision: int,
-    hours: float | None = None,
-    burst: bool = False,
-    **scorer_kwargs: Any,
-) -> Decision:
+def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
+                    hours: float | None = None, burst: bool = False,
+                    **scorer_kwargs: Any) -> Decision:
     """Decision ``decision`` of a seed-scenario run, driven as
     :func:`dsan.sim.scenario.runner.run_policy` drives it (same scorer wiring and tie stream)."""
     from dsan.sim.scenario.config import load
@@ -67,17 +55,12 @@ def replay_scenario(
     cfg = load(scenario)
     wl = generate(cfg, seed, burst)
     engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
-    target = (
-        TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
-        if policy in ("fgd", "dsan")
-        else None
-    )
+    fgd_like = policy in ("fgd", "dsan")
+    target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models) if fgd_like else None
     scorer = make_scorer(policy, seed=seed, target_workload=target, **scorer_kwargs)
     engine.attach(scorer.select_gpus, scorer)
     rng = np.random.default_rng(seed)
     gen = engine.decisions()
-    from dsan.sim.scheduler import select_node
-
     try:
         d = next(gen, None)
         for _ in range(decision):

@@ -15,9 +15,7 @@ def _f(v: float) -> str:
 
 def _pod_line(e: Explanation) -> str:
     p = e.pod
-    gpu = (
-        "no GPU" if p.num_gpu == 0 or p.gpu_milli == 0 else f"{p.num_gpu} x {p.gpu_milli} GPU milli"
-    )
+    gpu = f"{p.num_gpu} x {p.gpu_milli} GPU milli" if p.num_gpu and p.gpu_milli else "no GPU"
     return f"`{p.name}`: {p.cpu_milli:g} millicores, {p.mem_mib:g} MiB, {gpu}"
 
 

@@ -5,20 +5,9 @@ For players :math:`1..d` (a player is one column or a group of columns), an inst
 
 .. math:: v(S) = \\frac{1}{B} \\sum_j f(x_S, b_{j,\\bar S})
 
-so :math:`v(\\emptyset)` is the base value (mean output over the background) and
-:math:`v(\\text{all}) = f(x)`. Two estimators of :math:`\\phi_i` (shap's ``Exact`` and
-``Permutation`` explainers compute the same quantities):
-
-* :func:`exact_shapley`: every coalition, for d up to ~12 players (tests, small models);
-* :func:`permutation_shapley`: antithetic permutations (each ordering and its reverse). Each
-  ordering's marginal contributions telescope to ``f(x) - v(empty)``, so the values are
-  exactly additive whatever the number of permutations; only their split between players is
-  an estimate, exact for a model with at most pairwise interactions.
-
-Why not the ``shap`` package: its release the task named (0.54.1) needs Python >= 3.12 and
-this project pins 3.11; the last release for 3.11 (0.51.0) pulls numba, llvmlite, scipy,
-pandas and scikit-learn (~150 MB, seconds of import time) into every install for two
-functions of ~40 lines each.
+as shap's ``Exact`` and ``Permutation`` explainers compute: :func:`exact_shapley` enumerates
+every coalition (the tests' reference); :func:`permutation_shapley` samples antithetic
+orderings, whose marginal contributions telescope, so its values are exactly additive.
 """
 
 from __future__ import annotations
@@ -29,10 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
+from dsan.core.snapshot import F64, I64
+
 #: A batched model: (rows, columns) -> (rows,) outputs.
 Model = Callable[[F64], F64]
+#: At most this many players are enumerated exactly (2**d coalitions).
+EXACT_MAX_PLAYERS = 12
+#: Rows per model call, to bound memory on wide inputs.
+BATCH_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -41,18 +34,10 @@ class ShapConfig:
 
     permutations: int = 16
     seed: int = 0
-    #: At most this many players are enumerated exactly (2**d coalitions).
-    exact_max_players: int = 12
-    #: Rows per model call, to bound memory on wide inputs.
-    batch_rows: int = 1 << 16
 
     def __post_init__(self) -> None:
         if self.permutations < 1:
             raise ValueError(f"ShapConfig.permutations must be >= 1, got {self.permutations}")
-        if not 1 <= self.exact_max_players <= 20:
-            raise ValueError("ShapConfig.exact_max_players must be within 1..20")
-        if self.batch_rows < 1:
-            raise ValueError("ShapConfig.batch_rows must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -65,7 +50,7 @@ class ShapValues:
     method: str
     evaluations: int
     #: Standard error of each value over the antithetic pairs (0 for exact), (k, players).
-    stderr: F64 | None = None
+    stderr: F64
 
     def additivity_error(self) -> F64:
         """|base + sum(phi) - f(x)| per instance: 0 up to float rounding."""
@@ -79,27 +64,23 @@ def _check(x: F64, background: F64, groups: I64 | None) -> tuple[F64, F64, I64, 
         raise ValueError("SHAP needs at least one background row")
     if x.shape[1] != bg.shape[1]:
         raise ValueError(f"instances have {x.shape[1]} columns, background has {bg.shape[1]}")
-    g = (
-        np.arange(x.shape[1], dtype=np.int64)
-        if groups is None
-        else np.asarray(groups, dtype=np.int64)
-    )
+    g = np.arange(x.shape[1]) if groups is None else np.asarray(groups)
+    g = g.astype(np.int64)
     if g.shape != (x.shape[1],):
-        raise ValueError(
-            f"groups must name a player per column: shape {g.shape}, want ({x.shape[1]},)"
-        )
+        raise ValueError(f"groups must name a player per column: shape {g.shape}, "
+                         f"want ({x.shape[1]},)")
     d = int(g.max()) + 1
     if g.min() < 0 or np.unique(g).size != d:
         raise ValueError("groups must number the players 0..d-1, each with at least one column")
     return x, bg, g, d
 
 
-def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_], batch: int) -> F64:
+def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_]) -> F64:
     """v(S) for every instance and every coalition row of ``masks`` (S, columns): (k, S)."""
     k, c = x.shape
     s, b = masks.shape[0], bg.shape[0]
     out = np.empty(k * s * b)
-    rows_per = max(1, batch // b)  # coalitions per call
+    rows_per = max(1, BATCH_ROWS // b)  # coalitions per call
     flat = 0
     for i in range(k):
         for lo in range(0, s, rows_per):
@@ -113,19 +94,14 @@ def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_], b
     return out.reshape(k, s, b).mean(axis=2)
 
 
-def exact_shapley(
-    f: Model, x: F64, background: F64, groups: I64 | None = None, cfg: ShapConfig | None = None
-) -> ShapValues:
+def exact_shapley(f: Model, x: F64, background: F64, groups: I64 | None = None) -> ShapValues:
     """Exact Shapley values over all 2**d coalitions."""
-    cfg = cfg or ShapConfig()
     x, bg, g, d = _check(x, background, groups)
-    if d > cfg.exact_max_players:
-        raise ValueError(
-            f"{d} players is too many for exact enumeration (max {cfg.exact_max_players})"
-        )
+    if d > EXACT_MAX_PLAYERS:
+        raise ValueError(f"{d} players is too many for exact enumeration (max {EXACT_MAX_PLAYERS})")
     codes = np.arange(1 << d, dtype=np.int64)
     member = ((codes[:, None] >> np.arange(d)) & 1).astype(bool)  # (2**d, d)
-    v = _coalition_values(f, x, bg, member[:, g], cfg.batch_rows)
+    v = _coalition_values(f, x, bg, member[:, g])
     size = member.sum(axis=1)
     fact = np.cumprod(np.r_[1.0, np.arange(1, d + 1, dtype=np.float64)])
     # weight of a coalition S without player i: |S|! (d - |S| - 1)! / d! (full S never used)
@@ -133,27 +109,20 @@ def exact_shapley(
     phi = np.zeros((x.shape[0], d))
     for i in range(d):  # d <= 20 iterations, each vectorised over all coalitions
         without = ~member[:, i]
-        phi[:, i] = ((v[:, codes[without] | (1 << i)] - v[:, without]) * weight[without]).sum(
-            axis=1
-        )
-    return ShapValues(
-        phi,
-        float(v[0, 0]),
-        v[:, -1].copy(),
-        "exact",
-        int((1 << d) * bg.shape[0] * x.shape[0]),
-        np.zeros_like(phi),
-    )
+        gain = v[:, codes[without] | (1 << i)] - v[:, without]
+        phi[:, i] = (gain * weight[without]).sum(axis=1)
+    evaluations = int((1 << d) * bg.shape[0] * x.shape[0])
+    return ShapValues(phi, float(v[0, 0]), v[:, -1].copy(), "exact", evaluations,
+                      np.zeros_like(phi))
 
 
 def permutation_shapley(
     f: Model, x: F64, background: F64, groups: I64 | None = None, cfg: ShapConfig | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> ShapValues:
-    """Antithetic permutation estimate; exactly additive. All instances share the orderings,
-    so differences between them (why A over B) have less noise than two separate runs.
-    ``stop``, asked after each antithetic pair, ends the sampling early (a CPU budget): the
-    values are then the mean over the pairs done, still exactly additive."""
+    """Antithetic permutation estimate. All instances share the orderings, so differences
+    between them (why A over B) have less noise. ``stop``, asked after each pair, ends the
+    sampling early (a CPU budget): the mean over the pairs done, still exactly additive."""
     cfg = cfg or ShapConfig()
     x, bg, g, d = _check(x, background, groups)
     rng = np.random.default_rng(cfg.seed)
@@ -169,7 +138,7 @@ def permutation_shapley(
         for order in (fwd, fwd[::-1]):
             member = np.zeros((d + 1, d), dtype=bool)
             member[:, order] = tri
-            v = _coalition_values(f, x, bg, member[:, g], cfg.batch_rows)  # (k, d+1)
+            v = _coalition_values(f, x, bg, member[:, g])  # (k, d+1)
             pair[:, order] += np.diff(v, axis=1) / 2
             base, outputs = float(v[0, 0]), v[:, -1]
         phi += pair
@@ -179,22 +148,7 @@ def permutation_shapley(
             break
     mean = phi / p
     var = np.maximum(sq / p - mean**2, 0.0) / max(p - 1, 1)
-    return ShapValues(
-        mean,
-        base,
-        outputs.copy(),
-        f"permutation ({2 * p} orderings, antithetic)",
-        int(2 * p * (d + 1) * bg.shape[0] * x.shape[0]),
-        np.sqrt(var),
-    )
+    evaluations = int(2 * p * (d + 1) * bg.shape[0] * x.shape[0])
+    return ShapValues(mean, base, outputs.copy(), f"permutation ({2 * p} orderings, antithetic)",
+                      evaluations, np.sqrt(var))
 
-
-def shapley(
-    f: Model, x: F64, background: F64, groups: I64 | None = None, cfg: ShapConfig | None = None
-) -> ShapValues:
-    """Exact when the players are few enough, else the permutation estimate."""
-    cfg = cfg or ShapConfig()
-    _, _, _, d = _check(x, background, groups)
-    if d <= cfg.exact_max_players:
-        return exact_shapley(f, x, background, groups, cfg)
-    return permutation_shapley(f, x, background, groups, cfg)

@@ -1,21 +1,15 @@
 """Closed-form explanations of the heuristics: each score is a sum of named terms.
-
-* ``k8s-default``: NodeResourcesFit (LeastAllocated, the integer mean of the CPU and memory
-  terms) + NodeResourcesBalancedAllocation, as :mod:`dsan.policies.k8s_default`.
-* ``fgd``: ``floor(100 sigmoid((F - F') / 1000))``, written as the neutral 50 (no change in
-  fragmentation) plus the fragmentation-delta term; fragmentation before and after the
-  FGD GPU choice are context rows (:func:`dsan.features.placementcache`).
-
-The terms are recomputed here from the documented formulas; the explanation checks that
-they add up to the scorer's own score, so a change in a scorer shows up as a failed check,
-not as a silently wrong report.
+``k8s-default``: NodeResourcesFit + NodeResourcesBalancedAllocation; ``fgd``: the neutral 50 plus
+the fragmentation-delta term. The terms are recomputed from the documented formulas and checked
+against the scorer's own score, so a change in a scorer fails the check instead of the report
+going silently wrong.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
+from dsan.core.snapshot import F64, I64
 from dsan.explain.decision import Decision, ExplainError
 from dsan.explain.explanation import Explanation
 from dsan.features import default_workload, placement
@@ -23,7 +17,6 @@ from dsan.policies.base import MAX_NODE_SCORE
 from dsan.policies.fgd import FGDScorer
 from dsan.policies.k8s_default import DEFAULT_MEMORY_MIB, DEFAULT_MILLI_CPU
 
-F64 = npt.NDArray[np.float64]
 #: Policies with a closed-form breakdown.
 TERM_POLICIES = ("k8s-default", "fgd")
 
@@ -33,7 +26,7 @@ def _least(req: F64, cap: F64) -> F64:
     return np.where((cap == 0) | (req > cap), 0.0, score)
 
 
-def _k8s_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple[str, str, F64]]]:
+def _k8s_terms(d: Decision, idx: I64) -> tuple[F64, list[tuple[str, str, F64]]]:
     pod, snap = d.pod, d.snap
     cpu_cap, mem_cap = np.floor(snap.cpu_cap[idx]), snap.mem_cap[idx]
     cpu_nz = pod.cpu_milli if pod.cpu_milli > 0 else DEFAULT_MILLI_CPU
@@ -55,7 +48,7 @@ def _k8s_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple
     return contrib, context
 
 
-def _fgd_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple[str, str, F64]]]:
+def _fgd_terms(d: Decision, idx: I64) -> tuple[F64, list[tuple[str, str, F64]]]:
     target = d.scorer.target if isinstance(d.scorer, FGDScorer) else default_workload()
     pl = placement(d.pod, d.snap, idx, target)
     delta = pl.frag_before - pl.frag_after
@@ -66,11 +59,8 @@ def _fgd_terms(d: Decision, idx: npt.NDArray[np.int64]) -> tuple[F64, list[tuple
         ("fragmentation after", "GPU milli", pl.frag_after),
         ("fragmentation reduction (before - after)", "GPU milli", delta),
         ("GPU slot chosen (sharing pods)", "slot", pl.slot.astype(np.float64)),
-        (
-            "free GPU milli on node",
-            "GPU milli",
-            d.snap.gpu_free[idx].sum(axis=1).astype(np.float64),
-        ),
+        ("free GPU milli on node", "GPU milli",
+         d.snap.gpu_free[idx].sum(axis=1).astype(np.float64)),
     ]
     return contrib, context
 
@@ -99,27 +89,7 @@ def explain_terms(d: Decision, tolerance: float = 1e-9) -> Explanation:
         raise ExplainError(
             f"no closed-form breakdown for policy {name!r}: supported {', '.join(TERM_POLICIES)}"
         )
-    s = d.scores
-    return Explanation(
-        policy=name,
-        pod=d.pod,
-        n_candidates=int(d.candidates.size),
-        chosen=d.snap.names[idx[0]],
-        runner_up=d.snap.names[idx[1]],
-        score_chosen=float(s[d.chosen]),
-        score_runner_up=float(s[d.runner_up]),
-        method=method,
-        names=names,
-        units=units,
-        value_chosen=values[0].astype(np.float64),
-        value_runner_up=values[1].astype(np.float64),
-        contrib_chosen=contrib[0].astype(np.float64),
-        contrib_runner_up=contrib[1].astype(np.float64),
-        base_value=base,
-        output_chosen=base + float(contrib[0].sum()),
-        output_runner_up=base + float(contrib[1].sum()),
-        tolerance=tolerance,
-        decision=d.index,
-        notes=d.tie_note(),
-        context=tuple((n, u, float(v[0]), float(v[1])) for n, u, v in context),
-    )
+    outputs = (base + float(contrib[0].sum()), base + float(contrib[1].sum()))
+    return d.explanation(
+        method, names, units, values, contrib, base, outputs, tolerance=tolerance,
+        context=tuple((n, u, float(v[0]), float(v[1])) for n, u, v in context))

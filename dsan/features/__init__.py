@@ -1,32 +1,21 @@
-"""DSAN's features: the 128 columns per (pod, node) (:mod:`dsan.features.featurizer`, its
-schema :mod:`dsan.features.schema`), the placement what-ifs they are made of
-(:mod:`dsan.features.whatif`, :mod:`dsan.features.placementcache`, FGD's fragmentation
-:mod:`dsan.features.frag` against a :mod:`dsan.features.target` workload), the GPU slots a pod
-gets (:mod:`dsan.features.gpuchoice`) and the cluster-wide bits columns are conditioned on
-(:mod:`dsan.features.clusterwide`). One implementation for the simulator, training and the
-sidecar. Needs numpy only.
-"""
+"""DSAN's features: the 128 columns per (pod, node) and the placement what-ifs they are made of.
+One implementation for the simulator, training and the sidecar; needs numpy only."""
 
 from dsan.features.featurizer import (
     AGE_COLUMNS,
     CPU_SCALE,
-    DEFAULT_T,
     FEATURE_NAMES,
     FEATURES,
     GPU_SCALE,
     MEM_SCALE,
-    MODEL_SLOTS,
     N_FEATURES,
     N_NODE_FEATURES,
     NODE_FEATURES,
     RELATIVE_COLUMNS,
     TOP_SHAPES,
-    FeatureSpec,
-    Placement,
     PlacementCache,
     TargetWorkload,
     age_columns,
-    cached_placements,
     default_workload,
     extremes,
     featurize,
@@ -42,35 +31,9 @@ from dsan.features.featurizer import (
 )
 
 __all__ = [
-    "AGE_COLUMNS",
-    "CPU_SCALE",
-    "DEFAULT_T",
-    "FEATURES",
-    "FEATURE_NAMES",
-    "GPU_SCALE",
-    "MEM_SCALE",
-    "MODEL_SLOTS",
-    "NODE_FEATURES",
-    "N_FEATURES",
-    "N_NODE_FEATURES",
-    "RELATIVE_COLUMNS",
-    "TOP_SHAPES",
-    "FeatureSpec",
-    "Placement",
-    "PlacementCache",
-    "TargetWorkload",
-    "age_columns",
-    "cached_placements",
-    "default_workload",
-    "extremes",
-    "featurize",
-    "featurize_batch",
-    "fgd_select_gpus",
-    "fragmentation",
-    "node_block",
-    "placement",
-    "pod_rows",
-    "relative_columns",
-    "schema_hash",
-    "telemetry_of",
+    "AGE_COLUMNS", "CPU_SCALE", "FEATURES", "FEATURE_NAMES", "GPU_SCALE", "MEM_SCALE",
+    "NODE_FEATURES", "N_FEATURES", "N_NODE_FEATURES", "RELATIVE_COLUMNS", "TOP_SHAPES",
+    "PlacementCache", "TargetWorkload", "age_columns", "default_workload", "extremes",
+    "featurize", "featurize_batch", "fgd_select_gpus", "fragmentation", "node_block",
+    "placement", "pod_rows", "relative_columns", "schema_hash", "telemetry_of",
 ]

@@ -1,16 +1,9 @@
 """GPU fragmentation of nodes against a target workload (Weng et al., ATC'23, §3).
 
-For each target shape k (frequency f_k) and node i:
-
-* if the node can host the shape (GPU model allowed, enough CPU, at least ``num_gpu`` GPUs
-  each with ``gpu_milli`` free), the idle share of every GPU *too small* for the shape is
-  fragment: ``sum_g free[i,g] * [free[i,g] < gpu_milli_k]``;
-* otherwise (wrong model, lack of CPU, lack of GPU, or the shape uses no GPU) *all* idle
-  GPU share of the node is fragment.
-
-``F_i = sum_k f_k * frag_ik``, in GPU milli. Cluster fragment amount is ``sum_i F_i``;
-the frag ratio divides it by the cluster's idle GPU milli. Everything is vectorised over
-(shape, node, GPU); callers batch nodes and what-if variants into one call.
+For target shape k (frequency f_k) and node i: if the node can host the shape (GPU model,
+CPU, ``num_gpu`` GPUs with ``gpu_milli`` free each), the idle share of every GPU too small
+for it is fragment, ``sum_g free[i,g] * [free[i,g] < gpu_milli_k]``; otherwise (or for a
+CPU-only shape) all its idle GPU share is. ``F_i = sum_k f_k * frag_ik``, in GPU milli.
 """
 
 from __future__ import annotations
@@ -27,17 +20,10 @@ from dsan.features.target import TargetWorkload
 FREQ_SCALE = 1_000_000_000
 
 
-def node_frag(
-    cpu_free: npt.NDArray[np.floating],
-    gpu_free: npt.NDArray[np.integer],
-    access: BOOL,
-    target: TargetWorkload,
-) -> F64:
-    """Expected fragment (GPU milli) per row.
-
-    Shapes: ``cpu_free`` (m,), ``gpu_free`` (m, G) with absent GPUs holding 0, ``access``
-    (K, m) from :meth:`TargetWorkload.access` (columns aligned with the rows).
-    """
+def node_frag(cpu_free: npt.NDArray[np.floating], gpu_free: npt.NDArray[np.integer],
+              access: BOOL, target: TargetWorkload) -> F64:
+    """Expected fragment (GPU milli) per row: ``cpu_free`` (m,), ``gpu_free`` (m, G) (absent
+    GPUs hold 0), ``access`` (K, m) from :meth:`TargetWorkload.access`."""
     free = gpu_free.astype(np.int32, copy=False)
     milli, need_gpu, num_gpu, cpu_milli, weights = _constants(target)
     total = free.sum(axis=1)  # (m,)
@@ -46,10 +32,8 @@ def node_frag(
     fit = (free.shape[1] - small.sum(axis=2))[target.milli_index]  # GPUs that take the share
     host = access & need_gpu & (fit >= num_gpu) & (cpu_free[None, :] >= cpu_milli)
     per = np.where(host, frag_small, total[None, :]).astype(np.float64)
-    # Integer weights make the sum exact: a node's value must not depend on which rows share
-    # the batch (float reductions reorder with the batch shape), or FGD's "before - after"
-    # of an unchanged node picks up 1e-13 noise and its truncated score flips 50 -> 49.
-    # Integer-valued float64 terms below 2**53 add exactly in any order, so BLAS may be used.
+    # Integer weights make the sum exact in any order, so a row's value does not depend on
+    # its batch (else FGD's truncated "before - after" of an unchanged node can flip).
     return np.asarray(weights @ per, dtype=np.float64) / FREQ_SCALE
 
 
@@ -57,20 +41,14 @@ _CONSTANTS: dict[int, tuple[TargetWorkload, tuple[npt.NDArray[Any], ...]]] = {}
 
 
 def _constants(target: TargetWorkload) -> tuple[npt.NDArray[Any], ...]:
-    """The target's broadcast-ready columns and integer weights, built once per target:
-    :func:`node_frag` runs several times per scheduling decision on a handful of rows, where
-    rebuilding them was a fifth of its cost."""
+    """The target's broadcast-ready columns and integer weights, built once per target (hot
+    path: several small :func:`node_frag` calls per decision)."""
     hit = _CONSTANTS.get(id(target))
     if hit is not None and hit[0] is target:
         return hit[1]
-    c = (
-        target.milli_unique[:, None, None],
-        (target.num_gpu > 0)[:, None],
-        target.num_gpu[:, None],
-        target.cpu_milli[:, None],
-        np.rint(target.freq * FREQ_SCALE),
-    )
-    if len(_CONSTANTS) > 64:  # a process sees a few targets; never grow without bound
+    c = (target.milli_unique[:, None, None], (target.num_gpu > 0)[:, None],
+         target.num_gpu[:, None], target.cpu_milli[:, None], np.rint(target.freq * FREQ_SCALE))
+    if len(_CONSTANTS) > 64:  # never grow without bound
         _CONSTANTS.clear()
     _CONSTANTS[id(target)] = (target, c)
     return c
@@ -86,12 +64,8 @@ class FragTracker:
 
     def refresh(self, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64] | list[int]) -> None:
         idx = np.asarray(nodes, dtype=np.int64)
-        self.frag[idx] = node_frag(
-            snap.cpu_cap[idx] - snap.cpu_used[idx],
-            snap.gpu_free[idx],
-            self.access[:, idx],
-            self.target,
-        )
+        self.frag[idx] = node_frag(snap.cpu_cap[idx] - snap.cpu_used[idx], snap.gpu_free[idx],
+                                   self.access[:, idx], self.target)
 
     def amount(self) -> float:
         """Cluster fragment, GPU milli."""

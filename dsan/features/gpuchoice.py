@@ -1,11 +1,7 @@
-"""The GPU slots FGD gives a pod on the node it chose, one pod or a batch.
-
-DSAN binds pods to the GPUs FGD would pick (the node is DSAN's choice, the slots inside it
-FGD's), so DSAN's policy (simulator and sidecar) and the training episodes ask here: the
-slot with the highest *integer* FGD score for a sharing pod (the plugin's strict ``>``),
-the first fully free GPUs (best fit) for a whole-GPU pod. :func:`dsan.features.whatif.placement`
-picks a sharing pod's slot by the untruncated fragmentation instead, for the features; the
-two differ on some pods, and the features' choice must not stand in for FGD's.
+"""The GPU slots FGD gives a pod on the node it chose (DSAN binds pods to them): the first slot
+with the highest *integer* FGD score for a sharing pod, the first fully free GPUs for a
+whole-GPU pod. Not :func:`dsan.features.whatif.placement`'s slot (the untruncated
+fragmentation's, for the features): the two differ on some pods.
 """
 
 from __future__ import annotations
@@ -16,62 +12,30 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.core.filtering import best_fit_gpus
-from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import BOOL, MAX_GPUS, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.target import TargetWorkload
 
 __all__ = ["fgd_select_gpus", "fgd_select_gpus_many"]
 
 
-def fgd_select_gpus(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    node: int,
-    w: TargetWorkload,
-    access: npt.NDArray[np.bool_] | None = None,
-) -> tuple[int, ...]:
+def fgd_select_gpus(pod: PodSpec, snap: ClusterSnapshot, node: int, w: TargetWorkload,
+                    access: BOOL | None = None) -> tuple[int, ...]:
     """GPU slots FGD gives ``pod`` on ``node``, exactly as :class:`dsan.policies.fgd.FGDScorer`.
-
-    A sharing pod takes the first slot (lowest index) with the highest *integer* FGD score
-    ``floor(100 sigmoid((before - after) / 1000))``: the plugin's strict ``>`` over slots.
-    Picking by the untruncated fragmentation instead (as :func:`placement` does for the
-    features) sends some pods to another slot than FGD and made a zero-residual DSAN drift
-    from FGD by up to 0.08 points on openb. Whole-GPU pods take the first fully free GPUs.
-    """
-    if pod.is_sharing:
-        free = snap.gpu_free[node].astype(np.int64)
-        slots = np.flatnonzero(free >= pod.gpu_milli)
-        if slots.size == 0:
-            raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPU share")
-        # ``access`` may pass w.access(snap) precomputed (a FragTracker's): the full mask
-        # is an object-array isin per constrained shape, most of this call on a hot path.
-        acc = (w.access(snap) if access is None else access)[:, [node]]
-        cpu_free = snap.cpu_cap[node] - snap.cpu_used[node]
-        before = node_frag(np.array([cpu_free]), free[None, :], acc, w)
-        after_free = free[None, :] - pod.gpu_milli * np.eye(MAX_GPUS, dtype=np.int64)[slots]
-        v = slots.size
-        after = node_frag(
-            np.full(v, cpu_free - pod.cpu_milli), after_free, np.repeat(acc, v, axis=1), w
-        )
-        # The same float expression as FGDScorer, so the truncation flips at the same points.
-        score = np.floor(1.0 / (1.0 + np.exp(-((before - after) / 1000.0))) * 100)
-        return (int(slots[int(np.argmax(score))]),)
-    return best_fit_gpus(pod, snap, node)
+    ``access`` may pass ``w.access(snap)`` precomputed (a FragTracker's): the full mask is an
+    object-array ``isin`` per constrained shape, most of this call's cost."""
+    if not pod.is_sharing:
+        return best_fit_gpus(pod, snap, node)
+    acc = w.access(snap) if access is None else access
+    return fgd_select_gpus_many([pod], [snap], [node], w, [acc])[0]
 
 
-def fgd_select_gpus_many(
-    pods: Sequence[PodSpec],
-    snaps: Sequence[ClusterSnapshot],
-    nodes: Sequence[int],
-    w: TargetWorkload,
-    accesses: Sequence[npt.NDArray[np.bool_]],
-) -> list[tuple[int, ...]]:
-    """:func:`fgd_select_gpus` of several (pod, snapshot, node) against one target, each with
-    its precomputed ``w.access(snap)``: the sharing pods' fragmentation before and after each
-    slot in ONE :func:`node_frag` call. A lockstep training step binds one pod in each of ~16
-    episodes, and two one-node calls per sharing pod cost ~10% of collection (numpy's
-    per-call overhead). Same slots: every row's value is independent of its batch, and the
-    score is the same elementwise expression."""
+def fgd_select_gpus_many(pods: Sequence[PodSpec], snaps: Sequence[ClusterSnapshot],
+                         nodes: Sequence[int], w: TargetWorkload,
+                         accesses: Sequence[BOOL]) -> list[tuple[int, ...]]:
+    """:func:`fgd_select_gpus` of several (pod, snapshot, node, precomputed access): the sharing
+    pods' fragmentation before and after each slot in ONE :func:`node_frag` call (numpy's
+    per-call cost dominates; every row's value is independent of its batch)."""
     out: list[tuple[int, ...]] = [()] * len(pods)
     cpu: list[npt.NDArray[np.float64]] = []
     rows: list[npt.NDArray[np.int64]] = []
@@ -98,6 +62,7 @@ def fgd_select_gpus_many(
         for i, slots in picks:
             before, after = frag[at : at + 1], frag[at + 1 : at + 1 + slots.size]
             at += 1 + slots.size
+            # FGDScorer's float expression, so the truncation flips at the same points
             score = np.floor(1.0 / (1.0 + np.exp(-((before - after) / 1000.0))) * 100)
             out[i] = (int(slots[int(np.argmax(score))]),)
     return out

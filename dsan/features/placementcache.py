@@ -1,13 +1,6 @@
-"""FGD's placement what-ifs kept across pods: :class:`PlacementCache` and its batch form.
-
-The what-ifs themselves (:func:`~dsan.features.whatif.placement`: fragmentation before and after
-placing a pod on each candidate) are :mod:`dsan.features.whatif`'s pure functions. The cache keeps
-their results per pod shape for every node and recomputes only the nodes whose allocation
-changed; :func:`cached_placements` batches several decisions into one what-if call. One
-implementation for the featurizer (:mod:`dsan.features`), DSAN's serving cache and the
-simulator's rollouts. This module also exports :mod:`dsan.features.whatif`'s names and
-:func:`~dsan.features.gpuchoice.fgd_select_gpus`: :mod:`dsan.features` re-exports all of them.
-"""
+"""FGD's placement what-ifs (:mod:`dsan.features.whatif`) kept across pods: per pod shape and
+node, recomputed only where the allocation changed; :func:`cached_placements` batches several
+decisions into one what-if call. Also re-exports the what-if names for the featurizer."""
 
 from __future__ import annotations
 
@@ -15,9 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import BOOL, F64, I64, MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.gpuchoice import fgd_select_gpus
 from dsan.features.target import TargetWorkload
@@ -26,18 +18,13 @@ from dsan.features.whatif import Placement, free_after, placement, whatif
 __all__ = ["Placement", "PlacementCache", "cached_placements", "fgd_select_gpus", "free_after",
            "placement"]
 
-F64 = npt.NDArray[np.float64]
-
 SLOTS = np.arange(MAX_GPUS)[None, :]
 
 
 class PlacementCache:
     """Per pod shape, :func:`placement` results for every node, recomputed only for nodes
-    whose CPU or GPU state changed since (:class:`~dsan.core.snapshot.AllocationTracker`, as the
-    FGD scorer's). One placement changes one node, so on the simulator's and the sidecar's
-    hot path a pod costs O(changed nodes) what-ifs instead of O(N). Every row's value is
-    independent of its batch, so cached and fresh results are the same numbers.
-    """
+    whose CPU or GPU state changed (:class:`~dsan.core.snapshot.AllocationTracker`): a pod
+    costs O(changed nodes) what-ifs, and cached and fresh results are the same numbers."""
 
     def __init__(self, workload: TargetWorkload) -> None:
         self.workload = workload
@@ -49,22 +36,20 @@ class PlacementCache:
         self._before = np.zeros(0)
         self._before_at = np.zeros(0, dtype=np.int64)
         self._adopted: F64 | None = None
-        self._access: npt.NDArray[np.bool_] | None = None
+        self._access: BOOL | None = None
         self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
 
-    def access(self, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
-        """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change:
-        it costs an object-array ``isin`` per constrained shape, too much for every pod."""
+    def access(self, snap: ClusterSnapshot) -> BOOL:
+        """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change
+        (an object-array ``isin`` per constrained shape)."""
         key = (tuple(snap.gpu_models), snap.gpu_model.tobytes())
         if self._access is None or key != self._access_key:
             self._access, self._access_key = self.workload.access(snap), key
         return self._access
 
     def adopt_fragmentation(self, frag: F64) -> None:
-        """Take ``frag`` as every node's fragmentation at the next :meth:`get`: it must be
-        :func:`dsan.features.frag.node_frag` of the snapshot that call sees, against this
-        cache's workload (a :class:`~dsan.features.frag.FragTracker` kept current, as the
-        simulator keeps one), so placements need not recompute it."""
+        """Take ``frag`` (a current :class:`~dsan.features.frag.FragTracker`'s, same workload)
+        as every node's fragmentation at the next :meth:`get`."""
         self._adopted = frag
 
     def _sync(self, snap: ClusterSnapshot) -> None:
@@ -82,12 +67,10 @@ class PlacementCache:
                 return
         self._track.sync(snap)
 
-    def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> Placement:
+    def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> Placement:
         return cached_placements([self], [pod], [snap], [nodes])[0]
 
-    def _prepare(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> tuple[_Entry, npt.NDArray[np.int64]]:
+    def _prepare(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> tuple[_Entry, I64]:
         """Sync with ``snap``; the pod shape's entry and which of ``nodes`` it lacks, with
         their current fragmentation ("before") brought up to date."""
         self._sync(snap)
@@ -98,41 +81,30 @@ class PlacementCache:
         key = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)  # all placement() depends on
         n = len(snap)
         if key not in self._entries:
-            self._entries[key] = (
-                np.zeros(n),
-                np.zeros(n),
-                np.full(n, -1, dtype=np.int64),
-                np.zeros((n, MAX_GPUS), dtype=np.int64),
-                np.full(n, -1, dtype=np.int64),
-            )
+            self._entries[key] = (np.zeros(n), np.zeros(n), np.full(n, -1, dtype=np.int64),
+                                  np.zeros((n, MAX_GPUS), dtype=np.int64),
+                                  np.full(n, -1, dtype=np.int64))
         entry = self._entries[key]
         stale = self._track.stale(entry[4], nodes)
         if stale.size:
             old = stale[self._before_at[stale] < self._track.epoch[stale]]
             if old.size:
-                self._before[old] = node_frag(
-                    snap.cpu_cap[old] - snap.cpu_used[old],
-                    snap.gpu_free[old],
-                    self.access(snap)[:, old],
-                    self.workload,
-                )
+                self._before[old] = node_frag(snap.cpu_cap[old] - snap.cpu_used[old],
+                                              snap.gpu_free[old], self.access(snap)[:, old],
+                                              self.workload)
                 self._before_at[old] = self._track.tick
         return entry, stale
 
 
-_Entry = tuple[F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
+#: Per node: frag before, frag after, slot, free after, and the tick they were computed at.
+_Entry = tuple[F64, F64, I64, I64, I64]
 
 
-def cached_placements(
-    caches: Sequence[PlacementCache],
-    pods: Sequence[PodSpec],
-    snaps: Sequence[ClusterSnapshot],
-    nodes: Sequence[npt.NDArray[np.int64]],
-) -> list[Placement]:
+def cached_placements(caches: Sequence[PlacementCache], pods: Sequence[PodSpec],
+                      snaps: Sequence[ClusterSnapshot], nodes: Sequence[I64]) -> list[Placement]:
     """:meth:`PlacementCache.get` for several (cache, pod, snapshot, candidates) at once: the
-    what-ifs every cache lacks are computed in one call per kind of pod (sharing or not) and
-    workload, rows of all decisions together, so numpy's per-call overhead is paid once per
-    batch instead of once per decision. Each row's value does not depend on the batch."""
+    missing what-ifs in one call per kind of pod (sharing or not) and workload, so numpy's
+    per-call overhead is paid once per batch. Each row's value does not depend on the batch."""
     prep = [c._prepare(p, s, n) for c, p, s, n in zip(caches, pods, snaps, nodes, strict=True)]
     groups: dict[tuple[bool, int], list[int]] = {}
     for i, (_, stale) in enumerate(prep):
@@ -147,23 +119,20 @@ def cached_placements(
 
         free = cat([snaps[i].gpu_free[x].astype(np.int64) for i, x in pairs])
         present = cat([snaps[i].gpu_count[x][:, None] > SLOTS for i, x in pairs])
-        cpu_after = cat(
-            [snaps[i].cpu_cap[x] - snaps[i].cpu_used[x] - pods[i].cpu_milli for i, x in pairs]
-        )
+        cpu_after = cat([snaps[i].cpu_cap[x] - snaps[i].cpu_used[x] - pods[i].cpu_milli
+                         for i, x in pairs])
         num_gpu = np.repeat([pods[i].num_gpu for i in idx], sizes).astype(np.int64)
         gpu_milli = np.repeat([pods[i].gpu_milli for i in idx], sizes).astype(np.int64)
         acc = cat([caches[i].access(snaps[i])[:, x] for i, x in pairs], axis=1)
         before = cat([caches[i]._before[x] for i, x in pairs])
         w = caches[idx[0]].workload
-        after, slot, free_after = whatif(
-            sharing, free, present, cpu_after, num_gpu, gpu_milli, acc, w, before
-        )
+        after, slot, free_after = whatif(sharing, free, present, cpu_after, num_gpu, gpu_milli,
+                                         acc, w, before)
         at = 0
         for i, x in pairs:
             e, c, sl = prep[i][0], caches[i], slice(at, at + len(x))
             e[0][x], e[1][x], e[2][x], e[3][x] = before[sl], after[sl], slot[sl], free_after[sl]
             e[4][x] = c._track.tick
             at += len(x)
-    return [
-        Placement(e[0][n], e[1][n], e[3][n], e[2][n]) for (e, _), n in zip(prep, nodes, strict=True)
-    ]
+    return [Placement(e[0][n], e[1][n], e[3][n], e[2][n])
+            for (e, _), n in zip(prep, nodes, strict=True)]

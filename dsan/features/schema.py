@@ -1,9 +1,6 @@
 """The DSAN feature schema: the 128 columns' names, tiers, units and normalisations, and the
 hash a model manifest carries (a model trained on another schema is refused at load).
-
-:mod:`dsan.features` computes the columns; this module only names them, so the docs table,
-the explanations and the manifest check read one definition. ``python -m dsan.features.schema >
-docs/features.md`` regenerates the table.
+``python -m dsan.features.schema > docs/features.md`` regenerates the docs table.
 """
 
 from __future__ import annotations
@@ -80,8 +77,7 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(u, "pod_gpu_total", "GPU milli", "/8000")
     add(u, "pod_is_sharing", "bool", "0 < gpu_milli < 1000")
     add(u, "pod_is_cpu_only", "bool", "num_gpu == 0")
-    # Replaces pod_has_model_constraint (pod_allowed_models > 0; 0 in the seed scenario):
-    # what cancels the openb stage's CPU-pod tie-break while CPU runs out first.
+    # in the place of a column that was constant, so the others keep their positions
     bound = "node_cpu_per_gpu (/128000) if the pod is CPU-only and the GPU nodes' used CPU"
     bound += " share is at least 0.1 and above 1.1x their used GPU share, else 0"
     add("derived", "cpu_bound_cpu_per_gpu", "millicores", bound)
@@ -121,8 +117,7 @@ def _specs() -> tuple[FeatureSpec, ...]:
     add(d, "shares_partial_gpu", "bool", "sharing pod lands on an already-used GPU")
     add(d, "node_idle", "bool", "no CPU and no GPU in use")
     add(d, "node_gpu_partly_used", "bool", "some but not all GPU share in use")
-    # Replaces model_allowed, 1 on every candidate (feasibility already drops the nodes
-    # whose GPU model a pod does not allow): constant on openb and in the seed scenario.
+    # in the place of a column that was constant, so the others keep their positions
     room = "shape1_hostable_after if the pod asks 2+ whole GPUs and free GPU share < free CPU"
     add(d, "shape1_room_gpu_bound", "pods", room + " share over the cluster, else 0")
     add(d, "rel_frag_delta", "rank", "min-max over candidates, 1 = lowest delta")

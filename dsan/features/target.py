@@ -1,18 +1,7 @@
 """FGD's *target workload*: the task shapes a cluster expects, with their frequencies.
 
-Weng et al. (ATC'23) measure a node's GPU fragmentation *against* a target workload: the
-most popular task shapes (CPU milli, GPU count, per-GPU milli, allowed GPU models) that
-together cover 95 % of the tasks, CPU-only tasks included, with frequencies renormalised to
-sum to 1. Memory is not part of a shape. This mirrors the FGD simulator's typical-pods walk
-(threshold 95 %, step 1, CPU pods involved, no GPU weighting): shapes sorted by decreasing
-count, ties by decreasing (cpu, gpu_milli, num_gpu, models), taken until the cumulative
-count reaches the threshold.
-
-``TargetWorkload.default()`` is the target of openb's ``default`` trace, embedded in
-:mod:`dsan.features.target_openb_default` so callers need no CSV. Regenerate it with::
-
-    python -m dsan.sim.targets --generate \
-        ../shared/traces/alibaba-gpu-v2023-openb/csv/openb_pod_list_default.csv
+Weng et al. (ATC'23): the most popular shapes (CPU milli, GPU count, per-GPU milli, allowed GPU
+models) covering 95 % of the tasks, chosen as the FGD simulator's typical-pods walk does.
 """
 
 from __future__ import annotations
@@ -55,7 +44,7 @@ class TargetWorkload:
             raise ValueError("target workload has no shapes")
         if np.any(self.freq < 0) or abs(float(self.freq.sum()) - 1.0) > 1e-6:
             raise ValueError("target workload frequencies must be >= 0 and sum to 1")
-        # Shapes share few distinct GPU shares; fragmentation is computed once per share.
+        # fragmentation is computed once per distinct GPU share
         uniq, inv = np.unique(self.gpu_milli, return_inverse=True)
         object.__setattr__(self, "milli_unique", uniq.astype(np.int32))
         object.__setattr__(self, "milli_index", inv.astype(np.int64))
@@ -75,12 +64,7 @@ class TargetWorkload:
         )
 
     @classmethod
-    def from_pods(
-        cls,
-        pods: Sequence[PodSpec],
-        gpu_models: Sequence[str] = (),
-        threshold: float = POPULARITY_THRESHOLD,
-    ) -> TargetWorkload:
+    def from_pods(cls, pods: Sequence[PodSpec], gpu_models: Sequence[str] = ()) -> TargetWorkload:
         """Target of a pod list. ``gpu_models`` names the indices in ``PodSpec.gpu_models``."""
         if not pods:
             raise ValueError("cannot build a target workload from an empty pod list")
@@ -91,19 +75,17 @@ class TargetWorkload:
             except IndexError:
                 raise ValueError(f"{p.name}: GPU model index out of range") from None
             shapes[(int(p.cpu_milli), int(p.gpu_milli), int(p.num_gpu), models)] += 1
-        return cls.from_counts(shapes, threshold)
+        return cls.from_counts(shapes)
 
     @classmethod
-    def from_counts(
-        cls, shapes: Counter[Shape], threshold: float = POPULARITY_THRESHOLD
-    ) -> TargetWorkload:
+    def from_counts(cls, shapes: Counter[Shape]) -> TargetWorkload:
         total = sum(shapes.values())
         # Decreasing count; ties by decreasing shape, as sort.Reverse over Go's Less does.
         ordered = sorted(shapes.items(), key=lambda kv: (kv[1], _shape_key(kv[0])), reverse=True)
         chosen: list[tuple[Shape, int]] = []
         cum = 0
         for shape, n in ordered:
-            if cum >= threshold * total:
+            if cum >= POPULARITY_THRESHOLD * total:
                 break
             chosen.append((shape, n))
             cum += n

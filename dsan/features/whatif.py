@@ -1,12 +1,7 @@
-"""What placing a pod on each candidate node would do: FGD's fragmentation before and after.
-
-:func:`placement` computes it for a pod over candidate nodes, vectorised (a sharing pod tries
-every GPU that fits and keeps the least fragmenting one, as FGD does); :func:`free_after`
-gives just the free share per slot afterwards, at a fraction of the cost, wherever that is all
-a caller counts. Both are pure functions of the snapshot, and every row's value is
-independent of its batch, so :class:`dsan.features.placementcache.PlacementCache` keeps and
-batches their results (through :func:`whatif`, the row-wise core). Fragmentation follows the
-FGD paper (Weng et al., ATC'23) through :func:`dsan.features.frag.node_frag`.
+"""What placing a pod on each candidate node would do: FGD's fragmentation before and after
+(:func:`placement`), or just the free share per slot afterwards (:func:`free_after`, cheaper).
+Pure functions; every row's value is independent of its batch, so
+:class:`~dsan.features.placementcache.PlacementCache` keeps and batches them (:func:`whatif`).
 """
 
 from __future__ import annotations
@@ -16,55 +11,37 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import BOOL, F64, I64, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.target import TargetWorkload
 
 __all__ = ["Placement", "free_after", "placement", "whatif"]
 
-F64 = npt.NDArray[np.float64]
 
-
-def whatif(
-    sharing: bool,
-    free: npt.NDArray[np.int64],
-    present: npt.NDArray[np.bool_],
-    cpu_after: F64,
-    num_gpu: npt.NDArray[np.int64],
-    gpu_milli: npt.NDArray[np.int64],
-    acc: npt.NDArray[np.bool_],
-    w: TargetWorkload,
-    before: F64,
-) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def whatif(sharing: bool, free: I64, present: BOOL, cpu_after: F64, num_gpu: I64, gpu_milli: I64,
+           acc: BOOL, w: TargetWorkload, before: F64) -> tuple[F64, I64, I64]:
     """Fragmentation after placing, per row: (after, slot, free_after). Each row is one
-    (pod, node) pair (the pod's GPU count / share per row), so rows of several pods of one
-    kind (sharing or not) go through in one call; every row's value is independent of the
-    others (:func:`dsan.features.frag.node_frag` sums exactly)."""
+    (pod, node) pair, so rows of several pods of one kind (sharing or not) go in one call."""
     if sharing:
         return _sharing_whatif(gpu_milli, present, free, cpu_after, acc, w, before)
-    k = np.where(gpu_milli > 0, num_gpu, 0)
-    full = free == 1000
-    take = full & (np.cumsum(full, axis=1) <= k[:, None])
-    free_after = np.where(take, 0, free)
+    free_after = _whole_gpus_taken(free, np.where(gpu_milli > 0, num_gpu, 0)[:, None])
     after = node_frag(cpu_after, free_after, acc, w)
     return after, np.full(len(free), -1, dtype=np.int64), free_after
 
 
-def _sharing_whatif(
-    gpu_milli: npt.NDArray[np.int64],
-    present: npt.NDArray[np.bool_],
-    free: npt.NDArray[np.int64],
-    cpu_after: F64,
-    acc: npt.NDArray[np.bool_],
-    w: TargetWorkload,
-    before: F64,
-) -> tuple[F64, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def _whole_gpus_taken(free: I64, k: npt.ArrayLike) -> I64:
+    """``free`` with the first ``k`` fully free GPUs of each row taken (best fit)."""
+    full = free == 1000
+    return np.where(full & (np.cumsum(full, axis=1) <= k), 0, free)
+
+
+def _sharing_whatif(gpu_milli: I64, present: BOOL, free: I64, cpu_after: F64, acc: BOOL,
+                    w: TargetWorkload, before: F64) -> tuple[F64, I64, I64]:
     """Fragmentation after a sharing pod (share ``gpu_milli`` per row) takes each GPU slot:
-    (K, m, 8) corrections of :func:`dsan.features.frag.node_frag`'s terms, same definitions,
-    8x less work than evaluating every (node, slot) variant from scratch."""
+    (K, m, 8) corrections of :func:`~dsan.features.frag.node_frag`'s terms, 8x less work
+    than evaluating every (node, slot) variant from scratch."""
     m = len(free)
-    # The slot arithmetic depends on a shape only through its GPU share: done once per
-    # distinct share (U of them, U <= K), then spread to the K shapes (integers: exact).
+    # once per distinct GPU share (U <= K), then spread to the K shapes (integers: exact)
     milli = w.milli_unique[:, None, None].astype(np.int64)
     f = free[None, :, :]
     small = f < milli  # (U, m, 8)
@@ -75,14 +52,13 @@ def _sharing_whatif(
     small_new = new < milli
     frag_new = (frag_small[:, :, None] - kept + np.where(small_new, new, 0))[w.milli_index]
     fit_new = (fit[:, :, None] - (~small) + (~small_new))[w.milli_index]  # (K, m, 8)
-    host = (acc & (w.num_gpu[:, None] > 0) & (cpu_after[None, :] >= w.cpu_milli[:, None]))[
-        :, :, None
-    ] & (fit_new >= w.num_gpu[:, None, None])
+    hosts = acc & (w.num_gpu[:, None] > 0) & (cpu_after[None, :] >= w.cpu_milli[:, None])
+    host = hosts[:, :, None] & (fit_new >= w.num_gpu[:, None, None])
     total_new = (free.sum(axis=1) - gpu_milli).astype(np.float64)[None, :, None]
     f_after = np.einsum("k,kmg->mg", w.freq, np.where(host, frag_new, total_new))
     valid = (free >= gpu_milli[:, None]) & present
     slot = np.argmin(np.where(valid, f_after + free * 1e-6, np.inf), axis=1).astype(np.int64)
-    has: npt.NDArray[np.bool_] = np.asarray(valid.any(axis=1), dtype=bool)
+    has: BOOL = np.asarray(valid.any(axis=1), dtype=bool)
     after = np.where(has, f_after[np.arange(m), slot], before)
     slot = np.where(has, slot, -1)
     free_after = free.copy()
@@ -97,27 +73,16 @@ class Placement:
 
     frag_before: F64  # (m,)
     frag_after: F64  # (m,)
-    free_after: npt.NDArray[np.int64]  # (m, 8)
-    slot: npt.NDArray[np.int64]  # (m,) chosen slot for a sharing pod, -1 otherwise
+    free_after: I64  # (m, 8)
+    slot: I64  # (m,) chosen slot for a sharing pod, -1 otherwise
 
 
-def placement(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    nodes: npt.NDArray[np.int64],
-    w: TargetWorkload,
-    access: npt.NDArray[np.bool_] | None = None,
-    before: F64 | None = None,
-) -> Placement:
-    """Fragmentation before and after placing ``pod`` on each candidate node, vectorised.
-
-    A sharing pod tries every GPU that fits and keeps the one with the least fragmentation
-    after (ties: least free share, i.e. best fit), as FGD does; whole-GPU pods take the first
-    fully free GPUs (best fit). Fragmentation is :func:`dsan.features.frag.node_frag`'s
-    definition (FGD and DSAN share it); sharing what-ifs correct its terms per slot.
-    ``access`` may pass ``w.access(snap)`` precomputed (:meth:`PlacementCache.access`) and
-    ``before`` the nodes' current fragmentation (it does not depend on the pod).
-    """
+def placement(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkload,
+              access: BOOL | None = None, before: F64 | None = None) -> Placement:
+    """Fragmentation before and after placing ``pod`` on each candidate node. A sharing pod
+    takes the GPU with the least fragmentation after (ties: best fit), as FGD does; whole-GPU
+    pods the first fully free GPUs. ``access`` may pass ``w.access(snap)`` and ``before`` the
+    nodes' current fragmentation, precomputed."""
     free = snap.gpu_free[nodes].astype(np.int64)
     m, _g = free.shape
     cpu_free = snap.cpu_cap[nodes] - snap.cpu_used[nodes]
@@ -125,45 +90,25 @@ def placement(
     if before is None:
         before = node_frag(cpu_free, free, acc, w)
     after, slot, free_after = whatif(
-        pod.is_sharing,
-        free,
-        snap.gpu_present[nodes],
-        cpu_free - pod.cpu_milli,
-        np.full(m, pod.num_gpu, dtype=np.int64),
-        np.full(m, pod.gpu_milli, dtype=np.int64),
-        acc,
-        w,
-        before,
-    )
+        pod.is_sharing, free, snap.gpu_present[nodes], cpu_free - pod.cpu_milli,
+        np.full(m, pod.num_gpu, dtype=np.int64), np.full(m, pod.gpu_milli, dtype=np.int64),
+        acc, w, before)
     return Placement(before, after, free_after, slot)
 
 
-def free_after(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    nodes: npt.NDArray[np.int64],
-    w: TargetWorkload,
-    access: npt.NDArray[np.bool_],
-    shares: npt.ArrayLike,
-) -> npt.NDArray[np.int64]:
+def free_after(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkload, access: BOOL,
+               shares: npt.ArrayLike) -> I64:
     """Free GPU share per slot after placing ``pod`` on each of ``nodes``: :func:`placement`'s
     ``free_after`` wherever it matters for counting GPUs that still fit each share in
-    ``shares`` (``free // share`` per slot), at a fraction of its cost.
-
-    A sharing pod's slot is chosen by the fragmentation of *every* target shape, the
-    expensive part of :func:`placement`. When all GPUs the pod fits on lose the same number
-    of ``share``-sized pieces for every share, the choice cannot change those counts, so the
-    first fitting slot stands in; only the other rows run the real what-if. ``access`` is
-    ``w.access(snap)`` (all shapes, all nodes).
+    ``shares`` (``free // share`` per slot). Where every fitting GPU loses as many pieces for
+    every share, the (costly) slot choice cannot change the counts and the first slot stands in.
     """
     free = snap.gpu_free[nodes].astype(np.int64)
     if not pod.is_sharing:
-        k = pod.num_gpu if pod.gpu_milli > 0 else 0
-        full = free == 1000
-        return np.where(full & (np.cumsum(full, axis=1) <= k), 0, free)
+        return _whole_gpus_taken(free, pod.num_gpu if pod.gpu_milli > 0 else 0)
     g = pod.gpu_milli
     valid = (free >= g) & snap.gpu_present[nodes]
-    has: npt.NDArray[np.bool_] = np.asarray(valid.any(axis=1), dtype=bool)
+    has: BOOL = np.asarray(valid.any(axis=1), dtype=bool)
     out = free.copy()
     rows = np.flatnonzero(has)
     out[rows, np.argmax(valid, axis=1)[rows]] -= g
@@ -178,14 +123,7 @@ def free_after(
     if amb.size:
         sub = nodes[amb]
         cpu_after = snap.cpu_cap[sub] - snap.cpu_used[sub] - pod.cpu_milli
-        _, _, fa = _sharing_whatif(
-            np.full(amb.size, g, dtype=np.int64),
-            snap.gpu_present[sub],
-            free[amb],
-            cpu_after,
-            access[:, sub],
-            w,
-            np.zeros(amb.size),
-        )
+        _, _, fa = _sharing_whatif(np.full(amb.size, g, dtype=np.int64), snap.gpu_present[sub],
+                                   free[amb], cpu_after, access[:, sub], w, np.zeros(amb.size))
         out[amb] = fa
     return out

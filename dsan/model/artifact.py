@@ -8,10 +8,9 @@ A model directory holds::
     model.ts        TorchScript (``dsan serve --runtime torchscript``)
     model.pt2       torch.export, TorchScript's successor
 
-This module needs only numpy: the serving install has no torch. Writing the torch artifacts
-is :mod:`dsan.model.export`'s business. Every loader checks the manifest's feature schema
-against the running featurizer and refuses a mismatch with :class:`SchemaMismatch`: a model
-fed columns in another order would score garbage without any error.
+Numpy only (the serving install has no torch; :mod:`dsan.model.export` writes). Every loader
+refuses a model trained on another feature schema (:class:`SchemaMismatch`): fed columns in
+another order, it would score garbage without any error.
 """
 
 from __future__ import annotations
@@ -51,8 +50,7 @@ class SchemaMismatch(RuntimeError):
 
 
 class BadModel(ValueError):
-    """A model directory whose files cannot be served (missing, empty, wrong shapes,
-    non-finite weights); the message names the file and what is wrong."""
+    """A model directory whose files cannot be served; the message names the file and why."""
 
 
 @dataclass(frozen=True)
@@ -70,9 +68,8 @@ class ModelConfig:
         if self.features != N_FEATURES or self.node_features != N_NODE_FEATURES:
             raise ValueError("ModelConfig feature widths must match dsan.features")
         if self.head not in HEADS:
-            raise ValueError(
-                f"ModelConfig.head must be one of {', '.join(HEADS)}, got {self.head!r}"
-            )
+            raise ValueError(f"ModelConfig.head must be one of {', '.join(HEADS)}, "
+                             f"got {self.head!r}")
 
     @property
     def prior_col(self) -> int:
@@ -86,8 +83,7 @@ class ModelConfig:
         return asdict(self)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        """Every serving parameter's shape (the torch state dict's names): what a loaded
-        artifact is checked against."""
+        """Every serving parameter's shape, by the torch state dict's names."""
         h, f, d, c = self.hidden, self.features, self.node_features, self.channels
         return {
             "temporal.lstm.weight_ih_l0": (4 * h, c), "temporal.lstm.weight_hh_l0": (4 * h, h),
@@ -120,11 +116,9 @@ def read_manifest(model_dir: str | Path) -> dict[str, Any]:
         raise BadModel(f"{path}: the manifest is not a JSON object")
     got, want = manifest.get("feature_schema"), schema_hash()
     if got != want:
-        raise SchemaMismatch(
-            f"model at {model_dir} was trained on feature schema {got!r}, but this featurizer "
-            f"has {want!r} (dsan/features/schema.py changed): retrain with `dsan train` or use a "
-            "matching release"
-        )
+        raise SchemaMismatch(f"model at {model_dir} was trained on feature schema {got!r}, but "
+                             f"this featurizer has {want!r} (dsan/features/schema.py changed): "
+                             "retrain with `dsan train` or use a matching release")
     return manifest
 
 

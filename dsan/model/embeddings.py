@@ -1,19 +1,8 @@
-"""Node embeddings of the cluster, recomputed at the cost of what changed.
-
-Per refresh:
-
-- **temporal stream** (LSTM): only the nodes whose telemetry values changed; a node's LSTM
-  state depends on its own samples alone;
-- **node columns** (:func:`dsan.features.node_block`, the pod-independent features): the same
-  rows, plus the two age columns of every node; everything else is static unless the static
-  inputs' *values* change, which is compared against copies, since the sidecar writes its
-  snapshot in place;
-- **spatial stream** (2 GraphConv layers): every node (the GNN mixes every node's age columns
-  into its neighbours, so no row is exempt), over the mean adjacency, rebuilt only when the
-  topology's values change.
-
-The result equals the streams of the whole snapshot computed at once up to float32 rounding
-(the LSTM over a subset of rows; ``tests/unit/model/test_embeddings.py``).
+"""Node embeddings of the cluster, recomputed at the cost of what changed: the LSTM and node
+columns of the nodes whose telemetry changed (everything when a static input's values change;
+compared against copies, as the sidecar writes its snapshot in place), the GNN over every node
+(it mixes every node's age columns into its neighbours). Equal to a full recompute up to
+float32 rounding.
 """
 
 from __future__ import annotations
@@ -21,14 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from dsan.core.snapshot import ClusterSnapshot
 from dsan.features import AGE_COLUMNS, N_NODE_FEATURES, age_columns, node_block, telemetry_of
-from dsan.model.graph import Graph
+from dsan.model.graph import F32, Graph
 from dsan.model.runtime import Runtime
 
-F32 = npt.NDArray[np.float32]
 #: The snapshot columns node_block's non-telemetry, non-age columns are made of.
 _STATIC = ("cpu_cap", "mem_cap", "gpu_count", "gpu_model", "zone", "rack", "nvlink",
            "hourly_cost", "taint_mask")

@@ -1,9 +1,5 @@
-"""Writing a trained DSAN's directory (torch side): weights, TorchScript, torch.export (.pt2),
-the numpy serving artifact and the manifest; and loading the torch model back for training.
-
-The directory's layout, its manifest and the serving artifact's reader are
-:mod:`dsan.model.artifact` (numpy only: the sidecar serves without torch).
-"""
+"""Writing a trained DSAN's directory (:mod:`dsan.model.artifact`'s layout) from torch, and
+loading the torch model back."""
 
 from __future__ import annotations
 
@@ -26,7 +22,6 @@ from dsan.model.artifact import (
     TORCHSCRIPT,
     WEIGHTS,
     ModelConfig,
-    SchemaMismatch,
     check_arrays,
     read_manifest,
     save_serving,
@@ -35,9 +30,6 @@ from dsan.model.net import DSANNet
 from dsan.model.runtime import NumpyRuntime
 from dsan.model.serving import ServingModel
 
-__all__ = ["DEFAULT_DIR", "MANIFEST", "SchemaMismatch", "example_inputs", "load",
-           "load_exported", "load_torchscript", "numpy_runtime", "read_manifest", "save",
-           "serving_arrays", "serving_model"]
 
 def example_inputs(n: int = 16, m: int = 8, e: int = 24, t: int = 6) -> tuple[torch.Tensor, ...]:
     """Inputs of :meth:`DSANNet.forward` for tracing and export."""
@@ -54,22 +46,13 @@ def example_inputs(n: int = 16, m: int = 8, e: int = 24, t: int = 6) -> tuple[to
 
 
 def _dynamic_shapes() -> tuple[dict[int, Any], ...]:
-    n, m, e = (
-        Dim("nodes", min=2, max=1 << 20),
-        Dim("cands", min=2, max=1 << 20),
-        Dim("edges", min=1, max=1 << 26),
-    )
+    n, m = Dim("nodes", min=2, max=1 << 20), Dim("cands", min=2, max=1 << 20)
+    e = Dim("edges", min=1, max=1 << 26)
     return ({0: m}, {0: n}, {0: n}, {1: e}, {0: e}, {0: m}, {0: m})
 
 
-def save(
-    model: DSANNet,
-    out_dir: str | Path,
-    version: str,
-    training: dict[str, Any] | None = None,
-    evaluation: dict[str, Any] | None = None,
-    exports: bool = True,
-) -> Path:
+def save(model: DSANNet, out_dir: str | Path, version: str, training: dict[str, Any] | None = None,
+         evaluation: dict[str, Any] | None = None, exports: bool = True) -> Path:
     """Write weights, the serving artifact, the manifest and (``exports``) the TorchScript
     and .pt2 artifacts."""
     model = model.eval()
@@ -82,9 +65,8 @@ def save(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TorchScript's deprecation notice: we ship both
             torch.jit.save(torch.jit.script(model), str(out / TORCHSCRIPT))
-            torch.export.save(
-                export(model, example_inputs(), dynamic_shapes=_dynamic_shapes()), out / EXPORTED
-            )
+            exported = export(model, example_inputs(), dynamic_shapes=_dynamic_shapes())
+            torch.export.save(exported, out / EXPORTED)
     manifest = {
         "version": version,
         "feature_schema": schema_hash(),
@@ -97,31 +79,26 @@ def save(
 
 
 def serving_arrays(model: DSANNet) -> dict[str, Any]:
-    """The model's serving parameters as checked float32 numpy arrays (what ``model.npz``
-    holds); raises :class:`dsan.model.artifact.BadModel` on a non-finite weight."""
+    """The model's serving parameters as checked float32 numpy arrays (``model.npz``)."""
     state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
     return check_arrays(state, model.cfg, "model")
 
 
 def load(model_dir: str | Path = DEFAULT_DIR) -> tuple[DSANNet, dict[str, Any]]:
-    """Eager model and manifest; raises :class:`SchemaMismatch` on a schema change."""
+    """Eager model and manifest; raises ``SchemaMismatch`` on a schema change."""
     manifest = read_manifest(model_dir)
     model = DSANNet(ModelConfig(**manifest["model"]))
     state = torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True)
     missing, unexpected = model.load_state_dict(state, strict=False)
-    # Models saved before the GPU-pod skip existed load with it at its zero initialisation
-    # (same logits as before); anything else missing or extra is an error.
+    # models saved before OPTIONAL_KEYS existed load them at their zero initialisation
     if unexpected or set(missing) - OPTIONAL_KEYS:
-        raise RuntimeError(
-            f"{model_dir}: weights do not match the model: missing {missing}, "
-            f"unexpected {unexpected}"
-        )
+        raise RuntimeError(f"{model_dir}: weights do not match the model: missing {missing}, "
+                           f"unexpected {unexpected}")
     return model.eval(), manifest
 
 
-def load_torchscript(
-    model_dir: str | Path = DEFAULT_DIR,
-) -> tuple[torch.jit.ScriptModule, dict[str, Any]]:
+def load_torchscript(model_dir: str | Path = DEFAULT_DIR
+                     ) -> tuple[torch.jit.ScriptModule, dict[str, Any]]:
     manifest = read_manifest(model_dir)
     return torch.jit.load(str(Path(model_dir) / TORCHSCRIPT), map_location="cpu"), manifest
 
@@ -138,7 +115,6 @@ def numpy_runtime(model: DSANNet) -> NumpyRuntime:
 
 def serving_model(model: DSANNet, workload: TargetWorkload | None = None,
                   **kwargs: Any) -> ServingModel:
-    """A :class:`~dsan.model.serving.ServingModel` of ``model``'s current weights, as the
-    sidecar and the simulator serve them after :func:`save` (training's evaluations, tests).
-    A later update of ``model`` is not seen: build another."""
+    """A :class:`~dsan.model.serving.ServingModel` of ``model``'s current weights, as served
+    after :func:`save`; a later update of ``model`` is not seen."""
     return ServingModel(numpy_runtime(model), workload, **kwargs)

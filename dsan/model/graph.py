@@ -1,9 +1,8 @@
 """The node graph of the spatial stream: edges inside an NVLink domain, rack or zone.
 
-Weights stand for inverse latency: same NVLink domain 1.0, same rack 0.5, same zone 0.2
-(the strongest relation wins). Zones can hold hundreds of nodes, so a zone links each node
-only to its next ``zone_degree`` neighbours in zone order (a ring), keeping E ~ O(N) instead
-of O(N^2). A snapshot without topology gives an empty graph; the GNN then acts per node.
+Weights stand for inverse latency (the strongest relation wins). Zones can hold hundreds of
+nodes, so a zone links each node only to its next :data:`ZONE_DEGREE` neighbours in zone order,
+keeping E ~ O(N) instead of O(N^2). Without topology the graph is empty: the GNN acts per node.
 """
 
 from __future__ import annotations
@@ -13,16 +12,18 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot
+from dsan.core.snapshot import I32, I64, ClusterSnapshot
 
+F32 = npt.NDArray[np.float32]
 W_NVLINK, W_RACK, W_ZONE = 1.0, 0.5, 0.2
+ZONE_DEGREE, MAX_RACK, MAX_NVLINK = 2, 64, 16
 
 
-def _clique_edges(ids: npt.NDArray[np.int32], max_group: int) -> npt.NDArray[np.int64]:
+def _clique_edges(ids: I32, max_group: int) -> I64:
     """Directed edges between nodes sharing an id (>= 0), groups capped to ``max_group``."""
     order = np.argsort(ids, kind="stable")
     sid = ids[order]
-    out: list[npt.NDArray[np.int64]] = []
+    out: list[I64] = []
     # Offsets 1..max_group-1 inside sorted runs: vectorised per offset, not per node.
     for k in range(1, max_group):
         same = (sid[k:] == sid[:-k]) & (sid[k:] >= 0)
@@ -44,13 +45,12 @@ class MeanAdjacency:
 
     n: int
     #: Row i's in-edges are ``src[indptr[i]:indptr[i + 1]]`` with weights ``weight[...]``.
-    indptr: npt.NDArray[np.int64]
-    src: npt.NDArray[np.int64]
-    weight: npt.NDArray[np.float32]
+    indptr: I64
+    src: I64
+    weight: F32
 
     @classmethod
-    def build(cls, edge_index: npt.NDArray[np.int64], edge_weight: npt.NDArray[np.float32],
-              n: int) -> MeanAdjacency:
+    def build(cls, edge_index: I64, edge_weight: F32, n: int) -> MeanAdjacency:
         src, dst = edge_index
         order = np.argsort(dst, kind="stable")
         counts = np.bincount(dst, minlength=n)
@@ -60,7 +60,7 @@ class MeanAdjacency:
         return cls(n, indptr, src[order].astype(np.int64),
                    (edge_weight[order] / deg[dst[order]]).astype(np.float32))
 
-    def __matmul__(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    def __matmul__(self, x: F32) -> F32:
         """``A @ x`` for ``x`` (n, d): a gather and one segment sum."""
         out = np.zeros((self.n, x.shape[1]), dtype=np.float32)
         if len(self.src):
@@ -70,18 +70,16 @@ class MeanAdjacency:
         return out
 
 
-def build_graph(
-    snap: ClusterSnapshot, zone_degree: int = 2, max_rack: int = 64
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+def build_graph(snap: ClusterSnapshot) -> tuple[I64, F32]:
     """``edge_index`` (2, E) int64 and ``edge_weight`` (E,) float32 for ``snap`` (numpy:
     training wraps them with ``torch.from_numpy``)."""
-    parts: list[tuple[npt.NDArray[np.int64], float]] = []
+    parts: list[tuple[I64, float]] = []
     if snap.zone is not None:
-        parts.append((_clique_edges(snap.zone, zone_degree + 1), W_ZONE))
+        parts.append((_clique_edges(snap.zone, ZONE_DEGREE + 1), W_ZONE))
     if snap.rack is not None:
-        parts.append((_clique_edges(snap.rack, max_rack), W_RACK))
+        parts.append((_clique_edges(snap.rack, MAX_RACK), W_RACK))
     if snap.nvlink is not None:
-        parts.append((_clique_edges(snap.nvlink, 16), W_NVLINK))
+        parts.append((_clique_edges(snap.nvlink, MAX_NVLINK), W_NVLINK))
     if not parts:
         return np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.float32)
     edges = np.concatenate([e for e, _ in parts], axis=1)
@@ -100,8 +98,8 @@ class Graph:
     """A snapshot's topology graph: its edges (what PyG's message passing reads) and their
     mean adjacency (what the numpy runtime multiplies by)."""
 
-    edge_index: npt.NDArray[np.int64]
-    edge_weight: npt.NDArray[np.float32]
+    edge_index: I64
+    edge_weight: F32
     adjacency: MeanAdjacency
 
     @classmethod

@@ -43,8 +43,7 @@ class SpatialEncoder(nn.Module):
 
     .. math:: h^{s}_i = \mathrm{GraphConv}_2(\mathrm{ReLU}(\mathrm{GraphConv}_1(x_i, A)), A)
 
-    with :math:`A` the latency-weighted edges (NVLink > rack > zone). GraphConv keeps a root
-    weight, so an edgeless graph (openb has no topology) degrades to a per-node MLP.
+    with :math:`A` the latency-weighted edges; an edgeless graph degrades to a per-node MLP.
     Input node features (N, D), edges (2, E) and weights (E,); output (N, H).
     """
 
@@ -105,28 +104,16 @@ class ScoreHead(nn.Module):
         \ell_m = w^\top f_m + \mathrm{MLP}([\mathrm{ReLU}(W_f f_m), z_m]),\qquad
         V_b = \mathrm{MLP}_v([\mathrm{mean}_{m\in b} g_m, \max_{m\in b} g_m])
 
-    The linear skip :math:`w^\top f_m` lets imitation reach a heuristic's ranking fast (the
-    derived features hold each heuristic's score).
-
-    ``residual`` (issue 4's principled fix): :math:`\ell_m = \mathrm{softplus}(a)\,100\,
-    f_{m,\mathrm{fgd\_score\_int}} + w^\top f_m + \mathrm{MLP}(\dots)` with :math:`w` and the
-    MLP's last layer initialised at zero and softplus(a) ~ 1, so an untrained head ranks
-    exactly as FGD (integer FGD points, ties left to the caller) and training can only move
-    it where the reward says so. The residual head adds :math:`(1 - f_{m,\mathrm{pod\_is\_cpu
-    \_only}})\, u^\top f_m` (``gpu_skip``, zero-initialised): skip weights for GPU pods only.
-    Infeasible rows get :data:`MASKED`, so
-    they never win an argmax and get ~0 probability. ``segment`` (M,) names each row's pod,
-    0..B-1; output logits (M,), values (B,).
+    The linear skip :math:`w^\top f_m` lets imitation reach a heuristic's ranking fast.
+    ``residual`` adds :math:`\mathrm{softplus}(a)\,100\,f_{m,\mathrm{fgd\_score\_int}} +
+    (1 - f_{m,\mathrm{pod\_is\_cpu\_only}})\,u^\top f_m` with :math:`w`, :math:`u` and the
+    MLP's last layer zero at start, so an untrained head ranks exactly as FGD. Infeasible rows
+    get :data:`MASKED`. ``segment`` (M,) names each row's pod, 0..B-1; output logits (M,),
+    values (B,).
     """
 
-    def __init__(
-        self,
-        features: int,
-        hidden: int,
-        residual: bool = False,
-        prior_col: int = 0,
-        cpu_only_col: int = 0,
-    ) -> None:
+    def __init__(self, features: int, hidden: int, residual: bool = False, prior_col: int = 0,
+                 cpu_only_col: int = 0) -> None:
         super().__init__()
         self.features = features
         self.hidden = hidden
@@ -137,9 +124,7 @@ class ScoreHead(nn.Module):
         # softplus(0.5413) = 0.99998: one FGD integer point ~ one logit at initialisation.
         self.prior_scale = nn.Parameter(torch.tensor(0.5413))
         self.skip = nn.Linear(features, 1)
-        # Residual only: a second skip applied to GPU pods alone. On openb the searched
-        # tie-breaks help GPU pods but, applied to CPU-only pods, strand GPUs on CPU-heavy
-        # mixes (docs/results/dsan_openb.md); a linear w.f cannot condition on the pod type.
+        # residual only: skip weights for GPU pods alone (w.f cannot condition on pod type)
         self.gpu_skip = nn.Linear(features, 1, bias=False)
         self.proj = nn.Linear(features, 2 * hidden)
         self.mlp = nn.Sequential(

@@ -1,9 +1,6 @@
-"""DSANNet: the Dual-Stream Attention Network, split for serving.
-
-``embed_nodes`` (LSTM + GNN over the whole cluster) depends only on telemetry, static node
-features and topology, so a server caches it and recomputes it when telemetry changes;
-``score`` is the small per-pod head over the candidates. ``forward`` chains both for one
-pod: it is what TorchScript and torch.export ship.
+"""DSANNet: the Dual-Stream Attention Network, split for serving: ``embed_nodes`` (LSTM + GNN,
+pod-independent, cached by servers) and ``score`` (the per-pod head over the candidates).
+``forward`` chains both for one pod: it is what TorchScript and torch.export ship.
 """
 
 from __future__ import annotations
@@ -11,11 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from dsan.features import FEATURES
-from dsan.model.artifact import CPU_ONLY_FEATURE, HEADS, PRIOR_FEATURE, ModelConfig
+from dsan.model.artifact import ModelConfig
 from dsan.model.layers import PodAttentionFusion, ScoreHead, SpatialEncoder, TemporalEncoder
-
-__all__ = ["HEADS", "PRIOR_FEATURE", "DSANNet", "ModelConfig"]
 
 
 class DSANNet(nn.Module):
@@ -32,18 +26,9 @@ class DSANNet(nn.Module):
         self.temporal = TemporalEncoder(self.cfg.channels, h)
         self.spatial = SpatialEncoder(self.cfg.node_features, h)
         self.fusion = PodAttentionFusion(self.cfg.features, h)
-        names = [f.name for f in FEATURES]
-        self.head = ScoreHead(
-            self.cfg.features,
-            h,
-            self.cfg.head == "residual",
-            names.index(PRIOR_FEATURE),
-            names.index(CPU_ONLY_FEATURE),
-        )
-
-    def reset_parameters(self) -> None:
-        for m in (self.temporal, self.spatial, self.fusion, self.head):
-            m.reset_parameters()
+        residual = self.cfg.head == "residual"
+        self.head = ScoreHead(self.cfg.features, h, residual, self.cfg.prior_col,
+                              self.cfg.cpu_only_col)
 
     @torch.jit.export
     def embed_nodes(
@@ -62,16 +47,8 @@ class DSANNet(nn.Module):
         z, _ = self.fusion(x, streams)
         return self.head(x, z, mask, segment, n_segments)
 
-    def forward(
-        self,
-        x: Tensor,
-        node_x: Tensor,
-        telemetry: Tensor,
-        edge_index: Tensor,
-        edge_weight: Tensor,
-        candidates: Tensor,
-        mask: Tensor,
-    ) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, node_x: Tensor, telemetry: Tensor, edge_index: Tensor,
+                edge_weight: Tensor, candidates: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """One pod: features (M, F) of nodes ``candidates`` (M,) -> logits (M,), value (1,)."""
         emb = self.embed_nodes(node_x, telemetry, edge_index, edge_weight)
         segment = torch.zeros_like(candidates)

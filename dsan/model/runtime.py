@@ -1,21 +1,10 @@
-r"""DSAN's forward pass for serving: numpy by default, TorchScript as an option.
+"""DSAN's forward pass for serving, split as serving needs it: :meth:`~Runtime.temporal` (LSTM,
+(n, T, C) -> (n, H)), :meth:`~Runtime.spatial` (two GraphConv layers over the mean adjacency,
+(N, D) -> (N, H)), :meth:`~Runtime.set_streams` and :meth:`~Runtime.logits` (fusion and
+head, (m, F) -> (m,)); the maths of :class:`dsan.model.net.DSANNet`.
 
-The same maths as :class:`dsan.model.net.DSANNet` (the torch module training uses), split as
-serving needs it:
-
-* :meth:`~Runtime.temporal`, the LSTM over each node's last T telemetry samples, (n, T, C)
-  -> (n, H): :math:`h^t_i = \mathrm{LSTM}(s_{i,1..T})_T`;
-* :meth:`~Runtime.spatial`, two GraphConv layers over the topology's mean adjacency,
-  (N, D) -> (N, H): :math:`h^s = W^2_{rel} A\,\mathrm{ReLU}(W^1_{rel} A x + b^1 + W^1_{root}
-  x) + b^2 + W^2_{root}\,\mathrm{ReLU}(\dots)`;
-* :meth:`~Runtime.set_streams` keeps both streams of every node;
-* :meth:`~Runtime.logits`, the attention fusion and the score head over candidate rows,
-  features (m, F) of nodes (m,) -> logits (m,) float64.
-
-:class:`NumpyRuntime` runs on the serving artifact (``model.npz``) and needs nothing but
-numpy; :class:`TorchScriptRuntime` runs the exported ``model.ts`` (torch imported only when
-it is chosen). Both give the same logits up to float32 rounding
-(``tests/unit/model/test_runtime.py``).
+:class:`NumpyRuntime` serves ``model.npz`` with numpy alone; :class:`TorchScriptRuntime` runs
+``model.ts`` (torch imported only then). Same logits up to float32 rounding.
 """
 
 from __future__ import annotations
@@ -25,14 +14,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.model.artifact import DEFAULT_DIR, TORCHSCRIPT, ModelConfig, load_serving, read_manifest
-from dsan.model.graph import Graph
-
-F32 = npt.NDArray[np.float32]
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
+from dsan.core.snapshot import F64, I64
+from dsan.model.artifact import (
+    DEFAULT_DIR,
+    TORCHSCRIPT,
+    ModelConfig,
+    config_of,
+    load_serving,
+    read_manifest,
+)
+from dsan.model.graph import F32, Graph
 
 RUNTIMES = ("numpy", "torchscript")
 
@@ -44,28 +36,21 @@ class Runtime(Protocol):
 
     def temporal(self, telemetry: F32) -> F32:
         """(n, T, C) telemetry -> (n, H) last LSTM hidden state."""
-        ...
 
     def spatial(self, node_x: F32, graph: Graph) -> F32:
         """(N, D) node features over the whole graph -> (N, H)."""
-        ...
 
     def set_streams(self, temporal: F32, spatial: F32) -> None:
         """Keep every node's two streams (N, H) each for :meth:`logits`."""
-        ...
 
     def logits(self, x: F32, nodes: I64) -> F64:
         """Features (m, F) of candidate ``nodes`` (m,) -> logits (m,)."""
-        ...
 
     def streams(self, nodes: I64) -> F32:
         """The kept streams of ``nodes``, (m, 2, H)."""
-        ...
 
     def head(self, x: F32, streams: F32) -> F64:
-        """:meth:`logits` with the streams (m, 2, H) given instead of kept (explanations
-        vary them)."""
-        ...
+        """:meth:`logits` with the streams (m, 2, H) given (explanations vary them)."""
 
 
 def _sigmoid(x: F32) -> F32:
@@ -195,8 +180,6 @@ class TorchScriptRuntime:
         import torch
 
         manifest = read_manifest(model_dir)
-        from dsan.model.artifact import config_of
-
         cfg = config_of(manifest, model_dir)
         module = torch.jit.load(str(Path(model_dir) / TORCHSCRIPT), map_location="cpu")
         return cls(module.eval(), cfg), manifest
@@ -214,8 +197,7 @@ class TorchScriptRuntime:
                                    t.from_numpy(graph.edge_weight)).numpy()
 
     def set_streams(self, temporal: F32, spatial: F32) -> None:
-        t = self._torch
-        self._streams = t.from_numpy(np.stack([temporal, spatial], axis=1))
+        self._streams = self._torch.from_numpy(np.stack([temporal, spatial], axis=1))
 
     def streams(self, nodes: I64) -> F32:
         return self._streams[self._torch.from_numpy(nodes)].numpy()

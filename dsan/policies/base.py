@@ -1,24 +1,13 @@
-"""The one scoring interface shared by the simulator, the sidecar and DSAN.
-
-A :class:`Scorer` ranks the feasible nodes for one pod. It never filters (the caller passes
-only feasible node indices) and never mutates the snapshot. Higher is better; the scale is
-the scorer's own (the sidecar's engine maps it onto kube-scheduler's 0..100,
-:func:`sidecar.scoring.normalize`).
-
-Every member of the protocol is part of the contract, so callers never probe for one:
-:class:`BaseScorer` gives the defaults (best-fit GPUs, no telemetry, stateless with respect
-to bindings, nothing to prepare) and every policy derives from it.
-"""
+"""The one scoring interface of the simulator, the sidecar and DSAN: a :class:`Scorer` ranks the
+feasible nodes for one pod and never mutates the snapshot; :class:`BaseScorer` has every
+member's default, so callers never probe for one."""
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
-
 from dsan.core.filtering import best_fit_gpus
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 
 __all__ = ["MAX_NODE_SCORE", "BaseScorer", "Scorer", "best_fit_gpus"]
 
@@ -34,38 +23,29 @@ class Scorer(Protocol):
     @property
     def version(self) -> str:
         """What exactly scores (a model's version; a heuristic's name): shown in metrics."""
-        ...
 
     #: Whether scores read GPU telemetry: the sidecar scores nodes whose telemetry is stale
     #: by its fallback instead.
     reads_telemetry: bool
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         """One score per entry of ``nodes`` (indices into ``snap``), higher is better."""
-        ...
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         """GPU slots of ``node`` that ``pod`` gets; ``()`` for CPU-only pods."""
-        ...
 
     def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
                 gpus: tuple[int, ...]) -> None:
         """The simulator bound ``pod`` to ``node`` (for scorers that count per node what the
         snapshot does not hold)."""
-        ...
 
     def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
                    gpus: tuple[int, ...]) -> None:
         """The simulator released ``pod`` from ``node``."""
-        ...
 
     def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
-        """Off the request path (the sidecar calls it after a reply, once the winner is
-        charged): bring what the scorer keeps for pods like ``pod`` up to ``snap`` so the
-        next such request finds it done. Never changes a score."""
-        ...
+        """Off the request path, bring what the scorer keeps for pods like ``pod`` up to
+        ``snap``. Never changes a score."""
 
 
 class BaseScorer:

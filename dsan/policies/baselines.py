@@ -1,39 +1,18 @@
-"""The FGD paper's five baselines, as the FGD simulator scores them (Weng et al., ATC'23).
-
-Each mirrors one score plugin of hkust-adsl/kubernetes-scheduler-simulator
-(``pkg/simulator/plugin/*_score.go``), including its integer arithmetic, because truncation
-decides ties and the simulator breaks ties at random (kube-scheduler's ``selectHost``):
-
-* ``random``: one random feasible node gets the maximum score; a sharing pod's GPU is random.
-* ``dotprod``: ``int(100 * (1 - <node_free, pod_req> / 2))`` over (CPU, total GPU milli), both
-  divided by the largest node spec (128 cores, 8 GPUs): the *smaller* dot product wins.
-* ``gpu-clustering``: nodes already running pods of the pod's GPU kind (share, 1-gpu,
-  2-gpu, ...) only (75..100], mixed (50..75], idle (25..50], other kinds (0..25]; within a
-  band, less free GPU scores higher. CPU-only pods score 0 everywhere.
-* ``gpu-packing``: share an already used GPU (50..100, fuller GPU higher), else use free GPUs
-  on a used node (33..50), else an idle node (0..33).
-* ``bestfit``: ``int(100 * (1 - 0.5*cpu_left'/128000 - 0.5*gpu_left'/8000))`` (leftover
-  after placement), then min-max normalised to 0..100 with integer division.
-
-Except for ``random``, GPUs inside the node are chosen best-fit (:func:`best_fit_gpus`).
-See docs/policies.md for the formulas and sources.
+"""The FGD paper's five baselines, each as its FGD simulator plugin scores (integer arithmetic
+included: truncation decides ties). Formulas and sources: docs/policies.md.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import MAX_GPUS, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I32, I64, MAX_GPUS, ClusterSnapshot, PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
 
 #: The FGD simulator's normalisers: the largest node spec (``MaxSpecCpu``, ``MaxSpecGpu``).
 MAX_SPEC_CPU = 128_000
 MAX_SPEC_GPU = 8_000
 MILLI = 1000
-
-Scores = npt.NDArray[np.float64]
-Nodes = npt.NDArray[np.int64]
 
 
 class RandomScorer(BaseScorer):
@@ -44,7 +23,7 @@ class RandomScorer(BaseScorer):
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         out = np.zeros(len(nodes))
         if len(nodes):
             out[self.rng.integers(len(nodes))] = MAX_NODE_SCORE
@@ -67,17 +46,16 @@ class DotProdScorer(BaseScorer):
 
     name = "dotprod"
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_free = (snap.cpu_cap[nodes] - snap.cpu_used[nodes]) / MAX_SPEC_CPU
         gpu_free = snap.gpu_free[nodes].sum(axis=1) / MAX_SPEC_GPU
-        dot = cpu_free * (pod.cpu_milli / MAX_SPEC_CPU) + gpu_free * (
-            pod.gpu_total_milli / MAX_SPEC_GPU
-        )
+        dot = (cpu_free * (pod.cpu_milli / MAX_SPEC_CPU)
+               + gpu_free * (pod.gpu_total_milli / MAX_SPEC_GPU))
         return np.trunc(MAX_NODE_SCORE * (1.0 - dot / 2.0))
 
 
-#: Affinity tag index of a pod: 0 = CPU-only (no tag), 1 = GPU-sharing, 1 + n = n whole GPUs.
 def affinity_tag(pod: PodSpec) -> int:
+    """0 = CPU-only (no tag), 1 = GPU-sharing, 1 + n = n whole GPUs."""
     if pod.num_gpu == 0 or pod.gpu_milli == 0:
         return 0
     if pod.is_sharing:
@@ -95,25 +73,23 @@ class GpuClusteringScorer(BaseScorer):
     name = "gpu-clustering"
 
     def __init__(self) -> None:
-        self._tags: npt.NDArray[np.int32] | None = None
+        self._tags: I32 | None = None
 
-    def _counts(self, snap: ClusterSnapshot) -> npt.NDArray[np.int32]:
+    def _counts(self, snap: ClusterSnapshot) -> I32:
         if self._tags is None or self._tags.shape[0] != len(snap):
             self._tags = np.zeros((len(snap), N_TAGS), dtype=np.int32)
         return self._tags
 
-    def on_bind(
-        self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: tuple[int, ...]
-    ) -> None:
+    def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                gpus: tuple[int, ...]) -> None:
         self._counts(snap)[node, affinity_tag(pod)] += 1
 
-    def on_release(
-        self, pod: PodSpec, snap: ClusterSnapshot, node: int, gpus: tuple[int, ...]
-    ) -> None:
+    def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
+                   gpus: tuple[int, ...]) -> None:
         counts = self._counts(snap)
         counts[node, affinity_tag(pod)] = max(0, counts[node, affinity_tag(pod)] - 1)
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         tag = affinity_tag(pod)
         if tag == 0:
             return np.zeros(len(nodes))
@@ -131,7 +107,7 @@ class GpuPackingScorer(BaseScorer):
 
     name = "gpu-packing"
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         if pod.num_gpu == 0 or pod.gpu_milli <= 0:
             return np.zeros(len(nodes))
         free = snap.gpu_free[nodes].astype(np.int64)
@@ -144,9 +120,8 @@ class GpuPackingScorer(BaseScorer):
         if pod.is_sharing:
             smallest = np.where(fits, free, np.iinfo(np.int64).max).min(axis=1)
             uses_full = smallest >= MILLI
-            case1 = np.maximum(
-                MAX_NODE_SCORE - (smallest * 100 // MILLI) // 10, MAX_NODE_SCORE // 2
-            )
+            case1 = np.maximum(MAX_NODE_SCORE - (smallest * 100 // MILLI) // 10,
+                               MAX_NODE_SCORE // 2)
             case2 = np.maximum(MAX_NODE_SCORE // 2 - 1, MAX_NODE_SCORE // 3)
             used = np.where(uses_full, case2, case1)
         else:  # whole GPUs: every GPU used is fully free
@@ -159,7 +134,7 @@ class BestFitScorer(BaseScorer):
 
     name = "bestfit"
 
-    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: Nodes) -> Scores:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_left = snap.cpu_cap[nodes] - snap.cpu_used[nodes] - pod.cpu_milli
         gpu_left = snap.gpu_free[nodes].sum(axis=1) - pod.gpu_total_milli
         loss = 0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU

@@ -1,31 +1,15 @@
-"""kube-scheduler's default scoring, as of Kubernetes v1.31 (``pkg/scheduler/framework/plugins``).
-
-Of the default score plugins only two tell our nodes apart (no images, affinities, taints
-or spread constraints in the traces), both with weight 1 in the v1 default profile:
-
-* **NodeResourcesFit**, strategy ``LeastAllocated``, resources cpu and memory (weight 1
-  each): per resource ``(capacity - requested) * 100 // capacity`` with ``requested`` =
-  node's requests + the pod's *non-zero* request (100 m CPU / 200 MiB when unset); the
-  node score is the integer weighted mean.
-* **NodeResourcesBalancedAllocation**, resources cpu and memory: fractions
-  ``f_r = min(requested_r / capacity_r, 1)`` with the pod's actual request added;
-  score ``int((1 - std(f)) * 100)`` (for two resources ``std = |f_cpu - f_mem| / 2``).
-
-``nvidia.com/gpu`` is an extended resource: kube-scheduler *filters* on it but does not
-score it unless the profile lists it in ``scoringStrategy.resources``, which the default
-does not, so GPUs play no part in the score. GPUs inside the chosen node are picked
-best-fit (the device plugin, not the scheduler, picks them in a real cluster).
+"""kube-scheduler's default scoring, as of Kubernetes v1.31 (``pkg/scheduler/framework/plugins``):
+NodeResourcesFit (LeastAllocated, cpu and memory) plus NodeResourcesBalancedAllocation, weight
+1 each; GPUs are not scored (docs/policies.md) and are picked best-fit.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, BaseScorer
 
-KUBERNETES_VERSION = "v1.31"
 #: ``DefaultMilliCPURequest`` / ``DefaultMemoryRequest`` of ``pkg/scheduler/util``.
 DEFAULT_MILLI_CPU = 100.0
 DEFAULT_MEMORY_MIB = 200.0
@@ -35,9 +19,7 @@ MIB = 1 << 20
 class K8sDefaultScorer(BaseScorer):
     name = "k8s-default"
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_cap = snap.cpu_cap[nodes].astype(np.int64)
         mem_cap = (snap.mem_cap[nodes] * MIB).astype(np.int64)  # kube-scheduler counts bytes
         cpu_nz = pod.cpu_milli if pod.cpu_milli > 0 else DEFAULT_MILLI_CPU
@@ -52,9 +34,7 @@ class K8sDefaultScorer(BaseScorer):
         return (fit + balanced).astype(np.float64)
 
 
-def _least(
-    requested: npt.NDArray[np.int64], capacity: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def _least(requested: I64, capacity: I64) -> I64:
     safe = np.maximum(capacity, 1)
     score = (capacity - requested) * MAX_NODE_SCORE // safe
     return np.where((capacity == 0) | (requested > capacity), 0, score)

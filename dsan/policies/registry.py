@@ -1,70 +1,34 @@
-"""Policy names -> scorers. The one place the simulator, the sidecar and training look up a
-policy by name.
-
-``make_scorer("dsan", **kwargs)`` imports :mod:`dsan.policies.dsan` lazily and calls its
-``make(**kwargs)``, so the baselines never import torch.
-"""
+"""Policy names -> scorers: the one place the simulator, the sidecar and training look up a
+policy by name. Each policy's module is imported only when it is asked for."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
 
 #: Every registered policy; the first eight need nothing beyond numpy.
-POLICY_NAMES: tuple[str, ...] = (
-    "k8s-default",
-    "tetris",
-    "random",
-    "dotprod",
-    "gpu-clustering",
-    "gpu-packing",
-    "bestfit",
-    "fgd",
-    "dsan",
-)
+POLICY_NAMES: tuple[str, ...] = ("k8s-default", "tetris", "random", "dotprod", "gpu-clustering",
+                                 "gpu-packing", "bestfit", "fgd", "dsan")
 #: The six policies the FGD authors published results for, in their order.
-PUBLISHED_POLICIES: tuple[str, ...] = (
-    "random",
-    "dotprod",
-    "gpu-clustering",
-    "gpu-packing",
-    "bestfit",
-    "fgd",
-)
+PUBLISHED_POLICIES: tuple[str, ...] = ("random", "dotprod", "gpu-clustering", "gpu-packing",
+                                       "bestfit", "fgd")
 #: Our name -> the FGD simulator's ``sc_policy`` label in the published CSVs.
-PUBLISHED_LABELS: dict[str, str] = {
-    "random": "01-Random",
-    "dotprod": "02-DotProd",
-    "gpu-clustering": "03-GpuClustering",
-    "gpu-packing": "04-GpuPacking",
-    "bestfit": "05-BestFit",
-    "fgd": "06-FGD",
-}
+PUBLISHED_LABELS: dict[str, str] = dict(zip(PUBLISHED_POLICIES, (
+    "01-Random", "02-DotProd", "03-GpuClustering", "04-GpuPacking", "05-BestFit", "06-FGD"),
+    strict=True))
 
 
 def make_scorer(
     name: str, *, seed: int = 0, target_workload: TargetWorkload | None = None, **kwargs: Any
 ) -> Scorer:
     """A fresh scorer (scorers may keep per-run state, so never share one across runs).
-
     ``seed`` feeds policies that draw random numbers; ``target_workload`` is FGD's (default:
-    openb ``default``); other ``kwargs`` go to DSAN's ``make``.
-    """
+    openb ``default``); other ``kwargs`` go to DSAN's ``make``."""
     if name == "dsan":
-        try:
-            mod = importlib.import_module("dsan.policies.dsan")
-        except ModuleNotFoundError as exc:
-            if exc.name in ("dsan.policies.dsan",):
-                raise ValueError(
-                    "policy 'dsan' is not available: dsan.policies.dsan is not installed"
-                ) from None
-            raise
-        make = getattr(mod, "make", None)
-        if make is None:
-            raise ValueError("policy 'dsan' is not available: dsan.policies.dsan has no make()")
+        from dsan.policies.dsan import make
+
         return make(seed=seed, target_workload=target_workload, **kwargs)
     if kwargs:
         raise ValueError(f"policy {name!r} takes no options, got {sorted(kwargs)}")
@@ -82,14 +46,14 @@ def make_scorer(
         return FGDScorer(target_workload)
     from dsan.policies import baselines
 
-    simple: dict[str, type] = {
+    if name == "random":
+        return baselines.RandomScorer(seed)
+    simple: dict[str, type[Scorer]] = {
         "dotprod": baselines.DotProdScorer,
         "gpu-clustering": baselines.GpuClusteringScorer,
         "gpu-packing": baselines.GpuPackingScorer,
         "bestfit": baselines.BestFitScorer,
     }
-    if name == "random":
-        return baselines.RandomScorer(seed)
     if name in simple:
         return simple[name]()
     raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(POLICY_NAMES)}")

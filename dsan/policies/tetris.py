@@ -1,30 +1,20 @@
-"""Tetris's alignment score (Grandl et al., "Multi-Resource Packing for Cluster
-Schedulers", SIGCOMM'14, §3.1).
-
-The score of placing a task on a machine is the dot product of the task's demand vector
-and the machine's *available* resource vector, each resource normalised by the machine's
-capacity: ``sum_r (req_r / cap_r) * (free_r / cap_r)`` over CPU, memory and GPU (total GPU
-milli). Higher is better: big tasks go where much of what they need is free, which packs
-complementary tasks together. We use the packing term alone (Tetris also blends in a
-shortest-remaining-time term, which needs durations that the openb protocol lacks).
-GPUs inside the node are chosen best-fit.
+"""Tetris's alignment score (Grandl et al., SIGCOMM'14, §3.1): ``sum_r (req_r / cap_r) *
+(free_r / cap_r)`` over CPU, memory and GPU milli, higher is better. The packing term alone:
+the shortest-remaining-time term needs durations the openb protocol lacks. GPUs best-fit.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot, PodSpec
+from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.policies.base import BaseScorer
 
 
 class TetrisScorer(BaseScorer):
     name = "tetris"
 
-    def score(
-        self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         cpu_cap = np.maximum(snap.cpu_cap[nodes], 1.0)
         mem_cap = np.maximum(snap.mem_cap[nodes], 1.0)
         gpu_cap = np.maximum(snap.gpu_count[nodes] * 1000.0, 1.0)

@@ -43,7 +43,6 @@ def test_round_trip_preserves_every_field() -> None:
     assert back == obj
     assert back.status_of("GPU-2") is not None and back.status_of("GPU-2").last_xid == 79  # type: ignore[union-attr]
     assert back.status_of("nope") is None
-    assert back.max_windows == 30
     assert d["status"]["podAttribution"] is True and "pods" not in d["status"]["gpus"][0]
     assert d["status"]["gpus"][1]["pods"][0] == {"namespace": "ml", "name": "train-0",
                                                  "container": "worker"}

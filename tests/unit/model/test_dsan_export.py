@@ -10,6 +10,7 @@ import torch
 
 from dsan.core.snapshot import PodSpec, empty_snapshot
 from dsan.model import export as ex
+from dsan.model.artifact import SchemaMismatch
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.registry import make_scorer
 from dsan.sim.scheduler import schedule_one
@@ -47,7 +48,7 @@ def test_schema_mismatch_is_refused_with_a_clear_error(model_dir, tmp_path) -> N
     man["feature_schema"] = "0000000000000000"
     (tmp_path / ex.MANIFEST).write_text(json.dumps(man))
     for loader in (ex.load, ex.load_torchscript, ex.load_exported):
-        with pytest.raises(ex.SchemaMismatch, match=r"feature schema '0000000000000000'.*retrain"):
+        with pytest.raises(SchemaMismatch, match=r"feature schema '0000000000000000'.*retrain"):
             loader(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"manifest\.json missing"):
         ex.load(tmp_path / "nowhere")
