@@ -1,26 +1,18 @@
 """The FGD paper's experimental protocol on openb (``../shared/traces/README.md`` §2).
 
-1. Cluster: the node list (1213 GPU nodes for openb), node order permuted by the seed.
-2. Pods: the workload file, shuffled by the seed, then *tuned* to ``tune`` x cluster GPU
-   capacity by appending pods drawn uniformly with replacement until the next one would push
-   the total GPU request past the target. No pod ever finishes.
-3. Pods are scheduled one at a time (:func:`dsan.sim.scheduler.schedule_one`); a pod that
-   fits nowhere is dropped: no retry, queue or preemption. Score ties go to the first node
-   in the seed's node permutation (``tie_break="order"``, default). The FGD simulator's
-   patched ``selectHost`` takes the lowest node *name* (``"name"``), but the published
-   numbers match the permuted order far better (docs/results/openb.md: on cpu250 "name"
-   is ~2 pp worse for GpuPacking, GpuClustering and FGD); ``"random"`` is stock kube-scheduler.
-4. After every pod the run logs arrived GPU milli (all submitted pods, failed included),
-   allocated GPU milli and cluster fragmentation against the workload's target workload.
-5. Curves: per integer percent k of arrived workload, the mean over events whose arrived
-   ratio rounds to k, or to k +- 1 when there are none (the FGD merge scripts' rule).
+Nodes are permuted and pods shuffled by the seed, then *tuned* to ``tune`` x cluster GPU
+capacity; pods never finish, and one that fits nowhere is dropped. Score ties go to the first
+node in the seed's permutation (``"order"``): the published numbers match it far better than
+the FGD simulator's lowest-name rule (``"name"``; docs/results/openb.md). After every pod the
+run logs arrived and allocated GPU milli and fragmentation; curves average per integer percent
+of arrived workload, falling back to k +- 1 (the FGD merge scripts' rule).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +28,18 @@ from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.scheduler import name_rank, schedule_one
 
 CURVE_MAX = 130
-#: Score-tie rules: lowest node name, first in the seed's node permutation, or random.
+FRAG_POINTS = (50, 90, 100)
 TIE_BREAKS = ("name", "order", "random")
 
 
 def tie_ranks(rule: str, snap: ClusterSnapshot) -> np.ndarray | None:
-    """:func:`~dsan.sim.scheduler.select_node`'s ``tie_rank`` for a tie rule: the lowest
-    name, the snapshot's own order (it is built in the seed's node permutation), or None
-    (random)."""
+    """``select_node``'s ``tie_rank`` for a tie rule: the lowest name, the snapshot's own
+    order (built in the seed's node permutation), or None (random)."""
     if rule == "name":
         return name_rank(snap.names)
     if rule == "order":
         return np.arange(len(snap), dtype=np.int64)
     return None
-FRAG_POINTS = (50, 90, 100)
 
 
 @dataclass(frozen=True)
@@ -61,7 +51,6 @@ class OpenbConfig:
     policy: str = "fgd"
     seed: int = 42
     tune: float = 1.3
-    frag_points: tuple[int, ...] = field(default=FRAG_POINTS)
     tie_break: str = "order"
 
     def __post_init__(self) -> None:
@@ -70,16 +59,12 @@ class OpenbConfig:
         if not 0 < self.tune <= 10:
             raise ValueError(f"tune must be in (0, 10], got {self.tune}")
         if self.tie_break not in TIE_BREAKS:
-            raise ValueError(
-                f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {self.tie_break!r}"
-            )
-        if any(not 0 <= k <= CURVE_MAX for k in self.frag_points):
-            raise ValueError(f"frag points must be within 0..{CURVE_MAX}")
+            raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, "
+                             f"got {self.tie_break!r}")
 
 
-def tuned_order(
-    req: npt.NDArray[np.int64], capacity_milli: int, tune: float, rng: np.random.Generator
-) -> npt.NDArray[np.int64]:
+def tuned_order(req: npt.NDArray[np.int64], capacity_milli: int, tune: float,
+                rng: np.random.Generator) -> npt.NDArray[np.int64]:
     """Indices of the submitted pods: a seeded shuffle, then uniform draws with replacement
     appended until the next draw would push the GPU request past ``tune * capacity``."""
     order = rng.permutation(len(req)).astype(np.int64)
@@ -101,9 +86,8 @@ def tuned_order(
     return np.concatenate([order, *extra])
 
 
-def discrete_curve(
-    arrived_pct: npt.NDArray[np.float64], values: npt.NDArray[np.float64], kmax: int = CURVE_MAX
-) -> npt.NDArray[np.float64]:
+def discrete_curve(arrived_pct: npt.NDArray[np.float64], values: npt.NDArray[np.float64],
+                   kmax: int = CURVE_MAX) -> npt.NDArray[np.float64]:
     """Mean of ``values`` per integer arrived percent 0..kmax (k +- 1 fallback; NaN if none)."""
     k = np.floor(arrived_pct + 0.5).astype(np.int64)
     ok = (k >= 0) & (k <= kmax + 1)
@@ -122,15 +106,10 @@ def discrete_curve(
     return out
 
 
-def run_openb(
-    cfg: OpenbConfig,
-    nodes: NodeTrace | None = None,
-    pods: PodTrace | None = None,
-    make: Callable[[TargetWorkload], Scorer] | None = None,
-) -> dict[str, Any]:
+def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None,
+              make: Callable[[TargetWorkload], Scorer] | None = None) -> dict[str, Any]:
     """Run the protocol once; returns the JSON-ready result. ``make(target_workload)``, when
-    given, builds the scorer instead of ``cfg.policy`` (policy search runs candidate policies
-    that are not registered)."""
+    given, builds the scorer instead of ``cfg.policy`` (for unregistered candidate policies)."""
     t0 = time.perf_counter()
     nodes = nodes if nodes is not None else load_nodes(cfg.nodes)
     pods = pods if pods is not None else load_pods(cfg.pods, nodes.gpu_models)
@@ -144,11 +123,8 @@ def run_openb(
         raise ValueError(f"{cfg.nodes}: the node list has no GPUs")
     req = pods.gpu_request_milli()
     order = tuned_order(req, capacity, cfg.tune, rng)
-    scorer = (
-        make(target)
-        if make is not None
-        else make_scorer(cfg.policy, seed=cfg.seed, target_workload=target)
-    )
+    scorer = make(target) if make else make_scorer(cfg.policy, seed=cfg.seed,
+                                                   target_workload=target)
     tracker = FragTracker(snap, target)
     tie_rank = tie_ranks(cfg.tie_break, snap)
 
@@ -179,9 +155,8 @@ def run_openb(
     arrived_pct = arrived * 100.0 / capacity
     alloc_curve = discrete_curve(arrived_pct, used * 100.0 / capacity)
     frag_amount = discrete_curve(arrived_pct, frag * 100.0 / capacity)
-    frag_ratio = discrete_curve(
-        arrived_pct, np.where(idle > 0, frag * 100.0 / np.maximum(idle, 1), 0.0)
-    )
+    ratio = np.where(idle > 0, frag * 100.0 / np.maximum(idle, 1), 0.0)
+    frag_ratio = discrete_curve(arrived_pct, ratio)
     return {
         "workload": pods.workload,
         "policy": cfg.policy,
@@ -197,8 +172,8 @@ def run_openb(
         "unallocated_gpu_pct_at_100": _r(100.0 - alloc_curve[100]),
         "alloc_gpu_pct_curve": [_r(v) for v in alloc_curve],
         "unallocated_gpu_pct_curve": [_r(100.0 - v) for v in alloc_curve],
-        "frag_amount_pct": {str(k): _r(frag_amount[k]) for k in cfg.frag_points},
-        "frag_ratio_pct": {str(k): _r(frag_ratio[k]) for k in cfg.frag_points},
+        "frag_amount_pct": {str(k): _r(frag_amount[k]) for k in FRAG_POINTS},
+        "frag_ratio_pct": {str(k): _r(frag_ratio[k]) for k in FRAG_POINTS},
         "runtime_s": round(runtime, 3),
     }
 
