@@ -1,9 +1,5 @@
-"""Derive the seed scenario's trace-calibrated parameters from ``../shared/traces``.
-
-The scenario YAML ships the *result* (quantile tables and probabilities) so a run never needs
-the traces; this module recomputes them so anyone can check where each number came from
-(``python -m dsan.sim.scenario.calibrate /path/to/traces``), and a unit test compares the
-shipped YAML with a fresh derivation when the traces are present.
+"""Derive the scenario's trace-calibrated parameters from ``../shared/traces``, to check
+where each number in the YAML came from: ``python -m dsan.sim.scenario.calibrate TRACES``.
 """
 
 from __future__ import annotations
@@ -20,11 +16,8 @@ GPU_CLASSES = (1, 2, 4, 8)
 
 
 def philly(traces: Path) -> dict[str, object]:
-    """GPU-count probabilities and per-class duration quantiles from the Pollux Philly extract.
-
-    Only jobs of 1/2/4/8 GPUs are kept (the scenario's 40 GPUs make larger jobs unplaceable);
-    the class probabilities are renormalised over those four.
-    """
+    """GPU-count probabilities and per-class duration quantiles from the Pollux Philly
+    extract, over jobs of 1/2/4/8 GPUs only (larger ones cannot be placed on 40 GPUs)."""
     path = traces / "philly-derived" / "pollux_osdi21_philly.csv"
     dur: list[float] = []
     gpus: list[int] = []
@@ -44,12 +37,8 @@ def philly(traces: Path) -> dict[str, object]:
         str(k): [round(float(q), 1) for q in np.percentile(d[g_arr == k], QUANTILE_POINTS)]
         for k in GPU_CLASSES
     }
-    return {
-        "gpu_count_probs": {
-            str(k): round(float(p), 5) for k, p in zip(GPU_CLASSES, probs, strict=True)
-        },
-        "duration_quantiles_s": quantiles,
-    }
+    by_class = {str(k): round(float(p), 5) for k, p in zip(GPU_CLASSES, probs, strict=True)}
+    return {"gpu_count_probs": by_class, "duration_quantiles_s": quantiles}
 
 
 def openb(traces: Path) -> dict[str, float]:
