@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from dsan.policies.registry import POLICY_NAMES, PUBLISHED_POLICIES, make_scorer
+from dsan.sim import paths
+from dsan.sim.matrix import expand, run_matrix, write_reports
+from dsan.sim.openb import TraceError, load_nodes, load_pods
+from dsan.sim.protocol import OpenbConfig, run_openb
 from dsan.sim.scenario.config import ScenarioConfig, load
 from dsan.sim.scenario.runner import aggregate, run_policy
 
@@ -105,8 +109,6 @@ def parse_policies(text: str) -> list[str]:
 
 
 def _pod_path(arg: str) -> Path:
-    from dsan.sim import paths
-
     p = Path(arg)
     if p.suffix == ".csv" or p.exists():
         return p
@@ -114,9 +116,6 @@ def _pod_path(arg: str) -> Path:
 
 
 def _openb(args: argparse.Namespace) -> int:
-    from dsan.sim import paths
-    from dsan.sim.openb import TraceError
-
     try:
         return _openb_run(args)
     except (TraceError, paths.TracesNotFound, ValueError) as exc:
@@ -125,9 +124,6 @@ def _openb(args: argparse.Namespace) -> int:
 
 
 def _openb_run(args: argparse.Namespace) -> int:
-    from dsan.sim import paths
-    from dsan.sim.protocol import OpenbConfig, run_openb
-
     pods = [_pod_path(a) for a in args.pods] if args.pods else [paths.openb_csv(paths.DEFAULT_PODS)]
     nodes = Path(args.nodes) if args.nodes else paths.openb_csv(paths.DEFAULT_NODES)
     policies = parse_policies(args.policy)
@@ -144,9 +140,6 @@ def _openb_run(args: argparse.Namespace) -> int:
             print(f"{res['workload']} {res['policy']} seed {res['seed']}: unallocated GPU at 100% "
                   f"arrived {res['unallocated_gpu_pct_at_100']:.2f}% ({res['runtime_s']:.1f} s)")
         return 0
-    from dsan.sim.matrix import expand, run_matrix, write_reports
-    from dsan.sim.openb import load_nodes, load_pods
-
     # Validate every input before starting workers, so a bad file fails fast and clearly.
     known = load_nodes(nodes).gpu_models
     for p in pods:
