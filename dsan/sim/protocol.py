@@ -1,11 +1,7 @@
-"""The FGD paper's experimental protocol on openb (``../shared/traces/README.md`` §2).
-
-Nodes are permuted and pods shuffled by the seed, then *tuned* to ``tune`` x cluster GPU
-capacity; pods never finish, and one that fits nowhere is dropped. Score ties go to the first
-node in the seed's permutation (``"order"``): the published numbers match it far better than
-the FGD simulator's lowest-name rule (``"name"``; docs/results/openb.md). After every pod the
-run logs arrived and allocated GPU milli and fragmentation; curves average per integer percent
-of arrived workload, falling back to k +- 1 (the FGD merge scripts' rule).
+"""The FGD paper's experimental protocol on openb (``../shared/traces/README.md`` §2): nodes
+permuted and pods shuffled by the seed, *tuned* to ``tune`` x GPU capacity, never finishing,
+dropped when they fit nowhere. Ties go to the first node in the seed's order, which matches
+the published numbers far better than FGD's lowest-name rule (docs/results/openb.md).
 """
 
 from __future__ import annotations
@@ -93,17 +89,11 @@ def discrete_curve(arrived_pct: npt.NDArray[np.float64], values: npt.NDArray[np.
     ok = (k >= 0) & (k <= kmax + 1)
     sums = np.bincount(k[ok], weights=values[ok], minlength=kmax + 2)[: kmax + 2]
     cnts = np.bincount(k[ok], minlength=kmax + 2)[: kmax + 2].astype(np.float64)
-    out = np.full(kmax + 1, np.nan)
-    for i in range(kmax + 1):  # 131 iterations over buckets, not over events
-        if cnts[i] > 0:
-            out[i] = sums[i] / cnts[i]
-        else:
-            lo = i - 1 if i > 0 else i
-            s = sums[lo] + sums[i + 1]
-            c = (cnts[lo] if i > 0 else 0.0) + cnts[i + 1]
-            if c > 0:
-                out[i] = s / c
-    return out
+    near_s = np.concatenate([[0.0], sums[:kmax]]) + sums[1:]  # buckets k - 1 and k + 1
+    near_c = np.concatenate([[0.0], cnts[:kmax]]) + cnts[1:]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(cnts[:-1] > 0, sums[:-1] / cnts[:-1],
+                        np.where(near_c > 0, near_s / near_c, np.nan))
 
 
 def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None,
@@ -132,10 +122,8 @@ def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace |
     arrived = np.cumsum(req[order]).astype(np.float64)
     used = np.empty(n)
     frag = np.empty(n)
-    idle = np.empty(n)
     placed = 0
     alloc_milli = 0
-    idle_milli = float(capacity)
     frag_now = tracker.amount()
     for e, i in enumerate(order):
         pod = specs[i]
@@ -143,18 +131,17 @@ def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace |
         if where is not None:
             placed += 1
             alloc_milli += int(req[i])
-            idle_milli -= float(req[i])
             old = tracker.frag[where[0]]
             tracker.refresh(snap, [where[0]])
             frag_now += tracker.frag[where[0]] - old
         used[e] = alloc_milli
         frag[e] = frag_now
-        idle[e] = idle_milli
     runtime = time.perf_counter() - t0
 
     arrived_pct = arrived * 100.0 / capacity
     alloc_curve = discrete_curve(arrived_pct, used * 100.0 / capacity)
     frag_amount = discrete_curve(arrived_pct, frag * 100.0 / capacity)
+    idle = capacity - used
     ratio = np.where(idle > 0, frag * 100.0 / np.maximum(idle, 1), 0.0)
     frag_ratio = discrete_curve(arrived_pct, ratio)
     return {

@@ -19,11 +19,6 @@ def node_speed(cpu_demand: F64, cpu_cap: F64, threshold: float, beta: float) -> 
     return share / (1.0 + beta * np.maximum(0.0, d - threshold))
 
 
-def training_speed(node_speed_of_pods: F64, sensitivity: float) -> F64:
-    """GPU training is slowed by CPU contention only through data loading: speed**sensitivity."""
-    return np.power(node_speed_of_pods, sensitivity)
-
-
 def mm1_tail(lam: F64, mu: F64, slo_s: float) -> F64:
     """P(response time > slo) for M/M/1 replicas; 1 where the queue is unstable."""
     gap = mu - lam

@@ -1,9 +1,6 @@
-"""The scenario's discrete-event engine: the clock, the events and the run's summary.
-
-An event heap holds arrivals, pod-ready times and the periodic web window; job completions
-are found each step as ``min(work_left / rate)``, since contention changes rates all the time.
-:meth:`Engine.decisions` yields a :class:`Decision` whenever a pod needs a node and takes the
-chosen node index back via ``send``: one loop for heuristics (``runner``) and RL (``env``).
+"""The scenario's discrete-event engine: :meth:`Engine.decisions` yields a :class:`Decision`
+whenever a pod needs a node and takes the chosen node back via ``send``. Job completions are
+found each step as ``min(work_left / rate)``, as contention changes rates all the time.
 """
 
 from __future__ import annotations

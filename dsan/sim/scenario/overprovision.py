@@ -1,11 +1,6 @@
-"""Cluster-autoscaler over-provisioning: placeholder pods (pause pods below every workload's
-priority) that keep warm CPU-node capacity powered (docs/scenarios.md, *Over-provisioning*).
-
-A workload pod that fits no Ready node is offered only the Ready node where evicting the
-fewest placeholders makes it fit (ties to the lowest index). Pending placeholders are placed
-by the default scheduler's rule, not the policy's: the Ready CPU node with the largest free
-CPU fraction, else a booting one, else the smallest off CPU node that fits, which they boot.
-Placeholders hold requests in the snapshot but use nothing.
+"""Cluster-autoscaler over-provisioning: placeholder pods below every workload's priority that
+hold warm CPU-node capacity (requests, no use) and are placed by the default scheduler's rule,
+not the policy's; the rules are in docs/scenarios.md, *Over-provisioning*.
 """
 
 from __future__ import annotations

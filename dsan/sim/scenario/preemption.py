@@ -54,10 +54,8 @@ def _static_ok(pod: PodSpec, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
 
 
 def plan(pods: list[PodSpec], snap: ClusterSnapshot, bound: Bound) -> list[int] | None:
-    """Indices (into ``bound``) of the victims that let every pod of ``pods`` fit, or None.
-
-    ``pods`` share one priority (a gang or a single pod). Works on copies; mutates nothing.
-    """
+    """Indices (into ``bound``) of the victims that let every pod of ``pods`` (a gang or one
+    pod, of one priority) fit, or None. Mutates nothing."""
     prio = pods[0].priority
     n = len(snap)
     cpu_free = snap.cpu_cap - snap.cpu_used

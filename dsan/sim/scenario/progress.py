@@ -112,7 +112,8 @@ class ProgressMixin(EngineState):
         tr = run & (self.pod_kind == TRAIN)
         tmin = np.ones(J)
         np.minimum.at(tmin, self.pod_job[tr], self.speed[self.pod_node[tr]])
-        train_rate = self.job_loc * ct.training_speed(tmin, self.cfg.contention.train_sensitivity)
+        # CPU contention slows GPU training only through data loading: speed**sensitivity.
+        train_rate = self.job_loc * np.power(tmin, self.cfg.contention.train_sensitivity)
         k = self.job_kind
         rate = np.where(k == BATCH, batch_rate,
                         np.where(k == TRAIN, train_rate, np.where(k == BE, 1.0, 0.0)))

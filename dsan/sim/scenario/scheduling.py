@@ -20,10 +20,6 @@ class SchedulingMixin(EngineState):
         FIFO within a group. When a group's head fails even after preemption, the rest would
         too, so the pass moves on; groups are revisited only when capacity was freed or they
         gained pods."""
-        if not self.groups:
-            if self.ph.size:
-                self._place_placeholders()
-            return
         for q in self.groups.values():  # drop units that finished or got placed meanwhile
             while q and self.pod_state[self._unit_pods(q[0])[0]] != PENDING:
                 q.popleft()
