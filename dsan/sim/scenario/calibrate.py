@@ -41,8 +41,9 @@ def philly(traces: Path) -> dict[str, object]:
     return {"gpu_count_probs": by_class, "duration_quantiles_s": quantiles}
 
 
-def openb(traces: Path) -> dict[str, float]:
-    """Per-GPU CPU/memory of whole-GPU tasks, memory per core of CPU-only tasks, sharing shares."""
+def openb(traces: Path, top: int = 6) -> dict[str, object]:
+    """Per-GPU CPU/memory of whole-GPU tasks, memory per core of CPU-only tasks, and the ``top``
+    commonest GPU-sharing ``gpu_milli`` values with their renormalised shares."""
     path = traces / "alibaba-gpu-v2023-openb" / "csv" / "openb_pod_list_default.csv"
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -53,29 +54,23 @@ def openb(traces: Path) -> dict[str, float]:
     whole = (ng >= 1) & (gm == 1000)
     cpu_only = ng == 0
     sharing = (gm > 0) & (gm < 1000)
+    vals, cnt = np.unique(gm[sharing], return_counts=True)
+    order = np.argsort(-cnt, kind="stable")[:top]
+    share = cnt[order] / cnt[order].sum()
     return {
         "worker_cpu_milli_per_gpu": float(np.median(cpu[whole] / ng[whole])),
         "worker_mem_mib_per_gpu": float(np.median(mem[whole] / ng[whole])),
         "cpu_task_mem_mib_per_core": float(np.median(mem[cpu_only] / cpu[cpu_only] * 1000)),
         "sharing_gpu_milli_median": float(np.median(gm[sharing])),
+        "sharing_shares": {int(v): round(float(s), 4)
+                           for v, s in zip(vals[order], share, strict=True)},
     }
-
-
-def sharing_shares(traces: Path, top: int = 6) -> dict[int, float]:
-    """The most common GPU-sharing ``gpu_milli`` values of openb and their renormalised shares."""
-    path = traces / "alibaba-gpu-v2023-openb" / "csv" / "openb_pod_list_default.csv"
-    with path.open(newline="") as fh:
-        gm = np.array([int(r["gpu_milli"]) for r in csv.DictReader(fh)])
-    vals, cnt = np.unique(gm[(gm > 0) & (gm < 1000)], return_counts=True)
-    order = np.argsort(-cnt, kind="stable")[:top]
-    share = cnt[order] / cnt[order].sum()
-    return {int(v): round(float(s), 4) for v, s in zip(vals[order], share, strict=True)}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     traces = Path(args[0] if args else "../shared/traces")
-    print({"philly": philly(traces), "openb": openb(traces), "sharing": sharing_shares(traces)})
+    print({"philly": philly(traces), "openb": openb(traces)})
     return 0
 
 

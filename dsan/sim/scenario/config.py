@@ -7,7 +7,6 @@ where each calibrated value came from. Bad keys and values are refused by dotted
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -329,6 +328,3 @@ def load(name_or_path: str, settings: Sequence[str] = ()) -> ScenarioConfig:
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
 
-
-def replace(cfg: ScenarioConfig, **changes: Any) -> ScenarioConfig:
-    return dataclasses.replace(cfg, **changes).validate()

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.sim.scenario.config import ScenarioConfig, TrainingConfig
+from dsan.sim.scenario.workload import training_durations
 
 F64 = npt.NDArray[np.float64]
 OMEGA = 2.0 * np.pi / 86400.0
@@ -38,13 +39,6 @@ class Offered:
         return self.peak / self.capacity
 
 
-def training_durations(t: TrainingConfig, gpus: str) -> F64:
-    """The duration distribution of one GPU class on the quantile grid (clipped as sampled)."""
-    d = np.exp(np.interp(_U, np.asarray(t.quantile_points) / 100.0,
-                         np.log(np.maximum(t.duration_quantiles_s[gpus], 1e-9))))
-    return np.clip(d, t.min_duration_s, t.max_duration_s)
-
-
 def _moments(weights: F64, x: F64, d: F64) -> tuple[float, float]:
     """(E[x D], |E[x (1 - e^{-iwD}) / (iw)]|) for a discrete mixture with these weights."""
     w = weights / weights.sum()
@@ -58,7 +52,7 @@ def training_moments(t: TrainingConfig) -> tuple[float, float]:
     probs /= probs.sum()
     w, x, d = [], [], []
     for p, k in zip(probs, t.gpu_count_probs, strict=True):
-        dur = training_durations(t, k)
+        dur = training_durations(t, k, _U)
         w.append(np.full(dur.size, p / dur.size))
         x.append(np.full(dur.size, float(k)))
         d.append(dur)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dsan.core.snapshot import PodSpec
-from dsan.sim.scenario.config import ScenarioConfig
+from dsan.sim.scenario.config import ScenarioConfig, TrainingConfig
 
 BE, TRAIN, BATCH, WEB = 0, 1, 2, 3
 KIND_NAMES = ("besteffort", "training", "batch", "web")
@@ -40,12 +40,12 @@ class Workload:
     n_services: int
 
 
-def sample_quantiles(
-    rng: np.random.Generator, points: tuple[float, ...], values: list[float], size: int
-) -> np.ndarray:
-    """Inverse-CDF sampling from a quantile table, log-linear between the stored points."""
-    u = rng.random(size)
-    return np.exp(np.interp(u, np.asarray(points) / 100.0, np.log(np.maximum(values, 1e-9))))
+def training_durations(t: TrainingConfig, gpus: str, u: np.ndarray) -> np.ndarray:
+    """A GPU class's durations at uniforms ``u``: the inverse CDF of its quantile table,
+    log-linear between the stored points, clipped to [min_duration_s, max_duration_s]."""
+    d = np.exp(np.interp(u, np.asarray(t.quantile_points) / 100.0,
+                         np.log(np.maximum(t.duration_quantiles_s[gpus], 1e-9))))
+    return np.clip(d, t.min_duration_s, t.max_duration_s)
 
 
 def _poisson_times(rng: np.random.Generator, rate_per_h: float, hours: float,
@@ -97,8 +97,7 @@ class WorkloadBuilder:
         picks = rng.choice(len(classes), size=times.size, p=p / p.sum())
         for at, ci in zip(times, picks, strict=True):
             k = classes[int(ci)]
-            dur = sample_quantiles(rng, t.quantile_points, t.duration_quantiles_s[k], 1)[0]
-            dur = float(np.clip(dur, t.min_duration_s, t.max_duration_s))
+            dur = float(training_durations(t, k, rng.random(1))[0])
             g = int(k)
             image = t.images[int(rng.integers(len(t.images)))]
             job = self.job(TRAIN, float(at), [dur], stage_par=[0], burst=burst)
