@@ -19,7 +19,7 @@ from typing import Any
 
 from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.sim.scenario.cli import TABLE_KEYS
+from dsan.sim.cli import TABLE_KEYS
 from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import aggregate, default_factory, run_policy

@@ -1,8 +1,6 @@
-"""User-given input files of ``dsan sim`` (traces, scenarios) read as text, with errors a user
-can act on: a directory is reported as a directory, bytes that are not UTF-8 by the line
-they are on (not by where a decoder's read buffer happened to end), and a UTF-8 byte order
-mark, which spreadsheet programs write, is skipped rather than glued to the first column's
-name."""
+"""User-given input files (traces, scenarios) read as text, with errors a user can act on:
+a directory is named a directory, a non-UTF-8 byte by its line, and a UTF-8 byte order mark
+(spreadsheets write one) is skipped."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ class InputFileError(ValueError):
 
 
 def read_text(path: Path) -> str:
-    """The file's text (UTF-8, an optional byte order mark skipped); InputFileError saying
-    why not."""
+    """The file's text (UTF-8, a byte order mark skipped); InputFileError saying why not."""
     if path.is_dir():
         raise InputFileError("is a directory, not a file")
     if not path.exists():

@@ -21,36 +21,17 @@ from dsan.sim.protocol import CURVE_MAX, OpenbConfig, run_openb
 Result = dict[str, Any]
 
 
-def _run(cfg: OpenbConfig) -> Result:
-    return run_openb(cfg)
-
-
-def run_matrix(
-    configs: Sequence[OpenbConfig], jobs: int = 2, progress: bool = True
-) -> list[Result]:
+def run_matrix(configs: Sequence[OpenbConfig], jobs: int = 2) -> list[Result]:
     """Run every config; ``jobs`` worker processes (1 = in this process)."""
     from tqdm import tqdm
 
-    bar = tqdm(total=len(configs), disable=not progress, unit="run", desc="openb")
-    results: list[Result] = []
-    try:
-        if jobs <= 1:
-            for cfg in configs:
-                results.append(run_openb(cfg))
-                bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                for res in pool.map(_run, configs):
-                    results.append(res)
-                    bar.update()
-    finally:
-        bar.close()
-    return results
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        runs = pool.map(run_openb, configs) if jobs > 1 else map(run_openb, configs)
+        return list(tqdm(runs, total=len(configs), unit="run", desc="openb"))
 
 
-def expand(
-    base: OpenbConfig, pods: Iterable[Path], policies: Iterable[str], seeds: Iterable[int]
-) -> list[OpenbConfig]:
+def expand(base: OpenbConfig, pods: Iterable[Path], policies: Iterable[str],
+           seeds: Iterable[int]) -> list[OpenbConfig]:
     # Slowest policy first so the last process does not run alone at the end.
     pols = sorted(policies, key=lambda p: p != "fgd")
     return [replace(base, pods=p, policy=pol, seed=s) for p in pods for pol in pols for s in seeds]
@@ -67,9 +48,8 @@ def write_alloc_csv(results: Sequence[Result], path: Path) -> None:
         w.writerow(["workload", "sc_policy", "tune", "seed", "total_gpus", *range(CURVE_MAX + 1)])
         for r in sorted(results, key=lambda r: (r["workload"], label(r["policy"]), r["seed"])):
             curve = ["" if v is None else f"{v:.2f}" for v in r["alloc_gpu_pct_curve"]]
-            w.writerow(
-                [r["workload"], label(r["policy"]), r["tune"], r["seed"], r["total_gpus"], *curve]
-            )
+            w.writerow([r["workload"], label(r["policy"]), r["tune"], r["seed"], r["total_gpus"],
+                        *curve])
 
 
 def load_published(path: Path, arrived: int = 100) -> dict[tuple[str, str], tuple[float, float]]:
@@ -78,21 +58,14 @@ def load_published(path: Path, arrived: int = 100) -> dict[tuple[str, str], tupl
     if not path.is_file():
         return out
     with path.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if (
-                row["metric"] == "unallocated_gpu_pct"
-                and int(row["arrived_workload_pct"]) == arrived
-            ):
-                out[(row["workload"], row["sc_policy"])] = (
-                    float(row["mean"]),
-                    float(row["stdev_sample"]),
-                )
+        for r in csv.DictReader(fh):
+            if r["metric"] == "unallocated_gpu_pct" and int(r["arrived_workload_pct"]) == arrived:
+                out[(r["workload"], r["sc_policy"])] = (float(r["mean"]), float(r["stdev_sample"]))
     return out
 
 
-def summary_rows(
-    results: Sequence[Result], published: dict[tuple[str, str], tuple[float, float]]
-) -> list[dict[str, Any]]:
+def summary_rows(results: Sequence[Result],
+                 published: dict[tuple[str, str], tuple[float, float]]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], list[float]] = {}
     runtimes: dict[tuple[str, str], list[float]] = {}
     for r in results:
@@ -101,24 +74,18 @@ def summary_rows(
         runtimes.setdefault(key, []).append(float(r["runtime_s"]))
     order = {p: i for i, p in enumerate((*PUBLISHED_POLICIES, "k8s-default", "tetris"))}
     rows = []
-    for (wl, pol), vals in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99))
-    ):
+    for (wl, pol), vals in sorted(groups.items(), key=lambda kv: (kv[0][0],
+                                                                   order.get(kv[0][1], 99))):
         pub = published.get((wl, label(pol)))
         mean = float(np.mean(vals))
-        rows.append(
-            {
-                "workload": wl,
-                "policy": pol,
-                "n": len(vals),
-                "ours_mean": mean,
-                "ours_sd": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
-                "published_mean": None if pub is None else pub[0],
-                "published_sd": None if pub is None else pub[1],
-                "diff_pp": None if pub is None else mean - pub[0],
-                "runtime_s": float(np.mean(runtimes[(wl, pol)])),
-            }
-        )
+        rows.append({
+            "workload": wl, "policy": pol, "n": len(vals), "ours_mean": mean,
+            "ours_sd": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+            "published_mean": None if pub is None else pub[0],
+            "published_sd": None if pub is None else pub[1],
+            "diff_pp": None if pub is None else mean - pub[0],
+            "runtime_s": float(np.mean(runtimes[(wl, pol)])),
+        })
     return rows
 
 
@@ -131,23 +98,16 @@ def ordering(rows: Sequence[dict[str, Any]], workload: str) -> tuple[list[str], 
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    head = (
-        f"{'workload':<28} {'policy':<15} {'n':>3} {'ours %':>14} {'published %':>14}"
-        f" {'diff pp':>8} {'s/run':>6}"
-    )
+    head = (f"{'workload':<28} {'policy':<15} {'n':>3} {'ours %':>14} {'published %':>14}"
+            f" {'diff pp':>8} {'s/run':>6}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        pub = (
-            "-"
-            if r["published_mean"] is None
-            else f"{r['published_mean']:6.2f} ± {r['published_sd']:4.2f}"
-        )
+        pub = ("-" if r["published_mean"] is None
+               else f"{r['published_mean']:6.2f} ± {r['published_sd']:4.2f}")
         diff = "-" if r["diff_pp"] is None else f"{r['diff_pp']:+.2f}"
-        lines.append(
-            f"{r['workload']:<28} {r['policy']:<15} {r['n']:>3}"
-            f" {r['ours_mean']:6.2f} ± {r['ours_sd']:4.2f}"
-            f" {pub:>14} {diff:>8} {r['runtime_s']:6.2f}"
-        )
+        lines.append(f"{r['workload']:<28} {r['policy']:<15} {r['n']:>3}"
+                     f" {r['ours_mean']:6.2f} ± {r['ours_sd']:4.2f}"
+                     f" {pub:>14} {diff:>8} {r['runtime_s']:6.2f}")
     return "\n".join(lines)
 
 
@@ -187,9 +147,8 @@ def plot_fig9a(results: Sequence[Result], workload: str, path: Path) -> None:
     plt.close(fig)
 
 
-def write_reports(
-    results: Sequence[Result], out: Path, published_csv: Path | None
-) -> tuple[str, list[Path]]:
+def write_reports(results: Sequence[Result], out: Path,
+                  published_csv: Path | None) -> tuple[str, list[Path]]:
     """Write CSV, JSONL, table and one PNG per workload under ``out``; return table, PNGs."""
     out.mkdir(parents=True, exist_ok=True)
     write_alloc_csv(results, out / "analysis_allo_discrete.csv")

@@ -1,10 +1,6 @@
-"""Loader for the Alibaba GPU cluster trace v2023 ("openb") node and pod CSVs.
-
-Every value is validated; a bad file raises :class:`TraceError` naming the file, line and
-column, which the CLI prints as one line instead of a traceback. Columns (see
-``../shared/traces/README.md`` §1): nodes ``sn,cpu_milli,memory_mib,gpu,model``; pods
-``name,cpu_milli,memory_mib,num_gpu,gpu_milli`` plus optional ``gpu_spec`` (allowed models,
-``|``-separated) and other columns that the FGD protocol ignores.
+"""Loader for the Alibaba GPU trace v2023 ("openb") node and pod CSVs (columns in
+``../shared/traces/README.md`` §1). A bad value raises :class:`TraceError` naming the file,
+line and column, which the CLI prints as one line.
 """
 
 from __future__ import annotations
@@ -28,9 +24,8 @@ POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 class TraceError(ValueError):
     """A trace file that cannot be used; the message names file, line and column."""
 
-    def __init__(
-        self, path: Path | str, message: str, line: int | None = None, column: str | None = None
-    ):
+    def __init__(self, path: Path | str, message: str, line: int | None = None,
+                 column: str | None = None):
         where = str(path)
         if line is not None:
             where += f", line {line}"
@@ -56,22 +51,15 @@ class NodeTrace:
         """Distinct GPU model names, sorted (index order of ``ClusterSnapshot.gpu_model``)."""
         return sorted({m for m in self.model if m})
 
-    def snapshot(
-        self, order: Sequence[int] | npt.NDArray[np.int64] | None = None
-    ) -> ClusterSnapshot:
+    def snapshot(self, order: Sequence[int] | npt.NDArray[np.int64] | None = None
+                 ) -> ClusterSnapshot:
         """Idle cluster; ``order`` permutes the nodes (the FGD protocol shuffles per seed)."""
         idx = np.arange(len(self)) if order is None else np.asarray(order, dtype=np.int64)
         models = self.gpu_models
         pos = {m: i for i, m in enumerate(models)}
         model_idx = np.array([pos.get(self.model[i], -1) for i in idx], dtype=np.int32)
-        return empty_snapshot(
-            [self.names[i] for i in idx],
-            self.cpu_milli[idx],
-            self.memory_mib[idx],
-            self.gpu[idx],
-            model_idx,
-            models,
-        )
+        return empty_snapshot([self.names[i] for i in idx], self.cpu_milli[idx],
+                              self.memory_mib[idx], self.gpu[idx], model_idx, models)
 
 
 @dataclass(frozen=True)
@@ -93,12 +81,8 @@ class PodTrace:
         return self.path.stem
 
     def shape(self, i: int) -> tuple[int, int, int, tuple[str, ...]]:
-        return (
-            int(self.cpu_milli[i]),
-            int(self.gpu_milli[i]),
-            int(self.num_gpu[i]),
-            self.gpu_spec[i],
-        )
+        return (int(self.cpu_milli[i]), int(self.gpu_milli[i]), int(self.num_gpu[i]),
+                self.gpu_spec[i])
 
     def gpu_request_milli(self) -> npt.NDArray[np.int64]:
         return self.num_gpu.astype(np.int64) * self.gpu_milli.astype(np.int64)
@@ -111,22 +95,13 @@ class PodTrace:
             spec = self.gpu_spec[i]
             unknown = [m for m in spec if m not in pos]
             if unknown:
-                raise TraceError(
-                    self.path,
-                    f"GPU model {unknown[0]!r} is not in the node list",
-                    i + 2,
-                    "gpu_spec",
-                )
-            out.append(
-                PodSpec(
-                    name=name,
-                    cpu_milli=float(self.cpu_milli[i]),
-                    mem_mib=float(self.memory_mib[i]),
-                    num_gpu=int(self.num_gpu[i]),
-                    gpu_milli=int(self.gpu_milli[i]) if self.num_gpu[i] > 0 else 0,
-                    gpu_models=tuple(sorted(pos[m] for m in spec)),
-                )
-            )
+                raise TraceError(self.path, f"GPU model {unknown[0]!r} is not in the node list",
+                                 i + 2, "gpu_spec")
+            out.append(PodSpec(
+                name=name, cpu_milli=float(self.cpu_milli[i]), mem_mib=float(self.memory_mib[i]),
+                num_gpu=int(self.num_gpu[i]),
+                gpu_milli=int(self.gpu_milli[i]) if self.num_gpu[i] > 0 else 0,
+                gpu_models=tuple(sorted(pos[m] for m in spec))))
         return out
 
 
@@ -146,9 +121,8 @@ def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, 
     header = [h.strip() for h in header]
     missing = [c for c in required if c not in header]
     if missing:
-        raise TraceError(
-            path, f"missing column(s) {', '.join(missing)}; header is {','.join(header)}", 1
-        )
+        raise TraceError(path, f"missing column(s) {', '.join(missing)}; header is "
+                         f"{','.join(header)}", 1)
     n_rows = 0
     while True:
         start = reader.line_num + 1  # the line this record starts on
@@ -187,9 +161,8 @@ def _int(path: Path, line: int, col: str, value: str, lo: int, hi: int | None = 
     if not np.isfinite(num) or num != int(num):
         raise TraceError(path, f"{value!r} is not an integer", line, col)
     if num < lo:
-        raise TraceError(
-            path, f"{value} is below {lo}" + (" (negative request)" if num < 0 else ""), line, col
-        )
+        neg = " (negative request)" if num < 0 else ""
+        raise TraceError(path, f"{value} is below {lo}{neg}", line, col)
     if hi is not None and num > hi:
         raise TraceError(path, f"{value} is above {hi}", line, col)
     return int(num)
@@ -214,9 +187,8 @@ def load_nodes(path: Path | str) -> NodeTrace:
         model.append(m if g > 0 else "")
     if len(set(names)) != len(names):
         raise TraceError(path, "duplicate node names")
-    return NodeTrace(
-        path, names, np.array(cpu, float), np.array(mem, float), np.array(gpu, np.int32), model
-    )
+    return NodeTrace(path, names, np.array(cpu, float), np.array(mem, float),
+                     np.array(gpu, np.int32), model)
 
 
 def load_pods(path: Path | str, known_models: Sequence[str] | None = None) -> PodTrace:
@@ -233,35 +205,18 @@ def load_pods(path: Path | str, known_models: Sequence[str] | None = None) -> Po
         n = _int(path, line, "num_gpu", r["num_gpu"], 0, MAX_GPUS)
         g = _int(path, line, "gpu_milli", r["gpu_milli"], 0, 1000)
         if n > 1 and g != 1000:
-            raise TraceError(
-                path,
-                f"a {n}-GPU pod must ask for whole GPUs (gpu_milli 1000), got {g}",
-                line,
-                "gpu_milli",
-            )
+            raise TraceError(path, f"a {n}-GPU pod must ask for whole GPUs (gpu_milli 1000), "
+                             f"got {g}", line, "gpu_milli")
         if n > 0 and g == 0:
             raise TraceError(path, f"pod asks for {n} GPU(s) with gpu_milli 0", line, "gpu_milli")
         num.append(n)
         milli.append(g if n > 0 else 0)
-        models = tuple(
-            sorted({m.strip() for m in (r.get("gpu_spec") or "").split("|") if m.strip()})
-        )
-        if known is not None:
-            bad = [m for m in models if m not in known]
-            if bad:
-                raise TraceError(
-                    path,
-                    f"unknown GPU model {bad[0]!r} (node list has {', '.join(sorted(known))})",
-                    line,
-                    "gpu_spec",
-                )
+        models = tuple(sorted({m.strip() for m in (r.get("gpu_spec") or "").split("|")
+                               if m.strip()}))
+        bad = [m for m in models if known is not None and m not in known]
+        if bad:
+            raise TraceError(path, f"unknown GPU model {bad[0]!r} (node list has "
+                             f"{', '.join(sorted(known or ()))})", line, "gpu_spec")
         spec.append(models)
-    return PodTrace(
-        path,
-        names,
-        np.array(cpu, float),
-        np.array(mem, float),
-        np.array(num, np.int32),
-        np.array(milli, np.int32),
-        spec,
-    )
+    return PodTrace(path, names, np.array(cpu, float), np.array(mem, float),
+                    np.array(num, np.int32), np.array(milli, np.int32), spec)

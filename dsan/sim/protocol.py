@@ -1,26 +1,14 @@
-"""The FGD paper's experimental protocol on openb (``../shared/traces/README.md`` §2).
-
-1. Cluster: the node list (1213 GPU nodes for openb), node order permuted by the seed.
-2. Pods: the workload file, shuffled by the seed, then *tuned* to ``tune`` x cluster GPU
-   capacity by appending pods drawn uniformly with replacement until the next one would push
-   the total GPU request past the target. No pod ever finishes.
-3. Pods are scheduled one at a time (:func:`dsan.sim.scheduler.schedule_one`); a pod that
-   fits nowhere is dropped: no retry, queue or preemption. Score ties go to the first node
-   in the seed's node permutation (``tie_break="order"``, default). The FGD simulator's
-   patched ``selectHost`` takes the lowest node *name* (``"name"``), but the published
-   numbers match the permuted order far better (docs/results/openb.md: on cpu250 "name"
-   is ~2 pp worse for GpuPacking, GpuClustering and FGD); ``"random"`` is stock kube-scheduler.
-4. After every pod the run logs arrived GPU milli (all submitted pods, failed included),
-   allocated GPU milli and cluster fragmentation against the workload's target workload.
-5. Curves: per integer percent k of arrived workload, the mean over events whose arrived
-   ratio rounds to k, or to k +- 1 when there are none (the FGD merge scripts' rule).
+"""The FGD paper's experimental protocol on openb (``../shared/traces/README.md`` §2): nodes
+permuted and pods shuffled by the seed, *tuned* to ``tune`` x GPU capacity, never finishing,
+dropped when they fit nowhere. Ties go to the first node in the seed's order, which matches
+the published numbers far better than FGD's lowest-name rule (docs/results/openb.md).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +24,18 @@ from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.scheduler import name_rank, schedule_one
 
 CURVE_MAX = 130
-#: Score-tie rules: lowest node name, first in the seed's node permutation, or random.
+FRAG_POINTS = (50, 90, 100)
 TIE_BREAKS = ("name", "order", "random")
 
 
 def tie_ranks(rule: str, snap: ClusterSnapshot) -> np.ndarray | None:
-    """:func:`~dsan.sim.scheduler.select_node`'s ``tie_rank`` for a tie rule: the lowest
-    name, the snapshot's own order (it is built in the seed's node permutation), or None
-    (random)."""
+    """``select_node``'s ``tie_rank`` for a tie rule: the lowest name, the snapshot's own
+    order (built in the seed's node permutation), or None (random)."""
     if rule == "name":
         return name_rank(snap.names)
     if rule == "order":
         return np.arange(len(snap), dtype=np.int64)
     return None
-FRAG_POINTS = (50, 90, 100)
 
 
 @dataclass(frozen=True)
@@ -61,7 +47,6 @@ class OpenbConfig:
     policy: str = "fgd"
     seed: int = 42
     tune: float = 1.3
-    frag_points: tuple[int, ...] = field(default=FRAG_POINTS)
     tie_break: str = "order"
 
     def __post_init__(self) -> None:
@@ -70,16 +55,12 @@ class OpenbConfig:
         if not 0 < self.tune <= 10:
             raise ValueError(f"tune must be in (0, 10], got {self.tune}")
         if self.tie_break not in TIE_BREAKS:
-            raise ValueError(
-                f"tie_break must be one of {', '.join(TIE_BREAKS)}, got {self.tie_break!r}"
-            )
-        if any(not 0 <= k <= CURVE_MAX for k in self.frag_points):
-            raise ValueError(f"frag points must be within 0..{CURVE_MAX}")
+            raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, "
+                             f"got {self.tie_break!r}")
 
 
-def tuned_order(
-    req: npt.NDArray[np.int64], capacity_milli: int, tune: float, rng: np.random.Generator
-) -> npt.NDArray[np.int64]:
+def tuned_order(req: npt.NDArray[np.int64], capacity_milli: int, tune: float,
+                rng: np.random.Generator) -> npt.NDArray[np.int64]:
     """Indices of the submitted pods: a seeded shuffle, then uniform draws with replacement
     appended until the next draw would push the GPU request past ``tune * capacity``."""
     order = rng.permutation(len(req)).astype(np.int64)
@@ -101,36 +82,24 @@ def tuned_order(
     return np.concatenate([order, *extra])
 
 
-def discrete_curve(
-    arrived_pct: npt.NDArray[np.float64], values: npt.NDArray[np.float64], kmax: int = CURVE_MAX
-) -> npt.NDArray[np.float64]:
+def discrete_curve(arrived_pct: npt.NDArray[np.float64], values: npt.NDArray[np.float64],
+                   kmax: int = CURVE_MAX) -> npt.NDArray[np.float64]:
     """Mean of ``values`` per integer arrived percent 0..kmax (k +- 1 fallback; NaN if none)."""
     k = np.floor(arrived_pct + 0.5).astype(np.int64)
     ok = (k >= 0) & (k <= kmax + 1)
     sums = np.bincount(k[ok], weights=values[ok], minlength=kmax + 2)[: kmax + 2]
     cnts = np.bincount(k[ok], minlength=kmax + 2)[: kmax + 2].astype(np.float64)
-    out = np.full(kmax + 1, np.nan)
-    for i in range(kmax + 1):  # 131 iterations over buckets, not over events
-        if cnts[i] > 0:
-            out[i] = sums[i] / cnts[i]
-        else:
-            lo = i - 1 if i > 0 else i
-            s = sums[lo] + sums[i + 1]
-            c = (cnts[lo] if i > 0 else 0.0) + cnts[i + 1]
-            if c > 0:
-                out[i] = s / c
-    return out
+    near_s = np.concatenate([[0.0], sums[:kmax]]) + sums[1:]  # buckets k - 1 and k + 1
+    near_c = np.concatenate([[0.0], cnts[:kmax]]) + cnts[1:]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(cnts[:-1] > 0, sums[:-1] / cnts[:-1],
+                        np.where(near_c > 0, near_s / near_c, np.nan))
 
 
-def run_openb(
-    cfg: OpenbConfig,
-    nodes: NodeTrace | None = None,
-    pods: PodTrace | None = None,
-    make: Callable[[TargetWorkload], Scorer] | None = None,
-) -> dict[str, Any]:
+def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None,
+              make: Callable[[TargetWorkload], Scorer] | None = None) -> dict[str, Any]:
     """Run the protocol once; returns the JSON-ready result. ``make(target_workload)``, when
-    given, builds the scorer instead of ``cfg.policy`` (policy search runs candidate policies
-    that are not registered)."""
+    given, builds the scorer instead of ``cfg.policy`` (for unregistered candidate policies)."""
     t0 = time.perf_counter()
     nodes = nodes if nodes is not None else load_nodes(cfg.nodes)
     pods = pods if pods is not None else load_pods(cfg.pods, nodes.gpu_models)
@@ -144,11 +113,8 @@ def run_openb(
         raise ValueError(f"{cfg.nodes}: the node list has no GPUs")
     req = pods.gpu_request_milli()
     order = tuned_order(req, capacity, cfg.tune, rng)
-    scorer = (
-        make(target)
-        if make is not None
-        else make_scorer(cfg.policy, seed=cfg.seed, target_workload=target)
-    )
+    scorer = make(target) if make else make_scorer(cfg.policy, seed=cfg.seed,
+                                                   target_workload=target)
     tracker = FragTracker(snap, target)
     tie_rank = tie_ranks(cfg.tie_break, snap)
 
@@ -156,10 +122,8 @@ def run_openb(
     arrived = np.cumsum(req[order]).astype(np.float64)
     used = np.empty(n)
     frag = np.empty(n)
-    idle = np.empty(n)
     placed = 0
     alloc_milli = 0
-    idle_milli = float(capacity)
     frag_now = tracker.amount()
     for e, i in enumerate(order):
         pod = specs[i]
@@ -167,21 +131,19 @@ def run_openb(
         if where is not None:
             placed += 1
             alloc_milli += int(req[i])
-            idle_milli -= float(req[i])
             old = tracker.frag[where[0]]
             tracker.refresh(snap, [where[0]])
             frag_now += tracker.frag[where[0]] - old
         used[e] = alloc_milli
         frag[e] = frag_now
-        idle[e] = idle_milli
     runtime = time.perf_counter() - t0
 
     arrived_pct = arrived * 100.0 / capacity
     alloc_curve = discrete_curve(arrived_pct, used * 100.0 / capacity)
     frag_amount = discrete_curve(arrived_pct, frag * 100.0 / capacity)
-    frag_ratio = discrete_curve(
-        arrived_pct, np.where(idle > 0, frag * 100.0 / np.maximum(idle, 1), 0.0)
-    )
+    idle = capacity - used
+    ratio = np.where(idle > 0, frag * 100.0 / np.maximum(idle, 1), 0.0)
+    frag_ratio = discrete_curve(arrived_pct, ratio)
     return {
         "workload": pods.workload,
         "policy": cfg.policy,
@@ -197,8 +159,8 @@ def run_openb(
         "unallocated_gpu_pct_at_100": _r(100.0 - alloc_curve[100]),
         "alloc_gpu_pct_curve": [_r(v) for v in alloc_curve],
         "unallocated_gpu_pct_curve": [_r(100.0 - v) for v in alloc_curve],
-        "frag_amount_pct": {str(k): _r(frag_amount[k]) for k in cfg.frag_points},
-        "frag_ratio_pct": {str(k): _r(frag_ratio[k]) for k in cfg.frag_points},
+        "frag_amount_pct": {str(k): _r(frag_amount[k]) for k in FRAG_POINTS},
+        "frag_ratio_pct": {str(k): _r(frag_ratio[k]) for k in FRAG_POINTS},
         "runtime_s": round(runtime, 3),
     }
 

@@ -1,13 +1,7 @@
-"""One kube-scheduler cycle over a :class:`ClusterSnapshot`: Filter, Score, select, bind.
-
-Shaped like ``pkg/scheduler/schedule_one.go``: the shared filter (:mod:`dsan.core.filtering`)
-keeps the feasible nodes; one feasible node is taken without scoring; otherwise the policy
-scores them and the best one wins. Ties go, by default, uniformly at random (kube-scheduler's
-reservoir-sampling ``selectHost``) from the caller's seeded generator; given ``tie_rank``
-(e.g. node-name order) the lowest rank wins instead, which is what the FGD simulator's
-patched ``selectHost`` does ("for reproducibility, choose the smallest lexicographical
-order"). The policy picks the GPUs inside the node; the pod is bound. A pod no node can
-host is reported, never queued: retries are the caller's business.
+"""One kube-scheduler cycle over a :class:`ClusterSnapshot` (``schedule_one.go``): Filter,
+Score, select, bind. A single feasible node is taken unscored; score ties go to a uniformly
+random best node (kube-scheduler's ``selectHost``) or, given ``tie_rank``, to the lowest rank.
+A pod no node can host is reported, never queued.
 """
 
 from __future__ import annotations
@@ -24,21 +18,15 @@ Placement = tuple[int, tuple[int, ...]]
 
 
 def name_rank(names: Sequence[str]) -> np.ndarray:
-    """Each node's position in the sorted order of ``names``: the ``tie_rank`` under which
-    the lowest node name wins a tie (the FGD simulator's rule, and the DSAN sidecar's)."""
+    """The ``tie_rank`` under which the lowest node name wins a tie (the FGD simulator's and
+    the DSAN sidecar's rule)."""
     rank = np.empty(len(names), dtype=np.int64)
     rank[np.argsort(np.array(names))] = np.arange(len(names))
     return rank
 
 
-def select_node(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    scorer: Scorer,
-    rng: np.random.Generator,
-    nodes: np.ndarray | None = None,
-    tie_rank: np.ndarray | None = None,
-) -> int | None:
+def select_node(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer, rng: np.random.Generator,
+                nodes: np.ndarray | None = None, tie_rank: np.ndarray | None = None) -> int | None:
     """The node ``pod`` goes to, or ``None`` when no node is feasible. Does not bind."""
     cand = feasible_nodes(pod, snap) if nodes is None else nodes
     if cand.size == 0:
@@ -47,9 +35,8 @@ def select_node(
         return int(cand[0])
     scores = np.asarray(scorer.score(pod, snap, cand), dtype=np.float64)
     if scores.shape != cand.shape:
-        raise ValueError(
-            f"scorer {scorer.name} returned {scores.shape} scores for {cand.size} nodes"
-        )
+        raise ValueError(f"scorer {scorer.name} returned {scores.shape} scores for {cand.size} "
+                         "nodes")
     scores = np.where(np.isfinite(scores), scores, -np.inf)
     best = np.flatnonzero(scores == scores.max())
     if best.size == 1:
@@ -61,13 +48,8 @@ def select_node(
     return int(cand[pick])
 
 
-def schedule_one(
-    pod: PodSpec,
-    snap: ClusterSnapshot,
-    scorer: Scorer,
-    rng: np.random.Generator,
-    tie_rank: np.ndarray | None = None,
-) -> Placement | None:
+def schedule_one(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer, rng: np.random.Generator,
+                 tie_rank: np.ndarray | None = None) -> Placement | None:
     """Filter, score, select and bind ``pod``; ``None`` if it fits nowhere (state untouched)."""
     node = select_node(pod, snap, scorer, rng, tie_rank=tie_rank)
     if node is None:

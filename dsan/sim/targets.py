@@ -1,9 +1,5 @@
-"""Regenerates the embedded target workload of openb ``default``
-(:mod:`dsan.features.target_openb_default`) from a pod CSV:
-
-    python -m dsan.sim.targets --generate \
-        <traces>/alibaba-gpu-v2023-openb/csv/openb_pod_list_default.csv
-"""
+"""Regenerates :mod:`dsan.features.target_openb_default` (openb ``default``'s target
+workload): ``python -m dsan.sim.targets --generate <openb_pod_list_default.csv>``."""
 
 from __future__ import annotations
 
@@ -52,8 +48,8 @@ def shapes_of(tw: TargetWorkload) -> list[Shape]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dsan.sim.targets")
     ap.add_argument("--generate", metavar="CSV", required=True, help="openb pod CSV")
-    ap.add_argument("--out", default=str(Path(__file__).parents[1] / "features" /
-                                         "target_openb_default.py"))
+    ap.add_argument("--out", default=Path(__file__).parents[1] / "features" /
+                    "target_openb_default.py")
     args = ap.parse_args(argv)
     Path(args.out).write_text(generate(args.generate))
     print(f"wrote {args.out}", file=sys.stderr)

@@ -1,9 +1,5 @@
-"""Derive the seed scenario's trace-calibrated parameters from ``../shared/traces``.
-
-The scenario YAML ships the *result* (quantile tables and probabilities) so a run never needs
-the traces; this module recomputes them so anyone can check where each number came from
-(``python -m dsan.sim.scenario.calibrate /path/to/traces``), and a unit test compares the
-shipped YAML with a fresh derivation when the traces are present.
+"""Derive the scenario's trace-calibrated parameters from ``../shared/traces``, to check
+where each number in the YAML came from: ``python -m dsan.sim.scenario.calibrate TRACES``.
 """
 
 from __future__ import annotations
@@ -20,11 +16,8 @@ GPU_CLASSES = (1, 2, 4, 8)
 
 
 def philly(traces: Path) -> dict[str, object]:
-    """GPU-count probabilities and per-class duration quantiles from the Pollux Philly extract.
-
-    Only jobs of 1/2/4/8 GPUs are kept (the scenario's 40 GPUs make larger jobs unplaceable);
-    the class probabilities are renormalised over those four.
-    """
+    """GPU-count probabilities and per-class duration quantiles from the Pollux Philly
+    extract, over jobs of 1/2/4/8 GPUs only (larger ones cannot be placed on 40 GPUs)."""
     path = traces / "philly-derived" / "pollux_osdi21_philly.csv"
     dur: list[float] = []
     gpus: list[int] = []
@@ -44,16 +37,13 @@ def philly(traces: Path) -> dict[str, object]:
         str(k): [round(float(q), 1) for q in np.percentile(d[g_arr == k], QUANTILE_POINTS)]
         for k in GPU_CLASSES
     }
-    return {
-        "gpu_count_probs": {
-            str(k): round(float(p), 5) for k, p in zip(GPU_CLASSES, probs, strict=True)
-        },
-        "duration_quantiles_s": quantiles,
-    }
+    by_class = {str(k): round(float(p), 5) for k, p in zip(GPU_CLASSES, probs, strict=True)}
+    return {"gpu_count_probs": by_class, "duration_quantiles_s": quantiles}
 
 
-def openb(traces: Path) -> dict[str, float]:
-    """Per-GPU CPU/memory of whole-GPU tasks, memory per core of CPU-only tasks, sharing shares."""
+def openb(traces: Path, top: int = 6) -> dict[str, object]:
+    """Per-GPU CPU/memory of whole-GPU tasks, memory per core of CPU-only tasks, and the ``top``
+    commonest GPU-sharing ``gpu_milli`` values with their renormalised shares."""
     path = traces / "alibaba-gpu-v2023-openb" / "csv" / "openb_pod_list_default.csv"
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -64,29 +54,23 @@ def openb(traces: Path) -> dict[str, float]:
     whole = (ng >= 1) & (gm == 1000)
     cpu_only = ng == 0
     sharing = (gm > 0) & (gm < 1000)
+    vals, cnt = np.unique(gm[sharing], return_counts=True)
+    order = np.argsort(-cnt, kind="stable")[:top]
+    share = cnt[order] / cnt[order].sum()
     return {
         "worker_cpu_milli_per_gpu": float(np.median(cpu[whole] / ng[whole])),
         "worker_mem_mib_per_gpu": float(np.median(mem[whole] / ng[whole])),
         "cpu_task_mem_mib_per_core": float(np.median(mem[cpu_only] / cpu[cpu_only] * 1000)),
         "sharing_gpu_milli_median": float(np.median(gm[sharing])),
+        "sharing_shares": {int(v): round(float(s), 4)
+                           for v, s in zip(vals[order], share, strict=True)},
     }
-
-
-def sharing_shares(traces: Path, top: int = 6) -> dict[int, float]:
-    """The most common GPU-sharing ``gpu_milli`` values of openb and their renormalised shares."""
-    path = traces / "alibaba-gpu-v2023-openb" / "csv" / "openb_pod_list_default.csv"
-    with path.open(newline="") as fh:
-        gm = np.array([int(r["gpu_milli"]) for r in csv.DictReader(fh)])
-    vals, cnt = np.unique(gm[(gm > 0) & (gm < 1000)], return_counts=True)
-    order = np.argsort(-cnt, kind="stable")[:top]
-    share = cnt[order] / cnt[order].sum()
-    return {int(v): round(float(s), 4) for v, s in zip(vals[order], share, strict=True)}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     traces = Path(args[0] if args else "../shared/traces")
-    print({"philly": philly(traces), "openb": openb(traces), "sharing": sharing_shares(traces)})
+    print({"philly": philly(traces), "openb": openb(traces)})
     return 0
 
 

@@ -1,9 +1,6 @@
-"""Build the scenario's cluster: node groups laid out in racks, zones and NVLink domains.
-
-Layout: GPU nodes come first and fill whole NVLink domains; domains are split over the
-first two racks (a GPU pod row). CPU node sizes are interleaved so every rack holds a mix;
-racks hold ``ceil(n / racks)`` nodes; racks map onto zones in contiguous blocks (two-level
-network: ToR switch per rack, spine per zone).
+"""The scenario's cluster: GPU nodes first, in whole NVLink domains split over the first two
+racks; CPU node sizes interleaved so every rack holds a mix; racks of ``ceil(n / racks)``
+nodes, mapped onto zones in contiguous blocks.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
-"""The seed scenario's typed configuration, loaded from a versioned YAML file and validated.
+"""The scenario's typed configuration, loaded from a versioned YAML file and validated.
 
-Every knob of the scenario lives here with its default; ``dsan/scenarios/seed-table1.yaml``
-overrides them and says where each calibrated value came from. Unknown keys, wrong types
-and out-of-range values are rejected at load time with the dotted path of the bad key.
+Every knob has its default here; ``dsan/scenarios/seed-table1.yaml`` overrides them and says
+where each calibrated value came from. Bad keys and values are refused by dotted path.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -20,10 +18,7 @@ import yaml
 from dsan.core.configload import build
 from dsan.sim.inputfile import InputFileError, read_text
 
-#: Version 2 (calibration pass of issue 3) added ``load_targets``; version-1 files still load
-#: (the section then takes its defaults), so old copies stay runnable.
 CONFIG_VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -34,7 +29,6 @@ class NodeGroup:
     hourly_cost: float
     gpus: int = 0
     gpu_model: str = ""
-    #: GPU nodes per NVLink domain (NVSwitch-connected nodes); 0 for CPU nodes.
     nvlink_domain_nodes: int = 0
 
 
@@ -61,22 +55,15 @@ class ScaleDownConfig:
 
 @dataclass(frozen=True)
 class ScaleUpConfig:
-    #: False (the shipped scenario): a powered-off node is a candidate like any other and
-    #: binding a pod there boots it. True: cluster-autoscaler semantics, where the scheduler
-    #: sees only Ready nodes; a pod that fits none waits for a booting node that fits, and
-    #: only when none does is an off node booted for it (the policy picks which, as CA's
-    #: expander would).
+    #: False: an off node is a candidate like any other (binding boots it). True:
+    #: cluster-autoscaler semantics: Ready nodes first, then booting ones, then off ones.
     ready_nodes_first: bool = False
 
 
 @dataclass(frozen=True)
 class OverprovisioningConfig:
-    """Cluster-autoscaler over-provisioning: ``pods`` placeholder pods (pause containers at a
-    priority below every workload pod) that hold ``cpu_milli`` / ``mem_mib`` each on the CPU
-    nodes, so warm capacity exists that no workload pod holds. A pod that fits no Ready node
-    evicts placeholders on one; the evicted placeholders go pending, and the booting node
-    they trigger is theirs to wait for (:mod:`dsan.sim.scenario.overprovision`). 0 (the
-    shipped scenario) turns it off; on, it needs ``scale_up.ready_nodes_first``."""
+    """``pods`` placeholder pods holding warm CPU-node capacity
+    (:mod:`dsan.sim.scenario.overprovision`); 0 turns it off."""
 
     pods: int = 0
     cpu_milli: float = 8000.0
@@ -85,11 +72,8 @@ class OverprovisioningConfig:
 
 @dataclass(frozen=True)
 class ContentionConfig:
-    #: CPU demand/capacity above which co-located pods interfere.
-    threshold: float = 0.7
-    #: Slowdown per unit of demand above the threshold.
-    beta: float = 1.5
-    #: Exponent damping how much CPU contention slows GPU training (data loading only).
+    threshold: float = 0.7  # CPU demand/capacity above which co-located pods interfere
+    beta: float = 1.5  # slowdown per unit of demand above the threshold
     train_sensitivity: float = 0.3
 
 
@@ -106,11 +90,9 @@ class LocalityConfig:
 @dataclass(frozen=True)
 class TrainingConfig:
     jobs_per_h: float = 16.0
-    #: Daily swing of the arrival rate (0 = homogeneous Poisson) and the hour of its peak.
-    diurnal_amplitude: float = 0.0
+    diurnal_amplitude: float = 0.0  # daily swing of the arrival rate (0: homogeneous)
     peak_hour: float = 11.0
     gpu_count_probs: dict[str, float] = field(default_factory=lambda: {"1": 1.0})
-    #: Placeholder table (uniform in log between 10 min and 1 h); the YAML ships Philly's.
     duration_quantiles_s: dict[str, list[float]] = field(
         default_factory=lambda: {"1": [600.0, 3600.0]}
     )
@@ -137,10 +119,8 @@ class BatchConfig:
     driver_cpu_milli: float = 1000.0
     driver_mem_mib: float = 4096.0
     stages: tuple[int, ...] = (2, 5)
-    #: Median and log-sd of the job's nominal duration at full parallelism and speed 1.
-    duration_median_s: float = 1200.0
+    duration_median_s: float = 1200.0  # lognormal nominal duration at full width, speed 1
     duration_sigma: float = 0.8
-    #: Executors burst above their request (Burstable QoS): actual CPU = request * this.
     cpu_use_frac: float = 1.2
     deadline_slack: float = 2.0
     driver_priority: int = 400
@@ -154,9 +134,7 @@ class WebConfig:
     replicas: tuple[int, int] = (3, 10)
     cpu_milli: float = 2000.0
     mem_mib: float = 4096.0
-    #: Requests/s one replica serves at speed 1.
-    service_rate: float = 100.0
-    #: Per-replica utilisation at the diurnal peak and trough (before contention).
+    service_rate: float = 100.0  # requests/s one replica serves at speed 1
     peak_rho: float = 0.7
     trough_rho: float = 0.2
     peak_hour: float = 14.0
@@ -197,12 +175,8 @@ class MetricsConfig:
 
 @dataclass(frozen=True)
 class LoadTargets:
-    """Offered-load targets the arrival rates are derived from (dsan.sim.scenario.offered).
-
-    ``gpu_mean``: daily mean GPUs held by training plus best effort, a GPU-sharing pod
-    counting as the whole GPU it blocks for whole-GPU jobs, as a fraction of all GPUs.
-    ``cpu_peak``: requested cores at the diurnal peak, as a fraction of all cores.
-    """
+    """Offered-load targets the arrival rates are derived from (:mod:`offered`): daily mean
+    fraction of GPUs blocked, and of cores requested at the diurnal peak."""
 
     gpu_mean: float = 0.65
     cpu_peak: float = 0.60
@@ -227,89 +201,69 @@ class ScenarioConfig:
     burst: BurstConfig = BurstConfig()
     metrics: MetricsConfig = MetricsConfig()
     load_targets: LoadTargets = LoadTargets()
-    #: Score ties: ``random`` (stock kube-scheduler's selectHost, every policy's default
-    #: here) or ``name`` (the lowest node name, what the DSAN sidecar replies with:
-    #: sidecar/tiebreak.py), so a policy can be evaluated as the deployed sidecar serves it.
+    #: Score ties: ``random`` (kube-scheduler's selectHost) or ``name`` (the lowest node
+    #: name, as the DSAN sidecar replies).
     tie_break: str = "random"
 
     def validate(self) -> ScenarioConfig:
         """Raise ``ValueError`` naming the first bad value; return self for chaining."""
-        if self.version not in SUPPORTED_VERSIONS:
-            raise ValueError(
-                f"scenario version {self.version} unsupported (want one of {SUPPORTED_VERSIONS})"
-            )
-        if self.hours <= 0:
-            raise ValueError("hours must be > 0")
-        if self.tie_break not in ("random", "name"):
-            raise ValueError(f"tie_break must be random or name, got {self.tie_break!r}")
-        if not self.cluster.node_groups:
-            raise ValueError("cluster.node_groups must list at least one group")
+        t, b, w, be = self.training, self.batch, self.web, self.besteffort
+        op, lt = self.overprovisioning, self.load_targets
+        bad: list[tuple[bool, str]] = [  # (is it bad, message), in the order they are checked
+            (self.version != CONFIG_VERSION,
+             f"scenario version {self.version} unsupported (want {CONFIG_VERSION})"),
+            (self.hours <= 0, "hours must be > 0"),
+            (self.tie_break not in ("random", "name"),
+             f"tie_break must be random or name, got {self.tie_break!r}"),
+            (not self.cluster.node_groups, "cluster.node_groups must list at least one group"),
+        ]
         for i, g in enumerate(self.cluster.node_groups):
-            if g.count <= 0 or g.cpu_milli <= 0 or g.mem_mib <= 0 or g.hourly_cost < 0:
-                raise ValueError(f"cluster.node_groups[{i}]: count/cpu/mem must be > 0, cost >= 0")
-            if not 0 <= g.gpus <= 8:
-                raise ValueError(f"cluster.node_groups[{i}].gpus must be within 0..8")
-        for name, probs in (
-            ("training.gpu_count_probs", self.training.gpu_count_probs),
-            ("besteffort.gpu_milli_probs", self.besteffort.gpu_milli_probs),
-        ):
-            if not probs or any(p < 0 for p in probs.values()) or sum(probs.values()) <= 0:
-                raise ValueError(f"{name} must hold non-negative probabilities with a positive sum")
-        t = self.training
+            bad += [(g.count <= 0 or g.cpu_milli <= 0 or g.mem_mib <= 0 or g.hourly_cost < 0,
+                     f"cluster.node_groups[{i}]: count/cpu/mem must be > 0, cost >= 0"),
+                    (not 0 <= g.gpus <= 8, f"cluster.node_groups[{i}].gpus must be within 0..8")]
+        for name, probs in (("training.gpu_count_probs", t.gpu_count_probs),
+                            ("besteffort.gpu_milli_probs", be.gpu_milli_probs)):
+            bad.append((not probs or any(p < 0 for p in probs.values())
+                        or sum(probs.values()) <= 0,
+                        f"{name} must hold non-negative probabilities with a positive sum"))
         for k in t.gpu_count_probs:
             q = t.duration_quantiles_s.get(k)
-            if q is None or len(q) != len(t.quantile_points) or list(q) != sorted(q):
-                raise ValueError(
-                    f"training.duration_quantiles_s[{k}] must be sorted, one per quantile_points"
-                )
+            bad.append((q is None or len(q) != len(t.quantile_points) or list(q) != sorted(q),
+                        f"training.duration_quantiles_s[{k}] must be sorted, one per "
+                        "quantile_points"))
         n_images = len(self.startup.image_mib)
-        for name, ids in (
-            ("training", t.images),
-            ("batch", self.batch.images),
-            ("web", self.web.images),
-            ("besteffort", self.besteffort.images),
-        ):
-            if not ids or any(not 0 <= i < n_images for i in ids):
-                raise ValueError(f"{name}.images must be ids within 0..{n_images - 1}")
-        if not 0 < self.web.trough_rho <= self.web.peak_rho < 1:
-            raise ValueError("web: need 0 < trough_rho <= peak_rho < 1")
-        if self.web.replicas[0] < 1 or self.web.replicas[1] < self.web.replicas[0]:
-            raise ValueError("web.replicas must be [min, max] with 1 <= min <= max")
-        for name, rate in (
-            ("training.jobs_per_h", t.jobs_per_h),
-            ("batch.jobs_per_h", self.batch.jobs_per_h),
-            ("besteffort.pods_per_h", self.besteffort.pods_per_h),
-        ):
-            if rate < 0:
-                raise ValueError(f"{name} must be >= 0")
-        for name, amp in (
-            ("training", t.diurnal_amplitude),
-            ("batch", self.batch.diurnal_amplitude),
-        ):
-            if not 0 <= amp <= 1:
-                raise ValueError(f"{name}.diurnal_amplitude must be within 0..1")
-        for name, frac in (
-            ("load_targets.gpu_mean", self.load_targets.gpu_mean),
-            ("load_targets.cpu_peak", self.load_targets.cpu_peak),
-        ):
-            if not 0 < frac <= 1.5:
-                raise ValueError(f"{name} must be within (0, 1.5]")
-        if self.training.max_duration_s < self.training.min_duration_s:
-            raise ValueError("training.max_duration_s must be >= min_duration_s")
-        if self.metrics.telemetry_len < 1 or self.metrics.telemetry_interval_s <= 0:
-            raise ValueError("metrics.telemetry_len and telemetry_interval_s must be > 0")
-        op = self.overprovisioning
-        if op.pods < 0 or op.cpu_milli <= 0 or op.mem_mib <= 0:
-            raise ValueError("overprovisioning: need pods >= 0 and cpu_milli, mem_mib > 0")
-        if op.pods and not self.scale_up.ready_nodes_first:
-            # Without it a pod that fits no Ready node boots an off node instead of evicting
-            # a placeholder: the placeholders would hold capacity and never hand it over.
-            raise ValueError("overprovisioning.pods > 0 needs scale_up.ready_nodes_first: true")
-        if op.pods and not any(
-            g.gpus == 0 and g.cpu_milli >= op.cpu_milli and g.mem_mib >= op.mem_mib
-            for g in self.cluster.node_groups
-        ):
-            raise ValueError("overprovisioning: no CPU node group fits one placeholder")
+        for name, ids in (("training", t.images), ("batch", b.images), ("web", w.images),
+                          ("besteffort", be.images)):
+            bad.append((not ids or any(not 0 <= i < n_images for i in ids),
+                        f"{name}.images must be ids within 0..{n_images - 1}"))
+        bad += [
+            (not 0 < w.trough_rho <= w.peak_rho < 1, "web: need 0 < trough_rho <= peak_rho < 1"),
+            (w.replicas[0] < 1 or w.replicas[1] < w.replicas[0],
+             "web.replicas must be [min, max] with 1 <= min <= max"),
+            (t.jobs_per_h < 0, "training.jobs_per_h must be >= 0"),
+            (b.jobs_per_h < 0, "batch.jobs_per_h must be >= 0"),
+            (be.pods_per_h < 0, "besteffort.pods_per_h must be >= 0"),
+            (not 0 <= t.diurnal_amplitude <= 1, "training.diurnal_amplitude must be within 0..1"),
+            (not 0 <= b.diurnal_amplitude <= 1, "batch.diurnal_amplitude must be within 0..1"),
+            (not 0 < lt.gpu_mean <= 1.5, "load_targets.gpu_mean must be within (0, 1.5]"),
+            (not 0 < lt.cpu_peak <= 1.5, "load_targets.cpu_peak must be within (0, 1.5]"),
+            (t.max_duration_s < t.min_duration_s,
+             "training.max_duration_s must be >= min_duration_s"),
+            (self.metrics.telemetry_len < 1 or self.metrics.telemetry_interval_s <= 0,
+             "metrics.telemetry_len and telemetry_interval_s must be > 0"),
+            (op.pods < 0 or op.cpu_milli <= 0 or op.mem_mib <= 0,
+             "overprovisioning: need pods >= 0 and cpu_milli, mem_mib > 0"),
+            # Else a pod that fits no Ready node boots an off node rather than evict a placeholder.
+            (op.pods != 0 and not self.scale_up.ready_nodes_first,
+             "overprovisioning.pods > 0 needs scale_up.ready_nodes_first: true"),
+            (op.pods != 0 and not any(g.gpus == 0 and g.cpu_milli >= op.cpu_milli
+                                      and g.mem_mib >= op.mem_mib
+                                      for g in self.cluster.node_groups),
+             "overprovisioning: no CPU node group fits one placeholder"),
+        ]
+        for is_bad, message in bad:
+            if is_bad:
+                raise ValueError(message)
         return self
 
 
@@ -374,6 +328,3 @@ def load(name_or_path: str, settings: Sequence[str] = ()) -> ScenarioConfig:
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
 
-
-def replace(cfg: ScenarioConfig, **changes: Any) -> ScenarioConfig:
-    return dataclasses.replace(cfg, **changes).validate()

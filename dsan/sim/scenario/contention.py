@@ -1,19 +1,6 @@
-"""Contention: how co-located pods slow each other down, and what that does to web latency.
-
-All functions are vectorised over nodes (or replicas) and pure, so the engine calls them
-once per event batch and the unit tests check them against hand-worked values.
-
-Node speed (the rate at which CPU-bound work progresses, 1 = uncontended)::
-
-    D = cpu_demand / cpu_cap                       (actual use, may exceed requests)
-    speed = min(1, 1/D) / (1 + beta * max(0, D - threshold))
-
-The first factor is CPU time-sharing once demand exceeds the node; the second is the
-interference (caches, memory bandwidth) that sets in on a hot node before it is full.
-
-Web replica latency is an M/M/1 queue with service rate ``mu * speed``: the response time
-is exponential with rate ``mu*speed - lambda``, so ``P(T > slo) = exp(-(mu*speed - lambda)*slo)``
-and ``p99 = ln(100) / (mu*speed - lambda)``; an unstable replica (lambda >= mu*speed) misses.
+"""Contention, vectorised and pure: how co-located pods slow each other down, and what that
+does to web latency (formulas in docs/scenarios.md, *Contention*). Web replicas are M/M/1
+queues with service rate ``mu * speed``; an unstable one (lambda >= mu * speed) misses.
 """
 
 from __future__ import annotations
@@ -25,15 +12,11 @@ F64 = npt.NDArray[np.float64]
 
 
 def node_speed(cpu_demand: F64, cpu_cap: F64, threshold: float, beta: float) -> F64:
-    """Per-node speed factor in (0, 1]."""
+    """Per-node speed in (0, 1]: CPU time-sharing beyond capacity, over interference on a hot
+    node, ``min(1, 1/D) / (1 + beta * max(0, D - threshold))`` with D = demand / capacity."""
     d = cpu_demand / cpu_cap
     share = np.minimum(1.0, 1.0 / np.maximum(d, 1e-12))
     return share / (1.0 + beta * np.maximum(0.0, d - threshold))
-
-
-def training_speed(node_speed_of_pods: F64, sensitivity: float) -> F64:
-    """GPU training is slowed by CPU contention only through data loading: speed**sensitivity."""
-    return np.power(node_speed_of_pods, sensitivity)
 
 
 def mm1_tail(lam: F64, mu: F64, slo_s: float) -> F64:
@@ -42,33 +25,18 @@ def mm1_tail(lam: F64, mu: F64, slo_s: float) -> F64:
     return np.where(gap > 0, np.exp(-np.maximum(gap, 0.0) * slo_s), 1.0)
 
 
-def mm1_p99(lam: F64, mu: F64) -> F64:
-    """p99 response time of M/M/1 replicas (inf where unstable)."""
-    gap = mu - lam
-    with np.errstate(divide="ignore"):
-        return np.where(gap > 0, np.log(100.0) / np.where(gap > 0, gap, 1.0), np.inf)
-
-
 def diurnal_rho(t_s: float, trough: float, peak: float, peak_hour: float) -> float:
     """Per-replica utilisation target over the day: a cosine between trough and peak."""
     phase = 2.0 * np.pi * (t_s / 3600.0 - peak_hour) / 24.0
     return float(trough + (peak - trough) * 0.5 * (1.0 + np.cos(phase)))
 
 
-def service_violations(
-    svc_of_replica: npt.NDArray[np.int64],
-    lam: F64,
-    mu: F64,
-    slo_s: float,
-    n_services: int,
-    running_per_service: npt.NDArray[np.int64],
-) -> npt.NDArray[np.bool_]:
-    """Which services miss their p99 SLO now.
-
-    The service's latency is the mixture over its replicas (load split evenly), so its p99
-    exceeds the SLO exactly when the mean tail probability at the SLO exceeds 1 %. A service
-    with no running replica misses.
-    """
+def service_violations(svc_of_replica: npt.NDArray[np.int64], lam: F64, mu: F64, slo_s: float,
+                       n_services: int, running_per_service: npt.NDArray[np.int64]
+                       ) -> npt.NDArray[np.bool_]:
+    """Which services miss their p99 SLO now: a service's latency is the mixture over its
+    replicas, so its p99 exceeds the SLO when their mean tail probability at the SLO exceeds
+    1 %. A service with no running replica misses."""
     tail = mm1_tail(lam, mu, slo_s)
     tail_sum = np.bincount(svc_of_replica, weights=tail, minlength=n_services)
     mean_tail = tail_sum / np.maximum(running_per_service, 1)

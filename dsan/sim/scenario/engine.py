@@ -1,20 +1,6 @@
-"""The seed scenario's discrete-event engine.
-
-State lives in numpy arrays (per node, per pod, per job); an event heap holds arrivals,
-pod-ready times and the periodic web window; job completions are not queued but found
-each step as ``min(work_left / rate)`` over the running jobs, because contention changes
-rates all the time and re-queueing would cost more than one vectorised ``argmin``.
-
-The engine is a generator: :meth:`Engine.decisions` yields a :class:`Decision` whenever a
-pod needs a node and expects the chosen node index back via ``send``. That one loop serves
-heuristic policies (``runner.run_policy``) and reinforcement learning (``env.ScenarioEnv``).
-
-One step: advance the clock to the next event (integrating utilisation and cost, moving job
-progress, sampling telemetry every 10 s), apply the events, run a scheduling pass (priority
-order, gangs all or nothing, preemption when nothing fits), recompute speeds and rates.
-
-The state lives in :mod:`state`, the scheduling pass in :mod:`scheduling`, job progress in
-:mod:`progress`; this module holds the clock, the events and the run's summary.
+"""The scenario's discrete-event engine: :meth:`Engine.decisions` yields a :class:`Decision`
+whenever a pod needs a node and takes the chosen node back via ``send``. Job completions are
+found each step as ``min(work_left / rate)``, as contention changes rates all the time.
 """
 
 from __future__ import annotations
@@ -29,30 +15,8 @@ from dsan.policies.base import Scorer
 from dsan.sim.scenario.metrics import billed_seconds, p99
 from dsan.sim.scenario.progress import ProgressMixin
 from dsan.sim.scenario.scheduling import SchedulingMixin
-from dsan.sim.scenario.state import (
-    ARRIVE,
-    DONE,
-    PENDING,
-    PENDING_NONE,
-    READY,
-    RUNNING,
-    STARTING,
-    WINDOW,
-    Decision,
-    SelectGpus,
-)
+from dsan.sim.scenario.state import ARRIVE, READY, RUNNING, STARTING, WINDOW, Decision, SelectGpus
 from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN, WEB
-
-__all__ = [
-    "DONE",
-    "PENDING",
-    "PENDING_NONE",
-    "RUNNING",
-    "STARTING",
-    "Decision",
-    "Engine",
-    "SelectGpus",
-]
 
 
 class Engine(SchedulingMixin, ProgressMixin):
@@ -69,9 +33,8 @@ class Engine(SchedulingMixin, ProgressMixin):
             self._sample_telemetry(t1)
             billed = billed_seconds(t0, t1, self.on, self.empty_since, self.cfg.scale_down.grace_s)
             s = self.snap
-            used = np.array(
-                [s.cpu_used.sum(), s.mem_used.sum(), self.gpu_cap.sum() - s.gpu_free.sum()]
-            )
+            used = np.array([s.cpu_used.sum(), s.mem_used.sum(),
+                             self.gpu_cap.sum() - s.gpu_free.sum()])
             if self.ph.size:  # placeholders hold requests but use nothing
                 used[0] -= self.ph.bound * self.ph.spec.cpu_milli
                 used[1] -= self.ph.bound * self.ph.spec.mem_mib
@@ -84,9 +47,8 @@ class Engine(SchedulingMixin, ProgressMixin):
             st = self.acc.step
             st.dt_s += dt
             st.cost += cost
-            st.util_integral += (
-                float(np.mean(np.where(cap > 0, used * dt / np.maximum(cap, 1e-9), 0.0))) * dt
-            )
+            frac = np.where(cap > 0, used * dt / np.maximum(cap, 1e-9), 0.0)
+            st.util_integral += float(np.mean(frac)) * dt
             act = self.job_active
             self.job_left[act] -= self.job_rate[act] * dt
             off = self.on & (self.empty_since + self.cfg.scale_down.grace_s <= t1)
@@ -112,16 +74,13 @@ class Engine(SchedulingMixin, ProgressMixin):
         gpu = s.gpu_count > 0
         gcap = np.maximum(self.gpu_cap, 1.0)
         gpu_util = np.where(gpu, self.gpu_busy / gcap, 0.0)
-        sample = np.stack(
-            [
-                np.minimum(1.0, (self.demand + self.web_demand) / s.cpu_cap),
-                (s.mem_used - self.ph.held_mem() if self.ph.size else s.mem_used) / s.mem_cap,
-                gpu_util,
-                np.where(gpu, (self.gpu_cap - s.gpu_free.sum(axis=1)) / gcap, 0.0),
-                np.where(gpu & self.on, 0.25 + 0.75 * gpu_util, 0.0),
-            ],
-            axis=1,
-        ).astype(np.float32)
+        sample = np.stack([
+            np.minimum(1.0, (self.demand + self.web_demand) / s.cpu_cap),
+            (s.mem_used - self.ph.held_mem() if self.ph.size else s.mem_used) / s.mem_cap,
+            gpu_util,
+            np.where(gpu, (self.gpu_cap - s.gpu_free.sum(axis=1)) / gcap, 0.0),
+            np.where(gpu & self.on, 0.25 + 0.75 * gpu_util, 0.0),
+        ], axis=1).astype(np.float32)
         tel[:, :-steps] = tel[:, steps:]
         tel[:, -steps:] = sample[:, None, :]
         s.telemetry_age_s[:] = t1 - k * iv
@@ -130,9 +89,8 @@ class Engine(SchedulingMixin, ProgressMixin):
     def decisions(self) -> Generator[Decision, int, None]:
         """Run to the horizon, yielding one :class:`Decision` per pod placement."""
         while True:
-            t_next = min(
-                self.heap[0][0] if self.heap else math.inf, self._next_completion(), self.horizon
-            )
+            t_next = min(self.heap[0][0] if self.heap else math.inf, self._next_completion(),
+                         self.horizon)
             self._advance(t_next)
             if t_next >= self.horizon:
                 break
@@ -162,11 +120,8 @@ class Engine(SchedulingMixin, ProgressMixin):
         self.pod_state[p] = RUNNING
         if np.isnan(self.pod_start[p]):
             self.pod_start[p] = self.now
-        node, kind, job = (
-            int(self.pod_node[p]),
-            int(self.pod_kind[p]),
-            self.wl.jobs[self.pod_job[p]],
-        )
+        node, kind = int(self.pod_node[p]), int(self.pod_kind[p])
+        job = self.wl.jobs[self.pod_job[p]]
         if kind != WEB:
             self.demand[node] += self.pod_cpu[p] * self.pod_use[p]
         self.gpu_busy[node] += self.pod_gmilli[p] * self.pod_act[p]
@@ -191,11 +146,8 @@ class Engine(SchedulingMixin, ProgressMixin):
                 continue
             if job.kind == BATCH and job.deadline < self.horizon:
                 self.acc.sla("batch", 1)
-            if (
-                job.kind == TRAIN
-                and not self.job_active[job.id]
-                and (self.horizon - job.submit > self.cfg.training.start_delay_limit_s)
-            ):
+            if (job.kind == TRAIN and not self.job_active[job.id]
+                    and self.horizon - job.submit > self.cfg.training.start_delay_limit_s):
                 self.acc.sla("training", 1)
 
     def summary(self) -> dict[str, object]:
@@ -207,7 +159,6 @@ class Engine(SchedulingMixin, ProgressMixin):
         if burst.any():
             by_kind["burst"] = wait[sub & burst]
         out = self.acc.summary(lat[sub], wait[sub], self.cfg.metrics.queue_threshold_s, by_kind)
-        # Which class sets the tail: P99 per task type (training / batch / web / best effort).
         out["p99_by_kind_s"] = {
             KIND_NAMES[k]: p99(lat[sub & (self.pod_kind == k)]) for k in range(len(KIND_NAMES))
         }
@@ -221,9 +172,8 @@ class Engine(SchedulingMixin, ProgressMixin):
         return out
 
     def _tail_causes(self, lat: np.ndarray, wait: np.ndarray) -> dict[str, int]:
-        """What the pods at or above the P99 latency waited for, first match wins: queueing
-        (wait for a bind over the queue threshold: no room, a fragmented gang, a preempted
-        restart), a scaled-down node's boot, an image pull, or only the container start."""
+        """What the pods at or above the P99 latency waited for, first match wins: a bind (over
+        the queue threshold), a scaled-down node's boot, an image pull, or only the start."""
         if lat.size == 0:
             return {}
         tail = lat >= p99(lat)
@@ -233,10 +183,8 @@ class Engine(SchedulingMixin, ProgressMixin):
         boot = ~queued & (startup >= st.node_boot_s)
         pull = ~queued & ~boot & (startup > st.container_start_s + 1e-6)
         start = ~queued & ~boot & ~pull
-        return {
-            k: int((tail & m).sum())
-            for k, m in (("queued", queued), ("boot", boot), ("pull", pull), ("start", start))
-        }
+        causes = (("queued", queued), ("boot", boot), ("pull", pull), ("start", start))
+        return {k: int((tail & m).sum()) for k, m in causes}
 
     def _burst_summary(self) -> dict[str, float]:
         """Job-level view of the burst: a gang binds at once, so its wait is its first pod's."""

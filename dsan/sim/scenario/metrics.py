@@ -1,21 +1,6 @@
-"""Table 1 metrics: their formulas, as small pure functions, and the run's accumulator.
-
-Formulas (also in docs/scenarios.md):
-
-* utilisation_r = ∫ Σ_nodes used_r(t) dt / ∫ Σ_{powered-on nodes} alloc_r(t) dt, for r in
-  CPU, memory, GPU (used = requested by bound pods); ``utilization_pct`` is their mean.
-* task latency of a pod = first running time - submission time (image pull, boot and start
-  included); pods never started count with ``horizon - submission`` (censored).
-  p99 is the nearest-rank percentile: the ceil(0.99 n)-th smallest value.
-* SLA violation rate = violated SLA items / SLA items, over web service-windows (p99 over
-  the SLO at a window boundary), batch jobs with a deadline that fell inside the run
-  (missed = finished late or unfinished), and training jobs (missed = gang start delay over
-  the limit, counted once the limit has passed).
-* JCT = mean (completion - submission) over training and batch jobs completed in the run.
-* cost = Σ_nodes hourly_cost * powered-on hours (a node powers off ``grace`` seconds after it
-  became empty, and back on when a pod is bound to it).
-* queueing event = a pod whose wait (bind - submission, or horizon - submission if never
-  bound) exceeds the threshold (30 s); mean wait = mean of that wait over pods.
+"""Table 1 metrics (formulas in docs/scenarios.md, *Metrics*) as small pure functions, and
+the run's accumulator. Utilisation counts requests of bound pods over powered-on capacity;
+pods never started or bound count until the horizon (censored).
 """
 
 from __future__ import annotations
@@ -46,9 +31,8 @@ def p99(values: F64) -> float:
     return float(s[max(0, math.ceil(0.99 * s.size) - 1)])
 
 
-def billed_seconds(
-    t0: float, t1: float, on: npt.NDArray[np.bool_], empty_since: F64, grace_s: float
-) -> F64:
+def billed_seconds(t0: float, t1: float, on: npt.NDArray[np.bool_], empty_since: F64,
+                   grace_s: float) -> F64:
     """Seconds each node is billed in [t0, t1]: busy nodes all of it, empty ones until
     ``empty_since + grace``, powered-off ones none."""
     off_at = np.where(np.isfinite(empty_since), empty_since + grace_s, np.inf)
@@ -65,23 +49,15 @@ def queueing(waits: F64, threshold_s: float) -> tuple[int, float]:
 
 @dataclass
 class RewardParts:
-    """What happened between two decisions, for a reinforcement-learning reward.
-
-    Raw components; the trainer normalises and weights them (0.4 / 0.3 / 0.2 / 0.1).
-    """
+    """What happened between two decisions, raw, for the trainer to weight into a reward."""
 
     dt_s: float = 0.0
-    #: ∫ mean(CPU, mem, GPU) utilisation dt over the interval (divide by dt for the mean).
-    util_integral: float = 0.0
+    util_integral: float = 0.0  # ∫ mean(CPU, mem, GPU) utilisation dt over the interval
     jobs_completed: int = 0
     jct_sum_s: float = 0.0
     cost: float = 0.0
     sla_items: int = 0
     sla_violations: int = 0
-
-    def add(self, other: RewardParts) -> None:
-        for k in self.__dataclass_fields__:
-            setattr(self, k, getattr(self, k) + getattr(other, k))
 
 
 @dataclass
@@ -98,8 +74,7 @@ class Accumulator:
     jct_by_kind: dict[str, list[float]] = field(default_factory=dict)
     preemptions: int = 0
     step: RewardParts = field(default_factory=RewardParts)
-    #: Samples for the plot, one per web window: time, utilisation of the powered-on nodes
-    #: at that instant (mean of CPU, memory, GPU, %), and how many nodes are powered on.
+    #: Plot samples per web window: time, powered-on utilisation (%), powered-on nodes.
     series_t: list[float] = field(default_factory=list)
     series_util: list[float] = field(default_factory=list)
     series_nodes_on: list[int] = field(default_factory=list)
@@ -123,9 +98,8 @@ class Accumulator:
         out, self.step = self.step, RewardParts()
         return out
 
-    def summary(
-        self, latencies: F64, waits: F64, queue_threshold_s: float, waits_by_kind: dict[str, F64]
-    ) -> dict[str, object]:
+    def summary(self, latencies: F64, waits: F64, queue_threshold_s: float,
+                waits_by_kind: dict[str, F64]) -> dict[str, object]:
         out: dict[str, object] = dict(utilization(self.used_integral, self.cap_integral))
         out["p99_task_latency_s"] = p99(latencies)
         out["sla_violation_pct"] = 100.0 * self.sla_violations / max(self.sla_items, 1)

@@ -1,18 +1,8 @@
-"""Offered load of a scenario config: how much GPU, CPU and memory its workload asks for.
-
-The calibration target of ``seed-table1`` (docs/scenarios.md, "Offered load") is stated in
-these terms, so the arrival rates in the YAML are *derived* from it rather than guessed:
-
-* A class with arrival rate ``r(t) = r (1 + a cos(w (t - peak)))`` (w = 2 pi / 24 h) whose
-  jobs hold ``x`` units of a resource for a duration ``D`` keeps, in the periodic steady
-  state, ``O(t) = r (E[x D] + a Re(e^{i w (t - peak)} F))`` units busy, where
-  ``F = E[x (1 - e^{-i w D}) / (i w)]`` (Little's law with a sinusoidal rate). So the daily
-  mean is ``r E[x D]`` and the peak ``r (E[x D] + a |F|)``: long jobs smooth the peak.
-* Durations are at speed 1 (no contention, locality or start-up stretch) and truncated as
-  the generators truncate them; GPU-sharing pods count their share, not a whole GPU.
-
-Expectations over the quantile tables are exact up to the midpoint rule on a fine grid of
-the uniform variable the sampler inverts (no random numbers, so the numbers are stable).
+"""Offered load of a scenario config (docs/scenarios.md, *Offered load*): the arrival rates
+in the YAML are derived from its targets. A class with rate ``r (1 + a cos(w (t - peak)))``
+whose jobs hold ``x`` units for ``D`` keeps ``r E[x D]`` busy on the daily mean and
+``r (E[x D] + a |F|)`` at the peak, ``F = E[x (1 - e^{-i w D}) / (i w)]``, at speed 1.
+Expectations use a midpoint rule on the sampler's uniform (no random numbers).
 """
 
 from __future__ import annotations
@@ -24,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.sim.scenario.config import ScenarioConfig, TrainingConfig
+from dsan.sim.scenario.workload import training_durations
 
 F64 = npt.NDArray[np.float64]
 OMEGA = 2.0 * np.pi / 86400.0
@@ -48,18 +39,6 @@ class Offered:
         return self.peak / self.capacity
 
 
-def training_durations(t: TrainingConfig, gpus: str) -> F64:
-    """The duration distribution of one GPU class on the quantile grid (clipped as sampled)."""
-    d = np.exp(
-        np.interp(
-            _U,
-            np.asarray(t.quantile_points) / 100.0,
-            np.log(np.maximum(t.duration_quantiles_s[gpus], 1e-9)),
-        )
-    )
-    return np.clip(d, t.min_duration_s, t.max_duration_s)
-
-
 def _moments(weights: F64, x: F64, d: F64) -> tuple[float, float]:
     """(E[x D], |E[x (1 - e^{-iwD}) / (iw)]|) for a discrete mixture with these weights."""
     w = weights / weights.sum()
@@ -73,7 +52,7 @@ def training_moments(t: TrainingConfig) -> tuple[float, float]:
     probs /= probs.sum()
     w, x, d = [], [], []
     for p, k in zip(probs, t.gpu_count_probs, strict=True):
-        dur = training_durations(t, k)
+        dur = training_durations(t, k, _U)
         w.append(np.full(dur.size, p / dur.size))
         x.append(np.full(dur.size, float(k)))
         d.append(dur)
@@ -156,11 +135,9 @@ def offered(cfg: ScenarioConfig) -> dict[str, Offered]:
         (bxd, bf), worker, steady, cap = _cpu_terms(cfg, res)
         # Batch and training peak at the same hour in the shipped config; adding the two
         # peaks is then exact, and an upper bound otherwise.
-        out[res] = Offered(
-            rate * bxd + train_mean * worker + steady,
-            rate * (bxd + b.diurnal_amplitude * bf) + train_peak * worker + steady,
-            cap,
-        )
+        out[res] = Offered(rate * bxd + train_mean * worker + steady,
+                           rate * (bxd + b.diurnal_amplitude * bf) + train_peak * worker + steady,
+                           cap)
     return out
 
 
@@ -172,17 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     cfg = load(args[0] if args else "seed-table1")
     for name, o in offered(cfg).items():
-        print(
-            f"{name}: mean {o.mean:.1f} ({100 * o.mean_frac:.1f} %), "
-            f"peak {o.peak:.1f} ({100 * o.peak_frac:.1f} %) of {o.capacity:.0f}"
-        )
+        print(f"{name}: mean {o.mean:.1f} ({100 * o.mean_frac:.1f} %), "
+              f"peak {o.peak:.1f} ({100 * o.peak_frac:.1f} %) of {o.capacity:.0f}")
     exd, f = training_moments(cfg.training)
     print(f"training: E[GPUs x duration] = {exd:.0f} GPU-s/job; |F|/E = {f / exd:.2f}")
-    print(
-        f"derived: training.jobs_per_h = {training_rate_for(cfg):.2f}, "
-        f"batch.jobs_per_h = {batch_rate_for(cfg):.2f} (shipped: "
-        f"{cfg.training.jobs_per_h}, {cfg.batch.jobs_per_h})"
-    )
+    print(f"derived: training.jobs_per_h = {training_rate_for(cfg):.2f}, "
+          f"batch.jobs_per_h = {batch_rate_for(cfg):.2f} (shipped: "
+          f"{cfg.training.jobs_per_h}, {cfg.batch.jobs_per_h})")
     return 0
 
 

@@ -1,31 +1,6 @@
-"""Cluster-autoscaler over-provisioning: placeholder pods that keep warm capacity powered.
-
-The recipe platform teams use with the cluster-autoscaler (its FAQ, "How can I configure
-overprovisioning"): a Deployment of pause pods under a PriorityClass below every workload's.
-They hold requests, so the nodes they sit on stay up; a workload pod that fits nowhere
-preempts them and binds at once, and the evicted placeholders go pending, which is what
-makes the autoscaler boot a node. The boot is then theirs to wait for, not the workload's.
-
-The scenario option ``overprovisioning`` (off in the shipped YAML; it needs
-``scale_up.ready_nodes_first``, because a scheduler that may bind to an off node would boot
-one rather than preempt) gives every policy the same pool. This module is the pool's state
-and its two rules, free of the engine; :mod:`dsan.sim.scenario.scheduling` wires it in:
-
-* **Preemption.** A workload pod that fits no Ready node is offered the one Ready node where
-  evicting the fewest placeholders makes it fit (kube-scheduler's DefaultPreemption: every
-  victim has the same priority, so the fewest victims win; ties to the lowest node index).
-  The policy under test has that one node to choose, as kube-scheduler skips scoring when
-  one node is feasible.
-* **Placement.** Pending placeholders are placed after each scheduling pass by the default
-  scheduler's rule, not by the policy under test (the Deployment is not opted in): the Ready
-  CPU node with the largest free CPU fraction after placement (LeastAllocated); else a
-  booting one by the same rule; else the smallest off CPU node that fits, which it boots
-  (cluster-autoscaler's least-waste expander). Only CPU nodes: the recipe pins the pool to
-  a node group, and GPU nodes' CPU belongs to the GPU jobs queued for them.
-
-Placeholders are pods in the snapshot (allocated CPU and memory, ``pod_count``), as
-kube-scheduler and the sidecar see them; they use nothing, so the engine leaves them out of
-utilisation and telemetry.
+"""Cluster-autoscaler over-provisioning: placeholder pods below every workload's priority that
+hold warm CPU-node capacity (requests, no use) and are placed by the default scheduler's rule,
+not the policy's; the rules are in docs/scenarios.md, *Over-provisioning*.
 """
 
 from __future__ import annotations
@@ -51,9 +26,8 @@ class PlaceholderPool:
         self.node = np.full(cfg.pods, -1, dtype=np.int64)
         self.on_node = np.zeros(len(snap), dtype=np.int64)
         self._cpu_nodes = snap.gpu_count == 0
-        #: Placeholders evicted by workload pods, and nodes booted for placeholders.
-        self.evictions = 0
-        self.boots = 0
+        self.evictions = 0  # placeholders evicted by workload pods
+        self.boots = 0  # nodes booted for placeholders
 
     @property
     def bound(self) -> int:
@@ -74,8 +48,7 @@ class PlaceholderPool:
             return -1, 0
         held_cpu = self.on_node * self.spec.cpu_milli
         held_mem = self.held_mem()
-        # The snapshot as if every placeholder were gone: the other checks (GPUs, taints)
-        # are feasible()'s own, so a preemption never offers a node the pod cannot use.
+        # As if every placeholder were gone; feasible() does the other checks (GPUs, taints).
         bare = dataclasses.replace(snap, cpu_used=snap.cpu_used - held_cpu,
                                    mem_used=snap.mem_used - held_mem)
         ok = feasible(pod, bare) & ready & (self.on_node > 0)

@@ -1,14 +1,9 @@
-"""Kubernetes-style preemption, identical for every scoring policy.
+"""Kubernetes-style preemption (DefaultPreemption), identical for every scoring policy.
 
-For a pod that fits nowhere, kube-scheduler's DefaultPreemption looks for a node where
-evicting *lower-priority* pods makes it fit, picks the node whose victims have the lowest
-highest priority, then the fewest victims, and evicts the lowest-priority (then most
-recently started) pods first. We follow that, restricted to pods marked reclaimable (elastic
-executors and best-effort pods): the scenario never evicts training workers, batch drivers or
-web replicas. A victim's priority is always strictly below the preemptor's.
-
-For a gang (training job) the plan is made for all workers on a scratch copy of the free
-capacity; victims are evicted only if every worker can be placed.
+For a pod that fits nowhere: the node whose victims have the lowest highest priority, then
+the fewest victims; victims lowest priority first, then most recently started; only
+reclaimable pods of strictly lower priority. A gang's plan is made for all its workers on a
+scratch copy of the free capacity, so victims are evicted only if every worker fits.
 """
 
 from __future__ import annotations
@@ -41,6 +36,12 @@ class Bound:
     reclaimable: npt.NDArray[np.bool_]
 
 
+def _fits(pod: PodSpec, cpu: float, mem: float, gpu_free: npt.NDArray[np.int64]) -> bool:
+    need_gpu = pod.num_gpu > 0 and pod.gpu_milli > 0
+    return bool(cpu >= pod.cpu_milli and mem >= pod.mem_mib
+                and (not need_gpu or int((gpu_free >= pod.gpu_milli).sum()) >= pod.num_gpu))
+
+
 def _static_ok(pod: PodSpec, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
     ok = np.ones(len(snap), dtype=bool)
     if pod.num_gpu > 0 and pod.gpu_milli > 0:
@@ -53,10 +54,8 @@ def _static_ok(pod: PodSpec, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
 
 
 def plan(pods: list[PodSpec], snap: ClusterSnapshot, bound: Bound) -> list[int] | None:
-    """Indices (into ``bound``) of the victims that let every pod of ``pods`` fit, or None.
-
-    ``pods`` share one priority (a gang or a single pod). Works on copies; mutates nothing.
-    """
+    """Indices (into ``bound``) of the victims that let every pod of ``pods`` (a gang or one
+    pod, of one priority) fit, or None. Mutates nothing."""
     prio = pods[0].priority
     n = len(snap)
     cpu_free = snap.cpu_cap - snap.cpu_used
@@ -76,11 +75,9 @@ def plan(pods: list[PodSpec], snap: ClusterSnapshot, bound: Bound) -> list[int] 
         ok = static & (cpu_free + rc >= pod.cpu_milli) & (mem_free + rm >= pod.mem_mib)
         if need_gpu:
             gi = idx[bound.gslot[idx] >= 0]
-            rg = np.bincount(
-                bound.node[gi] * MAX_GPUS + bound.gslot[gi],
-                weights=bound.gpu_milli[gi],
-                minlength=n * MAX_GPUS,
-            ).reshape(n, MAX_GPUS)
+            rg = np.bincount(bound.node[gi] * MAX_GPUS + bound.gslot[gi],
+                             weights=bound.gpu_milli[gi], minlength=n * MAX_GPUS
+                             ).reshape(n, MAX_GPUS)
             fits_now &= (gpu_free >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu
             ok &= ((gpu_free + rg) >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu
         now = np.flatnonzero(fits_now)
@@ -116,34 +113,21 @@ def plan(pods: list[PodSpec], snap: ClusterSnapshot, bound: Bound) -> list[int] 
         cpu_free[node] -= pod.cpu_milli
         mem_free[node] -= pod.mem_mib
         if need_gpu:
-            order = np.argsort(
-                np.where(gpu_free[node] >= pod.gpu_milli, gpu_free[node], 10**9), kind="stable"
-            )[: pod.num_gpu]
+            order = np.argsort(np.where(gpu_free[node] >= pod.gpu_milli, gpu_free[node], 10**9),
+                               kind="stable")[: pod.num_gpu]
             gpu_free[node, order] -= pod.gpu_milli
     return victims
 
 
-def _greedy(
-    pod: PodSpec,
-    node: int,
-    on_node: I64,
-    bound: Bound,
-    cpu_free: F64,
-    mem_free: F64,
-    gpu_free: npt.NDArray[np.int64],
-) -> list[int] | None:
+def _greedy(pod: PodSpec, node: int, on_node: I64, bound: Bound, cpu_free: F64, mem_free: F64,
+            gpu_free: npt.NDArray[np.int64]) -> list[int] | None:
     """Evict lowest priority, then most recently started, until ``pod`` fits on ``node``."""
     order = on_node[np.lexsort((-bound.start[on_node], bound.prio[on_node]))]
     c, m = cpu_free[node], mem_free[node]
     g = gpu_free[node].copy()
-    need_gpu = pod.num_gpu > 0 and pod.gpu_milli > 0
     out: list[int] = []
     for v in order:
-        if (
-            c >= pod.cpu_milli
-            and m >= pod.mem_mib
-            and (not need_gpu or int((g >= pod.gpu_milli).sum()) >= pod.num_gpu)
-        ):
+        if _fits(pod, c, m, g):
             break
         out.append(int(v))
         c += bound.cpu[v]
@@ -151,10 +135,6 @@ def _greedy(
         if bound.gslot[v] >= 0:
             g[bound.gslot[v]] += bound.gpu_milli[v]
     else:
-        if not (
-            c >= pod.cpu_milli
-            and m >= pod.mem_mib
-            and (not need_gpu or int((g >= pod.gpu_milli).sum()) >= pod.num_gpu)
-        ):
+        if not _fits(pod, c, m, g):
             return None
     return out if out else None

@@ -1,9 +1,6 @@
-"""Job progress under contention: node speeds, web load, rates and completions.
-
-Batch stage rate = min(executors, stage cap) x mean speed of its running executors; training
-rate = locality x (slowest worker's speed)^sensitivity; best effort runs at 1; web never ends.
-All of it is recomputed vectorised once per event batch.
-"""
+"""Job progress under contention, recomputed once per event batch: batch stage rate =
+min(executors, stage cap) x their mean speed; training rate = locality x (slowest worker's
+speed)^sensitivity; best effort runs at 1; web never ends."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ class ProgressMixin(EngineState):
         return loc.cross_rack
 
     def _completions(self) -> None:
-        done = np.flatnonzero(
-            self.job_active & (self.job_left <= EPS * np.maximum(self.job_rate, 1.0))
-        )
+        done = np.flatnonzero(self.job_active
+                              & (self.job_left <= EPS * np.maximum(self.job_rate, 1.0)))
         for j in done:
             job = self.wl.jobs[int(j)]
             if self.job_stage[j] + 1 < len(job.stage_work):
@@ -65,14 +61,12 @@ class ProgressMixin(EngineState):
         per_svc = np.bincount(self.web_svc[running], minlength=self.svc_size.size)
         rho = ct.diurnal_rho(self.now, w.trough_rho, w.peak_rho, w.peak_hour)
         lam_svc = self.svc_size * w.service_rate * rho
-        self.web_lam = np.where(
-            running, lam_svc[self.web_svc] / np.maximum(per_svc[self.web_svc], 1), 0.0
-        )
+        self.web_lam = np.where(running, lam_svc[self.web_svc]
+                                / np.maximum(per_svc[self.web_svc], 1), 0.0)
         use = w.cpu_milli * self.web_lam / (w.service_rate * w.peak_rho)
         nodes = self.pod_node[self.web_pods]
-        self.web_demand = np.bincount(
-            nodes[running], weights=use[running], minlength=len(self.snap)
-        ).astype(np.float64)
+        self.web_demand = np.bincount(nodes[running], weights=use[running],
+                                      minlength=len(self.snap)).astype(np.float64)
         self.web_running = per_svc
 
     def _window(self) -> None:
@@ -83,20 +77,14 @@ class ProgressMixin(EngineState):
             w = self.cfg.web
             running = self.pod_state[self.web_pods] == RUNNING
             mu = w.service_rate * self.speed[np.maximum(self.pod_node[self.web_pods], 0)]
-            viol = ct.service_violations(
-                self.web_svc[running],
-                self.web_lam[running],
-                mu[running],
-                w.slo_p99_s,
-                self.svc_size.size,
-                self.web_running,
-            )
+            viol = ct.service_violations(self.web_svc[running], self.web_lam[running],
+                                         mu[running], w.slo_p99_s, self.svc_size.size,
+                                         self.web_running)
             self.acc.sla("web", int(viol.sum()), int(self.svc_size.size))
         a = self.acc
         snap, on = self.snap, self.on
-        used = np.array(
-            [snap.cpu_used.sum(), snap.mem_used.sum(), self.gpu_cap.sum() - snap.gpu_free.sum()]
-        )
+        used = np.array([snap.cpu_used.sum(), snap.mem_used.sum(),
+                         self.gpu_cap.sum() - snap.gpu_free.sum()])
         cap = np.array([snap.cpu_cap @ on, snap.mem_cap @ on, self.gpu_cap @ on])
         frac = np.where(cap > 0, used / np.maximum(cap, 1e-9), 0.0)
         a.series_t.append(self.now)
@@ -107,9 +95,8 @@ class ProgressMixin(EngineState):
 
     def _speeds(self) -> None:
         c = self.cfg.contention
-        self.speed = ct.node_speed(
-            self.demand + self.web_demand, self.snap.cpu_cap, c.threshold, c.beta
-        )
+        self.speed = ct.node_speed(self.demand + self.web_demand, self.snap.cpu_cap,
+                                   c.threshold, c.beta)
 
     def _rates(self) -> None:
         self._speeds()
@@ -120,19 +107,14 @@ class ProgressMixin(EngineState):
         sp = self.speed[self.pod_node[ex]]
         cnt = np.bincount(jobs_ex, minlength=J).astype(np.float64)
         ssum = np.bincount(jobs_ex, weights=sp, minlength=J)
-        batch_rate = np.where(
-            cnt > 0, ssum / np.maximum(cnt, 1) * np.minimum(cnt, self.job_par), 0.0
-        )
+        batch_rate = np.where(cnt > 0, ssum / np.maximum(cnt, 1) * np.minimum(cnt, self.job_par),
+                              0.0)
         tr = run & (self.pod_kind == TRAIN)
         tmin = np.ones(J)
         np.minimum.at(tmin, self.pod_job[tr], self.speed[self.pod_node[tr]])
-        train_rate = self.job_loc * ct.training_speed(tmin, self.cfg.contention.train_sensitivity)
+        # CPU contention slows GPU training only through data loading: speed**sensitivity.
+        train_rate = self.job_loc * np.power(tmin, self.cfg.contention.train_sensitivity)
         k = self.job_kind
-        self.job_rate = (
-            np.where(
-                k == BATCH,
-                batch_rate,
-                np.where(k == TRAIN, train_rate, np.where(k == BE, 1.0, 0.0)),
-            )
-            * self.job_active
-        )
+        rate = np.where(k == BATCH, batch_rate,
+                        np.where(k == TRAIN, train_rate, np.where(k == BE, 1.0, 0.0)))
+        self.job_rate = rate * self.job_active

@@ -1,9 +1,6 @@
-"""Run the seed scenario for one policy (or several, side by side) and collect Table 1.
-
-The policy is any :class:`~dsan.policies.base.Scorer`: the engine yields each placement,
-the shared kube-scheduler cycle (:func:`dsan.sim.scheduler.select_node`) scores the feasible
-nodes and breaks ties from the seeded generator, exactly as in the openb simulator (or, with
-``tie_break: name``, to the lowest node name, as the DSAN sidecar does).
+"""Run the scenario for one policy (any :class:`~dsan.policies.base.Scorer`) and collect
+Table 1. Each placement goes through :func:`dsan.sim.scheduler.select_node` as in openb, ties
+from the seeded generator (or, with ``tie_break: name``, to the lowest node name).
 """
 
 from __future__ import annotations
@@ -23,12 +20,9 @@ from dsan.sim.scheduler import name_rank, select_node
 ScorerFactory = Callable[[str, int, Workload, Engine], Scorer]
 
 
-def default_factory(
-    name: str, seed: int, wl: Workload, engine: Engine, **options: Any
-) -> Scorer:
-    """Registry scorers; FGD's target workload is this run's own pod mix (as FGD builds it).
-    ``options`` go to the scorer's ``make`` (e.g. DSAN's ``model_dir``, through
-    ``functools.partial``)."""
+def default_factory(name: str, seed: int, wl: Workload, engine: Engine, **options: Any) -> Scorer:
+    """Registry scorers; FGD's and DSAN's target workload is this run's own pod mix. ``options``
+    go to the scorer's ``make`` (e.g. DSAN's ``model_dir``, through ``functools.partial``)."""
     from dsan.features.target import TargetWorkload
     from dsan.policies.registry import make_scorer
 
@@ -38,16 +32,9 @@ def default_factory(
     return make_scorer(name, seed=seed, target_workload=target, **options)
 
 
-def run_policy(
-    cfg: ScenarioConfig,
-    policy: str,
-    seed: int,
-    *,
-    burst: bool = False,
-    hours: float | None = None,
-    factory: ScorerFactory = default_factory,
-    progress: Callable[[float], None] | None = None,
-) -> dict[str, Any]:
+def run_policy(cfg: ScenarioConfig, policy: str, seed: int, *, burst: bool = False,
+               hours: float | None = None, factory: ScorerFactory = default_factory,
+               progress: Callable[[float], None] | None = None) -> dict[str, Any]:
     """One run: the summary dict of Table 1 metrics plus the utilisation series."""
     started = time.perf_counter()
     wl = generate(cfg, seed, burst)
@@ -73,11 +60,8 @@ def run_policy(
     out["decisions"] = decisions
     out["runtime_s"] = time.perf_counter() - started
     acc = engine.acc
-    out["series"] = {
-        "t_s": acc.series_t,
-        "utilization_pct": acc.series_util,
-        "nodes_on": acc.series_nodes_on,
-    }
+    out["series"] = {"t_s": acc.series_t, "utilization_pct": acc.series_util,
+                     "nodes_on": acc.series_nodes_on}
     return out
 
 

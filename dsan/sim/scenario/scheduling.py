@@ -1,5 +1,5 @@
 """The scheduling pass: priority order, gangs all or nothing, preemption, bind and start-up;
-then the over-provisioning placeholders, if the scenario has them (:mod:`overprovision`)."""
+then the over-provisioning placeholders, if any (:mod:`overprovision`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Generator
 
 import numpy as np
 
-from dsan.core.filtering import allocate, feasible, release
+from dsan.core.filtering import feasible
 from dsan.core.snapshot import PodSpec
 from dsan.sim.scenario import preemption
 from dsan.sim.scenario.state import PENDING, READY, STARTING, Decision, EngineState
@@ -16,16 +16,10 @@ from dsan.sim.scenario.workload import BE
 
 class SchedulingMixin(EngineState):
     def _schedule(self) -> Generator[Decision, int, None]:
-        """One pass over the pending groups: priority order, FIFO within a group.
-
-        Pods of one shape and priority form a group; when its head fails even after
-        preemption, the rest of the group would fail too, so the pass moves on. Groups are
-        revisited only when capacity was freed or they gained pods.
-        """
-        if not self.groups:
-            if self.ph.size:
-                self._place_placeholders()
-            return
+        """One pass over the pending groups (pods of one shape and priority): priority order,
+        FIFO within a group. When a group's head fails even after preemption, the rest would
+        too, so the pass moves on; groups are revisited only when capacity was freed or they
+        gained pods."""
         for q in self.groups.values():  # drop units that finished or got placed meanwhile
             while q and self.pod_state[self._unit_pods(q[0])[0]] != PENDING:
                 q.popleft()
@@ -63,22 +57,15 @@ class SchedulingMixin(EngineState):
                 nodes = self._make_room(spec, nodes)
             if nodes.size == 0:
                 for q in placed:
-                    release(self.snap, self.wl.pods[q], int(self.pod_node[q]), self.pod_gpus[q])
-                    if self._on_release is not None:
-                        self._on_release(
-                            self.wl.pods[q], self.snap, int(self.pod_node[q]), self.pod_gpus[q]
-                        )
+                    self._free(self.wl.pods[q], int(self.pod_node[q]), self.pod_gpus[q])
                     self.pod_node[q] = -1
                     self.pod_gpus[q] = ()
                 return False
-            node = yield Decision(spec, p, int(self.pod_job[p]), nodes, self.snap, self.now)
-            node = int(node)
+            node = int((yield Decision(spec, p, int(self.pod_job[p]), nodes, self.snap, self.now)))
             if node not in nodes:
                 raise ValueError(f"policy chose node {node}, not a feasible node for {spec.name}")
             gpus = self.select_gpus(spec, self.snap, node)
-            allocate(self.snap, spec, node, gpus)
-            if self._on_bind is not None:
-                self._on_bind(spec, self.snap, node, gpus)
+            self._alloc(spec, node, gpus)
             self.pod_node[p] = node
             self.pod_gpus[p] = gpus
             placed.append(p)
@@ -105,9 +92,7 @@ class SchedulingMixin(EngineState):
         if node < 0:
             return nodes
         for _ in self.ph.evict(node, k):
-            release(self.snap, self.ph.spec, node, ())
-            if self._on_release is not None:
-                self._on_release(self.ph.spec, self.snap, node, ())
+            self._free(self.ph.spec, node, ())
         assert self.snap.pod_count is not None
         if self.snap.pod_count[node] == 0:  # the pod may yet fail (a gang rolled back)
             self.empty_since[node] = self.now
@@ -119,9 +104,7 @@ class SchedulingMixin(EngineState):
             node = self.ph.target(self.snap, self.on, self.boot_done, self.now)
             if node < 0:
                 return
-            allocate(self.snap, self.ph.spec, node, ())
-            if self._on_bind is not None:
-                self._on_bind(self.ph.spec, self.snap, node, ())
+            self._alloc(self.ph.spec, node, ())
             booted = not self.on[node]
             if booted:
                 self.on[node] = True
@@ -158,16 +141,11 @@ class SchedulingMixin(EngineState):
         prio = self.pod_prio[pods[0]]
         if bound.size == 0 or not np.any(self.pod_prio[bound] < prio):
             return False
-        b = preemption.Bound(
-            node=self.pod_node[bound],
-            cpu=self.pod_cpu[bound],
-            mem=self.pod_mem[bound],
-            gpu_milli=self.pod_gmilli[bound],
-            gslot=self.pod_gslot[bound],
-            prio=self.pod_prio[bound],
-            start=self.pod_bound_at[bound],
-            reclaimable=np.ones(bound.size, dtype=bool),
-        )
+        b = preemption.Bound(node=self.pod_node[bound], cpu=self.pod_cpu[bound],
+                             mem=self.pod_mem[bound], gpu_milli=self.pod_gmilli[bound],
+                             gslot=self.pod_gslot[bound], prio=self.pod_prio[bound],
+                             start=self.pod_bound_at[bound],
+                             reclaimable=np.ones(bound.size, dtype=bool))
         victims = preemption.plan([self.wl.pods[p] for p in pods], self.snap, b)
         if not victims:
             return False

@@ -1,8 +1,5 @@
-"""The seed scenario engine's state: per-node, per-pod and per-job numpy arrays.
-
-Split from :mod:`engine` so that the scheduling pass (:mod:`scheduling`) and job progress
-under contention (:mod:`progress`) read as their own modules; all three share this state.
-"""
+"""The scenario engine's state (per-node, per-pod and per-job numpy arrays), shared by the
+scheduling pass (:mod:`scheduling`), job progress (:mod:`progress`) and :mod:`engine`."""
 
 from __future__ import annotations
 
@@ -13,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dsan.core.filtering import release
+from dsan.core.filtering import allocate, release
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
-from dsan.policies.base import Scorer, best_fit_gpus
+from dsan.policies.base import best_fit_gpus
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.metrics import Accumulator
@@ -27,6 +24,7 @@ PENDING_NONE, PENDING, STARTING, RUNNING, DONE = 0, 1, 2, 3, 4
 EPS = 1e-6
 
 SelectGpus = Callable[[PodSpec, ClusterSnapshot, int], tuple[int, ...]]
+Hook = Callable[[PodSpec, ClusterSnapshot, int, tuple[int, ...]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,38 +34,27 @@ class Decision:
     pod: PodSpec
     pod_id: int
     job_id: int
-    #: Feasible node indices (never empty).
-    nodes: np.ndarray
-    #: The engine's live snapshot: read it, never mutate it.
-    snapshot: ClusterSnapshot
+    nodes: np.ndarray  # feasible node indices, never empty
+    snapshot: ClusterSnapshot  # the engine's live snapshot: read it, never mutate it
     time_s: float
 
 
 class EngineState:
     """The engine's arrays and the bookkeeping every part of it shares."""
 
-    def __init__(
-        self,
-        cfg: ScenarioConfig,
-        seed: int,
-        *,
-        burst: bool = False,
-        hours: float | None = None,
-        workload: Workload | None = None,
-        select_gpus: SelectGpus | None = None,
-        hooks: Scorer | None = None,
-        progress: Callable[[float], None] | None = None,
-    ) -> None:
+    def __init__(self, cfg: ScenarioConfig, seed: int, *, burst: bool = False,
+                 hours: float | None = None, workload: Workload | None = None,
+                 select_gpus: SelectGpus | None = None,
+                 progress: Callable[[float], None] | None = None) -> None:
         self.cfg = cfg
-        self.seed = seed
         self.horizon = float(hours if hours is not None else cfg.hours) * 3600.0
         self.snap = build_cluster(cfg.cluster, cfg.metrics.telemetry_len)
         self.wl = workload if workload is not None else generate(cfg, seed, burst)
         self.select_gpus: SelectGpus = select_gpus or best_fit_gpus
         self.progress = progress
         # A stateful scorer (e.g. gpu-clustering) tracks binds/releases through these hooks.
-        self._on_bind = None if hooks is None else hooks.on_bind
-        self._on_release = None if hooks is None else hooks.on_release
+        self._on_bind: Hook | None = None
+        self._on_release: Hook | None = None
         self.acc = Accumulator()
         wl, n = self.wl, len(self.snap)
         P, J = len(wl.pods), len(wl.jobs)
@@ -95,9 +82,8 @@ class EngineState:
         self.pod_epoch = np.zeros(P, dtype=np.int64)
         self.job_left = np.array([j.stage_work[0] for j in wl.jobs])
         self.job_stage = np.zeros(J, dtype=np.int64)
-        self.job_par = np.array(
-            [j.stage_par[0] if j.stage_par else 0 for j in wl.jobs], dtype=np.float64
-        )
+        self.job_par = np.array([j.stage_par[0] if j.stage_par else 0 for j in wl.jobs],
+                                dtype=np.float64)
         self.job_active = np.zeros(J, dtype=bool)
         self.job_rate = np.zeros(J)
         self.job_loc = np.ones(J)
@@ -147,17 +133,9 @@ class EngineState:
         units = [pods] if gang else [[p] for p in pods]
         for u in units:
             spec = self.wl.pods[u[0]]
-            key = (
-                spec.priority,
-                spec.cpu_milli,
-                spec.mem_mib,
-                spec.num_gpu,
-                spec.gpu_milli,
-                len(u),
-            )
-            self.groups.setdefault(key, deque()).append(
-                u[0] if not gang else -1 - self.pod_job[u[0]]
-            )
+            key = (spec.priority, spec.cpu_milli, spec.mem_mib, spec.num_gpu, spec.gpu_milli,
+                   len(u))
+            self.groups.setdefault(key, deque()).append(-1 - self.pod_job[u[0]] if gang else u[0])
             self.group_new.add(key)
 
     def _release(self, p: int) -> None:
@@ -166,9 +144,7 @@ class EngineState:
             if self.pod_kind[p] != WEB:
                 self.demand[node] -= self.pod_cpu[p] * self.pod_use[p]
             self.gpu_busy[node] -= self.pod_gmilli[p] * self.pod_act[p]
-        release(self.snap, self.wl.pods[p], node, self.pod_gpus[p])
-        if self._on_release is not None:
-            self._on_release(self.wl.pods[p], self.snap, node, self.pod_gpus[p])
+        self._free(self.wl.pods[p], node, self.pod_gpus[p])
         self.pod_node[p] = -1
         self.pod_gslot[p] = -1
         self.pod_gpus[p] = ()
@@ -177,3 +153,13 @@ class EngineState:
         if self.snap.pod_count[node] == 0:
             self.empty_since[node] = self.now
         self.dirty = True
+
+    def _alloc(self, spec: PodSpec, node: int, gpus: tuple[int, ...]) -> None:
+        allocate(self.snap, spec, node, gpus)
+        if self._on_bind is not None:
+            self._on_bind(spec, self.snap, node, gpus)
+
+    def _free(self, spec: PodSpec, node: int, gpus: tuple[int, ...]) -> None:
+        release(self.snap, spec, node, gpus)
+        if self._on_release is not None:
+            self._on_release(spec, self.snap, node, gpus)

@@ -1,16 +1,6 @@
-"""Workload generators: the jobs and pods of one scenario run, drawn up front from a seed.
-
-Four classes (``kind`` indexes dsan.api.types.TASK_TYPES):
-
-* training (1): Poisson arrivals; GPU count and duration from the Philly quantile tables;
-  one worker pod per GPU, gang-scheduled (all or nothing);
-* batch (2): Poisson arrivals; a driver pod plus elastic executors (submitted once the driver
-  runs); a chain of stages, each with a work amount and a parallelism cap; a deadline;
-* web (3): services present from t=0 with a fixed number of replicas, never finishing;
-* best effort (0): GPU-sharing notebooks/inference with openb's shares, reclaimable.
-
-Each class has its own random stream (spawned from the seed), so changing one class's rate
-does not reshuffle the others.
+"""Workload generators: the jobs and pods of one scenario run, drawn up front from a seed
+(classes in docs/scenarios.md; ``kind`` indexes dsan.api.types.TASK_TYPES). Each class has
+its own random stream, so changing one class's rate does not reshuffle the others.
 """
 
 from __future__ import annotations
@@ -20,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dsan.core.snapshot import PodSpec
-from dsan.sim.scenario.config import ScenarioConfig
+from dsan.sim.scenario.config import ScenarioConfig, TrainingConfig
 
 BE, TRAIN, BATCH, WEB = 0, 1, 2, 3
 KIND_NAMES = ("besteffort", "training", "batch", "web")
@@ -32,10 +22,8 @@ class Job:
     kind: int
     submit: float
     pods: list[int]
-    #: Work per stage in speed-1 seconds (training/BE: one stage; web: inf).
-    stage_work: list[float]
-    #: Executor parallelism cap per stage (batch only; others 0 = no cap).
-    stage_par: list[int] = field(default_factory=list)
+    stage_work: list[float]  # work per stage in speed-1 seconds (web: inf)
+    stage_par: list[int] = field(default_factory=list)  # executor cap per stage (batch only)
     deadline: float = float("inf")
     service: int = -1
     burst: bool = False
@@ -46,29 +34,22 @@ class Workload:
     jobs: list[Job]
     pods: list[PodSpec]
     pod_job: list[int]
-    #: Actual CPU use as a fraction of the request (contention input).
-    pod_cpu_use: list[float]
-    #: GPU activity per allocated GPU share (telemetry input).
-    pod_gpu_act: list[float]
+    pod_cpu_use: list[float]  # actual CPU use / request (contention input)
+    pod_gpu_act: list[float]  # GPU activity per allocated GPU share (telemetry input)
     pod_reclaimable: list[bool]
     n_services: int
 
 
-def sample_quantiles(
-    rng: np.random.Generator, points: tuple[float, ...], values: list[float], size: int
-) -> np.ndarray:
-    """Inverse-CDF sampling from a quantile table, log-linear between the stored points."""
-    u = rng.random(size)
-    return np.exp(np.interp(u, np.asarray(points) / 100.0, np.log(np.maximum(values, 1e-9))))
+def training_durations(t: TrainingConfig, gpus: str, u: np.ndarray) -> np.ndarray:
+    """A GPU class's durations at uniforms ``u``: the inverse CDF of its quantile table,
+    log-linear between the stored points, clipped to [min_duration_s, max_duration_s]."""
+    d = np.exp(np.interp(u, np.asarray(t.quantile_points) / 100.0,
+                         np.log(np.maximum(t.duration_quantiles_s[gpus], 1e-9))))
+    return np.clip(d, t.min_duration_s, t.max_duration_s)
 
 
-def _poisson_times(
-    rng: np.random.Generator,
-    rate_per_h: float,
-    hours: float,
-    amplitude: float = 0.0,
-    peak_hour: float = 0.0,
-) -> np.ndarray:
+def _poisson_times(rng: np.random.Generator, rate_per_h: float, hours: float,
+                   amplitude: float = 0.0, peak_hour: float = 0.0) -> np.ndarray:
     """Arrivals of a Poisson process whose rate follows a daily cosine (by thinning):
     ``rate(t) = rate_per_h * (1 + amplitude * cos(2 pi (t_h - peak_hour) / 24))``."""
     n = rng.poisson(rate_per_h * (1.0 + amplitude) * hours)
@@ -106,15 +87,8 @@ class WorkloadBuilder:
         return j
 
     def build(self) -> Workload:
-        return Workload(
-            self.jobs,
-            self.pods,
-            self.pod_job,
-            self.cpu_use,
-            self.gpu_act,
-            self.reclaim,
-            self.cfg.web.services,
-        )
+        return Workload(self.jobs, self.pods, self.pod_job, self.cpu_use, self.gpu_act,
+                        self.reclaim, self.cfg.web.services)
 
     def training(self, rng: np.random.Generator, times: np.ndarray, burst: bool) -> None:
         t = self.cfg.training
@@ -123,69 +97,35 @@ class WorkloadBuilder:
         picks = rng.choice(len(classes), size=times.size, p=p / p.sum())
         for at, ci in zip(times, picks, strict=True):
             k = classes[int(ci)]
-            dur = sample_quantiles(rng, t.quantile_points, t.duration_quantiles_s[k], 1)[0]
-            dur = float(np.clip(dur, t.min_duration_s, t.max_duration_s))
+            dur = float(training_durations(t, k, rng.random(1))[0])
             g = int(k)
             image = t.images[int(rng.integers(len(t.images)))]
             job = self.job(TRAIN, float(at), [dur], stage_par=[0], burst=burst)
             for w in range(g):
-                spec = PodSpec(
-                    name=f"train-{job.id}-{w}",
-                    cpu_milli=t.worker_cpu_milli,
-                    mem_mib=t.worker_mem_mib,
-                    num_gpu=1,
-                    gpu_milli=1000,
-                    priority=t.priority,
-                    task_type=TRAIN,
-                    gang_size=g,
-                    image=image,
-                )
+                spec = PodSpec(f"train-{job.id}-{w}", t.worker_cpu_milli, t.worker_mem_mib,
+                               num_gpu=1, gpu_milli=1000, priority=t.priority, task_type=TRAIN,
+                               gang_size=g, image=image)
                 self.pod(job, spec, t.cpu_use_frac, t.gpu_activity, False)
 
     def batch(self, rng: np.random.Generator) -> None:
         b = self.cfg.batch
-        for at in _poisson_times(
-            rng, b.jobs_per_h, self.cfg.hours, b.diurnal_amplitude, b.peak_hour
-        ):
+        for at in _poisson_times(rng, b.jobs_per_h, self.cfg.hours, b.diurnal_amplitude,
+                                 b.peak_hour):
             e = int(rng.choice(b.executors))
             cpu = float(rng.choice(b.executor_cpu_milli))
             stages = int(rng.integers(b.stages[0], b.stages[1] + 1))
             nominal = float(b.duration_median_s * np.exp(b.duration_sigma * rng.standard_normal()))
             par = [int(x) for x in rng.integers(max(1, e // 4), e + 1, size=stages)]
-            work = [
-                nominal / stages * p for p in par
-            ]  # each stage takes nominal/stages at full width
-            job = self.job(
-                BATCH,
-                float(at),
-                work,
-                stage_par=par,
-                deadline=float(at) + b.deadline_slack * nominal,
-            )
+            work = [nominal / stages * p for p in par]  # nominal/stages per stage at full width
+            job = self.job(BATCH, float(at), work, stage_par=par,
+                           deadline=float(at) + b.deadline_slack * nominal)
             image = b.images[0]
-            self.pod(
-                job,
-                PodSpec(
-                    name=f"batch-{job.id}-driver",
-                    cpu_milli=b.driver_cpu_milli,
-                    mem_mib=b.driver_mem_mib,
-                    priority=b.driver_priority,
-                    task_type=BATCH,
-                    image=image,
-                ),
-                0.5,
-                0.0,
-                False,
-            )
+            driver = PodSpec(f"batch-{job.id}-driver", b.driver_cpu_milli, b.driver_mem_mib,
+                             priority=b.driver_priority, task_type=BATCH, image=image)
+            self.pod(job, driver, 0.5, 0.0, False)
             for x in range(e):
-                spec = PodSpec(
-                    name=f"batch-{job.id}-exec-{x}",
-                    cpu_milli=cpu,
-                    mem_mib=cpu / 1000.0 * b.mem_mib_per_core,
-                    priority=b.executor_priority,
-                    task_type=BATCH,
-                    image=image,
-                )
+                spec = PodSpec(f"batch-{job.id}-exec-{x}", cpu, cpu / 1000.0 * b.mem_mib_per_core,
+                               priority=b.executor_priority, task_type=BATCH, image=image)
                 self.pod(job, spec, b.cpu_use_frac, 0.0, True)
 
     def web(self, rng: np.random.Generator) -> None:
@@ -195,14 +135,8 @@ class WorkloadBuilder:
             job = self.job(WEB, 0.0, [float("inf")], stage_par=[0], service=s)
             image = w.images[s % len(w.images)]
             for i in range(r):
-                spec = PodSpec(
-                    name=f"web-{s}-{i}",
-                    cpu_milli=w.cpu_milli,
-                    mem_mib=w.mem_mib,
-                    priority=w.priority,
-                    task_type=WEB,
-                    image=image,
-                )
+                spec = PodSpec(f"web-{s}-{i}", w.cpu_milli, w.mem_mib, priority=w.priority,
+                               task_type=WEB, image=image)
                 self.pod(job, spec, 1.0, 0.0, False)
 
     def besteffort(self, rng: np.random.Generator) -> None:
@@ -213,16 +147,8 @@ class WorkloadBuilder:
             milli = shares[int(rng.choice(len(shares), p=p / p.sum()))]
             dur = float(rng.exponential(be.duration_mean_s))
             job = self.job(BE, float(at), [max(dur, 1.0)], stage_par=[0])
-            spec = PodSpec(
-                name=f"be-{job.id}",
-                cpu_milli=be.cpu_milli,
-                mem_mib=be.mem_mib,
-                num_gpu=1,
-                gpu_milli=milli,
-                priority=be.priority,
-                task_type=BE,
-                image=be.images[0],
-            )
+            spec = PodSpec(f"be-{job.id}", be.cpu_milli, be.mem_mib, num_gpu=1, gpu_milli=milli,
+                           priority=be.priority, task_type=BE, image=be.images[0])
             self.pod(job, spec, 0.5, be.gpu_activity, True)
 
 
@@ -232,17 +158,12 @@ def generate(cfg: ScenarioConfig, seed: int, burst: bool = False) -> Workload:
     b = WorkloadBuilder(cfg)
     b.web(streams[0])
     t = cfg.training
-    b.training(
-        streams[1],
-        _poisson_times(streams[1], t.jobs_per_h, cfg.hours, t.diurnal_amplitude, t.peak_hour),
-        False,
-    )
+    times = _poisson_times(streams[1], t.jobs_per_h, cfg.hours, t.diurnal_amplitude, t.peak_hour)
+    b.training(streams[1], times, False)
     b.batch(streams[2])
     b.besteffort(streams[3])
     if burst:
-        at = (
-            cfg.burst.at_h * 3600.0
-            + np.sort(streams[4].random(cfg.burst.jobs)) * cfg.burst.window_s
-        )
-        b.training(streams[4], at, True)
+        bc = cfg.burst
+        b.training(streams[4], bc.at_h * 3600.0 + np.sort(streams[4].random(bc.jobs)) * bc.window_s,
+                   True)
     return b.build()

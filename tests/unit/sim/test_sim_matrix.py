@@ -9,7 +9,7 @@ import pytest
 
 from dsan.core.snapshot import PodSpec, empty_snapshot
 from dsan.policies.registry import make_scorer
-from dsan.sim.cli import _policies, _seeds
+from dsan.sim.cli import parse_policies, parse_seeds
 from dsan.sim.matrix import format_table, load_published, ordering, summary_rows
 from dsan.sim.scheduler import schedule_one, unbind
 
@@ -48,17 +48,18 @@ def test_summary_and_ordering(tmp_path: Path) -> None:
 
 
 def test_seed_and_policy_parsing() -> None:
-    assert _seeds("42-44,50") == [42, 43, 44, 50]
+    assert parse_seeds("42-44,50") == [42, 43, 44, 50]
     with pytest.raises(ValueError, match="empty seed range"):
-        _seeds("5-3")
-    assert "dsan" not in _policies("all") and len(_policies("all")) == 8
-    assert _policies("published")[-1] == "fgd"
+        parse_seeds("5-3")
+    assert "dsan" not in parse_policies("all") and len(parse_policies("all")) == 8
+    assert parse_policies("published")[-1] == "fgd"
     with pytest.raises(ValueError, match="unknown policy"):
-        _policies("fgd,nope")
-    assert _policies("all,dsan") == [*_policies("all"), "dsan"]
-    assert _policies("fgd,published") == ["fgd", *(p for p in _policies("published") if p != "fgd")]
+        parse_policies("fgd,nope")
+    assert parse_policies("all,dsan") == [*parse_policies("all"), "dsan"]
+    published = [p for p in parse_policies("published") if p != "fgd"]
+    assert parse_policies("fgd,published") == ["fgd", *published]
     with pytest.raises(ValueError, match="no policy"):
-        _policies(" , ")
+        parse_policies(" , ")
 
 
 def test_unbind_releases_and_tells_stateful_scorer() -> None:

@@ -77,17 +77,6 @@ def test_shipped_calibration_matches_the_traces() -> None:
     assert ob["worker_mem_mib_per_gpu"] == cfg.training.worker_mem_mib
 
 
-def test_version_1_files_still_load_with_default_targets() -> None:
-    # v2 only added `load_targets`; an old copy keeps running, a v2 key in it is still checked.
-    base = {
-        "cluster": {"node_groups": [{"count": 1, "cpu_milli": 1, "mem_mib": 1, "hourly_cost": 0}]}
-    }
-    cfg = from_dict({**base, "version": 1})
-    assert cfg.version == 1 and cfg.load_targets.gpu_mean == 0.65
-    with pytest.raises(ValueError, match=r"load_targets: unknown keys \['gpu'\]"):
-        from_dict({**base, "version": 1, "load_targets": {"gpu": 0.7}})
-
-
 def test_settings_override_the_file_by_dotted_key() -> None:
     cfg = load("seed-table1", ["scale_up.ready_nodes_first=true", "overprovisioning.pods=32",
                                "batch.executors=[8, 16]", "hours=2.5"])

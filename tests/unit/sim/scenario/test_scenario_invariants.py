@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scenario_fixtures import tiny_config
 
-from dsan.sim.scenario.engine import PENDING, RUNNING, STARTING, Decision, Engine
+from dsan.sim.scenario.engine import Engine
+from dsan.sim.scenario.state import PENDING, RUNNING, STARTING, Decision
 from dsan.sim.scenario.workload import TRAIN
 
 

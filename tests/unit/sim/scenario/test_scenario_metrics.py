@@ -48,9 +48,8 @@ def test_node_speed() -> None:
     np.testing.assert_allclose(speed, [1.0, 1 / 1.2, 0.5 / 2.2])
 
 
-def test_mm1_p99_and_tail() -> None:
+def test_mm1_tail() -> None:
     lam, mu = np.array([70.0, 120.0]), np.array([100.0, 100.0])
-    np.testing.assert_allclose(ct.mm1_p99(lam, mu), [np.log(100) / 30, np.inf])
     np.testing.assert_allclose(ct.mm1_tail(lam, mu, 0.25), [np.exp(-7.5), 1.0])
 
 

@@ -5,12 +5,13 @@ ones derived from the shipped targets."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
 from scenario_fixtures import tiny_config
 
-from dsan.sim.scenario.config import load, replace
+from dsan.sim.scenario.config import ScenarioConfig, load
 from dsan.sim.scenario.offered import (
     OMEGA,
     _moments,
@@ -64,6 +65,10 @@ def test_shipped_rates_are_derived_from_the_shipped_targets() -> None:
     assert o["gpu_blocked"].peak_frac < 1.0
     assert 0.50 <= o["cpu"].peak_frac <= 0.65
     assert o["mem"].peak_frac < o["cpu"].peak_frac
+
+
+def replace(cfg: ScenarioConfig, **changes: Any) -> ScenarioConfig:
+    return dataclasses.replace(cfg, **changes).validate()
 
 
 def test_rates_follow_the_targets() -> None:
