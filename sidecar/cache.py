@@ -68,6 +68,9 @@ class GraphCache:
         #: Called with (namespace, name, uid, node) when one of ``_ours`` is seen bound (on
         #: the informer's thread: it must not block).
         self.on_bound: Callable[[str, str, str, str], None] | None = None
+        #: Called with (key, namespace/name) when a pod is first seen pending for our
+        #: scheduler (on the informer's thread, this cache's lock held: it may assume).
+        self.on_pending: Callable[[str, str], None] | None = None
         self._version = 0
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
@@ -164,6 +167,8 @@ class GraphCache:
                 dropped |= self._alloc.drop_assumed(alias, "informer_event")
                 if self._alloc.unbind(key) or dropped:
                     self._touch()
+                if key in self._ours and not was_ours and self.on_pending is not None:
+                    self.on_pending(key, alias)
                 return
             podspec = podspec_from_pod(obj, self._table.models_pub)
             self._alloc.bind(key, str(node), podspec)
@@ -208,7 +213,8 @@ class GraphCache:
 
     def may_assume(self, key: str) -> bool:
         """Only a pod seen pending for our scheduler may be charged after a score, so callers
-        cannot hold capacity for made-up pods or another scheduler's."""
+        cannot hold capacity for made-up pods or another scheduler's (one scored before the
+        informer showed it is charged from ``on_pending``)."""
         return key in self._ours
 
     def assume(self, key: str, spec: PodSpec, node: str, patch_published: bool = False) -> None:

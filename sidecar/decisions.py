@@ -1,8 +1,10 @@
 """The sidecar's recent decisions: per scored pod, what a later Event or explanation needs.
 
 Remembering is a dict insert on the request path (nothing copied); derived facts are computed
-when asked. Only pods the service may assume are remembered, so callers cannot fill the
-memory with made-up pods.
+when asked. Only pods the informer has shown pending for our scheduler are remembered, so
+callers cannot fill the memory with made-up pods. kube-scheduler often asks about a pod before
+the sidecar's informer has shown it: that decision is held apart (bounded, oldest dropped)
+until the informer confirms the pod (:meth:`Decisions.confirm`), and forgotten otherwise.
 """
 
 from __future__ import annotations
@@ -87,23 +89,44 @@ class Decision:
 class Decisions:
     """The ``kept`` most recent decisions by namespace/name; thread-safe."""
 
-    def __init__(self, kept: int) -> None:
+    def __init__(self, kept: int, held_max_age_s: float = 30.0) -> None:
         if kept < 1:
             raise ValueError(f"Decisions.kept must be >= 1, got {kept}")
         self.kept = kept
+        #: A held decision older than this is not confirmed (kube-scheduler has moved on).
+        self.held_max_age_s = held_max_age_s
         self._lock = threading.Lock()
         self._by_name: OrderedDict[str, Decision] = OrderedDict()
+        #: Decisions for pods not yet shown pending, by the key they were scored under.
+        self._held: OrderedDict[str, Decision] = OrderedDict()
 
     def remember(self, spec: PodSpec, key: str, result: ScoreResult, max_score: int,
-                 policy: str, fallback: str) -> None:
-        """A request's decision (on the request path: a dict insert, the oldest dropped)."""
+                 policy: str, fallback: str, held: bool = False) -> None:
+        """A request's decision (on the request path: a dict insert, the oldest dropped);
+        ``held``: the pod is not known to be ours yet, keep it apart until :meth:`confirm`."""
         d = Decision(spec.name, key, spec, result, max_score, time.time(), policy, fallback)
         with self._lock:
-            by_name = self._by_name
-            by_name.pop(spec.name, None)
-            by_name[spec.name] = d
-            if len(by_name) > self.kept:
-                by_name.popitem(last=False)
+            if held:
+                self._put(self._held, key, d)
+            else:
+                self._put(self._by_name, spec.name, d)
+
+    def _put(self, into: OrderedDict[str, Decision], key: str, d: Decision) -> None:
+        into.pop(key, None)
+        into[key] = d
+        if len(into) > self.kept:
+            into.popitem(last=False)
+
+    def confirm(self, *keys: str) -> Decision | None:
+        """The pod scored under one of ``keys`` is pending for our scheduler after all: its
+        held decision, if recent, is remembered and returned."""
+        with self._lock:
+            for key in keys:
+                d = self._held.pop(key, None)
+                if d is not None and time.time() - d.at <= self.held_max_age_s:
+                    self._put(self._by_name, d.name, d)
+                    return d
+            return None
 
     def get(self, name: str) -> Decision | None:
         with self._lock:

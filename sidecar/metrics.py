@@ -77,6 +77,7 @@ class SidecarMetrics:
         r = self.registry
         #: Held while observing the per-request histograms below (and while exporting them).
         self._hist_lock = threading.Lock()
+        self._decided_lock = threading.Lock()
         self.latency = RequestHistograms(
             "dsan_sidecar_score_latency_seconds",
             "Server-side time to score one pod, by API and phase (featurize, model, total)",
@@ -105,7 +106,6 @@ class SidecarMetrics:
         self.assumed = Counter(
             "dsan_sidecar_assumed_pods", "Pods charged to their best node before binding",
             registry=r)
-        # One series per node, bumped by the thread that holds the scoring lock.
         self.decisions = ScrapedCounters(
             "dsan_sidecar_decisions",
             "Pods the sidecar scored best on a node and charged there until they bind (its "
@@ -129,9 +129,10 @@ class SidecarMetrics:
             "informer_event (updated while still pending), expired (assume_ttl_s), evicted "
             "(oldest past assume_max)", "how", r)
         self.assumptions_skipped = ScrapedCounters(
-            "dsan_sidecar_assumptions_skipped", "Scored pods not assumed, by reason: "
+            "dsan_sidecar_assumptions_skipped", "Scored pods not assumed when scored, by reason: "
             "other_scheduler (the request's pod names another scheduler), not_pending (the "
-            "informer has not seen the pod pending for the configured scheduler)", "reason", r)
+            "informer had not shown the pod pending for the configured scheduler yet: it is "
+            "assumed if it does within 30 s)", "reason", r)
         self.decisions_recorded = ScrapedCounters(
             "dsan_sidecar_decisions_recorded", "Writes made for pods the scheduler bound, by "
             "what: event (an events.k8s.io/v1 Event), annotation (dsan.io/scored-by)", "what",
@@ -188,10 +189,12 @@ class SidecarMetrics:
             st[-1] += settle_s
 
     def decided(self, node: str) -> None:
-        """One assumption made: the pod is charged to ``node`` until it binds."""
+        """One assumption made: the pod is charged to ``node`` until it binds (from a
+        request's settle or the informer's thread, hence the lock)."""
         self.assumed.inc()
-        counts = self.decisions.counts
-        counts[node] = counts.get(node, 0) + 1
+        with self._decided_lock:
+            counts = self.decisions.counts
+            counts[node] = counts.get(node, 0) + 1
 
     def error(self, api: str, reason: str) -> None:
         self.errors.labels(api, reason).inc()

@@ -91,6 +91,7 @@ class ScoringService:
         self.policy = policy
         metrics.set_policy(policy.name, policy.version, policy.fallback)
         engine.on_assume = metrics.decided
+        cache.on_pending = self.pod_pending
         #: Request counters by (api, verb), bound once: no label lookup per request.
         self._served = {k: metrics.requests.labels(*k)
                         for k in (("http", "prioritize"), ("grpc", "score"))}
@@ -132,15 +133,22 @@ class ScoringService:
         return out
 
     def assume_key(self, key: str, scheduler_name: str | None = None) -> str:
-        """``key`` if the pod may be charged to its best node, else "" with the reason counted
-        (another scheduler's pod; None: gRPC, whose pods carry none; or not seen pending)."""
+        """``key``, or "" (counted) if the request names another scheduler (None: gRPC,
+        whose pods carry none)."""
         if scheduler_name is not None and scheduler_name != self.cache.scheduler_name:
             self.assume_skipped["other_scheduler"] += 1
             return ""
-        if not self.cache.may_assume(key):
-            self.assume_skipped["not_pending"] += 1
-            return ""
         return key
+
+    def pod_pending(self, key: str, alias: str) -> None:
+        """The cache's ``on_pending``. kube-scheduler often asks about a pod before our
+        informer shows it; its decision was held (:meth:`score`) and is applied now that the
+        pod is known to be ours: remembered, and the pod charged to its winner until it
+        binds."""
+        d = self.decisions.confirm(key, alias) if self.decisions is not None else None
+        if d is not None:
+            self.cache.assume(d.key, d.spec, d.winner)
+            self.metrics.decided(d.winner)
 
     def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str] | NodeRows,
               max_score: int, defer: bool = False) -> ScoreResult:
@@ -148,18 +156,21 @@ class ScoringService:
         (with ``defer``, in :meth:`settle`); ``key`` "" assumes nothing."""
         if not names:
             raise RequestError("bad_request", "no candidate node names in the request")
+        ours = bool(key) and self.cache.may_assume(key)
         try:
-            res = self.engine.score(spec, names, max_score=max_score, assume=key, defer=defer)
+            res = self.engine.score(spec, names, max_score=max_score,
+                                    assume=key if ours else "", defer=defer)
         except NoKnownNodes as exc:
             raise RequestError("unknown_nodes", str(exc)) from None
         except StaleNodeTable as exc:
             raise RequestError("stale_node_table", str(exc)) from None
         except BadNodeRows as exc:
             raise RequestError("bad_request", str(exc)) from None
+        if key and not ours:
+            self.assume_skipped["not_pending"] += 1
         if key and res.best >= 0 and self.decisions is not None:
-            # only pods that may be assumed: callers cannot fill the memory with made-up pods
             self.decisions.remember(spec, key, res, max_score, self.policy.version,
-                                    self.policy.fallback)
+                                    self.policy.fallback, held=not ours)
         if res.fallback:
             self.metrics.fallbacks.inc(res.fallback)
         if res.unknown:

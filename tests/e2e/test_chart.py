@@ -174,7 +174,9 @@ def test_render_holds_every_component(rendered: Rendered) -> None:
     dp_metrics = v["devicePlugin"]["config"]["metrics_port"] > 0
     expected = (["CustomResourceDefinition", "ConfigMap", "Deployment", "DaemonSet"]
                 + ["ServiceAccount"] * 2 + ["ClusterRole"] * 2 + ["ClusterRoleBinding"] * 2
-                + ["Role"] + ["RoleBinding"] * 2 + ["Service"] * (1 + dp_metrics))
+                + ["Role"] + ["RoleBinding"] * 2 + ["Service"] * (1 + dp_metrics)
+                # the scheduler may patch only the dsan.io/scored-by annotation of a pod
+                + ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
     if v["scheduler"]["replicas"] > 1:
         expected.append("PodDisruptionBudget")
     if v["devicePlugin"]["restrictToOwnNode"]:

@@ -50,7 +50,7 @@ def test_images_run_as_non_root_and_the_sidecar_carries_no_training_stack(
 
 @pytest.mark.parametrize(("which", "args", "expect"), [
     ("sidecar", ["--help"], "The DSAN scoring sidecar"),
-    ("deviceplugin", ["--help"], "kubelet device plugin"),
+    ("deviceplugin", ["--help"], "GPU telemetry agent"),
     ("scheduler", ["--help"], "The Kubernetes scheduler is a control plane process"),
     ("scheduler", ["--version"], "Kubernetes v1.36.3"),
 ])
@@ -189,8 +189,11 @@ def test_the_deviceplugin_image_writes_its_nodes_gpu_telemetry(
     spec = rendered.pod_spec("DaemonSet")
     control_plane.ensure_namespace(ns)
     kube = ["--kubeconfig", str(control_plane.kubeconfig)]
-    plugin_dir = tmp_path / "device-plugins"
-    plugin_dir.mkdir()
+    # The kubelet's directories the chart mounts (by mode): empty, so no PodResources to
+    # attribute (tested with a fake server in tests/integration/deviceplugin).
+    kubelet = {f"/var/lib/kubelet/{d}": tmp_path / d for d in ("device-plugins", "pod-resources")}
+    for d in kubelet.values():
+        d.mkdir()
     runner = None
     with control_plane.api_client() as api:
         core: Any = client.CoreV1Api(api)
@@ -207,7 +210,7 @@ def test_the_deviceplugin_image_writes_its_nodes_gpu_telemetry(
                              api.sanitize_for_serialization(pod))
             runner = PodRunner(images, tmp_path, ("127.0.0.1", control_plane.api_port),
                                control_plane.pki.ca_cert, token, ns,
-                               host_paths={"/var/lib/kubelet/device-plugins": plugin_dir})
+                               host_paths=kubelet)
             agent = runner.start(f"{name}-{os.getpid()}", images.deviceplugin, spec,
                                  rendered.container("DaemonSet", "deviceplugin"),
                                  env={"NODE_NAME": node})

@@ -39,12 +39,17 @@ class World:
     explainer: Explainer
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def create(self, name: str, **shape: Any) -> dict[str, Any]:
-        """A pending pod of the dsan-scheduler, seen by the informer."""
+    def create(self, name: str, seen: bool = True, **shape: Any) -> dict[str, Any]:
+        """A pending pod of the dsan-scheduler, seen by the informer unless not ``seen``
+        (kube-scheduler asks before our watch delivers it: :meth:`see` later)."""
         obj = ko.pod(name, uid=f"uid-{name}", **shape)
         self.pods[name] = obj
-        self.view.apply("pods", "ADDED", obj)
+        if seen:
+            self.see(name)
         return obj
+
+    def see(self, name: str) -> None:
+        self.view.apply("pods", "ADDED", self.pods[name])
 
     def before(self) -> ClusterSnapshot:
         """A copy of the cluster as the next score will see it."""

@@ -324,6 +324,19 @@ def test_only_pods_seen_pending_for_our_scheduler_may_be_assumed() -> None:
     assert not cache.may_assume("uid-d") and cache.may_assume("uid-e")
 
 
+def test_on_pending_hears_each_pod_of_ours_once_when_first_seen_pending() -> None:
+    cache, _ = make(1)
+    heard: list[tuple[str, str]] = []
+    cache.on_pending = lambda key, alias: heard.append((key, alias))
+    other = ko.pod("b", namespace="ns")
+    other["spec"]["schedulerName"] = "default-scheduler"
+    for p in (ko.pod("a", namespace="ns"), ko.pod("a", namespace="ns"), other,
+              ko.pod("c", namespace="ns", node_name="n0")):
+        cache.upsert_pod(p)
+    cache.replace_pods([ko.pod("a", namespace="ns"), ko.pod("d", namespace="ns")])
+    assert heard == [("uid-a", "ns/a"), ("uid-d", "ns/d")]
+
+
 def test_an_assumption_ends_at_the_first_informer_event_for_its_pod_and_is_counted() -> None:
     cache, clock = make(2, assume_ttl_s=5.0, assume_max=2)
     spec = podspec_from_pod(ko.pod("p", cpu="1"), cache.models)

@@ -111,6 +111,43 @@ def test_a_scored_pod_gets_an_event_naming_winner_runner_up_and_policy_and_an_an
     assert rec.recorded == {"event": 1, "annotation": 1}
 
 
+def test_a_pod_scored_before_the_informer_showed_it_is_assumed_and_reported_once_it_does(
+) -> None:
+    """kube-scheduler usually asks before the sidecar's watch delivers the pod: the decision
+    is held, then charged and remembered when the pod shows up pending."""
+    w, writer = world(), FakeClusterWriter()
+    rec = recorded(w, writer)
+    try:
+        w.create("p", seen=False, cpu="4", memory="16Gi", gpus=1)
+        res = w.score("p")
+        assert w.service.assumed_count == 0 and w.decisions.get("default/p") is None
+        assert w.service.assume_skipped["not_pending"] == 1
+        w.see("p")
+        assert w.service.assumed_count == 1
+        assert w.service.metrics.decisions.counts == {res.winner: 1}
+        w.bind("p", res.winner)
+        assert rec.idle(5)
+    finally:
+        rec.stop()
+    assert w.cache.stats.assumptions_ended["bound"] == 1
+    [(_, ev)] = writer.events
+    assert ev["reason"] == t.EVENT_REASON_SCORED and f"best {res.winner}" in ev["note"]
+
+
+def test_a_held_decision_is_never_charged_for_a_pod_that_is_not_ours_or_too_old() -> None:
+    w = world()
+    w.decisions.held_max_age_s = 0.0
+    w.create("late", seen=False, cpu="1")
+    w.score("late")
+    time.sleep(0.01)
+    w.see("late")  # older than held_max_age_s: kube-scheduler has moved on
+    other = w.create("other", seen=False, cpu="1")
+    other["spec"]["schedulerName"] = "default-scheduler"
+    w.score("other")
+    w.see("other")
+    assert w.service.assumed_count == 0 and not w.service.metrics.decisions.counts
+
+
 def test_a_pod_bound_without_a_score_says_so() -> None:
     w, writer = world(), FakeClusterWriter()
     rec = recorded(w, writer)
