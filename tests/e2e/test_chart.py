@@ -77,6 +77,7 @@ OVERRIDE: dict[str, Any] = {
             "http_port": 9999,
             "grpc_port": -1,  # gRPC off: must not become a containerPort
             "metrics_port": 9555,
+            "scheduler_name": "dsan-chart-override",
             "url_prefix": "/score",
             "policy": "fgd",
             "fallback_policy": "tetris",
@@ -457,6 +458,8 @@ def test_exclusive_cpus_make_every_request_a_limit_and_the_sidecar_cpus_whole(
      "scheduler.scoreVia: grpc needs the sidecar's gRPC server on a fixed port"),
     (["metrics.serviceMonitor.enabled=true", "metrics.service.enabled=false"],
      "metrics.serviceMonitor.enabled needs metrics.service.enabled"),
+    (["scheduler.schedulerName=gpu-sched"],
+     "sidecar.config.scheduler_name (dsan-scheduler) must equal scheduler.schedulerName"),
 ])
 def test_values_that_cannot_work_are_refused_before_anything_is_installed(
     helm: Helm, sets: list[str], message: str
@@ -615,6 +618,7 @@ def test_rendered_release_schedules_a_pod_through_the_rendered_sidecar(
         "sidecar.config.metrics_address": "127.0.0.1",  # the pod IP's stand-in
         "sidecar.config.policy": "bestfit",  # a heuristic: no model needed to score here
         "scheduler.schedulerName": f"dsan-chart-e2e-{via}",
+        "sidecar.config.scheduler_name": f"dsan-chart-e2e-{via}",
         "scheduler.leaseName": f"dsan-chart-e2e-{via}",
         "scheduler.scoreVia": via,
     }

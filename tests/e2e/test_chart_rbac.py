@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,23 @@ def installed(helm: Helm, control_plane: Any) -> Iterator[Rendered]:
         yield Rendered(RELEASE, NS, values, None, helm.template(RELEASE, "--namespace", NS))
     finally:
         helm("uninstall", RELEASE, *kube, check=False)
+
+
+def _until_refused(dry_run: Any, within_s: float = 20.0) -> None:
+    """The apiserver loads a new admission policy asynchronously, a second or more after
+    `helm install` returns: wait until ``dry_run()`` (a write the policy refuses, with
+    dryRun=All so nothing is stored meanwhile) is refused with 403."""
+    from kubernetes import client
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            dry_run()
+        except client.exceptions.ApiException as exc:
+            assert exc.status == 403, exc
+            return
+        assert time.monotonic() < deadline, "the admission policy never took effect"
+        time.sleep(0.2)
 
 
 def _builtin(control_plane: Any, r: Rendered) -> dict[tuple[str, str], list[Any]]:
@@ -215,7 +233,7 @@ def test_the_device_plugin_writes_only_its_own_nodes_gpu_telemetry(
     """Tokens as the kubelet's: bound to a device-plugin pod on node A. Apply A's object:
     allowed; B's, or A's naming node B inside, or any with a token bound to no pod: refused
     by the admission policy (RBAC alone would allow all of them)."""
-    from kubernetes import client
+    from kubernetes import client, config
 
     from deviceplugin.crwriter import KubernetesTelemetryStore
     from dsan.api import types as t
@@ -253,8 +271,14 @@ def test_the_device_plugin_writes_only_its_own_nodes_gpu_telemetry(
                 "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dp-on-a"},
                 "spec": {"serviceAccountName": sa, "nodeName": nodes[0],
                          "containers": [{"name": "c", "image": "x"}]}})
-            on_a = store(sa_token(api, NS, sa, api.sanitize_for_serialization(pod)), "on-a")
-            unbound = store(sa_token(api, NS, sa), "unbound")
+            token_a = sa_token(api, NS, sa, api.sanitize_for_serialization(pod))
+            on_a, unbound = store(token_a, "on-a"), store(sa_token(api, NS, sa), "unbound")
+            kc = write_kubeconfig(tmp_path / "probe.kubeconfig", control_plane.server,
+                                  control_plane.pki.ca_cert, token_a)
+            with config.new_client_from_config(config_file=str(kc)) as probe:
+                _until_refused(lambda: client.CustomObjectsApi(probe).create_cluster_custom_object(
+                    t.GROUP, t.VERSION, t.TELEMETRY_PLURAL, telemetry(nodes[1], nodes[1]),
+                    dry_run="All"))
 
             assert refused(on_a, telemetry(nodes[0], nodes[0])) == ""
             msg = refused(on_a, telemetry(nodes[1], nodes[1]))
@@ -307,6 +331,8 @@ def test_the_scheduler_patches_only_the_scored_by_annotation_of_a_pod(
                         return str(exc.body)
                     return ""
 
+                _until_refused(lambda: pods.patch_namespaced_pod(
+                    "annotated", NS, {"metadata": {"labels": {"x": "y"}}}, dry_run="All"))
                 ours = {"metadata": {"annotations": {ANNOTATION_SCORED_BY: "dsan@v1"}}}
                 assert refused(ours) == ""
                 msg = refused({"metadata": {"labels": {"x": "y"}}})

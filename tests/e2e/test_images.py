@@ -80,6 +80,7 @@ def _scheduler_pod(helm: Helm, control_plane: Any, images: Images, tmp_path: Pat
         "sidecar.config.http_port": ports["http"], "sidecar.config.grpc_port": ports["grpc"],
         "sidecar.config.metrics_port": ports["metrics"],
         "scheduler.scoreVia": via, "scheduler.schedulerName": name, "scheduler.leaseName": name,
+        "sidecar.config.scheduler_name": name,
         "scheduler.replicas": 1,
     }
     ns = f"dsan-{name}"
@@ -162,7 +163,8 @@ def test_the_chart_scheduler_pod_runs_from_the_images_and_binds_an_opted_in_pod(
                     r'api="http",verb="prioritize"'
                 assert re.search(r"dsan_sidecar_requests_total\{" + asked + r"\} [1-9]",
                                  metrics), "bound without asking the sidecar"
-                assert re.search(r'dsan_sidecar_decisions_total\{node="' + tag, metrics)
+                assert re.search(r'dsan_sidecar_decisions_total\{node="' + tag, metrics), [
+                    ln for ln in metrics.splitlines() if ln.startswith("dsan_sidecar_assum")]
         finally:
             for n in nodes:
                 with contextlib.suppress(client.exceptions.ApiException):
