@@ -8,6 +8,9 @@ For players :math:`1..d` (a player is one column or a group of columns), an inst
 as shap's ``Exact`` and ``Permutation`` explainers compute: :func:`exact_shapley` enumerates
 every coalition (the tests' reference); :func:`permutation_shapley` samples antithetic
 orderings, whose marginal contributions telescope, so its values are exactly additive.
+A player whose columns equal every background row's in every instance is a null player: its
+value is exactly 0 and it is left out of the coalitions (whatever rounding the model's batched
+arithmetic does on inputs that are equal).
 """
 
 from __future__ import annotations
@@ -75,6 +78,35 @@ def _check(x: F64, background: F64, groups: I64 | None) -> tuple[F64, F64, I64, 
     return x, bg, g, d
 
 
+@dataclass(frozen=True)
+class _Players:
+    """The live (non-null) players: ``g`` numbers their columns 0..n-1 and the null players'
+    columns n, a player every coalition holds (x's value is the background's there)."""
+
+    g: I64
+    n: int
+    live: I64
+    d: int
+
+    @staticmethod
+    def of(x: F64, bg: F64, g: I64, d: int) -> _Players:
+        varies = ~(x[:, None, :] == bg[None, :, :]).all(axis=(0, 1))
+        live = np.flatnonzero(np.bincount(g, weights=varies, minlength=d) > 0)
+        remap = np.full(d, live.size, dtype=np.int64)
+        remap[live] = np.arange(live.size)
+        return _Players(remap[g], int(live.size), live, d)
+
+    def masks(self, member: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """Column masks of coalitions given as (coalitions, n) membership of live players."""
+        held = np.ones((member.shape[0], 1), dtype=bool)
+        return np.hstack([member, held])[:, self.g]
+
+    def full(self, phi: F64) -> F64:
+        out = np.zeros((phi.shape[0], self.d))
+        out[:, self.live] = phi
+        return out
+
+
 def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_]) -> F64:
     """v(S) for every instance and every coalition row of ``masks`` (S, columns): (k, S)."""
     k, c = x.shape
@@ -96,12 +128,14 @@ def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_]) -
 
 def exact_shapley(f: Model, x: F64, background: F64, groups: I64 | None = None) -> ShapValues:
     """Exact Shapley values over all 2**d coalitions."""
-    x, bg, g, d = _check(x, background, groups)
+    x, bg, g, d_all = _check(x, background, groups)
+    players = _Players.of(x, bg, g, d_all)
+    d = players.n
     if d > EXACT_MAX_PLAYERS:
         raise ValueError(f"{d} players is too many for exact enumeration (max {EXACT_MAX_PLAYERS})")
     codes = np.arange(1 << d, dtype=np.int64)
     member = ((codes[:, None] >> np.arange(d)) & 1).astype(bool)  # (2**d, d)
-    v = _coalition_values(f, x, bg, member[:, g])
+    v = _coalition_values(f, x, bg, players.masks(member))
     size = member.sum(axis=1)
     fact = np.cumprod(np.r_[1.0, np.arange(1, d + 1, dtype=np.float64)])
     # weight of a coalition S without player i: |S|! (d - |S| - 1)! / d! (full S never used)
@@ -112,8 +146,9 @@ def exact_shapley(f: Model, x: F64, background: F64, groups: I64 | None = None) 
         gain = v[:, codes[without] | (1 << i)] - v[:, without]
         phi[:, i] = (gain * weight[without]).sum(axis=1)
     evaluations = int((1 << d) * bg.shape[0] * x.shape[0])
-    return ShapValues(phi, float(v[0, 0]), v[:, -1].copy(), "exact", evaluations,
-                      np.zeros_like(phi))
+    full = players.full(phi)
+    return ShapValues(full, float(v[0, 0]), v[:, -1].copy(), "exact", evaluations,
+                      np.zeros_like(full))
 
 
 def permutation_shapley(
@@ -124,7 +159,9 @@ def permutation_shapley(
     between them (why A over B) have less noise. ``stop``, asked after each pair, ends the
     sampling early (a CPU budget): the mean over the pairs done, still exactly additive."""
     cfg = cfg or ShapConfig()
-    x, bg, g, d = _check(x, background, groups)
+    x, bg, g, d_all = _check(x, background, groups)
+    players = _Players.of(x, bg, g, d_all)
+    d = players.n
     rng = np.random.default_rng(cfg.seed)
     phi = np.zeros((x.shape[0], d))
     sq = np.zeros((x.shape[0], d))
@@ -138,7 +175,7 @@ def permutation_shapley(
         for order in (fwd, fwd[::-1]):
             member = np.zeros((d + 1, d), dtype=bool)
             member[:, order] = tri
-            v = _coalition_values(f, x, bg, member[:, g])  # (k, d+1)
+            v = _coalition_values(f, x, bg, players.masks(member))  # (k, d+1)
             pair[:, order] += np.diff(v, axis=1) / 2
             base, outputs = float(v[0, 0]), v[:, -1]
         phi += pair
@@ -149,6 +186,7 @@ def permutation_shapley(
     mean = phi / p
     var = np.maximum(sq / p - mean**2, 0.0) / max(p - 1, 1)
     evaluations = int(2 * p * (d + 1) * bg.shape[0] * x.shape[0])
-    return ShapValues(mean, base, outputs.copy(), f"permutation ({2 * p} orderings, antithetic)",
-                      evaluations, np.sqrt(var))
+    return ShapValues(players.full(mean), base, outputs.copy(),
+                      f"permutation ({2 * p} orderings, antithetic)", evaluations,
+                      players.full(np.sqrt(var)))
 

@@ -26,6 +26,28 @@ def test_linear_model_gets_weight_times_distance_to_the_background_mean(estimato
     np.testing.assert_allclose(sv.outputs, x @ w + 3.0)
 
 
+@pytest.mark.parametrize(
+    "estimator", [exact_shapley, partial(permutation_shapley, cfg=ShapConfig(permutations=2))])
+def test_a_column_equal_everywhere_is_a_null_player_worth_exactly_zero(estimator) -> None:
+    w, x, bg = _data()
+    x[:, 2] = bg[:, 2] = 0.1  # e.g. the pod's own request: the same on every candidate
+    seen: list[int] = []
+
+    def f(z: np.ndarray) -> np.ndarray:
+        # rounding that depends on a row's place in the batch, as a BLAS kernel's blocking
+        # gives: equal inputs need not give bit-equal outputs
+        seen.append(len(z))
+        return z @ w + z[:, 2] * 1e-12 * (np.arange(len(z)) % 3)
+
+    sv = estimator(f, x, bg)
+    assert np.all(sv.values[:, 2] == 0.0) and np.all(sv.stderr[:, 2] == 0.0)
+    assert np.all(sv.values[:, [0, 1, 3, 4, 5]] != 0.0)
+    assert sv.additivity_error().max() < 1e-9
+    assert sum(seen) == sv.evaluations
+    x[:, 2] += 1.0
+    assert estimator(f, x, bg).evaluations > sv.evaluations  # five players enumerated, not six
+
+
 def _nonlinear(z: np.ndarray) -> np.ndarray:
     # a three-way interaction: permutation sampling is only an estimate for it
     return np.tanh(z[:, 0] * z[:, 1] * z[:, 2]) + z[:, 3] ** 2 - z[:, 4] * z[:, 5] + 0.5 * z[:, 1]

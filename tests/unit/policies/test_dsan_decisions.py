@@ -39,4 +39,10 @@ def test_openb_placements_are_unchanged(workload: str, seed: int) -> None:
 
 
 def test_seed_table1_metrics_are_unchanged() -> None:
-    assert bench.table1() == GOLDEN["seed-table1"]
+    got, want = bench.table1(), GOLDEN["seed-table1"]
+    # Counts exactly; means to 1e-12 relative: numpy releases may sum in another order (one
+    # ulp of cpu_util_pct seen between two of them), while any changed placement moves them
+    # by far more.
+    assert {k: v for k, v in got.items() if isinstance(v, int)} == {
+        k: v for k, v in want.items() if isinstance(v, int)}
+    assert got == pytest.approx(want, rel=1e-12, abs=0.0)
