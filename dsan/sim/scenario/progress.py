@@ -10,7 +10,7 @@ import numpy as np
 
 from dsan.sim.scenario import contention as ct
 from dsan.sim.scenario.state import DONE, EPS, RUNNING, EngineState
-from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN
+from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN, WEB
 
 
 class ProgressMixin(EngineState):
@@ -89,17 +89,31 @@ class ProgressMixin(EngineState):
         if self.progress is not None:
             self.progress(self.now - self.t0)
 
+    def _busy_demand(self, run: np.ndarray, ex: np.ndarray, jobs_ex: np.ndarray) -> None:
+        """Version 3: a Spark job's running executors beyond its stage's parallelism are idle
+        (held, not busy), so each of its n executors uses ``min(1, cap / n)`` of its busy
+        CPU; the non-web CPU demand per node is recomputed from the running pods."""
+        cnt = np.bincount(jobs_ex, minlength=self.job_rate.size).astype(np.float64)
+        busy = np.ones(self.pod_cpu.size)
+        busy[ex] = np.minimum(1.0, self.job_par[jobs_ex] / np.maximum(cnt[jobs_ex], 1.0))
+        sel = run & (self.pod_kind != WEB)
+        self.demand = np.bincount(self.pod_node[sel], weights=(self.pod_cpu * self.pod_use
+                                                               * busy)[sel],
+                                  minlength=len(self.snap)).astype(np.float64)
+
     def _speeds(self) -> None:
         c = self.cfg.contention
         self.speed = ct.node_speed(self.demand + self.web_demand, self.snap.cpu_cap,
                                    c.threshold, c.beta)
 
     def _rates(self) -> None:
-        self._speeds()
         run = self.pod_state == RUNNING
         J = self.job_rate.size
         ex = run & self.pod_exec
         jobs_ex = self.pod_job[ex]
+        if self.v3:
+            self._busy_demand(run, ex, jobs_ex)
+        self._speeds()
         sp = self.speed[self.pod_node[ex]]
         cnt = np.bincount(jobs_ex, minlength=J).astype(np.float64)
         ssum = np.bincount(jobs_ex, weights=sp, minlength=J)

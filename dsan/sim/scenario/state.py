@@ -137,7 +137,10 @@ class EngineState:
         heapq.heappush(self.heap, (t, self.seq, kind, a, b))
 
     def _unit_pods(self, unit: int) -> list[int]:
-        return self.wl.jobs[-1 - unit].pods if unit < 0 else [unit]
+        if unit >= 0:
+            return [unit]
+        job = -1 - unit  # a gang: the job's base pods (an elastic job's extras come later)
+        return self.wl.jobs[job].pods[:int(self.job_base[job])]
 
     def _submit(self, pods: list[int], gang: bool) -> None:
         for p in pods:
