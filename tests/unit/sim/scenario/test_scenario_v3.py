@@ -278,6 +278,43 @@ def test_shipped_v3_runs_and_reports_the_v3_metrics() -> None:
     assert r["series"]["t_s"][0] == 0.0  # the plot starts at the end of the warm-up
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_placements_keep_the_books_straight_with_elastic_jobs(seed: int) -> None:
+    """Resources held equal the requests of placed pods at every decision; an elastic job's
+    base gang is all or nothing (its extras come one by one)."""
+    cfg = v3(hours=1.0, warmup_h=0.25,
+             training={"jobs_per_h": 30.0, "gpu_count_probs": {"1": 0.5, "2": 0.3, "4": 0.2},
+                       "duration_quantiles_s": {"1": [60, 900], "2": [60, 900],
+                                                "4": [60, 900]}},
+             batch={"jobs_per_h": 8.0, "executors": [2, 4], "duration_median_s": 300.0},
+             web={"services": 2, "replicas": [1, 3]},
+             besteffort={"pods_per_h": 20.0, "duration_mean_s": 600.0,
+                         "gpu_milli_probs": {"500": 0.5, "300": 0.5}})
+    eng = Engine(cfg, seed, burst=False)
+    rng = np.random.default_rng(seed)
+    gen = eng.decisions()
+    d: Decision | None = next(gen, None)
+    n = len(eng.snap)
+    while d is not None:
+        placed = eng.pod_node >= 0
+        nodes = eng.pod_node[placed]
+        np.testing.assert_allclose(eng.snap.cpu_used, np.bincount(nodes, eng.pod_cpu[placed], n))
+        gpu_used = eng.gpu_cap.sum() - eng.snap.gpu_free.sum()
+        assert gpu_used == int(eng.pod_gmilli[placed].sum())
+        for job in eng.wl.jobs:
+            if job.kind == TRAIN and job.id != d.job_id:
+                base = placed[job.pods[:job.base]]
+                assert base.all() or not base.any()
+                assert not placed[job.pods[job.base:]].any() or base.all()
+        try:
+            d = gen.send(int(rng.choice(d.nodes)))
+        except StopIteration:
+            d = None
+    out = eng.summary()
+    assert 0.0 <= float(out["utilization_pct"]) <= 100.0  # type: ignore[arg-type]
+    assert out["elastic"]["grows"] > 0  # type: ignore[index]
+
+
 # --- configuration ------------------------------------------------------------------------
 
 
