@@ -220,7 +220,8 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> Pa
         t = [x / 3600.0 for x in r["series"]["t_s"]]
         ax.plot(t, r["series"]["utilization_pct"], label=f"{policy} (seed {r['seed']})")
         ax2.plot(t, r["series"]["nodes_on"], label=policy)
-    ax.set_ylabel("utilisation of powered-on nodes (%)")
+    v3 = any("alloc_utilization_pct" in runs[0] for runs in results.values())
+    ax.set_ylabel("measured use, all nodes (%)" if v3 else "utilisation of powered-on nodes (%)")
     ax.set_title(title)
     ax.legend()
     ax2.set_xlabel("simulated hour")
