@@ -23,6 +23,8 @@ TABLE_KEYS = (
     "sla_violation_pct", "jct_s", "cost", "queueing_events", "mean_wait_s", "preemptions",
     "runtime_s",
 )
+#: Version 3 scenarios (``--scenario seed-table1-v3``) report these too.
+V3_KEYS = ("alloc_utilization_pct", "p99_besteffort_latency_s", "mean_wait_queued_s")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -61,7 +63,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         p.add_argument("--seeds", help="several seeds, e.g. 1-3 or 1,2,3 (mean and sd)")
         p.add_argument("--hours", type=float,
                        help="simulated hours (default: the scenario's; burst: burst.hours)")
-        p.add_argument("--scenario", default="seed-table1", help="shipped scenario or YAML path")
+        p.add_argument("--scenario", default="seed-table1",
+                       help="shipped scenario (seed-table1: version 2, the published Table 1; "
+                       "seed-table1-v3: version 3, always-on nodes and an elastic backlog, "
+                       "with burst version 2) or a YAML path")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
                        help="override one scenario setting, dotted, the value as YAML; repeatable "
                        "(e.g. --set scale_up.ready_nodes_first=true --set hours=2)")
@@ -215,7 +220,8 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> Pa
         t = [x / 3600.0 for x in r["series"]["t_s"]]
         ax.plot(t, r["series"]["utilization_pct"], label=f"{policy} (seed {r['seed']})")
         ax2.plot(t, r["series"]["nodes_on"], label=policy)
-    ax.set_ylabel("utilisation of powered-on nodes (%)")
+    v3 = any("alloc_utilization_pct" in runs[0] for runs in results.values())
+    ax.set_ylabel("measured use, all nodes (%)" if v3 else "utilisation of powered-on nodes (%)")
     ax.set_title(title)
     ax.legend()
     ax2.set_xlabel("simulated hour")
@@ -248,7 +254,7 @@ def _scenario(args: argparse.Namespace) -> int:
         if len(runs) == 1:
             table[p] = {k: v for k, v in runs[0].items() if k != "series"}
         else:
-            table[p] = aggregate(runs, TABLE_KEYS)
+            table[p] = aggregate(runs, TABLE_KEYS + tuple(k for k in V3_KEYS if k in runs[0]))
             table[p]["runs"] = [{k: v for k, v in r.items() if k != "series"} for r in runs]
     png = args.png or Path("out") / f"{args.scenario_cmd}-seed{seeds[0]}.png"
     plot(results, png, f"dsan sim {args.scenario_cmd}: utilisation over time")

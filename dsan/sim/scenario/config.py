@@ -18,7 +18,10 @@ import yaml
 from dsan.core.configload import build
 from dsan.sim.inputfile import InputFileError, read_text
 
-CONFIG_VERSION = 2
+CONFIG_VERSION = 3
+#: Versions this code reads: 2 (Table 1 as published in docs/results/table1.md, kept
+#: byte-identical) and 3 (always-on nodes, warm start, elastic backlog, measured usage).
+SUPPORTED_VERSIONS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class StartupConfig:
 
 @dataclass(frozen=True)
 class ScaleDownConfig:
+    #: False: every node stays powered on and billed for the whole run (physical nodes).
+    enabled: bool = True
     grace_s: float = 600.0
 
 
@@ -88,6 +93,19 @@ class LocalityConfig:
 
 
 @dataclass(frozen=True)
+class ElasticTrainingConfig:
+    """Elastic training (version 3): a job starts as a gang of its ``min`` workers (the GPU
+    count drawn from the trace) and grows by single extra workers, up to ``max_factor`` x
+    ``min``, at ``priority`` (reclaimable). Its rate scales with running workers / ``min``;
+    every resize (a worker added or reclaimed) stops the job for ``restart_s`` (checkpoint
+    and restart). ``max_factor: 1`` turns it off."""
+
+    max_factor: int = 1
+    priority: int = 50
+    restart_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class TrainingConfig:
     jobs_per_h: float = 16.0
     diurnal_amplitude: float = 0.0  # daily swing of the arrival rate (0: homogeneous)
@@ -106,6 +124,7 @@ class TrainingConfig:
     priority: int = 500
     start_delay_limit_s: float = 600.0
     images: tuple[int, ...] = (0, 1)
+    elastic: ElasticTrainingConfig = ElasticTrainingConfig()
 
 
 @dataclass(frozen=True)
@@ -126,6 +145,14 @@ class BatchConfig:
     driver_priority: int = 400
     executor_priority: int = 100
     images: tuple[int, ...] = (2,)
+    #: Spark dynamic allocation (version 3): the first ``min_executors`` executors are the
+    #: job's core (``executor_priority``, not reclaimable); the rest, up to the drawn
+    #: ``executors`` count, are elastic (``elastic_priority``, reclaimable). An evicted
+    #: executor loses ``evict_loss_s`` seconds of its in-flight tasks. 0 (the default) keeps
+    #: version 2's executors: all reclaimable at ``executor_priority``, no loss.
+    min_executors: int = 0
+    elastic_priority: int = 100
+    evict_loss_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -159,10 +186,19 @@ class BestEffortConfig:
 
 @dataclass(frozen=True)
 class BurstConfig:
+    """``version: 1``: training jobs drawn as the steady training class (whole-GPU gangs).
+    ``version: 2``: one-pod ResNet50 jobs on a GPU share drawn from ``gpu_milli``, with
+    ``cpu_milli`` and ``mem_mib``, running ``duration_s`` (uniform in [lo, hi]) at speed 1."""
+
     jobs: int = 200
     window_s: float = 600.0
     at_h: float = 2.0
     hours: float = 6.0
+    version: int = 1
+    gpu_milli: tuple[int, ...] = (250, 333)
+    cpu_milli: float = 2000.0
+    mem_mib: float = 8192.0
+    duration_s: tuple[float, float] = (600.0, 1200.0)
 
 
 @dataclass(frozen=True)
@@ -184,7 +220,7 @@ class LoadTargets:
 
 @dataclass(frozen=True)
 class ScenarioConfig:
-    version: int = CONFIG_VERSION
+    version: int = 2  # a file without ``version`` is read as version 2
     name: str = "seed-table1"
     hours: float = 24.0
     cluster: ClusterConfig = ClusterConfig()
@@ -201,6 +237,9 @@ class ScenarioConfig:
     burst: BurstConfig = BurstConfig()
     metrics: MetricsConfig = MetricsConfig()
     load_targets: LoadTargets = LoadTargets()
+    #: Version 3: hours simulated before the measured window (same arrival process, the
+    #: clock ``warmup_h`` behind); nothing in them counts in the metrics.
+    warmup_h: float = 0.0
     #: Score ties: ``random`` (kube-scheduler's selectHost) or ``name`` (the lowest node
     #: name, as the DSAN sidecar replies).
     tie_break: str = "random"
@@ -210,8 +249,9 @@ class ScenarioConfig:
         t, b, w, be = self.training, self.batch, self.web, self.besteffort
         op, lt = self.overprovisioning, self.load_targets
         bad: list[tuple[bool, str]] = [  # (is it bad, message), in the order they are checked
-            (self.version != CONFIG_VERSION,
-             f"scenario version {self.version} unsupported (want {CONFIG_VERSION})"),
+            (self.version not in SUPPORTED_VERSIONS,
+             f"scenario version {self.version} unsupported (want one of "
+             f"{', '.join(map(str, SUPPORTED_VERSIONS))})"),
             (self.hours <= 0, "hours must be > 0"),
             (self.tie_break not in ("random", "name"),
              f"tie_break must be random or name, got {self.tie_break!r}"),
@@ -261,10 +301,49 @@ class ScenarioConfig:
                                       for g in self.cluster.node_groups),
              "overprovisioning: no CPU node group fits one placeholder"),
         ]
+        bad += self._v3_checks()
         for is_bad, message in bad:
             if is_bad:
                 raise ValueError(message)
         return self
+
+
+    def _v3_checks(self) -> list[tuple[bool, str]]:
+        """Version 3's settings: refused in a version 2 file (its numbers must not move)."""
+        t, b, bu = self.training, self.batch, self.burst
+        el = t.elastic
+        v3 = self.version >= 3
+        need = "needs version: 3"
+        return [
+            (not v3 and not self.scale_down.enabled, f"scale_down.enabled: false {need}"),
+            (not v3 and self.warmup_h != 0, f"warmup_h {need}"),
+            (not v3 and el != ElasticTrainingConfig(), f"training.elastic {need}"),
+            (not v3 and (b.min_executors, b.elastic_priority, b.evict_loss_s) != (0, 100, 0.0),
+             f"batch.min_executors, elastic_priority and evict_loss_s {need}"),
+            (not v3 and bu.version != 1, f"burst.version 2 {need}"),
+            (self.scale_down.grace_s < 0, "scale_down.grace_s must be >= 0"),
+            (not 0 <= self.warmup_h <= 48, "warmup_h must be within 0..48"),
+            (el.max_factor < 1, "training.elastic.max_factor must be >= 1"),
+            (el.restart_s < 0, "training.elastic.restart_s must be >= 0"),
+            (el.max_factor > 1 and el.priority >= t.priority,
+             "training.elastic.priority must be below training.priority (extra workers are "
+             "reclaimable)"),
+            (b.min_executors < 0 or b.min_executors > min(b.executors, default=0),
+             "batch.min_executors must be within 0..min(batch.executors)"),
+            (b.min_executors > 0 and b.elastic_priority >= b.executor_priority,
+             "batch.elastic_priority must be below batch.executor_priority"),
+            (b.evict_loss_s < 0, "batch.evict_loss_s must be >= 0"),
+            (bu.version not in (1, 2), "burst.version must be 1 or 2"),
+            (bu.jobs < 0 or bu.window_s <= 0 or bu.hours <= 0 or bu.at_h < 0,
+             "burst: need jobs >= 0, window_s > 0, hours > 0, at_h >= 0"),
+            (bu.version == 2 and (not bu.gpu_milli or any(not 0 < g <= 1000
+                                                          for g in bu.gpu_milli)),
+             "burst.gpu_milli must list shares within 1..1000"),
+            (bu.version == 2 and (bu.cpu_milli <= 0 or bu.mem_mib <= 0),
+             "burst.cpu_milli and burst.mem_mib must be > 0"),
+            (bu.version == 2 and not 0 < bu.duration_s[0] <= bu.duration_s[1],
+             "burst.duration_s must be [lo, hi] with 0 < lo <= hi"),
+        ]
 
 
 def from_dict(data: dict[str, Any]) -> ScenarioConfig:

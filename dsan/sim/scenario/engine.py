@@ -12,11 +12,28 @@ from collections.abc import Generator
 import numpy as np
 
 from dsan.policies.base import Scorer
-from dsan.sim.scenario.metrics import billed_seconds, p99
+from dsan.sim.scenario.metrics import (
+    billed_seconds,
+    p99,
+    queued_mean_wait,
+    utilization,
+)
 from dsan.sim.scenario.progress import ProgressMixin
 from dsan.sim.scenario.scheduling import SchedulingMixin
-from dsan.sim.scenario.state import ARRIVE, READY, RUNNING, STARTING, WINDOW, Decision, SelectGpus
+from dsan.sim.scenario.state import (
+    ARRIVE,
+    READY,
+    RUNNING,
+    STARTING,
+    WAKE,
+    WINDOW,
+    Decision,
+    SelectGpus,
+)
 from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN, WEB
+
+#: Version 3's P99 task latency is over these classes' jobs; best effort is reported apart.
+LATENCY_SENSITIVE = (TRAIN, BATCH, WEB)
 
 
 class Engine(SchedulingMixin, ProgressMixin):
@@ -27,38 +44,62 @@ class Engine(SchedulingMixin, ProgressMixin):
         self._on_release = None if hooks is None else hooks.on_release
 
     def _advance(self, t1: float) -> None:
-        """Move the clock to ``t1``: integrate metrics, progress jobs, sample telemetry."""
+        """Move the clock to ``t1``: integrate metrics (from ``t0`` on: the warm-up is not
+        measured; an event at ``t0`` splits the interval), progress jobs, sample telemetry."""
         t0, dt = self.now, t1 - self.now
         if dt > 0:
             self._sample_telemetry(t1)
-            billed = billed_seconds(t0, t1, self.on, self.empty_since, self.cfg.scale_down.grace_s)
-            s = self.snap
-            used = np.array([s.cpu_used.sum(), s.mem_used.sum(),
-                             self.gpu_cap.sum() - s.gpu_free.sum()])
-            if self.ph.size:  # placeholders hold requests but use nothing
-                used[0] -= self.ph.bound * self.ph.spec.cpu_milli
-                used[1] -= self.ph.bound * self.ph.spec.mem_mib
-            cap = np.array([s.cpu_cap @ billed, s.mem_cap @ billed, self.gpu_cap @ billed])
-            self.acc.used_integral += used * dt
-            self.acc.cap_integral += cap
-            assert s.hourly_cost is not None
-            cost = float(s.hourly_cost @ billed) / 3600.0
-            self.acc.cost += cost
-            st = self.acc.step
-            st.dt_s += dt
-            st.cost += cost
-            frac = np.where(cap > 0, used * dt / np.maximum(cap, 1e-9), 0.0)
-            st.util_integral += float(np.mean(frac)) * dt
+            sd = self.cfg.scale_down
+            billed = billed_seconds(t0, t1, self.on, self.empty_since,
+                                    sd.grace_s if sd.enabled else np.inf)
+            if t0 >= self.t0:
+                self._measure(dt, billed)
             act = self.job_active
             self.job_left[act] -= self.job_rate[act] * dt
-            off = self.on & (self.empty_since + self.cfg.scale_down.grace_s <= t1)
-            if off.any():
+            off = self.on & (self.empty_since + sd.grace_s <= t1)
+            if sd.enabled and off.any():
                 self.on &= ~off
                 for node in np.flatnonzero(off):  # a replaced node comes back with no images
                     self.snap.images[node] = frozenset()  # type: ignore[index]
                     for img in range(len(self.cfg.startup.image_mib)):
                         self.image_ready.pop((int(node), img), None)
         self.now = t1
+
+    def _measure(self, dt: float, billed: np.ndarray) -> None:
+        if self.v3:
+            self._measure_usage(dt)
+        s = self.snap
+        used = np.array([s.cpu_used.sum(), s.mem_used.sum(),
+                         self.gpu_cap.sum() - s.gpu_free.sum()])
+        if self.ph.size:  # placeholders hold requests but use nothing
+            used[0] -= self.ph.bound * self.ph.spec.cpu_milli
+            used[1] -= self.ph.bound * self.ph.spec.mem_mib
+        cap = np.array([s.cpu_cap @ billed, s.mem_cap @ billed, self.gpu_cap @ billed])
+        self.acc.used_integral += used * dt
+        self.acc.cap_integral += cap
+        assert s.hourly_cost is not None
+        cost = float(s.hourly_cost @ billed) / 3600.0
+        self.acc.cost += cost
+        st = self.acc.step
+        st.dt_s += dt
+        st.cost += cost
+        frac = np.where(cap > 0, used * dt / np.maximum(cap, 1e-9), 0.0)
+        st.util_integral += float(np.mean(frac)) * dt
+
+    def _measure_usage(self, dt: float) -> None:
+        """Version 3 utilisation: measured use over the capacity of every node, for ``dt``."""
+        s = self.snap
+        cpu = np.minimum(self.demand + self.web_demand, s.cpu_cap).sum()
+        mem = s.mem_used.sum() - (self.ph.held_mem().sum() if self.ph.size else 0.0)
+        self.acc.usage_integral += np.array([cpu, mem, self.gpu_busy.sum()]) * dt
+        self.acc.capacity_integral += np.array([s.cpu_cap.sum(), s.mem_cap.sum(),
+                                                self.gpu_cap.sum()]) * dt
+
+    def elastic_size(self, job: int) -> tuple[int, int, int]:
+        """(running pods, minimum, maximum) of a job: the handle a later reclamation or
+        resizing action reads (training workers; a Spark job's driver plus executors)."""
+        pods = self.wl.jobs[job].pods
+        return (int((self.pod_state[pods] == RUNNING).sum()), int(self.job_base[job]), len(pods))
 
     def _sample_telemetry(self, t1: float) -> None:
         """Write the samples at 10 s boundaries in (now, t1]: state is constant in between."""
@@ -105,11 +146,16 @@ class Engine(SchedulingMixin, ProgressMixin):
     def _event(self, kind: int, a: int, b: int) -> None:
         if kind == ARRIVE:
             job = self.wl.jobs[a]
-            pods = job.pods[:1] if job.kind == BATCH else job.pods
+            if job.burst and not self.burst_capacity and self.v3:
+                self._record_burst_capacity()
+            # Batch: the driver first; training: the gang of its minimum workers.
+            pods = job.pods[:1] if job.kind == BATCH else job.pods[:int(self.job_base[a])]
             self._submit(pods, job.kind == TRAIN)
         elif kind == READY:
             if self.pod_epoch[a] == b and self.pod_state[a] == STARTING:
                 self._ready(a)
+        elif kind == WAKE:
+            pass  # the rates are recomputed after every event batch
         elif kind == WINDOW:
             self._window()
             nxt = self.now + self.cfg.metrics.web_window_s
@@ -125,24 +171,48 @@ class Engine(SchedulingMixin, ProgressMixin):
         if kind != WEB:
             self.demand[node] += self.pod_cpu[p] * self.pod_use[p]
         self.gpu_busy[node] += self.pod_gmilli[p] * self.pod_act[p]
+        base = job.pods[:int(self.job_base[job.id])]
         if kind == TRAIN:
-            if all(self.pod_state[q] == RUNNING for q in job.pods):
+            if self.job_active[job.id]:  # an elastic extra worker joined: grow, restart
+                self._resize(job.id, grow=True)
+            elif all(self.pod_state[q] == RUNNING for q in base):
                 self.job_active[job.id] = True
                 self.job_loc[job.id] = self._locality(job.pods)
+                self._started(job.id, base)
                 delay = self.now - job.submit
-                self.acc.sla("training", int(delay > self.cfg.training.start_delay_limit_s))
+                if job.submit >= self.t0:
+                    self.acc.sla("training", int(delay > self.cfg.training.start_delay_limit_s))
+                if len(base) < len(job.pods):
+                    self._submit(job.pods[len(base):], False)
         elif kind == BATCH:
             if p == job.pods[0]:
                 self.job_active[job.id] = True
                 self._submit(job.pods[1:], False)
+            if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING
+                                                       for q in base):
+                self._started(job.id, base)
         elif kind == BE:
             self.job_active[job.id] = True
+            if np.isnan(self.job_start[job.id]):
+                self._started(job.id, base)
         else:
             self._web_load()
+            if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING
+                                                       for q in base):
+                self._started(job.id, base)
+
+    def _started(self, j: int, base: list[int]) -> None:
+        """The job's base pods all run: its start latency, and its wait for binds (a batch
+        job waits for its driver, then for its minimum executors)."""
+        self.job_start[j] = self.now
+        waits = self.pod_bind[base] - self.pod_submit[base]
+        self.job_wait[j] = (float(waits[0]) + float(waits[1:].max(initial=0.0))
+                            if self.job_kind[j] == BATCH else float(waits.max()))
 
     def _finish(self) -> None:
         for job in self.wl.jobs:
-            if not np.isnan(self.job_done[job.id]) or job.submit >= self.horizon:
+            if (not np.isnan(self.job_done[job.id]) or job.submit >= self.horizon
+                    or job.submit < self.t0):
                 continue
             if job.kind == BATCH and job.deadline < self.horizon:
                 self.acc.sla("batch", 1)
@@ -151,6 +221,8 @@ class Engine(SchedulingMixin, ProgressMixin):
                 self.acc.sla("training", 1)
 
     def summary(self) -> dict[str, object]:
+        if self.v3:
+            return self._summary_v3()
         sub = ~np.isnan(self.pod_submit)
         lat = np.where(np.isnan(self.pod_start), self.horizon, self.pod_start) - self.pod_submit
         wait = np.where(np.isnan(self.pod_bind), self.horizon, self.pod_bind) - self.pod_submit
@@ -170,6 +242,78 @@ class Engine(SchedulingMixin, ProgressMixin):
         out["pods_submitted"] = int(sub.sum())
         out["sim_hours"] = self.horizon / 3600.0
         return out
+
+    def _summary_v3(self) -> dict[str, object]:
+        """Version 3's Table 1 (docs/scenarios.md, *Version 3 metrics*): jobs submitted in
+        the measured window [t0, horizon), each counted once; measured utilisation."""
+        jobs, h = self.wl.jobs, self.horizon
+        submit = np.array([j.submit for j in jobs])
+        kinds = self.job_kind
+        m = (submit >= self.t0) & (submit < h)
+        lat = np.where(np.isnan(self.job_start), h, self.job_start) - submit
+        wait = np.where(np.isnan(self.job_wait), h - submit, self.job_wait)
+        sens = m & np.isin(kinds, LATENCY_SENSITIVE)
+        by_kind = {KIND_NAMES[k]: wait[m & (kinds == k)] for k in range(len(KIND_NAMES))}
+        burst = np.array([j.burst for j in jobs], dtype=bool)
+        if burst.any():
+            by_kind["burst"] = wait[m & burst]
+        thr = self.cfg.metrics.queue_threshold_s
+        out = self.acc.summary(lat[sens], wait[sens], thr, by_kind)
+        alloc = utilization(self.acc.used_integral, self.acc.cap_integral)
+        out.update(utilization(self.acc.usage_integral, self.acc.capacity_integral))
+        out["alloc_utilization_pct"] = alloc["utilization_pct"]
+        out["mean_wait_queued_s"] = queued_mean_wait(wait[sens], thr)
+        out["p99_by_kind_s"] = {KIND_NAMES[k]: p99(lat[m & (kinds == k)])
+                                for k in range(len(KIND_NAMES))}
+        out["p99_besteffort_latency_s"] = p99(lat[m & (kinds == BE)])
+        out["reclaim_cost"] = self.reclaim["all"].summary()
+        out["elastic"] = {"grows": self.acc.elastic_grows,
+                          "grow_stall_gpu_s": self.acc.grow_stall_gpu_s}
+        if burst.any():
+            out["burst"] = self._burst_summary_v3(burst, wait, submit)
+        out["jobs_submitted"] = int(m.sum())
+        out["sim_hours"] = (h - self.t0) / 3600.0
+        out["warmup_h"] = self.t0 / 3600.0
+        return out
+
+    def _record_burst_capacity(self) -> None:
+        """At the burst's first arrival: GPU capacity free, and held by reclaimable pods."""
+        held = (self.pod_node >= 0) & self.pod_reclaim
+        self.burst_capacity = {
+            "free_gpu_milli_at_start": float(self.snap.gpu_free[self.snap.gpu_count > 0].sum()),
+            "reclaimable_gpu_milli_at_start": float(self.pod_gmilli[held].sum()),
+        }
+
+    def _burst_summary_v3(self, burst: np.ndarray, wait: np.ndarray, submit: np.ndarray
+                          ) -> dict[str, object]:
+        """Per burst job: queued (waited > the threshold for its binds), the mean wait of the
+        queued ones, and what the reclamation the burst triggered cost the work it hit."""
+        idx = np.flatnonzero(burst)
+        w = wait[idx]
+        thr = self.cfg.metrics.queue_threshold_s
+        jobs = [self.wl.jobs[i] for i in idx]
+        share = np.array([float(self.pod_gmilli[j.pods[:int(self.job_base[j.id])]].sum())
+                          for j in jobs])
+        ends = submit[idx] + np.array([j.stage_work[0] for j in jobs])
+        # Offered peak: the most GPU share the burst holds at once at speed 1, no waiting.
+        edges = sorted([(float(t), float(g)) for t, g in zip(submit[idx], share, strict=True)]
+                       + [(float(t), -float(g)) for t, g in zip(ends, share, strict=True)],
+                       key=lambda e: (e[0], e[1]))
+        level = peak = 0.0
+        for _, g in edges:
+            level += g
+            peak = max(peak, level)
+        return {
+            "jobs": len(jobs),
+            "jobs_started": int((~np.isnan(self.job_start[idx])).sum()),
+            "queued_jobs": int((w > thr).sum()),
+            "mean_job_wait_s": float(w.mean()) if w.size else 0.0,
+            "mean_wait_queued_s": queued_mean_wait(w, thr),
+            "gpu_milli_requested": float(share.sum()),
+            "peak_gpu_milli_offered": peak,
+            **self.burst_capacity,
+            "reclaim_cost": self.reclaim["burst"].summary(),
+        }
 
     def _tail_causes(self, lat: np.ndarray, wait: np.ndarray) -> dict[str, int]:
         """What the pods at or above the P99 latency waited for, first match wins: a bind (over

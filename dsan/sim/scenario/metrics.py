@@ -47,6 +47,49 @@ def queueing(waits: F64, threshold_s: float) -> tuple[int, float]:
     return int((waits > threshold_s).sum()), float(waits.mean())
 
 
+def job_latency_p99(latency: F64, kinds: npt.NDArray[np.int64], sensitive: tuple[int, ...]
+                    ) -> float:
+    """Version 3's P99 task latency: nearest-rank P99 of the per-job start latencies of the
+    latency-sensitive classes ``sensitive`` (a job counts once)."""
+    return p99(latency[np.isin(kinds, sensitive)])
+
+
+def queued_mean_wait(waits: F64, threshold_s: float) -> float:
+    """Mean wait of the waits over the threshold (0 when none is)."""
+    q = waits[waits > threshold_s]
+    return float(q.mean()) if q.size else 0.0
+
+
+@dataclass
+class ReclaimCost:
+    """What reclamation (preemption of reclaimable pods) cost the work it shrank or evicted:
+    evicted pods per class, jobs hit, best-effort GPU work thrown away (restart from scratch,
+    GPU-share x seconds of progress), Spark in-flight task work lost (cores x
+    ``batch.evict_loss_s``), elastic training stalled by the checkpoint/restart of a shrink
+    (GPUs still held x ``training.elastic.restart_s``)."""
+
+    evicted: dict[str, int] = field(default_factory=dict)
+    jobs: set[int] = field(default_factory=set)
+    lost_gpu_s: float = 0.0
+    lost_core_s: float = 0.0
+    stall_gpu_s: float = 0.0
+
+    def add(self, kind: str, job: int, lost_gpu_s: float = 0.0, lost_core_s: float = 0.0,
+            stall_gpu_s: float = 0.0) -> None:
+        self.evicted[kind] = self.evicted.get(kind, 0) + 1
+        self.jobs.add(job)
+        self.lost_gpu_s += lost_gpu_s
+        self.lost_core_s += lost_core_s
+        self.stall_gpu_s += stall_gpu_s
+
+    def summary(self) -> dict[str, object]:
+        return {"evicted_pods": dict(sorted(self.evicted.items())),
+                "evictions": sum(self.evicted.values()), "jobs_hit": len(self.jobs),
+                "lost_gpu_s": self.lost_gpu_s, "lost_core_s": self.lost_core_s,
+                "stall_gpu_s": self.stall_gpu_s,
+                "gpu_s_total": self.lost_gpu_s + self.stall_gpu_s}
+
+
 @dataclass
 class RewardParts:
     """What happened between two decisions, raw, for the trainer to weight into a reward."""
@@ -73,6 +116,12 @@ class Accumulator:
     jct: list[float] = field(default_factory=list)
     jct_by_kind: dict[str, list[float]] = field(default_factory=dict)
     preemptions: int = 0
+    #: Version 3: measured usage (CPU demand capped at capacity, allocated memory, GPU share x
+    #: activity) and the capacity of every node, over the measured window.
+    usage_integral: F64 = field(default_factory=lambda: np.zeros(3))
+    capacity_integral: F64 = field(default_factory=lambda: np.zeros(3))
+    elastic_grows: int = 0  # extra workers that joined a running training job
+    grow_stall_gpu_s: float = 0.0  # their checkpoint/restart pauses x GPUs held
     step: RewardParts = field(default_factory=RewardParts)
     #: Plot samples per web window: time, powered-on utilisation (%), powered-on nodes.
     series_t: list[float] = field(default_factory=list)

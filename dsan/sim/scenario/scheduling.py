@@ -10,8 +10,8 @@ import numpy as np
 from dsan.core.filtering import feasible
 from dsan.core.snapshot import PodSpec
 from dsan.sim.scenario import preemption
-from dsan.sim.scenario.state import PENDING, READY, STARTING, Decision, EngineState
-from dsan.sim.scenario.workload import BE
+from dsan.sim.scenario.state import PENDING, READY, RUNNING, STARTING, Decision, EngineState
+from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN
 
 
 class SchedulingMixin(EngineState):
@@ -149,15 +149,35 @@ class SchedulingMixin(EngineState):
         victims = preemption.plan([self.wl.pods[p] for p in pods], self.snap, b)
         if not victims:
             return False
+        by_burst = self.wl.jobs[self.pod_job[pods[0]]].burst
         for v in bound[victims]:
-            self._evict(int(v))
+            self._evict(int(v), by_burst)
         return True
 
-    def _evict(self, p: int) -> None:
+    def _evict(self, p: int, by_burst: bool = False) -> None:
+        """Reclaim pod ``p`` (back to the queue) and book what that cost its job: a
+        best-effort pod restarts from scratch; a Spark executor loses its in-flight tasks
+        (``batch.evict_loss_s``); an elastic training job shrinks and restarts from its
+        checkpoint (``training.elastic.restart_s``)."""
         job = self.wl.jobs[self.pod_job[p]]
+        was_running = self.pod_state[p] == RUNNING
         self._release(p)
-        self.acc.preemptions += 1
+        measured = self.now >= self.t0
+        if measured:
+            self.acc.preemptions += 1
+        lost_gpu = lost_core = stall = 0.0
         if job.kind == BE:  # a reclaimed notebook restarts from scratch
+            if self.job_active[job.id]:
+                lost_gpu = (job.stage_work[0] - self.job_left[job.id]) * self.pod_gmilli[p] / 1000
             self.job_active[job.id] = False
             self.job_left[job.id] = job.stage_work[0]
+        elif job.kind == BATCH and was_running and self.job_active[job.id]:
+            loss = self.cfg.batch.evict_loss_s
+            self.job_left[job.id] += loss
+            lost_core = loss * self.pod_cpu[p] / 1000.0
+        elif job.kind == TRAIN and was_running and self.job_active[job.id]:
+            stall = self.cfg.training.elastic.restart_s * self._resize(job.id, grow=False)
+        if self.v3 and measured:
+            for key in ("all", "burst") if by_burst else ("all",):
+                self.reclaim[key].add(KIND_NAMES[job.kind], job.id, lost_gpu, lost_core, stall)
         self._submit([p], False)

@@ -15,11 +15,11 @@ from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import best_fit_gpus
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig
-from dsan.sim.scenario.metrics import Accumulator
+from dsan.sim.scenario.metrics import Accumulator, ReclaimCost
 from dsan.sim.scenario.overprovision import PlaceholderPool
 from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
 
-ARRIVE, READY, WINDOW = 0, 1, 2
+ARRIVE, READY, WINDOW, WAKE = 0, 1, 2, 3  # WAKE: a paused (resizing) job resumes
 PENDING_NONE, PENDING, STARTING, RUNNING, DONE = 0, 1, 2, 3, 4
 EPS = 1e-6
 
@@ -47,7 +47,10 @@ class EngineState:
                  select_gpus: SelectGpus | None = None,
                  progress: Callable[[float], None] | None = None) -> None:
         self.cfg = cfg
-        self.horizon = float(hours if hours is not None else cfg.hours) * 3600.0
+        #: Version 3 measures [t0, horizon): the warm-up before t0 counts in no metric.
+        self.v3 = cfg.version >= 3
+        self.t0 = cfg.warmup_h * 3600.0
+        self.horizon = self.t0 + float(hours if hours is not None else cfg.hours) * 3600.0
         self.snap = build_cluster(cfg.cluster, cfg.metrics.telemetry_len)
         self.wl = workload if workload is not None else generate(cfg, seed, burst)
         self.select_gpus: SelectGpus = select_gpus or best_fit_gpus
@@ -89,6 +92,15 @@ class EngineState:
         self.job_loc = np.ones(J)
         self.job_done = np.full(J, np.nan)
         self.job_kind = np.array([j.kind for j in wl.jobs], dtype=np.int64)
+        # Elastic jobs: the start unit (base pods), the size the work is measured at, when the
+        # job first had its base running, its wait for binds, and a resize pause.
+        self.job_base = np.array([j.base or len(j.pods) for j in wl.jobs], dtype=np.int64)
+        self.job_nominal = np.array([j.nominal for j in wl.jobs], dtype=np.float64)
+        self.job_start = np.full(J, np.nan)
+        self.job_wait = np.full(J, np.nan)
+        self.job_pause = np.zeros(J)
+        self.reclaim = {"all": ReclaimCost(), "burst": ReclaimCost()}
+        self.burst_capacity: dict[str, float] = {}
         self.on = np.ones(n, dtype=bool)
         self.ph = PlaceholderPool(cfg.overprovisioning, self.snap)
         self.empty_since = np.zeros(n)
@@ -117,13 +129,18 @@ class EngineState:
         for j in wl.jobs:
             self._push(j.submit, ARRIVE, j.id)
         self._push(0.0, WINDOW, 0)
+        if self.t0 > 0:  # the end of the warm-up splits the clock's advance there
+            self._push(self.t0, WAKE, -1)
 
     def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, kind, a, b))
 
     def _unit_pods(self, unit: int) -> list[int]:
-        return self.wl.jobs[-1 - unit].pods if unit < 0 else [unit]
+        if unit >= 0:
+            return [unit]
+        job = -1 - unit  # a gang: the job's base pods (an elastic job's extras come later)
+        return self.wl.jobs[job].pods[:int(self.job_base[job])]
 
     def _submit(self, pods: list[int], gang: bool) -> None:
         for p in pods:
@@ -137,6 +154,36 @@ class EngineState:
                    len(u))
             self.groups.setdefault(key, deque()).append(-1 - self.pod_job[u[0]] if gang else u[0])
             self.group_new.add(key)
+
+    def _locality(self, pods: list[int]) -> float:
+        s, loc = self.snap, self.cfg.locality
+        nodes = self.pod_node[pods]
+        nodes = nodes[nodes >= 0]  # an elastic job's unbound extra workers do not count
+        if nodes.size == 0:
+            return loc.node
+        assert s.nvlink is not None and s.rack is not None
+        if np.all(nodes == nodes[0]):
+            return loc.node
+        if np.all(s.nvlink[nodes] == s.nvlink[nodes[0]]) and s.nvlink[nodes[0]] >= 0:
+            return loc.nvlink
+        if np.all(s.rack[nodes] == s.rack[nodes[0]]):
+            return loc.rack
+        return loc.cross_rack
+
+    def _resize(self, j: int, grow: bool) -> int:
+        """An elastic training job changed size: checkpoint and restart (no progress for
+        ``training.elastic.restart_s``) at its new locality; returns its running workers."""
+        job = self.wl.jobs[j]
+        restart = self.cfg.training.elastic.restart_s
+        running = [q for q in job.pods if self.pod_state[q] == RUNNING and self.pod_node[q] >= 0]
+        if restart > 0:
+            self.job_pause[j] = self.now + restart
+            self._push(self.now + restart, WAKE, j)
+        self.job_loc[j] = self._locality(running)
+        if grow and self.now >= self.t0:
+            self.acc.elastic_grows += 1
+            self.acc.grow_stall_gpu_s += restart * len(running)
+        return len(running)
 
     def _release(self, p: int) -> None:
         node = int(self.pod_node[p])

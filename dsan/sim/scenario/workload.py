@@ -27,6 +27,12 @@ class Job:
     deadline: float = float("inf")
     service: int = -1
     burst: bool = False
+    #: Elastic jobs (version 3): the first ``base`` pods must all run for the job to count as
+    #: started (a training gang's minimum workers; a Spark driver and its minimum executors);
+    #: ``nominal`` is the worker count the work is measured at (training rate scales with
+    #: running workers / nominal). 0: every pod (training), the driver (batch).
+    base: int = 0
+    nominal: int = 0
 
 
 @dataclass
@@ -66,6 +72,7 @@ class WorkloadBuilder:
 
     def __init__(self, cfg: ScenarioConfig) -> None:
         self.cfg = cfg
+        self.hours = cfg.warmup_h + cfg.hours  # arrivals cover the warm-up too
         self.jobs: list[Job] = []
         self.pods: list[PodSpec] = []
         self.pod_job: list[int] = []
@@ -92,6 +99,7 @@ class WorkloadBuilder:
 
     def training(self, rng: np.random.Generator, times: np.ndarray, burst: bool) -> None:
         t = self.cfg.training
+        extra = t.elastic.max_factor - 1
         classes = list(t.gpu_count_probs)
         p = np.array([t.gpu_count_probs[k] for k in classes])
         picks = rng.choice(len(classes), size=times.size, p=p / p.sum())
@@ -100,17 +108,36 @@ class WorkloadBuilder:
             dur = float(training_durations(t, k, rng.random(1))[0])
             g = int(k)
             image = t.images[int(rng.integers(len(t.images)))]
-            job = self.job(TRAIN, float(at), [dur], stage_par=[0], burst=burst)
+            job = self.job(TRAIN, float(at), [dur], stage_par=[0], burst=burst, base=g,
+                           nominal=g)
             for w in range(g):
                 spec = PodSpec(f"train-{job.id}-{w}", t.worker_cpu_milli, t.worker_mem_mib,
                                num_gpu=1, gpu_milli=1000, priority=t.priority, task_type=TRAIN,
                                gang_size=g, image=image)
                 self.pod(job, spec, t.cpu_use_frac, t.gpu_activity, False)
+            for w in range(g, g + g * extra):  # elastic extra workers (version 3)
+                spec = PodSpec(f"train-{job.id}-{w}", t.worker_cpu_milli, t.worker_mem_mib,
+                               num_gpu=1, gpu_milli=1000, priority=t.elastic.priority,
+                               task_type=TRAIN, gang_size=1, image=image)
+                self.pod(job, spec, t.cpu_use_frac, t.gpu_activity, True)
+
+    def burst_v2(self, rng: np.random.Generator, times: np.ndarray) -> None:
+        """Burst version 2: one-pod ResNet50 jobs on a GPU share (``burst`` config)."""
+        t, bu = self.cfg.training, self.cfg.burst
+        for at in times:
+            milli = int(bu.gpu_milli[int(rng.integers(len(bu.gpu_milli)))])
+            dur = float(rng.uniform(bu.duration_s[0], bu.duration_s[1]))
+            job = self.job(TRAIN, float(at), [dur], stage_par=[0], burst=True, base=1,
+                           nominal=1)
+            spec = PodSpec(f"burst-{job.id}", bu.cpu_milli, bu.mem_mib, num_gpu=1,
+                           gpu_milli=milli, priority=t.priority, task_type=TRAIN, gang_size=1,
+                           image=t.images[0])
+            self.pod(job, spec, t.cpu_use_frac, t.gpu_activity, False)
 
     def batch(self, rng: np.random.Generator) -> None:
         b = self.cfg.batch
-        for at in _poisson_times(rng, b.jobs_per_h, self.cfg.hours, b.diurnal_amplitude,
-                                 b.peak_hour):
+        for at in _poisson_times(rng, b.jobs_per_h, self.hours, b.diurnal_amplitude,
+                                 b.peak_hour + self.cfg.warmup_h):
             e = int(rng.choice(b.executors))
             cpu = float(rng.choice(b.executor_cpu_milli))
             stages = int(rng.integers(b.stages[0], b.stages[1] + 1))
@@ -118,21 +145,24 @@ class WorkloadBuilder:
             par = [int(x) for x in rng.integers(max(1, e // 4), e + 1, size=stages)]
             work = [nominal / stages * p for p in par]  # nominal/stages per stage at full width
             job = self.job(BATCH, float(at), work, stage_par=par,
-                           deadline=float(at) + b.deadline_slack * nominal)
+                           deadline=float(at) + b.deadline_slack * nominal,
+                           base=1 + b.min_executors)
             image = b.images[0]
             driver = PodSpec(f"batch-{job.id}-driver", b.driver_cpu_milli, b.driver_mem_mib,
                              priority=b.driver_priority, task_type=BATCH, image=image)
             self.pod(job, driver, 0.5, 0.0, False)
             for x in range(e):
+                core = x < b.min_executors  # dynamic allocation's minimum (version 3)
+                prio = b.executor_priority if core or b.min_executors == 0 else b.elastic_priority
                 spec = PodSpec(f"batch-{job.id}-exec-{x}", cpu, cpu / 1000.0 * b.mem_mib_per_core,
-                               priority=b.executor_priority, task_type=BATCH, image=image)
-                self.pod(job, spec, b.cpu_use_frac, 0.0, True)
+                               priority=prio, task_type=BATCH, image=image)
+                self.pod(job, spec, b.cpu_use_frac, 0.0, not core)
 
     def web(self, rng: np.random.Generator) -> None:
         w = self.cfg.web
         for s in range(w.services):
             r = int(rng.integers(w.replicas[0], w.replicas[1] + 1))
-            job = self.job(WEB, 0.0, [float("inf")], stage_par=[0], service=s)
+            job = self.job(WEB, 0.0, [float("inf")], stage_par=[0], service=s, base=r)
             image = w.images[s % len(w.images)]
             for i in range(r):
                 spec = PodSpec(f"web-{s}-{i}", w.cpu_milli, w.mem_mib, priority=w.priority,
@@ -143,10 +173,10 @@ class WorkloadBuilder:
         be = self.cfg.besteffort
         shares = [int(k) for k in be.gpu_milli_probs]
         p = np.array(list(be.gpu_milli_probs.values()))
-        for at in _poisson_times(rng, be.pods_per_h, self.cfg.hours):
+        for at in _poisson_times(rng, be.pods_per_h, self.hours):
             milli = shares[int(rng.choice(len(shares), p=p / p.sum()))]
             dur = float(rng.exponential(be.duration_mean_s))
-            job = self.job(BE, float(at), [max(dur, 1.0)], stage_par=[0])
+            job = self.job(BE, float(at), [max(dur, 1.0)], stage_par=[0], base=1)
             spec = PodSpec(f"be-{job.id}", be.cpu_milli, be.mem_mib, num_gpu=1, gpu_milli=milli,
                            priority=be.priority, task_type=BE, image=be.images[0])
             self.pod(job, spec, 0.5, be.gpu_activity, True)
@@ -157,13 +187,17 @@ def generate(cfg: ScenarioConfig, seed: int, burst: bool = False) -> Workload:
     streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5)]
     b = WorkloadBuilder(cfg)
     b.web(streams[0])
-    t = cfg.training
-    times = _poisson_times(streams[1], t.jobs_per_h, cfg.hours, t.diurnal_amplitude, t.peak_hour)
+    t, w = cfg.training, cfg.warmup_h
+    times = _poisson_times(streams[1], t.jobs_per_h, b.hours, t.diurnal_amplitude,
+                           t.peak_hour + w)
     b.training(streams[1], times, False)
     b.batch(streams[2])
     b.besteffort(streams[3])
     if burst:
         bc = cfg.burst
-        b.training(streams[4], bc.at_h * 3600.0 + np.sort(streams[4].random(bc.jobs)) * bc.window_s,
-                   True)
+        at = (w + bc.at_h) * 3600.0 + np.sort(streams[4].random(bc.jobs)) * bc.window_s
+        if bc.version == 2:
+            b.burst_v2(streams[4], at)
+        else:
+            b.training(streams[4], at, True)
     return b.build()

@@ -84,3 +84,21 @@ def test_bad_input_is_a_clear_error(
 ) -> None:
     assert main(["sim", "seed-table1", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_version_3_is_selected_by_scenario_name(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["sim", "burst", "--scenario", "seed-table1-v3", "--policies", "k8s-default",
+               "--seeds", "1,2", "--hours", "2.2", "--json", "--png", str(tmp_path / "b.png")])
+    assert rc == 0
+    row = json.loads(capsys.readouterr().out)["k8s-default"]
+    for key in ("utilization_pct", "alloc_utilization_pct", "p99_besteffort_latency_s",
+                "mean_wait_queued_s"):
+        assert isinstance(row[key], float) and f"{key}_sd" in row
+    for run in row["runs"]:
+        assert run["warmup_h"] == pytest.approx(6.0)
+        assert run["burst"]["jobs"] == 200 and "reclaim_cost" in run["burst"]
+    rc = main(["sim", "seed-table1", "--scenario", "seed-table1-v3", "--set", "warmup_h=99",
+               "--hours", "0.1"])
+    assert rc == 2
+    assert "warmup_h must be within 0..48" in capsys.readouterr().err
