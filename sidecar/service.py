@@ -171,6 +171,8 @@ class ScoringService:
         if key and res.best >= 0 and self.decisions is not None:
             self.decisions.remember(spec, key, res, max_score, self.policy.version,
                                     self.policy.fallback, held=not ours)
+            if not ours and self.cache.may_assume(key):
+                self.pod_pending(key, key)  # the informer showed it while it was scored
         if res.fallback:
             self.metrics.fallbacks.inc(res.fallback)
         if res.unknown:

@@ -134,6 +134,22 @@ def test_a_pod_scored_before_the_informer_showed_it_is_assumed_and_reported_once
     assert ev["reason"] == t.EVENT_REASON_SCORED and f"best {res.winner}" in ev["note"]
 
 
+def test_a_pod_the_informer_shows_while_it_is_scored_is_assumed_once() -> None:
+    w = world()
+    w.create("p", seen=False, cpu="1")
+    score = w.engine.score
+
+    def score_while_the_informer_delivers(*args: Any, **kw: Any) -> Any:
+        res = score(*args, **kw)
+        w.see("p")  # after the service asked may_assume, before it held the decision
+        return res
+
+    w.engine.score = score_while_the_informer_delivers  # type: ignore[method-assign]
+    res = w.score("p")
+    assert w.service.assumed_count == 1
+    assert w.service.metrics.decisions.counts == {res.winner: 1}
+
+
 def test_a_held_decision_is_never_charged_for_a_pod_that_is_not_ours_or_too_old() -> None:
     w = world()
     w.decisions.held_max_age_s = 0.0
