@@ -149,9 +149,28 @@ def normalize(
     return out.astype(np.int64)
 
 
-def name_rows(index: Mapping[str, int], names: Sequence[str]) -> tuple[I64, int]:
-    """(each name's row in ``index``, -1 for an unknown name; how many are unknown)."""
+def name_rows(index: Mapping[str, int], names: Sequence[str],
+              table: list[str] | None = None) -> tuple[I64, int]:
+    """(each name's row in ``index``, -1 for an unknown name; how many are unknown).
+
+    ``table`` may pass the names in row order (``index``'s inverse): when the request lists a
+    run of the table's rows in order (kube-scheduler walks its node list from a rotating
+    start, and lists nodes in the order they were added, as the table rows do), one hash and
+    one list comparison (string compares, no hashing) find them all; otherwise each name is
+    looked up."""
     m = len(names)
+    if table is not None and m > 1 and isinstance(names, list):
+        r0 = index.get(names[0])
+        n = len(table)
+        if r0 is not None and m <= n:
+            end = r0 + m
+            if end <= n:
+                if table[r0:end] == names:
+                    return np.arange(r0, end, dtype=np.int64), 0
+            elif table[r0:] == names[: n - r0] and table[: end - n] == names[n - r0 :]:
+                rows = np.arange(r0, end, dtype=np.int64)
+                rows[n - r0 :] -= n
+                return rows, 0
     if m > 1:
         try:  # every name known, the usual case: the lookups in one C call
             return np.fromiter(itemgetter(*names)(index), dtype=np.int64, count=m), 0
@@ -283,7 +302,7 @@ class ScoringEngine:
             if len(names.rows) and (names.rows.min() < 0 or names.rows.max() >= n):
                 raise BadNodeRows(f"node index out of range: the table has {n} nodes")
             return names.rows, 0
-        rows, n_unknown = name_rows(pub.index, names)
+        rows, n_unknown = name_rows(pub.index, names, pub.snap.names)
         if n_unknown and (n_unknown == len(names) or self._strict):
             missing = [nm for nm, r in zip(names, rows.tolist(), strict=True) if r < 0]
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
@@ -353,7 +372,7 @@ class ScoringEngine:
             if self._pending is not None:
                 self._settle_locked()
             pub = self.cache.snapshot()
-            rows, _ = name_rows(pub.index, names)
+            rows, _ = name_rows(pub.index, names, pub.snap.names)
             known = rows >= 0
             ok = np.ones(len(names), dtype=bool)
             ok[known] = np.take(feasible(pod, pub.snap), rows[known])

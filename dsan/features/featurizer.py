@@ -236,13 +236,17 @@ def pod_rows(
     nodes: npt.NDArray[np.int64],
     workload: TargetWorkload | None = None,
     cache: PlacementCache | None = None,
+    factors: tuple[float, float] | None = None,
 ) -> tuple[F32, F64]:
     """The pod-dependent columns of ``featurize(pod, snap, nodes)`` (``x[:, N_NODE_FEATURES:]``,
     (m, 72) float32) with the :data:`RELATIVE_COLUMNS` left 0, and the (7, m) float64
     quantities those are computed from: each row depends on its own node alone, so a cache
     may keep rows and fill the relative columns per candidate set
-    (:func:`relative_columns` of :func:`extremes`), which gives ``featurize``'s bits."""
-    _, r, v, _, _ = _columns([pod], [snap], [nodes], workload, None, [cache], False)
+    (:func:`relative_columns` of :func:`extremes`), which gives ``featurize``'s bits.
+    ``factors`` may pass ``(room_factor(pod, snap), cpu_bound_factor(pod, snap))`` when the
+    caller has them (they are sums over the whole cluster)."""
+    _, r, v, _, _ = _columns([pod], [snap], [nodes], workload, None, [cache], False,
+                             None if factors is None else [factors])
     return r.T.astype(np.float32), v
 
 
@@ -274,10 +278,12 @@ def _columns(
     node_cols: Sequence[F32 | None] | None,
     caches: Sequence[PlacementCache | None] | None,
     with_nodes: bool,
+    known_factors: Sequence[tuple[float, float]] | None = None,
 ) -> tuple[F32 | None, F64, F64, npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
     """The node block (``with_nodes``), the (72, M) pod-dependent rows with the relative
     ones 0, their quantities (7, M), and each decision's first row and row -> decision map
-    (None for one decision)."""
+    (None for one decision). ``known_factors`` may pass each decision's
+    ``(room_factor, cpu_bound_factor)``."""
     w = workload or default_workload()
     nd = [np.asarray(n, dtype=np.int64) for n in nodes]
     sizes = np.array([len(n) for n in nd], dtype=np.int64)
@@ -286,10 +292,13 @@ def _columns(
     blks, pls, accs, cols, frees = [], [], [], [], []
     ext = np.empty((4, int(sizes.sum())))  # images, pod count, model allowed, price
     pod_vals = []
-    # shape1_room_gpu_bound's per-decision factor: cluster-wide, so one number per decision
-    factors = np.array([room_factor(p, sn) for p, sn in zip(pods, snaps, strict=True)])
-    # cpu_bound_cpu_per_gpu's, the same way
-    cfactors = np.array([cpu_bound_factor(p, sn) for p, sn in zip(pods, snaps, strict=True)])
+    # shape1_room_gpu_bound's and cpu_bound_cpu_per_gpu's per-decision factors: cluster-wide,
+    # so one number per decision
+    if known_factors is None:
+        known_factors = [(room_factor(p, sn), cpu_bound_factor(p, sn))
+                         for p, sn in zip(pods, snaps, strict=True)]
+    factors = np.array([f[0] for f in known_factors])
+    cfactors = np.array([f[1] for f in known_factors])
     at = 0
     with_cache = [i for i in range(len(nd)) if caches is not None and caches[i] is not None]
     pre = dict(

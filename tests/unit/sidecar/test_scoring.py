@@ -236,3 +236,26 @@ def test_rows_of_another_table_or_out_of_range_are_refused() -> None:
 def test_table_epochs_differ_between_caches_with_the_same_nodes() -> None:
     """A client's table from before a sidecar restart must not match the new process's."""
     assert setup(["2"])[0].snapshot().table_epoch != setup(["2"])[0].snapshot().table_epoch
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), start=st.integers(0, 11), m=st.integers(0, 14),
+       swap=st.booleans(), unknown=st.booleans())
+def test_name_rows_with_the_table_equal_the_lookup_of_every_name(
+        n: int, start: int, m: int, swap: bool, unknown: bool) -> None:
+    """The table's run-in-order fast path gives each name's row, as the per-name lookup
+    does: runs from any start (wrapping past the end), runs out of order, repeated and
+    unknown names."""
+    from sidecar.scoring import name_rows
+
+    table = [f"n{i}" for i in range(n)]
+    index = {nm: i for i, nm in enumerate(table)}
+    names = [table[(start + j) % n] for j in range(m)]
+    if swap and m > 2:
+        names[1], names[-1] = names[-1], names[1]
+    if unknown and m:
+        names[m // 2] = "nope"
+    want = np.array([index.get(nm, -1) for nm in names], dtype=np.int64)
+    for got, missing in (name_rows(index, names, table), name_rows(index, names)):
+        np.testing.assert_array_equal(got, want)
+        assert missing == int((want < 0).sum())
