@@ -45,14 +45,15 @@ def test_dsan_impacts_add_up_to_the_served_logit_of_the_cluster_it_was_scored_on
     assert abs(sum(f["runner_up_impact"] for f in factors)
                - (doc["runner_up_score"] - doc["base_value"])) < 1e-9
     # the score is the served model's logit of the winner on the cluster before the pod
-    # was charged to it (float32 batches of other rows round differently: 1e-4)
+    # was charged to it (float32 batches of other rows round differently: up to ~1.2e-4 on a
+    # logit of ~51 seen)
     ref = reference_logits(w, "p", before)
-    assert doc["score"] == pytest.approx(ref[res.winner], abs=1e-4)
-    assert doc["runner_up_score"] == pytest.approx(ref[doc["runner_up"]], abs=1e-4)
-    # ...which the pod's own charge would have changed: the check can fail
+    assert doc["score"] == pytest.approx(ref[res.winner], abs=1e-3)
+    assert doc["runner_up_score"] == pytest.approx(ref[doc["runner_up"]], abs=1e-3)
+    # ...which the pod's own charge would have changed (by ~5.6): the check can fail
     with w.cache.scoring_lock:
         after = w.cache.snapshot().snap.copy()
-    assert abs(reference_logits(w, "p", after)[res.winner] - ref[res.winner]) > 1e-3
+    assert abs(reference_logits(w, "p", after)[res.winner] - ref[res.winner]) > 0.1
     assert doc["policy"].startswith("dsan@") and doc["reply"]["recommended"] == 10
     # the JSON answer carries the same numbers
     status, body, _ = w.explainer.http("default/p")
