@@ -115,21 +115,33 @@ def test_warm_up_is_cut_from_every_metric() -> None:
     assert out["warmup_h"] == pytest.approx(0.1) and out["sim_hours"] == pytest.approx(1000 / 3600)
 
 
+def spark(b: WorkloadBuilder, work: float, ex0_cpu: int = 4000) -> Any:
+    """A batch job at 0 s: a driver, one guaranteed executor of ``ex0_cpu`` and one
+    evictable 4-core executor."""
+    job = b.job(BATCH, 0.0, [work], stage_par=[2], base=2)
+    b.pod(job, PodSpec("drv", 1000, 1024, priority=400, task_type=BATCH, image=0), 0.5, 0.0,
+          False)
+    b.pod(job, PodSpec("ex0", ex0_cpu, ex0_cpu * 1024 // 1000, priority=100, task_type=BATCH,
+                       image=0), 1.0, 0.0, False)
+    b.pod(job, PodSpec("ex1", 4000, 4096, priority=-10, task_type=BATCH, image=0), 1.0, 0.0,
+          True)
+    return job
+
+
+def notebook(b: WorkloadBuilder, at: float, work: float) -> None:
+    """A best-effort job: one evictable pod on half a GPU."""
+    be = b.job(BE, at, [work], stage_par=[0], base=1)
+    b.pod(be, PodSpec("be", 4000, 8192, num_gpu=1, gpu_milli=500, priority=0, task_type=BE,
+                      image=1), 0.5, 0.5, True)
+
+
 def test_job_latency_queueing_and_best_effort_apart() -> None:
     cfg = v3()
     b = WorkloadBuilder(cfg)
     g = train(b, 0.0, 200.0, 8)  # both GPU nodes, one NVLink domain: 0.95 -> done 3 + 210.53
     h = train(b, 10.0, 100.0, 1)  # waits for g's GPUs
-    job = b.job(BATCH, 0.0, [100.0], stage_par=[2], base=2)
-    b.pod(job, PodSpec("drv", 1000, 1024, priority=400, task_type=BATCH, image=0), 0.5, 0.0,
-          False)
-    b.pod(job, PodSpec("ex0", 4000, 4096, priority=100, task_type=BATCH, image=0), 1.0, 0.0,
-          False)
-    b.pod(job, PodSpec("ex1", 4000, 4096, priority=-10, task_type=BATCH, image=0), 1.0, 0.0,
-          True)
-    be = b.job(BE, 20.0, [50.0], stage_par=[0], base=1)
-    b.pod(be, PodSpec("be", 4000, 8192, num_gpu=1, gpu_milli=500, priority=0, task_type=BE,
-                      image=1), 0.5, 0.5, True)
+    job = spark(b, 100.0)
+    notebook(b, 20.0, 50.0)
     eng = Engine(cfg, 0, workload=b.build())
     out = drive(eng)
     g_done = 3.0 + 200.0 / 0.95
@@ -181,9 +193,7 @@ def test_elastic_training_grows_shrinks_and_pays_restarts() -> None:
 def test_best_effort_eviction_loses_its_progress() -> None:
     cfg = v3()
     b = WorkloadBuilder(cfg)
-    be = b.job(BE, 0.0, [5000.0], stage_par=[0], base=1)
-    b.pod(be, PodSpec("be", 4000, 8192, num_gpu=1, gpu_milli=500, priority=0, task_type=BE,
-                      image=1), 0.5, 0.5, True)
+    notebook(b, 0.0, 5000.0)
     train(b, 100.0, 50.0, 8)  # needs every GPU: reclaims the notebook, running since 4 s
     out = drive(Engine(cfg, 0, workload=b.build()))
     assert out["reclaim_cost"]["evicted_pods"] == {"besteffort": 1}
@@ -195,13 +205,7 @@ def test_an_evicted_executor_loses_its_in_flight_tasks() -> None:
         {"count": 1, "cpu_milli": 16000, "mem_mib": 65536, "hourly_cost": 1.0}]}
     cfg = v3(cluster=cpu_only)
     b = WorkloadBuilder(cfg)
-    job = b.job(BATCH, 0.0, [5000.0], stage_par=[2], base=2)
-    b.pod(job, PodSpec("drv", 1000, 1024, priority=400, task_type=BATCH, image=0), 0.5, 0.0,
-          False)
-    b.pod(job, PodSpec("ex0", 8000, 8192, priority=100, task_type=BATCH, image=0), 1.0, 0.0,
-          False)
-    b.pod(job, PodSpec("ex1", 4000, 4096, priority=-10, task_type=BATCH, image=0), 1.0, 0.0,
-          True)
+    spark(b, 5000.0, ex0_cpu=8000)
     web = b.job(WEB, 50.0, [float("inf")], stage_par=[0], service=0, base=1)
     b.pod(web, PodSpec("w", 6000, 4096, priority=1000, task_type=WEB, image=1), 1.0, 0.0, False)
     eng = Engine(cfg, 0, workload=b.build())
