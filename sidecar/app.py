@@ -78,7 +78,7 @@ class Sidecar:
         self.metrics = SidecarMetrics()
         engine = ScoringEngine(self.cache, scorer, fallback, cfg.telemetry_stale_s,
                                cfg.strict_node_names)
-        self.decisions = Decisions(cfg.decisions_kept)
+        self.decisions = Decisions(cfg.decisions_kept, cfg.assume_ttl_s)
         self.service = ScoringService(self.cache, self.view, engine, self.metrics, info,
                                       self.decisions)
         self.explainer = Explainer(self.cache, engine, self.decisions, self.service.ready,

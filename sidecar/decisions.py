@@ -93,7 +93,8 @@ class Decisions:
         if kept < 1:
             raise ValueError(f"Decisions.kept must be >= 1, got {kept}")
         self.kept = kept
-        #: A held decision older than this is not confirmed (kube-scheduler has moved on).
+        #: A held decision older than this is not confirmed (the sidecar passes assume_ttl_s:
+        #: an assumption that old would have expired anyway).
         self.held_max_age_s = held_max_age_s
         self._lock = threading.Lock()
         self._by_name: OrderedDict[str, Decision] = OrderedDict()

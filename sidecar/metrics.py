@@ -132,7 +132,7 @@ class SidecarMetrics:
             "dsan_sidecar_assumptions_skipped", "Scored pods not assumed when scored, by reason: "
             "other_scheduler (the request's pod names another scheduler), not_pending (the "
             "informer had not shown the pod pending for the configured scheduler yet: it is "
-            "assumed if it does within 30 s)", "reason", r)
+            "assumed if it does within assume_ttl_s)", "reason", r)
         self.decisions_recorded = ScrapedCounters(
             "dsan_sidecar_decisions_recorded", "Writes made for pods the scheduler bound, by "
             "what: event (an events.k8s.io/v1 Event), annotation (dsan.io/scored-by)", "what",
