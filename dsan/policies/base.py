@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
+from dsan.policies.reclaim import DefaultReclaimer, Reclaimer
 
 __all__ = ["MAX_NODE_SCORE", "BaseScorer", "Scorer", "best_fit_gpus"]
 
@@ -27,6 +28,9 @@ class Scorer(Protocol):
     #: Whether scores read GPU telemetry: the sidecar scores nodes whose telemetry is stale
     #: by its fallback instead.
     reads_telemetry: bool
+
+    #: Chooses the victims when a pod fits nowhere (:mod:`dsan.policies.reclaim`).
+    reclaimer: Reclaimer
 
     def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         """One score per entry of ``nodes`` (indices into ``snap``), higher is better."""
@@ -53,6 +57,7 @@ class BaseScorer:
 
     name = "base"
     reads_telemetry = False
+    reclaimer: Reclaimer = DefaultReclaimer()
 
     @property
     def version(self) -> str:
