@@ -42,6 +42,24 @@ ANNOTATION_SCORED_BY: Final = "dsan.io/scored-by"
 
 TASK_TYPES: Final = ("other", "train", "batch", "web")
 
+# Reclamation (the extender's preempt verb, docs/sidecar.md "Preemption"): what a victim's
+# eviction costs, and how an elastic workload shrinks instead of recreating what was evicted.
+#: ``"true"`` on a pod its workload can lose and go on without (an executor or worker above
+#: the job's minimum): evicting it shrinks the workload instead of stopping it.
+ANNOTATION_ELASTIC: Final = "dsan.io/elastic"
+#: Seconds of work an eviction of this pod throws away (e.g. its checkpoint interval), a
+#: non-negative decimal; absent: everything since the pod started.
+ANNOTATION_LOST_SECONDS: Final = "dsan.io/lost-seconds"
+#: On an elastic member: the name of the pod in the same namespace that owns its workload (a
+#: Spark-driver-like pod) and carries :data:`ANNOTATION_DESIRED_MEMBERS`.
+ANNOTATION_WORKLOAD_OWNER: Final = "dsan.io/workload-owner"
+#: On a workload owner: how many elastic members its own controller keeps running. When
+#: members are evicted to make room, the sidecar lowers it by as many, so the controller does
+#: not recreate them.
+ANNOTATION_DESIRED_MEMBERS: Final = "dsan.io/desired-members"
+#: On a workload owner (optional): the sidecar never lowers the desired count below it.
+ANNOTATION_MIN_MEMBERS: Final = "dsan.io/min-members"
+
 #: ``reportingController`` of the sidecar's Events (a qualified name, as the API requires).
 EVENT_CONTROLLER: Final = "dsan.io/sidecar"
 #: ``action`` of a decision's Event.
@@ -71,6 +89,39 @@ def parse_gpu_milli(value: str | None) -> int | None:
 def parse_task_type(value: str | None) -> str:
     """A known task type, ``"other"`` for anything else."""
     return value if value in TASK_TYPES else "other"
+
+
+def parse_elastic(value: str | None) -> bool:
+    """:data:`ANNOTATION_ELASTIC`: only ``"true"`` (any case) is elastic."""
+    return isinstance(value, str) and value.lower() == "true"
+
+
+def parse_lost_seconds(value: str | None) -> float | None:
+    """:data:`ANNOTATION_LOST_SECONDS`: a finite, non-negative number of seconds, or None
+    when absent or malformed (then the caller assumes all work since the start is lost)."""
+    if not isinstance(value, str) or len(value) > 32:
+        return None
+    out = parse_float_label(value)
+    return out if out is not None and out != float("inf") else None
+
+
+def parse_member_count(value: str | None) -> int | None:
+    """:data:`ANNOTATION_DESIRED_MEMBERS` or :data:`ANNOTATION_MIN_MEMBERS`: a count of
+    ASCII digits, 0..1_000_000, or None when absent or malformed."""
+    if not isinstance(value, str) or not (0 < len(value) <= 7 and value.isascii()
+                                          and value.isdigit()):
+        return None
+    n = int(value)
+    return n if n <= 1_000_000 else None
+
+
+def parse_workload_owner(value: str | None) -> str | None:
+    """:data:`ANNOTATION_WORKLOAD_OWNER`: a pod name (a DNS subdomain: at most 253 lowercase
+    alphanumerics, ``-`` and ``.``), or None when absent or not a name."""
+    if not isinstance(value, str) or not 0 < len(value) <= 253:
+        return None
+    ok = value.isascii() and all(c.isalnum() and not c.isupper() or c in "-." for c in value)
+    return value if ok and value[0].isalnum() and value[-1].isalnum() else None
 
 
 def parse_float_label(value: str | None) -> float | None:

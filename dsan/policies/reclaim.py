@@ -13,14 +13,14 @@ preemptor's priority or a higher one (:func:`admissible`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from dsan.api.types import TASK_TYPES
 
-__all__ = ["Candidate", "DefaultReclaimer", "Reclaimer", "Victim", "admissible",
-           "latency_sensitive"]
+__all__ = ["RECLAIMERS", "Candidate", "DefaultReclaimer", "ProtectingReclaimer", "Reclaimer",
+           "Victim", "admissible", "latency_sensitive"]
 
 #: Task types whose pods serve requests: a reclaimer that protects them never evicts one.
 LATENCY_SENSITIVE_TYPES: tuple[str, ...] = ("web",)
@@ -99,3 +99,24 @@ class DefaultReclaimer:
             if best is None or key < best:
                 best = key
         return None if best is None else best[-1]
+
+
+class ProtectingReclaimer:
+    """:class:`DefaultReclaimer`'s order among the candidates that evict no latency-sensitive
+    pod (:func:`latency_sensitive`); None when every candidate would evict one."""
+
+    name = "protect-latency"
+
+    def __init__(self) -> None:
+        self._default = DefaultReclaimer()
+
+    def choose(self, priority: int, candidates: Sequence[Candidate]) -> int | None:
+        keep = [i for i, c in enumerate(candidates)
+                if not any(latency_sensitive(v) for v in c.victims)]
+        best = self._default.choose(priority, [candidates[i] for i in keep])
+        return None if best is None else keep[best]
+
+
+#: Reclaimers by name, for a sidecar told to use one other than its policy's own.
+RECLAIMERS: dict[str, Callable[[], Reclaimer]] = {
+    DefaultReclaimer.name: DefaultReclaimer, ProtectingReclaimer.name: ProtectingReclaimer}

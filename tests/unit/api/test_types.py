@@ -50,3 +50,31 @@ def test_parse_scored_by(raw: str | None, want: t.ScoredBy | None) -> None:
     assert t.parse_scored_by(raw) == want
     if want is not None:
         assert str(want) == raw  # the written form reads back as itself
+
+
+@pytest.mark.parametrize(("raw", "want"), [("true", True), ("True", True), ("false", False),
+                                           ("1", False), ("", False), (None, False)])
+def test_parse_elastic_only_true_is_elastic(raw: str | None, want: bool) -> None:
+    assert t.parse_elastic(raw) is want
+
+
+@pytest.mark.parametrize(("raw", "want"), [("600", 600.0), ("0", 0.0), ("1.5", 1.5),
+                                           ("inf", None), ("nan", None), ("-1", None),
+                                           ("ten", None), ("1" * 40, None), (None, None)])
+def test_parse_lost_seconds(raw: str | None, want: float | None) -> None:
+    assert t.parse_lost_seconds(raw) == want
+
+
+@pytest.mark.parametrize(("raw", "want"), [("4", 4), ("0", 0), ("1000000", 1_000_000),
+                                           ("1000001", None), ("-1", None), ("+3", None),
+                                           ("3.0", None), ("٣", None), ("", None), (None, None)])
+def test_parse_member_count(raw: str | None, want: int | None) -> None:
+    assert t.parse_member_count(raw) == want
+
+
+@pytest.mark.parametrize(("raw", "want"), [("spark-driver", "spark-driver"), ("a.b-1", "a.b-1"),
+                                           ("Driver", None), ("-x", None), ("x-", None),
+                                           ("a/b", None), ("a" * 254, None), ("", None),
+                                           (None, None)])
+def test_parse_workload_owner_takes_only_a_pod_name(raw: str | None, want: str | None) -> None:
+    assert t.parse_workload_owner(raw) == want
