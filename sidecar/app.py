@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from dsan.policies.base import Scorer
+from dsan.policies.reclaim import RECLAIMERS
 from sidecar.cache import GraphCache
 from sidecar.clusterview import RESOURCES, ClusterView, KubeClusterView, load_api_client
 from sidecar.config import ConfigError, SidecarConfig
@@ -24,9 +25,11 @@ from sidecar.extender import ExtenderApp, ExtenderServer
 from sidecar.grpc_server import GrpcServer, ScoreHandler
 from sidecar.metrics import SidecarMetrics
 from sidecar.metricsserver import MetricsServer
+from sidecar.preemption import Reclamation
 from sidecar.recorder import ClusterWriter, KubeClusterWriter, Recorder
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
+from sidecar.shrinker import Shrinker, WorkloadWriter
 from sidecar.threadlimits import limit_threads, pool_sizes
 
 log = logging.getLogger("dsan.sidecar")
@@ -63,9 +66,11 @@ def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
 class Sidecar:
     def __init__(self, cfg: SidecarConfig, view_factory: ViewFactory | None = None,
                  policies: tuple[Scorer, Scorer, PolicyInfo] | None = None,
-                 writer: ClusterWriter | None = None) -> None:
-        """``view_factory`` and ``writer`` replace the kubeconfig's cluster (tests); with a
-        view factory, decisions are recorded only through ``writer``."""
+                 writer: ClusterWriter | None = None,
+                 workloads: WorkloadWriter | None = None) -> None:
+        """``view_factory``, ``writer`` and ``workloads`` replace the kubeconfig's cluster
+        (tests); with a view factory, decisions are recorded only through ``writer`` and
+        elastic workloads shrunk only through ``workloads``."""
         self.cfg = cfg
         self.cache = GraphCache(cfg)
         api = None
@@ -92,7 +97,16 @@ class Sidecar:
             self.cache.on_bound = self.recorder.offer
             self.metrics.decisions_recorded.counts = self.recorder.recorded
             self.metrics.record_failures.counts = self.recorder.failures
+        self.shrinker: Shrinker | None = None
+        if cfg.elastic_shrink and (workloads is not None or api is not None):
+            self.shrinker = Shrinker(workloads or KubeClusterWriter(api))
+            self.metrics.elastic_shrinks.counts = self.shrinker.results
+        reclaimer = RECLAIMERS[cfg.reclaimer]() if cfg.reclaimer else scorer.reclaimer
+        self.reclamation = Reclamation(self.cache, reclaimer, self.shrinker)
         m, stats = self.metrics, self.cache.stats
+        m.preemptions.counts = self.reclamation.outcomes
+        m.preempt_candidates.counts = self.reclamation.candidates
+        m.preempt_victims.counts = self.reclamation.victims
         m.explanations.counts = self.explainer.results
         m.bad_objects.counts = stats.bad_objects
         m.assumptions_ended.counts = stats.assumptions_ended
@@ -108,12 +122,12 @@ class Sidecar:
         # Read once: ~1 ms of library inspection, and nothing resizes the pools later.
         for pool, n in pool_sizes().items():
             m.compute_threads.labels(pool).set(n)
+        extender = ExtenderApp(self.service, self.reclamation)
         self.http = ExtenderServer(
-            cfg.bind_address, cfg.http_port, cfg.url_prefix, ExtenderApp(self.service),
-            cfg.max_body_bytes, ready=self.service.ready,
-            metrics_body=self.service.exposition,
+            cfg.bind_address, cfg.http_port, cfg.url_prefix, extender, cfg.max_body_bytes,
+            ready=self.service.ready, metrics_body=self.service.exposition,
             count_error=lambda reason: self.metrics.error("http", reason),
-            backlog=cfg.http_backlog, explain=self.explainer.http)
+            backlog=cfg.http_backlog, explain=self.explainer.http, preempt=extender.preempt)
         handler = ScoreHandler(self.service)
         self.grpc: GrpcServer | None = None
         if cfg.grpc_port >= 0:
@@ -135,7 +149,8 @@ class Sidecar:
         return None if self.grpc is None else f"{self.cfg.bind_address}:{self.grpc.port}"
 
     def start(self) -> None:
-        for part in (self.http, self.grpc, self.metrics_http, self.recorder, self.view):
+        for part in (self.http, self.grpc, self.metrics_http, self.recorder, self.shrinker,
+                     self.view):
             if part is not None:
                 part.start()
         threading.Thread(target=self._watch_ready, name="readiness", daemon=True).start()
@@ -170,7 +185,8 @@ class Sidecar:
             left = self.http.drain(drain_s)
             if stopped is not None:
                 stopped.wait(drain_s + 1)
-        for part in (self.view, self.recorder, self.http, self.grpc, self.metrics_http):
+        for part in (self.view, self.recorder, self.shrinker, self.http, self.grpc,
+                     self.metrics_http):
             if part is not None:
                 part.stop()
         return left

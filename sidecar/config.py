@@ -113,6 +113,13 @@ class SidecarConfig:
     explain_background: int = 32
     explain_permutations: int = 8
     explain_cpu_budget_s: float = 1.0
+    #: Chooses which preemption candidate's victims kube-scheduler evicts (the preempt verb):
+    #: "" = the served policy's own reclaimer, else a dsan.policies.reclaim.RECLAIMERS name
+    #: ("kubernetes": kube-scheduler's own pick; "protect-latency": never a web pod).
+    reclaimer: str = ""
+    #: When the chosen victims include elastic members (dsan.io/elastic), lower their
+    #: workload owner's dsan.io/desired-members by as many (a pod patch; docs/sidecar.md).
+    elastic_shrink: bool = True
     #: Log level of the sidecar's logger.
     log_level: str = "INFO"
 
@@ -143,6 +150,10 @@ class SidecarConfig:
         need(0 < self.record_qps <= 10_000, "record_qps", "must be within (0, 10000]")
         need(0 < self.explain_cpu_budget_s <= 600, "explain_cpu_budget_s",
              "must be within (0, 600]")
+        from dsan.policies.reclaim import RECLAIMERS
+
+        need(self.reclaimer == "" or self.reclaimer in RECLAIMERS, "reclaimer",
+             f"must be empty (the policy's own) or one of {sorted(RECLAIMERS)}")
         need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
              "must be DEBUG, INFO, WARNING or ERROR")
 

@@ -3,6 +3,8 @@
 Wire format: k8s.io/kube-scheduler/extender/v1 (Go types without JSON tags: capitalised
 keys). ``ExtenderArgs`` in (``Nodes.items`` read when NodeNames is absent); ``prioritize``
 answers a ``HostPriorityList`` (scores 0..10), ``filter`` an ``ExtenderFilterResult``.
+``preempt`` takes ``ExtenderPreemptionArgs`` and answers ``ExtenderPreemptionResult``
+(sidecar/preemption.py).
 
 Server: the stdlib's threading HTTP server with HTTP/1.1 keep-alive, Nagle disabled and every
 response sent in one write: without both, a keep-alive client stalls ~44 ms per request.
@@ -27,6 +29,7 @@ import orjson
 
 from dsan.core.snapshot import PodSpec
 from sidecar.podspec import PodSpecMemo, pod_key
+from sidecar.preemption import Reclamation, encode_result, parse_preemption_args
 from sidecar.scoring import ScoreResult
 from sidecar.service import RequestError, ScoringService, internal_error
 
@@ -110,8 +113,10 @@ def _scheduler_name(pod: dict[str, Any]) -> str:
 class ExtenderApp:
     """Request bodies in, (status, body) out: the extender's logic, independent of the server."""
 
-    def __init__(self, service: ScoringService) -> None:
+    def __init__(self, service: ScoringService, reclamation: Reclamation | None = None) -> None:
         self.service = service
+        #: Serves the preempt verb (required by :meth:`preempt`).
+        self.reclamation = reclamation
         #: Pods parsed once per shape (a workload's replicas come one after another).
         self._specs = PodSpecMemo()
 
@@ -142,6 +147,19 @@ class ExtenderApp:
                                  "FailedAndUnresolvableNodes": {}, "Error": ""}), None
 
         return _reply(self.service.handle("http", "filter", serve))
+
+    def preempt(self, body: bytes) -> tuple[int, bytes]:
+        def serve() -> tuple[bytes, None]:
+            t0 = time.perf_counter()
+            if self.reclamation is None:
+                raise RequestError("bad_request", "this extender serves no preempt verb")
+            pod, proposals = parse_preemption_args(body)
+            priority = self._specs.get(pod, self.service.cache.models).priority
+            out = encode_result(self.reclamation.choose(priority, proposals))
+            self.service.metrics.observe_preempt(time.perf_counter() - t0)
+            return out, None
+
+        return _reply(self.service.handle("http", "preempt", serve))
 
 
 class App(Protocol):
@@ -366,12 +384,16 @@ class ExtenderServer(ThreadingHTTPServer):
                  metrics_body: Callable[[], bytes] | None = None,
                  count_error: Callable[[str], None] = lambda reason: None,
                  backlog: int = 1024,
-                 explain: Callable[[str], tuple[int, bytes, str]] | None = None) -> None:
+                 explain: Callable[[str], tuple[int, bytes, str]] | None = None,
+                 preempt: Route | None = None) -> None:
+        """``preempt``: the route of POST <prefix>/preempt (ExtenderApp.preempt); None: 404."""
         self.request_queue_size = backlog  # read by listen() in the constructor below
         super().__init__((host, port), _Handler)
         self.app = app
         self.post_routes: dict[str, Route] = {f"{prefix}/prioritize": app.prioritize,
                                               f"{prefix}/filter": app.filter}
+        if preempt is not None:
+            self.post_routes[f"{prefix}/preempt"] = preempt
         self.max_body = max_body
         self.ready = ready
         self.metrics_body = metrics_body

@@ -91,7 +91,7 @@ class SidecarMetrics:
             "dsan_sidecar_candidate_nodes", "Candidate nodes per score request",
             ["api"], NODE_BUCKETS, self._hist_lock, r)
         self.requests = Counter(
-            "dsan_sidecar_requests", "Score and filter requests served", ["api", "verb"],
+            "dsan_sidecar_requests", "Score, filter and preempt requests served", ["api", "verb"],
             registry=r)
         self.errors = Counter(
             "dsan_sidecar_request_errors", "Requests refused, by API and reason",
@@ -145,6 +145,25 @@ class SidecarMetrics:
             "dsan_sidecar_explanations", "GET /explain requests by result: ok, not_found, "
             "unexplainable, busy (another one was running), not_ready, bad_request, error",
             "result", r)
+        self.preempt_latency = RequestHistograms(
+            "dsan_sidecar_preempt_latency_seconds",
+            "Server-side time to answer one preempt request (choose the victims)", [],
+            LATENCY_BUCKETS, self._hist_lock, r)
+        self.preemptions = ScrapedCounters(
+            "dsan_sidecar_preemptions", "Preempt requests answered, by outcome: evict (one "
+            "node's victims returned), none (nothing to evict: the pod waits)", "outcome", r)
+        self.preempt_candidates = ScrapedCounters(
+            "dsan_sidecar_preempt_candidates", "Preemption candidates (nodes with victims), by "
+            "result: offered by kube-scheduler, unknown_victim (dropped: a victim the informer "
+            "does not show bound on that node), chosen", "result", r)
+        self.preempt_victims = ScrapedCounters(
+            "dsan_sidecar_preempt_victims", "Victims returned for eviction, by task type",
+            "task_type", r)
+        self.elastic_shrinks = ScrapedCounters(
+            "dsan_sidecar_elastic_shrinks", "Workload owners' dsan.io/desired-members lowered "
+            "for evicted elastic members, by result: ok, at_minimum, no_count, conflict, "
+            "dropped, or the API's refusal (forbidden, not_found, invalid, unavailable, error)",
+            "result", r)
         self.ready = Gauge("dsan_sidecar_ready", "1 once the informers have synced", registry=r)
         self.cpus = Gauge(
             "dsan_sidecar_cpus", "CPUs the sidecar may run on (its affinity mask): what "
@@ -163,6 +182,7 @@ class SidecarMetrics:
                           self.latency.row(a, "total"), self.candidates.row(a))
                       for a in APIS}
         self._settle_row = self.settle.row()
+        self._preempt_row = self.preempt_latency.row()
         for a in APIS:
             for reason in ERROR_REASONS:
                 self.errors.labels(a, reason)
@@ -181,6 +201,12 @@ class SidecarMetrics:
             to[-1] += total_s
             ca[bisect_left(nodes, candidates)] += 1
             ca[-1] += candidates
+
+    def observe_preempt(self, seconds: float) -> None:
+        with self._hist_lock:
+            row = self._preempt_row
+            row[bisect_left(self.latency.bounds, seconds)] += 1
+            row[-1] += seconds
 
     def observe_settle(self, settle_s: float) -> None:
         with self._hist_lock:

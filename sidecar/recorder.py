@@ -7,6 +7,7 @@ thread writes under a token bucket, off the scoring path. A failed write is coun
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -76,7 +77,7 @@ class KubeClusterWriter:
     def __init__(self, api_client: Any) -> None:
         self._api = api_client
 
-    def _send(self, method: str, path: str, body: Any, content_type: str) -> None:
+    def _send(self, method: str, path: str, body: Any, content_type: str) -> bytes:
         api = self._api
         try:
             m, url, headers, data, post = api.param_serialize(
@@ -84,7 +85,7 @@ class KubeClusterWriter:
                                              "Accept": "application/json"},
                 body=body, auth_settings=["BearerToken"])
             resp = api.call_api(m, url, headers, data, post, _request_timeout=10.0)
-            resp.read()
+            out = resp.read() or b""
         except Exception as exc:  # connection refused, timeout, TLS: the API is unreachable
             status = getattr(exc, "status", None)
             reason = reason_of_status(status) if isinstance(status, int) and status else \
@@ -94,6 +95,7 @@ class KubeClusterWriter:
             text = (resp.data or b"")[:300].decode("utf-8", "replace")
             raise WriteError(reason_of_status(resp.status),
                              f"{method} {path}: HTTP {resp.status}: {text}")
+        return bytes(out)
 
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         self._send("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
@@ -103,6 +105,18 @@ class KubeClusterWriter:
         self._send("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}",
                    {"metadata": {"annotations": dict(annotations)}},
                    "application/strategic-merge-patch+json")
+
+    # The elastic shrink's writes (sidecar/shrinker.py, WorkloadWriter).
+    def read_pod(self, namespace: str, name: str) -> Mapping[str, Any]:
+        out = json.loads(self._send("GET", f"/api/v1/namespaces/{namespace}/pods/{name}",
+                                    None, "application/json"))
+        if not isinstance(out, dict):
+            raise WriteError("error", f"GET pod {namespace}/{name}: not a JSON object")
+        return out
+
+    def json_patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
+        self._send("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", ops,
+                   "application/json-patch+json")
 
 
 @dataclass

@@ -94,7 +94,7 @@ class ScoringService:
         cache.on_pending = self.pod_pending
         #: Request counters by (api, verb), bound once: no label lookup per request.
         self._served = {k: metrics.requests.labels(*k)
-                        for k in (("http", "prioritize"), ("grpc", "score"))}
+                        for k in (("http", "prioritize"), ("http", "preempt"), ("grpc", "score"))}
         # Latency observations wait (deque appends are atomic) until settle(), after the reply.
         self._observed: deque[tuple[str, float, float, float, int]] = deque()
         #: Settle times waiting to be observed by the next settle().

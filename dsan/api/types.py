@@ -120,7 +120,7 @@ def parse_workload_owner(value: str | None) -> str | None:
     alphanumerics, ``-`` and ``.``), or None when absent or not a name."""
     if not isinstance(value, str) or not 0 < len(value) <= 253:
         return None
-    ok = value.isascii() and all(c.isalnum() and not c.isupper() or c in "-." for c in value)
+    ok = value.isascii() and all((c.isalnum() and not c.isupper()) or c in "-." for c in value)
     return value if ok and value[0].isalnum() and value[-1].isalnum() else None
 
 
