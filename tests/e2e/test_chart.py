@@ -423,6 +423,7 @@ def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:
         v["extender"]["weight"], v["extender"]["httpTimeout"], v["extender"]["ignorable"]
     )
     assert ext.get("managedResources", []) == v["extender"]["managedResources"]
+    assert (ext["prioritizeVerb"], ext["preemptVerb"]) == ("prioritize", "preempt")
 
 
 def test_exclusive_cpus_make_every_request_a_limit_and_the_sidecar_cpus_whole(

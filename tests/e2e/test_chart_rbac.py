@@ -303,18 +303,20 @@ def test_the_device_plugin_writes_only_its_own_nodes_gpu_telemetry(
 def test_the_scheduler_patches_only_the_scored_by_annotation_of_a_pod(
     installed: Rendered, control_plane: Any, tmp_path: Path
 ) -> None:
-    """With the scheduler's token: the sidecar's annotation may be set; a label, another
-    annotation or a spec field is refused by the admission policy (RBAC allows them)."""
+    """With the scheduler's token: the sidecar's annotation may be set and a workload owner's
+    desired-members lowered (the elastic shrink); a label, another annotation, raising or
+    adding a count, or a spec field is refused by the admission policy (RBAC allows them)."""
     from kubernetes import client, config
 
-    from dsan.api.types import ANNOTATION_SCORED_BY
+    from dsan.api.types import ANNOTATION_DESIRED_MEMBERS, ANNOTATION_SCORED_BY
 
     sa = f"{RELEASE}-dsan-scheduler"
     with control_plane.api_client() as admin:
         core: Any = client.CoreV1Api(admin)
         core.create_namespaced_pod(NS, {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "annotated", "annotations": {"team": "a"}},
+            "metadata": {"name": "annotated", "annotations": {
+                "team": "a", ANNOTATION_DESIRED_MEMBERS: "4"}},
             "spec": {"schedulerName": "dsan-scheduler",
                      "containers": [{"name": "c", "image": "x"}]}})
         try:
@@ -340,8 +342,24 @@ def test_the_scheduler_patches_only_the_scored_by_annotation_of_a_pod(
                 assert refused({"metadata": {"annotations": {"team": "b"}}})
                 assert refused({"metadata": {"annotations": {"other": "1"}}})
                 assert refused({"spec": {"activeDeadlineSeconds": 5}})
+
+                def count(n: str) -> dict[str, Any]:
+                    return {"metadata": {"annotations": {ANNOTATION_DESIRED_MEMBERS: n}}}
+
+                assert refused(count("3")) == ""
+                assert refused(count("5"))
+            core.create_namespaced_pod(NS, {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "no-count"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}})
+            with config.new_client_from_config(config_file=str(kc)) as api:
+                try:
+                    client.CoreV1Api(api).patch_namespaced_pod("no-count", NS, count("1"))
+                    raise AssertionError("adding a desired-members count was allowed")
+                except client.exceptions.ApiException as exc:
+                    assert exc.status == 403, exc
             got = core.read_namespaced_pod("annotated", NS)
-            assert got.metadata.annotations == {"team": "a", ANNOTATION_SCORED_BY: "dsan@v1"}
+            assert got.metadata.annotations == {"team": "a", ANNOTATION_SCORED_BY: "dsan@v1",
+                                                ANNOTATION_DESIRED_MEMBERS: "3"}
             assert not got.metadata.labels and got.spec.active_deadline_seconds is None
         finally:
             core.delete_namespaced_pod("annotated", NS, grace_period_seconds=0)
