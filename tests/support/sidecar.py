@@ -126,11 +126,13 @@ def _post(port: int, path: str, body: bytes, timeout: float = 10.0) -> tuple[int
 
 
 class RecordingProxy:
-    """Forwards extender POSTs to the sidecar unchanged and records {pod name: {node: score}}."""
+    """Forwards extender POSTs to the sidecar unchanged and records {pod name: {node: score}},
+    and every answered preempt call as (ExtenderPreemptionArgs, ExtenderPreemptionResult)."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.scores: dict[str, dict[str, int]] = {}
+        self.preempts: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self._lock = threading.Lock()
         proxy = self
 
@@ -149,6 +151,9 @@ class RecordingProxy:
                     pod = json.loads(body)["Pod"]["metadata"]["name"]
                     with proxy._lock:
                         proxy.scores[pod] = {e["Host"]: int(e["Score"]) for e in json.loads(reply)}
+                if status == 200 and self.path.endswith("/preempt"):
+                    with proxy._lock:
+                        proxy.preempts.append((json.loads(body), json.loads(reply)))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(reply)))
