@@ -4,16 +4,18 @@ rows and save the same weights as the runs recorded in ``tests/data/trainer_numb
 
 Why: the two trainers share one env/rollout/update core (:mod:`dsan.train.env`,
 :mod:`dsan.train.rollout`, :mod:`dsan.train.updates`); a change there that moves a number
-of either trainer shows here, bit for bit. Timings (``wall_s``, ``decisions_per_s``) are
-left out. The numbers depend on torch's and numpy's kernels, so they are compared only
-under the versions that recorded them; re-record, after checking why they moved, with
+of either trainer shows here. Timings (``wall_s``, ``decisions_per_s``) are left out. The
+numbers depend on torch's and numpy's kernels, so they are compared only under the versions
+that recorded them, and floats to 1e-4 relative or 1e-6 absolute (a KL near 0): on another
+CPU the same float32 kernels round differently (seen: the 7th digit of a PPO loss), while a
+change in the core moves them by far more (decisions, rewards and evaluations flip). Weights
+are compared by each tensor's sum and sum of squares. Re-record, after checking why they moved, with
 ``python tests/unit/train/test_trainer_numbers.py --record``.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -23,18 +25,22 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.golden import assert_matches
+
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "trainer_numbers.json"
 TIMINGS = ("wall_s", "decisions_per_s", "parity_wall_s")
 
 
-def _weights_sha(path: Path) -> str:
+#: Tolerances on every recorded float (see the module's docstring).
+REL, ABS = 1e-4, 1e-6
+
+
+def _weights(path: Path) -> dict[str, list[float]]:
+    """Each tensor's sum and sum of squares, in float64."""
     state = torch.load(path, weights_only=True)
-    h = hashlib.sha256()
-    for k in sorted(state):
-        h.update(k.encode())
-        h.update(state[k].detach().contiguous().numpy().tobytes())
-    return h.hexdigest()
+    return {k: [float(t.double().sum()), float(t.double().square().sum())]
+            for k, t in sorted(state.items())}
 
 
 def _result(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
@@ -43,10 +49,12 @@ def _result(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
         for r in csv.DictReader((out / "metrics.csv").open())
     ]
     keep = {k: v for k, v in summary.items() if k not in TIMINGS and not k.endswith("_s")}
+    if "openb_max_logp_change" in keep:  # a few float32 ulps by design: recorded as "below 1e-4"
+        keep["openb_max_logp_change"] = keep["openb_max_logp_change"] < 1e-4
     return {
         "metrics": rows,
         "summary": json.loads(json.dumps(keep, default=str)),
-        "weights_sha256": _weights_sha(out / "model" / "weights.pt"),
+        "weights": _weights(out / "model" / "weights.pt"),
     }
 
 
@@ -107,14 +115,14 @@ def _recorded(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("name", ["openb", "scenario", "scenario-10h"])
 def test_trainer_numbers_are_the_recorded_ones(name: str, tmp_path: Path) -> None:
     want = _recorded(name)
-    assert RUNS[name](tmp_path) == want
+    assert_matches(RUNS[name](tmp_path), want, rel=REL, abs_=ABS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["distributed-gradients", "distributed-rollouts"])
 def test_distributed_numbers_are_the_recorded_ones(name: str, tmp_path: Path) -> None:
     want = _recorded(name)
-    assert RUNS[name](tmp_path) == want
+    assert_matches(RUNS[name](tmp_path), want, rel=REL, abs_=ABS)
 
 
 if __name__ == "__main__":
@@ -127,5 +135,5 @@ if __name__ == "__main__":
     for name, fn in RUNS.items():
         with tempfile.TemporaryDirectory() as d:
             got[name] = fn(Path(d))
-            print(name, got[name]["weights_sha256"], flush=True)
+            print(name, "recorded", flush=True)
     DATA.write_text(json.dumps({"versions": _versions(), "runs": got}, indent=1) + "\n")

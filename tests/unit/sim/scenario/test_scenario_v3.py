@@ -18,6 +18,7 @@ from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.metrics import ReclaimCost, job_latency_p99, queued_mean_wait
 from dsan.sim.scenario.state import Decision
 from dsan.sim.scenario.workload import BATCH, BE, TRAIN, WEB, WorkloadBuilder, generate
+from tests.support.golden import assert_matches
 
 GOLDEN = Path(__file__).parent / "golden" / "seed_table1_v2.json"
 
@@ -369,6 +370,6 @@ def test_version_2_outputs_are_those_before_version_3() -> None:
 
     want = json.loads(GOLDEN.read_text())
     got = clean(run_policy(cfg, "k8s-default", 5, hours=1.0))
-    assert got == want["seed-table1/k8s-default/5/1h"]
+    assert_matches(got, want["seed-table1/k8s-default/5/1h"], rel=1e-12)
     got = clean(run_policy(cfg, "tetris", 2, burst=True, hours=2.5))
-    assert got == want["burst/tetris/2/2.5h"]
+    assert_matches(got, want["burst/tetris/2/2.5h"], rel=1e-12)
