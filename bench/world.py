@@ -25,7 +25,6 @@ from typing import Any
 from sidecar import kubeobjects as ko
 from sidecar.app import Sidecar, load_policies
 from sidecar.cache import GraphCache
-from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
 from sidecar.podspec import podspec_from_pod
 
@@ -65,6 +64,11 @@ class World:
         pods += [pod(i) for i in range(VARIANTS)]
         cfg = SidecarConfig(http_port=0, grpc_port=0, policy=policy, telemetry_stale_s=1e9,
                             gc_freeze_after_sync=False)
+
+        try:  # the tree on PYTHONPATH, which may predate the move of the fakes to tests/
+            from tests.support.fakes import FakeClusterView
+        except ImportError:
+            from sidecar.clusterview import FakeClusterView  # type: ignore[attr-defined,no-redef]
 
         def view(cache: GraphCache) -> FakeClusterView:
             return FakeClusterView(cache, nodes=nodes, pods=pods, telemetry=tele)

@@ -1,7 +1,8 @@
 """Wiring: config -> cache, cluster view, policies, scoring service, HTTP and gRPC servers.
 
 The outside world comes in through constructor arguments (a view factory, the scorers), so
-tests build a whole sidecar around a FakeClusterView on loopback ports.
+tests build a whole sidecar around a fake cluster view (``tests/support/fakes.py``) on loopback
+ports.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The cluster view: where the cache's events come from.
 
 :class:`ClusterView` is the Protocol; :class:`KubeClusterView` runs a list + watch reflector
-per resource on raw JSON (the client's models cost more than the rest of our work on a Pod),
-:class:`FakeClusterView` feeds the cache from test code. See docs/sidecar.md, Informers.
+per resource on raw JSON (the client's models cost more than the rest of our work on a Pod);
+tests feed the cache through ``tests.support.fakes.FakeClusterView``. See docs/sidecar.md,
+Informers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -38,41 +39,6 @@ class ClusterView(Protocol):
     def lag_seconds(self, resource: str) -> float:
         """Seconds since this resource's informer last heard from its source."""
         ...
-
-
-class FakeClusterView:
-    """Objects pushed by test code, delivered to the cache like watch events."""
-
-    def __init__(self, cache: GraphCache, nodes: Sequence[Mapping[str, Any]] | None = None,
-                 pods: Sequence[Mapping[str, Any]] | None = None,
-                 telemetry: Sequence[Mapping[str, Any]] | None = None) -> None:
-        self.cache = cache
-        self._initial = (list(nodes or []), list(pods or []), list(telemetry or []))
-        self._synced = False
-        self._heard = time.time()
-
-    def start(self) -> None:
-        nodes, pods, tele = self._initial
-        self.cache.replace_nodes(nodes)
-        self.cache.replace_pods(pods)
-        self.cache.replace_telemetry(tele)
-        self._initial = ([], [], [])  # delivered: keep no second copy of the cluster
-        self._synced = True
-        self._heard = time.time()
-
-    def stop(self) -> None:
-        self._synced = False
-
-    def synced(self) -> bool:
-        return self._synced
-
-    def lag_seconds(self, resource: str) -> float:
-        return time.time() - self._heard
-
-    def apply(self, resource: str, kind: str, obj: Mapping[str, Any]) -> None:
-        """Deliver one event: kind is ADDED, MODIFIED or DELETED."""
-        _dispatch(self.cache, resource, kind, obj)
-        self._heard = time.time()
 
 
 def _dispatch(cache: GraphCache, resource: str, kind: str, obj: Mapping[str, Any]) -> None:

@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -117,32 +117,6 @@ class KubeClusterWriter:
     def json_patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
         self._send("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", ops,
                    "application/json-patch+json")
-
-
-@dataclass
-class FakeClusterWriter:
-    """Remembers what it was asked to write; ``fail[kind]`` is raised by writes of that kind."""
-
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    annotations: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    fail: dict[str, WriteError] = field(default_factory=dict)
-    #: Pods that exist (namespace, name); None: every pod does.
-    pods: set[tuple[str, str]] | None = None
-
-    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
-        if "event" in self.fail:
-            raise self.fail["event"]
-        if {event["metadata"].get("namespace"), event["regarding"]["namespace"]} != {namespace}:
-            raise WriteError("invalid", "the event's namespace differs from the request's "
-                             "or the pod's")
-        self.events.append((namespace, dict(event)))
-
-    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
-        if "annotation" in self.fail:
-            raise self.fail["annotation"]
-        if self.pods is not None and (namespace, name) not in self.pods:
-            raise WriteError("not_found", f"pods {name!r} not found")
-        self.annotations.setdefault((namespace, name), {}).update(annotations)
 
 
 class TokenBucket:

@@ -112,14 +112,6 @@ class ClusterSnapshot:
         """(n, MAX_GPUS) mask of slots that hold a real GPU."""
         return np.arange(MAX_GPUS)[None, :] < self.gpu_count[:, None]
 
-    def gpu_free_total(self) -> F64:
-        """Free GPU milli per node (sum over its GPUs)."""
-        return self.gpu_free.sum(axis=1).astype(np.float64)
-
-    def gpu_full_free(self) -> I32:
-        """Number of entirely free GPUs per node."""
-        return ((self.gpu_free == 1000) & self.gpu_present).sum(axis=1).astype(np.int32)
-
     def copy(self) -> ClusterSnapshot:
         """A deep copy of the mutable columns (for what-if scoring and tests)."""
         return ClusterSnapshot(

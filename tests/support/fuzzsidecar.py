@@ -54,8 +54,8 @@ def serve(conn: Connection, pending_uids: list[str], healthz_thread: Any) -> Non
     from sidecar import extender, grpc_server
     from sidecar import kubeobjects as ko
     from sidecar.app import Sidecar, load_policies
-    from sidecar.clusterview import FakeClusterView
     from sidecar.config import SidecarConfig
+    from tests.support.fakes import FakeClusterView
 
     meter = Meter()
     # Measured where each request is served: the HTTP handler's methods and the gRPC

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.cache import GraphCache
-from sidecar.clusterview import FakeClusterView
+from tests.support.fakes import FakeClusterView
 
 
 class GatedView(FakeClusterView):

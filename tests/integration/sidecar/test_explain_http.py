@@ -17,8 +17,8 @@ from sidecar import kubeobjects as ko
 from sidecar.app import Sidecar, load_policies
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
-from sidecar.recorder import FakeClusterWriter
 from tests.integration.sidecar.harness import GatedView
+from tests.support.fakes import FakeClusterWriter
 
 pytestmark = pytest.mark.integration
 NODES = ko.cluster(16, gpu_every=4)

@@ -13,7 +13,6 @@ from dsan.policies.registry import make_scorer
 from sidecar import kubeobjects as ko
 from sidecar.app import load_policies
 from sidecar.cache import GraphCache
-from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
 from sidecar.decisions import Decisions
 from sidecar.explainer import Explainer
@@ -21,6 +20,7 @@ from sidecar.metrics import SidecarMetrics
 from sidecar.podspec import pod_key, podspec_from_pod
 from sidecar.scoring import ScoreResult, ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
+from tests.support.fakes import FakeClusterView
 
 NOW = datetime.now(UTC)
 NODES = ko.cluster(12, seed=3)

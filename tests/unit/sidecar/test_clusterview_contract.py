@@ -9,8 +9,8 @@ from typing import Any
 
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
-from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
+from tests.support.fakes import FakeClusterView
 
 Apply = Callable[[str, str, dict[str, Any]], None]
 

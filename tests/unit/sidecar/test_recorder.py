@@ -16,19 +16,18 @@ import pytest
 from dsan.api import types as t
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
-from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
 from sidecar.decisions import Decisions
 from sidecar.recorder import (
     NOTE_MAX_BYTES,
     Binding,
     ClusterWriter,
-    FakeClusterWriter,
     Recorder,
     TokenBucket,
     WriteError,
     event_of,
 )
+from tests.support.fakes import FakeClusterView, FakeClusterWriter
 from tests.unit.sidecar.decisionworld import World, world
 
 # --- the informer hook ---------------------------------------------------------------------
