@@ -24,13 +24,13 @@ from dsan.policies.reclaim import DefaultReclaimer, ProtectingReclaimer, Reclaim
 from dsan.policies.registry import make_scorer
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
-from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
 from sidecar.extender import ExtenderApp
 from sidecar.metrics import SidecarMetrics
 from sidecar.preemption import Reclamation
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
+from tests.support.fakes import FakeClusterView
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "data" / "extender"

@@ -15,7 +15,6 @@ from dsan.policies.reclaim import Candidate, DefaultReclaimer, ProtectingReclaim
 from dsan.policies.registry import make_scorer
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
-from sidecar.clusterview import FakeClusterView
 from sidecar.config import SidecarConfig
 from sidecar.extender import ExtenderApp
 from sidecar.metrics import SidecarMetrics
@@ -23,6 +22,7 @@ from sidecar.preemption import Reclamation, parse_preemption_args
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, RequestError, ScoringService
 from sidecar.shrinker import FakeWorkloads, Shrinker
+from tests.support.fakes import FakeClusterView
 
 STARTED = datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()
 NOW = STARTED + 3600
