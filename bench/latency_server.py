@@ -67,6 +67,9 @@ class NoopScoreHandler:
         return encode_scores(np.zeros(m, dtype=np.int64)) + self.pb.ScoreResponse(
             policy="noop", node_table_epoch=1).SerializeToString()
 
+    def reclaim(self, raw: bytes, context: Any) -> bytes:
+        return self.pb.ReclaimResponse(reclaimer="noop").SerializeToString()
+
 
 def noop_servers(n: int) -> tuple[Any, Any]:
     """The floor: the same servers, parsing and reply encoding, every score 0."""

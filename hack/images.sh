@@ -2,7 +2,7 @@
 # `make images`: the three container images, built here without a registry or a Docker daemon.
 #   localhost/dsan-sidecar:<version>        `dsan serve`        (images/python.Containerfile)
 #   localhost/dsan-deviceplugin:<version>   `dsan deviceplugin` (images/python.Containerfile)
-#   localhost/dsan-kube-scheduler:<k8s>     our kube-scheduler build with the DSANScore plugin
+#   localhost/dsan-kube-scheduler:<k8s>     our kube-scheduler build with the DSAN plugins
 # and localhost/kube-scheduler-upstream:<k8s>, the stock kube-scheduler for the e2e tier's check
 # that the chart's extender mode runs on the upstream image.
 # Python images: podman build, FROM two Debian bookworm bases made by mmdebstrap and imported

@@ -129,7 +129,7 @@ class Sidecar:
             ready=self.service.ready, metrics_body=self.service.exposition,
             count_error=lambda reason: self.metrics.error("http", reason),
             backlog=cfg.http_backlog, explain=self.explainer.http, preempt=extender.preempt)
-        handler = ScoreHandler(self.service)
+        handler = ScoreHandler(self.service, self.reclamation)
         self.grpc: GrpcServer | None = None
         if cfg.grpc_port >= 0:
             self.grpc = GrpcServer(cfg.bind_address, cfg.grpc_port, handler,

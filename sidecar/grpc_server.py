@@ -1,11 +1,16 @@
 """The gRPC Score service (proto/scorer/v1/scorer.proto) and the standard gRPC health service.
 
+Reclaim is the framework plugin's preemption call (scheduler-plugin/pkg/dsanpreemption): the
+candidates become the same :class:`~sidecar.preemption.Proposal` objects the extender's
+preempt verb builds, and the same :class:`~sidecar.preemption.Reclamation` chooses.
+
 Methods take raw bytes, so a wrong protobuf gets an INVALID_ARGUMENT that says so (and is
 counted), not grpcio's generic "Exception deserializing request".
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from concurrent import futures
 from typing import Protocol, TypeVar
@@ -19,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from dsan.core.snapshot import PodSpec
 from sidecar.podspec import PodSpecMemo, podspec_from_parts
+from sidecar.preemption import Proposal, Reclamation
 from sidecar.scoring import NodeRows, ScoreResult
 from sidecar.service import RequestError, ScoringService
 
@@ -28,8 +34,10 @@ M = TypeVar("M", bound=Message)
 
 
 class ScoreHandler:
-    def __init__(self, service: ScoringService) -> None:
+    def __init__(self, service: ScoringService, reclamation: Reclamation | None = None) -> None:
         self.service = service
+        #: The preemption choice, shared with the HTTP extender's preempt verb.
+        self.reclamation = reclamation
         #: Pods parsed once per (requests, annotations, priority).
         self._specs = PodSpecMemo()
 
@@ -73,6 +81,41 @@ class ScoreHandler:
             fallback_nodes=res.fallback, unknown_nodes=res.unknown,
             node_table_epoch=res.table_epoch).SerializeToString()
         return encode_scores(res.scores) + tail, res
+
+
+    def reclaim(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        return _answer(context, self.service.handle("grpc", "reclaim",
+                                                    lambda: self._reclaim(raw)))
+
+    def _reclaim(self, raw: bytes) -> tuple[bytes, None]:
+        t0 = time.perf_counter()
+        if self.reclamation is None:
+            raise RequestError("bad_request", "this sidecar serves no Reclaim")
+        req = _decode(scorer_pb2.ReclaimRequest, raw)
+        if not req.pod.name:
+            raise RequestError("bad_pod", "ReclaimRequest.pod.name is empty")
+        chosen = self.reclamation.choose(req.pod.priority, proposals(req))
+        out = scorer_pb2.ReclaimResponse(node="" if chosen is None else chosen.node,
+                                         reclaimer=self.reclamation.reclaimer.name)
+        self.service.metrics.observe_preempt(time.perf_counter() - t0)
+        return out.SerializeToString(), None
+
+
+def proposals(req: scorer_pb2.ReclaimRequest) -> list[Proposal]:
+    """The candidates as the preempt verb's proposals (victims looked up by UID), with the
+    limits of its JSON: a node name, UIDs of 1..128 characters. As there, a candidate without
+    victims is allowed and never chosen."""
+    out = []
+    for i, c in enumerate(req.candidates):
+        where = f"ReclaimRequest.candidates[{i}]"
+        if not c.node:
+            raise RequestError("bad_request", f"{where}.node is empty")
+        if any(not 0 < len(u) <= 128 for u in c.victim_uids):
+            raise RequestError("bad_request", f"{where}.victim_uids must be 1..128 characters")
+        if c.pdb_violations < 0:
+            raise RequestError("bad_request", f"{where}.pdb_violations is negative")
+        out.append(Proposal(c.node, tuple(c.victim_uids), c.pdb_violations))
+    return out
 
 
 def _decode(message: type[M], raw: bytes) -> M:
@@ -130,11 +173,13 @@ _SCORES_TAG = bytes([(1 << 3) | 2])  # field 1, length-delimited (packed)
 
 
 class Servicer(Protocol):
-    """The two methods the server routes, on raw request bytes."""
+    """The methods the server routes, on raw request bytes."""
 
     def score(self, raw: bytes, context: grpc.ServicerContext) -> bytes: ...
 
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes: ...
+
+    def reclaim(self, raw: bytes, context: grpc.ServicerContext) -> bytes: ...
 
 
 class GrpcServer:
@@ -147,7 +192,8 @@ class GrpcServer:
         self.server = grpc.server(self.pool, options=opts)
         methods = {name: grpc.unary_unary_rpc_method_handler(
             fn, request_deserializer=None, response_serializer=None)
-            for name, fn in (("Score", handler.score), ("NodeTable", handler.node_table))}
+            for name, fn in (("Score", handler.score), ("NodeTable", handler.node_table),
+                             ("Reclaim", handler.reclaim))}
         self.server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
         self.health = health.HealthServicer()

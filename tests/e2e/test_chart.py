@@ -408,14 +408,17 @@ def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:
         v["leaderElect"], v["leaseName"], rendered.namespace
     )
     if v["scoreVia"] == "grpc":
-        # The DSANScore plugin, pointed at the sidecar's gRPC port; no extender.
+        # DSANScore and DSANPreemption, pointed at the sidecar's gRPC port; no extender.
         assert "extenders" not in cfg
         (profile,) = cfg["profiles"]
-        (pc,) = profile["pluginConfig"]
-        assert pc == {"name": "DSANScore", "args": {
-            "address": f"127.0.0.1:{sc['grpc_port']}", "timeout": v["extender"]["httpTimeout"]}}
+        args = {"address": f"127.0.0.1:{sc['grpc_port']}",
+                "timeout": v["extender"]["httpTimeout"]}
+        assert profile["pluginConfig"] == [{"name": "DSANScore", "args": args},
+                                           {"name": "DSANPreemption", "args": args}]
         assert profile["plugins"]["score"]["enabled"] == [
             {"name": "DSANScore", "weight": v["extender"]["weight"]}]
+        assert profile["plugins"]["multiPoint"] == {
+            "enabled": [{"name": "DSANPreemption"}], "disabled": [{"name": "DefaultPreemption"}]}
         return
     (ext,) = cfg["extenders"]
     assert ext["urlPrefix"] == f"http://127.0.0.1:{sc['http_port']}{sc['url_prefix']}"

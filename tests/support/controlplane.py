@@ -304,7 +304,7 @@ class ControlPlane:
     ) -> Proc:
         """Start a kube-scheduler from a KubeSchedulerConfiguration file, templated for us:
         our kubeconfig, no leader election, and (if given) the extender's URL or the
-        DSANScore plugin's gRPC address."""
+        DSANScore and DSANPreemption plugins' gRPC address."""
         cfg = yaml.safe_load(config_file.read_text())
         cfg.setdefault("clientConnection", {})["kubeconfig"] = str(self.kubeconfig)
         cfg["leaderElection"] = {"leaderElect": False}
@@ -314,7 +314,7 @@ class ControlPlane:
         if score_address is not None:
             for profile in cfg.get("profiles", []):
                 for pc in profile.get("pluginConfig", []):
-                    if pc.get("name") == "DSANScore":
+                    if pc.get("name") in ("DSANScore", "DSANPreemption"):
                         pc.setdefault("args", {})["address"] = score_address
         cfg.update(overrides or {})
         path = self.dir / f"scheduler-{name}.yaml"

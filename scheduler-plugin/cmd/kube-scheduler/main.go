@@ -1,6 +1,7 @@
 // Command kube-scheduler is the upstream kube-scheduler built from k8s.io/kubernetes as a
 // module, so the DSAN profiles run on the same build as the default one, plus the DSANScore
-// framework plugin (gRPC to the sidecar), enabled only by profiles that name it.
+// and DSANPreemption framework plugins (gRPC to the sidecar), enabled only by profiles that
+// name them.
 package main
 
 import (
@@ -12,10 +13,13 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"github.com/dsan-scheduler/dsan/scheduler-plugin/pkg/dsanpreemption"
 	"github.com/dsan-scheduler/dsan/scheduler-plugin/pkg/dsanscore"
 )
 
 func main() {
-	command := app.NewSchedulerCommand(app.WithPlugin(dsanscore.Name, dsanscore.New))
+	command := app.NewSchedulerCommand(
+		app.WithPlugin(dsanscore.Name, dsanscore.New),
+		app.WithPlugin(dsanpreemption.Name, dsanpreemption.New))
 	os.Exit(cli.Run(command))
 }

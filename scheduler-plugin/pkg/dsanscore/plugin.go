@@ -40,13 +40,14 @@ type Args struct {
 	// Address of the sidecar's gRPC server, e.g. "127.0.0.1:50051".
 	Address string `json:"address"`
 	// Timeout of one Score call; past it the pod is scored without DSAN.
-	Timeout metav1Duration `json:"timeout"`
+	Timeout Duration `json:"timeout"`
 }
 
-// metav1Duration parses "100ms"-style strings without pulling in metav1's conversion.
-type metav1Duration struct{ time.Duration }
+// Duration parses "100ms"-style strings without pulling in metav1's conversion (DSANPreemption's
+// args use it too).
+type Duration struct{ time.Duration }
 
-func (d *metav1Duration) UnmarshalJSON(b []byte) error {
+func (d *Duration) UnmarshalJSON(b []byte) error {
 	s := string(b)
 	if len(s) >= 2 && s[0] == '"' {
 		s = s[1 : len(s)-1]
@@ -74,7 +75,7 @@ var (
 
 // New is the plugin factory registered with app.WithPlugin.
 func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
-	args := Args{Address: "127.0.0.1:50051", Timeout: metav1Duration{100 * time.Millisecond}}
+	args := Args{Address: "127.0.0.1:50051", Timeout: Duration{100 * time.Millisecond}}
 	if obj != nil {
 		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
 			return nil, fmt.Errorf("%s args: %w", Name, err)
@@ -118,7 +119,7 @@ func (p *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.args.Timeout.Duration)
 	defer cancel()
-	resp, err := p.client.Score(ctx, podMessage(pod), names)
+	resp, err := p.client.Score(ctx, PodMessage(pod), names)
 	if err == nil && len(resp.GetScores()) != len(names) {
 		err = fmt.Errorf("reply has %d scores for %d nodes", len(resp.GetScores()), len(names))
 	}
@@ -152,7 +153,8 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, node 
 // ScoreExtensions: scores arrive normalised (0..100) from the sidecar.
 func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-func podMessage(pod *v1.Pod) *scorerv1.Pod {
+// PodMessage is the proto Pod of a pod: what Score and Reclaim send.
+func PodMessage(pod *v1.Pod) *scorerv1.Pod {
 	// Summed across containers, as the scheduler's own fit check does.
 	sum := map[v1.ResourceName]resource.Quantity{}
 	for _, c := range pod.Spec.Containers {

@@ -1,5 +1,6 @@
 """The preempt verb on the real HTTP server: routed under the URL prefix, malformed args are
-400s naming the field while the sidecar keeps scoring, and /metrics counts the verb."""
+400s naming the field while the sidecar keeps scoring, and /metrics counts the verb; the gRPC
+Reclaim beside it on the real gRPC server."""
 
 from __future__ import annotations
 
@@ -64,3 +65,37 @@ def test_a_sidecar_not_synced_yet_answers_503(sidecar_factory: Any) -> None:
     sc, _ = sidecar_factory(n=10, ready=False)
     r = httpx.post(sc.extender_url + "/preempt", content=args({"node-00000": ["x"]}), timeout=5)
     assert r.status_code == 503
+
+
+def test_grpc_reclaim_shares_the_verbs_reclamation(grpc_via: Any) -> None:
+    """The gRPC Reclaim (the DSANPreemption plugin's call) is routed by the real server and
+    answered by the same Reclamation: the same choice, counted in the same series."""
+    import grpc
+
+    from dsan.api.gen.scorer_v1 import scorer_pb2, scorer_pb2_grpc
+
+    sc, _, target = grpc_via(n=10, reclaimer="protect-latency",
+                             pods=[victim("web", "node-00000", "web"),
+                                   victim("nb", "node-00001", "other")])
+    req = scorer_pb2.ReclaimRequest(
+        pod=scorer_pb2.Pod(namespace="default", name="urgent", priority=100),
+        candidates=[scorer_pb2.ReclaimCandidate(node="node-00000", victim_uids=["uid-web"]),
+                    scorer_pb2.ReclaimCandidate(node="node-00001", victim_uids=["uid-nb"])])
+    with grpc.insecure_channel(target) as ch:
+        got = scorer_pb2_grpc.ScorerStub(ch).Reclaim(req, timeout=5)
+        alone = scorer_pb2_grpc.ScorerStub(ch).Reclaim(scorer_pb2.ReclaimRequest(
+            pod=req.pod, candidates=req.candidates[:1]), timeout=5)
+        with pytest.raises(grpc.RpcError) as exc:
+            ch.unary_unary("/dsan.scorer.v1.Scorer/Reclaim")(b"\xff\xff", timeout=5)
+    assert (got.node, got.reclaimer) == ("node-00001", "protect-latency")
+    assert alone.node == ""  # only the web pod's node: evict nothing
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with httpx.Client(timeout=5) as c:
+        r = c.post(sc.extender_url + "/preempt",
+                   content=args({"node-00000": ["web"], "node-00001": ["nb"]}))
+        assert list(r.json()["NodeNameToMetaVictims"]) == [got.node]
+        m = c.get(sc.extender_url.rsplit("/", 1)[0] + "/metrics").text
+    assert 'dsan_sidecar_requests_total{api="grpc",verb="reclaim"} 2.0' in m
+    assert 'dsan_sidecar_preemptions_total{outcome="evict"} 2.0' in m
+    assert 'dsan_sidecar_preemptions_total{outcome="none"} 1.0' in m
+    assert 'dsan_sidecar_preempt_latency_seconds_count 3.0' in m

@@ -75,3 +75,29 @@ class NodeTableResponse(_message.Message):
     epoch: int
     node_names: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, epoch: _Optional[int] = ..., node_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReclaimRequest(_message.Message):
+    __slots__ = ("pod", "candidates")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    pod: Pod
+    candidates: _containers.RepeatedCompositeFieldContainer[ReclaimCandidate]
+    def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[ReclaimCandidate, _Mapping]]] = ...) -> None: ...
+
+class ReclaimCandidate(_message.Message):
+    __slots__ = ("node", "victim_uids", "pdb_violations")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    VICTIM_UIDS_FIELD_NUMBER: _ClassVar[int]
+    PDB_VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    victim_uids: _containers.RepeatedScalarFieldContainer[str]
+    pdb_violations: int
+    def __init__(self, node: _Optional[str] = ..., victim_uids: _Optional[_Iterable[str]] = ..., pdb_violations: _Optional[int] = ...) -> None: ...
+
+class ReclaimResponse(_message.Message):
+    __slots__ = ("node", "reclaimer")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    RECLAIMER_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    reclaimer: str
+    def __init__(self, node: _Optional[str] = ..., reclaimer: _Optional[str] = ...) -> None: ...

@@ -44,6 +44,11 @@ class ScorerStub:
                 request_serializer=scorer__pb2.NodeTableRequest.SerializeToString,
                 response_deserializer=scorer__pb2.NodeTableResponse.FromString,
                 _registered_method=True)
+        self.Reclaim = channel.unary_unary(
+                '/dsan.scorer.v1.Scorer/Reclaim',
+                request_serializer=scorer__pb2.ReclaimRequest.SerializeToString,
+                response_deserializer=scorer__pb2.ReclaimResponse.FromString,
+                _registered_method=True)
 
 
 class ScorerServicer:
@@ -70,6 +75,20 @@ class ScorerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reclaim(self, request, context):
+        """Preemption: which of kube-scheduler's candidate nodes to evict victims on, so that a pod
+        that fits nowhere can run. The caller dry-ran preemption (DefaultPreemption's
+        SelectVictimsOnNode) and sends every candidate with its victims' UIDs; the served policy's
+        reclaimer picks one candidate or none (evict nothing, the pod waits). The same choice as
+        the HTTP extender's preempt verb: a victim the sidecar does not see bound on that node
+        drops its candidate, and elastic victims shrink their workload. Errors: INVALID_ARGUMENT
+        (no pod name, a candidate without a node, an empty or over-long victim UID), UNAVAILABLE before the
+        sidecar's cache synced.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ScorerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -82,6 +101,11 @@ def add_ScorerServicer_to_server(servicer, server):
                     servicer.NodeTable,
                     request_deserializer=scorer__pb2.NodeTableRequest.FromString,
                     response_serializer=scorer__pb2.NodeTableResponse.SerializeToString,
+            ),
+            'Reclaim': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reclaim,
+                    request_deserializer=scorer__pb2.ReclaimRequest.FromString,
+                    response_serializer=scorer__pb2.ReclaimResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -138,6 +162,33 @@ class Scorer:
             '/dsan.scorer.v1.Scorer/NodeTable',
             scorer__pb2.NodeTableRequest.SerializeToString,
             scorer__pb2.NodeTableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reclaim(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dsan.scorer.v1.Scorer/Reclaim',
+            scorer__pb2.ReclaimRequest.SerializeToString,
+            scorer__pb2.ReclaimResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -373,6 +373,177 @@ func (x *NodeTableResponse) GetNodeNames() []string {
 	return nil
 }
 
+type ReclaimRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The preemptor (its priority bounds the victims: only strictly lower ones are evicted).
+	Pod           *Pod                `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	Candidates    []*ReclaimCandidate `protobuf:"bytes,2,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimRequest) Reset() {
+	*x = ReclaimRequest{}
+	mi := &file_scorer_v1_scorer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimRequest) ProtoMessage() {}
+
+func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_scorer_v1_scorer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimRequest.ProtoReflect.Descriptor instead.
+func (*ReclaimRequest) Descriptor() ([]byte, []int) {
+	return file_scorer_v1_scorer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ReclaimRequest) GetPod() *Pod {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *ReclaimRequest) GetCandidates() []*ReclaimCandidate {
+	if x != nil {
+		return x.Candidates
+	}
+	return nil
+}
+
+// One node where evicting victims would let the pod fit.
+type ReclaimCandidate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// UIDs of the pods the dry run would evict on this node (a candidate without any is
+	// never chosen).
+	VictimUids []string `protobuf:"bytes,2,rep,name=victim_uids,json=victimUids,proto3" json:"victim_uids,omitempty"`
+	// How many of them are protected by a PodDisruptionBudget that their eviction would violate.
+	PdbViolations int64 `protobuf:"varint,3,opt,name=pdb_violations,json=pdbViolations,proto3" json:"pdb_violations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimCandidate) Reset() {
+	*x = ReclaimCandidate{}
+	mi := &file_scorer_v1_scorer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimCandidate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimCandidate) ProtoMessage() {}
+
+func (x *ReclaimCandidate) ProtoReflect() protoreflect.Message {
+	mi := &file_scorer_v1_scorer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimCandidate.ProtoReflect.Descriptor instead.
+func (*ReclaimCandidate) Descriptor() ([]byte, []int) {
+	return file_scorer_v1_scorer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReclaimCandidate) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReclaimCandidate) GetVictimUids() []string {
+	if x != nil {
+		return x.VictimUids
+	}
+	return nil
+}
+
+func (x *ReclaimCandidate) GetPdbViolations() int64 {
+	if x != nil {
+		return x.PdbViolations
+	}
+	return 0
+}
+
+type ReclaimResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chosen candidate's node: evict exactly its victims as proposed. Empty: evict nothing.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Name of the reclaimer that chose, e.g. "kubernetes" or "protect-latency".
+	Reclaimer     string `protobuf:"bytes,2,opt,name=reclaimer,proto3" json:"reclaimer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimResponse) Reset() {
+	*x = ReclaimResponse{}
+	mi := &file_scorer_v1_scorer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimResponse) ProtoMessage() {}
+
+func (x *ReclaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_scorer_v1_scorer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimResponse.ProtoReflect.Descriptor instead.
+func (*ReclaimResponse) Descriptor() ([]byte, []int) {
+	return file_scorer_v1_scorer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReclaimResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReclaimResponse) GetReclaimer() string {
+	if x != nil {
+		return x.Reclaimer
+	}
+	return ""
+}
+
 var File_scorer_v1_scorer_proto protoreflect.FileDescriptor
 
 const file_scorer_v1_scorer_proto_rawDesc = "" +
@@ -408,10 +579,24 @@ const file_scorer_v1_scorer_proto_rawDesc = "" +
 	"\x11NodeTableResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1d\n" +
 	"\n" +
-	"node_names\x18\x02 \x03(\tR\tnodeNames2\xa0\x01\n" +
+	"node_names\x18\x02 \x03(\tR\tnodeNames\"y\n" +
+	"\x0eReclaimRequest\x12%\n" +
+	"\x03pod\x18\x01 \x01(\v2\x13.dsan.scorer.v1.PodR\x03pod\x12@\n" +
+	"\n" +
+	"candidates\x18\x02 \x03(\v2 .dsan.scorer.v1.ReclaimCandidateR\n" +
+	"candidates\"n\n" +
+	"\x10ReclaimCandidate\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1f\n" +
+	"\vvictim_uids\x18\x02 \x03(\tR\n" +
+	"victimUids\x12%\n" +
+	"\x0epdb_violations\x18\x03 \x01(\x03R\rpdbViolations\"C\n" +
+	"\x0fReclaimResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
+	"\treclaimer\x18\x02 \x01(\tR\treclaimer2\xec\x01\n" +
 	"\x06Scorer\x12D\n" +
 	"\x05Score\x12\x1c.dsan.scorer.v1.ScoreRequest\x1a\x1d.dsan.scorer.v1.ScoreResponse\x12P\n" +
-	"\tNodeTable\x12 .dsan.scorer.v1.NodeTableRequest\x1a!.dsan.scorer.v1.NodeTableResponseBHZFgithub.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1;scorerv1b\x06proto3"
+	"\tNodeTable\x12 .dsan.scorer.v1.NodeTableRequest\x1a!.dsan.scorer.v1.NodeTableResponse\x12J\n" +
+	"\aReclaim\x12\x1e.dsan.scorer.v1.ReclaimRequest\x1a\x1f.dsan.scorer.v1.ReclaimResponseBHZFgithub.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1;scorerv1b\x06proto3"
 
 var (
 	file_scorer_v1_scorer_proto_rawDescOnce sync.Once
@@ -425,29 +610,36 @@ func file_scorer_v1_scorer_proto_rawDescGZIP() []byte {
 	return file_scorer_v1_scorer_proto_rawDescData
 }
 
-var file_scorer_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_scorer_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_scorer_v1_scorer_proto_goTypes = []any{
 	(*Pod)(nil),               // 0: dsan.scorer.v1.Pod
 	(*ScoreRequest)(nil),      // 1: dsan.scorer.v1.ScoreRequest
 	(*ScoreResponse)(nil),     // 2: dsan.scorer.v1.ScoreResponse
 	(*NodeTableRequest)(nil),  // 3: dsan.scorer.v1.NodeTableRequest
 	(*NodeTableResponse)(nil), // 4: dsan.scorer.v1.NodeTableResponse
-	nil,                       // 5: dsan.scorer.v1.Pod.RequestsEntry
-	nil,                       // 6: dsan.scorer.v1.Pod.AnnotationsEntry
+	(*ReclaimRequest)(nil),    // 5: dsan.scorer.v1.ReclaimRequest
+	(*ReclaimCandidate)(nil),  // 6: dsan.scorer.v1.ReclaimCandidate
+	(*ReclaimResponse)(nil),   // 7: dsan.scorer.v1.ReclaimResponse
+	nil,                       // 8: dsan.scorer.v1.Pod.RequestsEntry
+	nil,                       // 9: dsan.scorer.v1.Pod.AnnotationsEntry
 }
 var file_scorer_v1_scorer_proto_depIdxs = []int32{
-	5, // 0: dsan.scorer.v1.Pod.requests:type_name -> dsan.scorer.v1.Pod.RequestsEntry
-	6, // 1: dsan.scorer.v1.Pod.annotations:type_name -> dsan.scorer.v1.Pod.AnnotationsEntry
+	8, // 0: dsan.scorer.v1.Pod.requests:type_name -> dsan.scorer.v1.Pod.RequestsEntry
+	9, // 1: dsan.scorer.v1.Pod.annotations:type_name -> dsan.scorer.v1.Pod.AnnotationsEntry
 	0, // 2: dsan.scorer.v1.ScoreRequest.pod:type_name -> dsan.scorer.v1.Pod
-	1, // 3: dsan.scorer.v1.Scorer.Score:input_type -> dsan.scorer.v1.ScoreRequest
-	3, // 4: dsan.scorer.v1.Scorer.NodeTable:input_type -> dsan.scorer.v1.NodeTableRequest
-	2, // 5: dsan.scorer.v1.Scorer.Score:output_type -> dsan.scorer.v1.ScoreResponse
-	4, // 6: dsan.scorer.v1.Scorer.NodeTable:output_type -> dsan.scorer.v1.NodeTableResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0, // 3: dsan.scorer.v1.ReclaimRequest.pod:type_name -> dsan.scorer.v1.Pod
+	6, // 4: dsan.scorer.v1.ReclaimRequest.candidates:type_name -> dsan.scorer.v1.ReclaimCandidate
+	1, // 5: dsan.scorer.v1.Scorer.Score:input_type -> dsan.scorer.v1.ScoreRequest
+	3, // 6: dsan.scorer.v1.Scorer.NodeTable:input_type -> dsan.scorer.v1.NodeTableRequest
+	5, // 7: dsan.scorer.v1.Scorer.Reclaim:input_type -> dsan.scorer.v1.ReclaimRequest
+	2, // 8: dsan.scorer.v1.Scorer.Score:output_type -> dsan.scorer.v1.ScoreResponse
+	4, // 9: dsan.scorer.v1.Scorer.NodeTable:output_type -> dsan.scorer.v1.NodeTableResponse
+	7, // 10: dsan.scorer.v1.Scorer.Reclaim:output_type -> dsan.scorer.v1.ReclaimResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_scorer_v1_scorer_proto_init() }
@@ -461,7 +653,7 @@ func file_scorer_v1_scorer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scorer_v1_scorer_proto_rawDesc), len(file_scorer_v1_scorer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

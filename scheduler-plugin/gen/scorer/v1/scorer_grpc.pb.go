@@ -31,6 +31,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Scorer_Score_FullMethodName     = "/dsan.scorer.v1.Scorer/Score"
 	Scorer_NodeTable_FullMethodName = "/dsan.scorer.v1.Scorer/NodeTable"
+	Scorer_Reclaim_FullMethodName   = "/dsan.scorer.v1.Scorer/Reclaim"
 )
 
 // ScorerClient is the client API for Scorer service.
@@ -48,6 +49,15 @@ type ScorerClient interface {
 	// The sidecar's current node table: node i of node_indices is node_names[i]. It changes
 	// only when a node is added or removed; ScoreResponse.node_table_epoch says when.
 	NodeTable(ctx context.Context, in *NodeTableRequest, opts ...grpc.CallOption) (*NodeTableResponse, error)
+	// Preemption: which of kube-scheduler's candidate nodes to evict victims on, so that a pod
+	// that fits nowhere can run. The caller dry-ran preemption (DefaultPreemption's
+	// SelectVictimsOnNode) and sends every candidate with its victims' UIDs; the served policy's
+	// reclaimer picks one candidate or none (evict nothing, the pod waits). The same choice as
+	// the HTTP extender's preempt verb: a victim the sidecar does not see bound on that node
+	// drops its candidate, and elastic victims shrink their workload. Errors: INVALID_ARGUMENT
+	// (no pod name, a candidate without a node, an empty or over-long victim UID), UNAVAILABLE before the
+	// sidecar's cache synced.
+	Reclaim(ctx context.Context, in *ReclaimRequest, opts ...grpc.CallOption) (*ReclaimResponse, error)
 }
 
 type scorerClient struct {
@@ -78,6 +88,16 @@ func (c *scorerClient) NodeTable(ctx context.Context, in *NodeTableRequest, opts
 	return out, nil
 }
 
+func (c *scorerClient) Reclaim(ctx context.Context, in *ReclaimRequest, opts ...grpc.CallOption) (*ReclaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReclaimResponse)
+	err := c.cc.Invoke(ctx, Scorer_Reclaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ScorerServer is the server API for Scorer service.
 // All implementations must embed UnimplementedScorerServer
 // for forward compatibility.
@@ -93,6 +113,15 @@ type ScorerServer interface {
 	// The sidecar's current node table: node i of node_indices is node_names[i]. It changes
 	// only when a node is added or removed; ScoreResponse.node_table_epoch says when.
 	NodeTable(context.Context, *NodeTableRequest) (*NodeTableResponse, error)
+	// Preemption: which of kube-scheduler's candidate nodes to evict victims on, so that a pod
+	// that fits nowhere can run. The caller dry-ran preemption (DefaultPreemption's
+	// SelectVictimsOnNode) and sends every candidate with its victims' UIDs; the served policy's
+	// reclaimer picks one candidate or none (evict nothing, the pod waits). The same choice as
+	// the HTTP extender's preempt verb: a victim the sidecar does not see bound on that node
+	// drops its candidate, and elastic victims shrink their workload. Errors: INVALID_ARGUMENT
+	// (no pod name, a candidate without a node, an empty or over-long victim UID), UNAVAILABLE before the
+	// sidecar's cache synced.
+	Reclaim(context.Context, *ReclaimRequest) (*ReclaimResponse, error)
 	mustEmbedUnimplementedScorerServer()
 }
 
@@ -108,6 +137,9 @@ func (UnimplementedScorerServer) Score(context.Context, *ScoreRequest) (*ScoreRe
 }
 func (UnimplementedScorerServer) NodeTable(context.Context, *NodeTableRequest) (*NodeTableResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method NodeTable not implemented")
+}
+func (UnimplementedScorerServer) Reclaim(context.Context, *ReclaimRequest) (*ReclaimResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Reclaim not implemented")
 }
 func (UnimplementedScorerServer) mustEmbedUnimplementedScorerServer() {}
 func (UnimplementedScorerServer) testEmbeddedByValue()                {}
@@ -166,6 +198,24 @@ func _Scorer_NodeTable_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scorer_Reclaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReclaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ScorerServer).Reclaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Scorer_Reclaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ScorerServer).Reclaim(ctx, req.(*ReclaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Scorer_ServiceDesc is the grpc.ServiceDesc for Scorer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -180,6 +230,10 @@ var Scorer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NodeTable",
 			Handler:    _Scorer_NodeTable_Handler,
+		},
+		{
+			MethodName: "Reclaim",
+			Handler:    _Scorer_Reclaim_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
