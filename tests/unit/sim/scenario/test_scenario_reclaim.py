@@ -1,0 +1,146 @@
+"""The policy's reclaimer in the simulator: the candidates it is offered (victims built from
+the engine's state, by hand), its choice obeyed, a bad choice refused; and the simulator's
+stand-in for Kubernetes' choice."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from scenario_fixtures import drive, tiny_config, train_pod
+
+from dsan.core.snapshot import PodSpec
+from dsan.policies.base import BaseScorer
+from dsan.policies.reclaim import Candidate, DefaultReclaimer, Victim
+from dsan.sim.scenario.config import ScenarioConfig
+from dsan.sim.scenario.engine import Engine
+from dsan.sim.scenario.preemption import SimulatorDefault, simulated
+from dsan.sim.scenario.state import Decision
+from dsan.sim.scenario.workload import BE, TRAIN, WorkloadBuilder
+
+
+def v3() -> ScenarioConfig:
+    """The tiny cluster as version 3: elastic restarts of 10 s."""
+    return tiny_config(version=3, scale_down={"enabled": False},
+                       training={"elastic": {"max_factor": 2, "priority": -10,
+                                             "restart_s": 10.0}})
+
+
+class Picks:
+    """A reclaimer that records what it is offered and picks candidate ``pick`` for the
+    training pod (priority 500), nothing for others (the evicted notebook, say)."""
+
+    name = "picks"
+
+    def __init__(self, pick: int | None) -> None:
+        self.pick = pick
+        self.offered: list[tuple[int, list[Candidate]]] = []
+
+    def choose(self, priority: int, candidates: Sequence[Candidate]) -> int | None:
+        self.offered.append((priority, list(candidates)))
+        return self.pick if priority == 500 else None
+
+
+class WithReclaimer(BaseScorer):
+    def __init__(self, r: Any) -> None:
+        self.reclaimer = r
+
+
+def layout() -> tuple[Engine, list[str]]:
+    """Node 0: a 3-GPU gang and a notebook on half of GPU 3 (running from 4 s); node 1: a
+    1-GPU job and the gang's 3 elastic extras (running from 5 s: bound at 3 s when the gang
+    ran, image cached, 2 s start). At 100 s a 1-GPU training pod fits nowhere."""
+    cfg = v3()
+    b = WorkloadBuilder(cfg)
+    e = b.job(TRAIN, 0.0, [5000.0], stage_par=[0], base=3, nominal=3)
+    for i in range(3):
+        b.pod(e, train_pod(f"e{i}", gang=3), 0.6, 0.9, False)
+    for i in range(3):
+        b.pod(e, train_pod(f"x{i}", prio=-10), 0.6, 0.9, True)
+    g = b.job(TRAIN, 0.0, [5000.0], stage_par=[0], base=1, nominal=1)
+    b.pod(g, train_pod("g"), 0.6, 0.9, False)
+    nb = b.job(BE, 0.0, [5000.0], stage_par=[0], base=1)
+    b.pod(nb, PodSpec("nb", 4000, 8192, num_gpu=1, gpu_milli=500, priority=0, task_type=BE,
+                      image=1), 0.5, 0.5, True)
+    p = b.job(TRAIN, 100.0, [50.0], stage_par=[0], base=1, nominal=1)
+    b.pod(p, train_pod("p"), 0.6, 0.9, False)
+    return Engine(cfg, 0, workload=b.build()), ["e", "nb"]
+
+
+def by_name(on_node0: list[str]):  # type: ignore[no-untyped-def]
+    def policy(d: Decision) -> int:
+        want = 0 if d.pod.name.rstrip("0123456789") in on_node0 else 1
+        return want if want in d.nodes else int(d.nodes[0])
+    return policy
+
+
+def test_the_reclaimer_is_offered_victims_built_from_the_engine_and_is_obeyed() -> None:
+    eng, node0 = layout()
+    r = Picks(0)
+    eng.attach(eng.select_gpus, WithReclaimer(r))
+    out = drive(eng, by_name(node0))
+    prio, cands = r.offered[0]
+    assert prio == 500
+    assert [c.node for c in cands] == [0, 1]  # node order; the CPU node is no candidate
+    # the notebook: 96 s of progress (4 -> 100) thrown away on half a GPU
+    assert cands[0].victims == (Victim(priority=0, task_type="other", gpus=0.5, cores=4.0,
+                                       lost_s=96.0, elastic=False, start=0.0),)
+    # one extra worker (the latest bound first, lowest priority first): the 5 workers left
+    # restart for 10 s each
+    assert cands[1].victims == (Victim(priority=-10, task_type="train", gpus=1.0, cores=8.0,
+                                       lost_s=50.0, elastic=True, start=3.0),)
+    assert SimulatorDefault().choose(prio, cands) == 1  # Kubernetes would shrink the gang
+    # the reclaimer's pick, the notebook, was evicted
+    assert out["reclaim_cost"]["evicted_pods"] == {"besteffort": 1}
+    assert out["reclaim_cost"]["lost_gpu_s"] == pytest.approx(96.0 * 0.5)
+    assert out["preemptions"] == 1
+
+
+def test_refusing_evicts_nothing_and_the_pod_waits() -> None:
+    eng, node0 = layout()
+    eng.attach(eng.select_gpus, WithReclaimer(Picks(None)))
+    out = drive(eng, by_name(node0))
+    assert out["preemptions"] == 0
+    assert out["reclaim_cost"]["evictions"] == 0
+    assert out["queueing_by_kind"]["training"]["events"] == 1
+
+
+@pytest.mark.parametrize("pick", [2, -1])
+def test_a_choice_outside_the_candidates_is_refused(pick: int) -> None:
+    eng, node0 = layout()
+    eng.attach(eng.select_gpus, WithReclaimer(Picks(pick)))
+    with pytest.raises(ValueError, match="not an admissible one of 2"):
+        drive(eng, by_name(node0))
+
+
+def test_kubernetes_reclaimer_runs_as_the_simulators_stand_in() -> None:
+    assert isinstance(simulated(DefaultReclaimer()), SimulatorDefault)
+    other = Picks(0)
+    assert simulated(other) is other
+    eng, node0 = layout()
+    eng.attach(eng.select_gpus, BaseScorer())
+    out = drive(eng, by_name(node0))
+    assert out["reclaim_cost"]["evicted_pods"] == {"training": 1}
+
+
+def victim(prio: int, start: float) -> Victim:
+    return Victim(priority=prio, task_type="other", gpus=0.0, cores=1.0, lost_s=0.0,
+                  elastic=True, start=start)
+
+
+@pytest.mark.parametrize(("cands", "kube", "sim"), [
+    # equal (highest priority, count): Kubernetes takes the latest-started, the simulator the
+    # lowest node
+    ([(victim(0, 1.0),), (victim(0, 9.0),)], 1, 0),
+    # equal (highest priority, count): Kubernetes takes the smaller priority sum
+    ([(victim(5, 0.0), victim(5, 0.0)), (victim(5, 0.0), victim(1, 0.0))], 1, 0),
+    # the lowest highest priority and then the fewest victims decide for both
+    ([(victim(5, 0.0),), (victim(1, 0.0), victim(1, 0.0))], 1, 1),
+    ([(victim(1, 0.0), victim(1, 0.0)), (victim(1, 0.0),)], 1, 1),
+])
+def test_simulator_default_differs_from_kubernetes_only_in_the_last_tie_breaks(
+        cands: list[tuple[Victim, ...]], kube: int, sim: int) -> None:
+    cs = [Candidate(i, c) for i, c in enumerate(cands)]
+    assert DefaultReclaimer().choose(10, cs) == kube
+    assert SimulatorDefault().choose(10, cs) == sim
