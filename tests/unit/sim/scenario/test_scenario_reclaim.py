@@ -7,17 +7,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from scenario_fixtures import drive, tiny_config, train_pod
 
 from dsan.core.snapshot import PodSpec
 from dsan.policies.base import BaseScorer
+from dsan.policies.dsan_actions import ActionParams, LearnedController
 from dsan.policies.reclaim import Candidate, DefaultReclaimer, Victim
 from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.preemption import SimulatorDefault, simulated
 from dsan.sim.scenario.state import Decision
-from dsan.sim.scenario.workload import BE, TRAIN, WorkloadBuilder
+from dsan.sim.scenario.workload import BATCH, BE, TRAIN, WorkloadBuilder
 
 
 def v3() -> ScenarioConfig:
@@ -144,3 +146,76 @@ def test_simulator_default_differs_from_kubernetes_only_in_the_last_tie_breaks(
     cs = [Candidate(i, c) for i, c in enumerate(cands)]
     assert DefaultReclaimer().choose(10, cs) == kube
     assert SimulatorDefault().choose(10, cs) == sim
+
+
+# --- the controller in the engine ---------------------------------------------------------
+
+
+class WithController(BaseScorer):
+    def __init__(self, p: ActionParams) -> None:
+        self.controller = LearnedController(p)
+
+
+def test_grant_submits_only_the_granted_extras() -> None:
+    cfg = v3()
+    b = WorkloadBuilder(cfg)
+    e = b.job(TRAIN, 0.0, [300.0], stage_par=[0], base=2, nominal=2)
+    for i in range(2):
+        b.pod(e, train_pod(f"e{i}", gang=2), 0.6, 0.9, False)
+    for i in range(4):
+        b.pod(e, train_pod(f"x{i}", prio=-10), 0.6, 0.9, True)
+    eng = Engine(cfg, 0, workload=b.build())
+    eng.attach(eng.select_gpus, WithController(ActionParams(train_growth=0.5)))
+    out = drive(eng)
+    assert int(eng.job_granted[e.id]) == 4  # 2 + round(0.5 * 4)
+    assert out["elastic"]["grows"] == 2
+    # the last two extras were never submitted
+    assert [bool(np.isnan(eng.pod_submit[p])) for p in e.pods] == [False] * 4 + [True] * 2
+
+
+def test_gpu_reserve_keeps_spark_on_the_cpu_node() -> None:
+    def run(p: ActionParams) -> list[int]:
+        cfg = v3()
+        b = WorkloadBuilder(cfg)
+        job = b.job(BATCH, 0.0, [5000.0], stage_par=[2], base=2)
+        b.pod(job, PodSpec("drv", 1000, 1024, priority=400, task_type=BATCH, image=0), 0.5,
+              0.0, False)
+        for i, prio in enumerate((100, -10)):
+            b.pod(job, PodSpec(f"ex{i}", 4000, 4096, priority=prio, task_type=BATCH, image=0),
+                  1.0, 0.0, prio < 0)
+        eng = Engine(cfg, 0, workload=b.build())
+        eng.attach(eng.select_gpus, WithController(p))
+        seen: list[Decision] = []
+        drive(eng, seen=seen)
+        return [int(d.nodes[0]) for d in seen]
+
+    assert run(ActionParams()) == [0, 0, 0]  # the first feasible node: a GPU node
+    # all four GPUs idle: a whole reserve keeps every core free, so only the CPU node is left
+    assert run(ActionParams(gpu_reserve=1.0)) == [2, 2, 2]
+
+
+def test_an_aged_gang_reserves_the_gpus_a_later_pod_would_take() -> None:
+    """Eight 1-GPU jobs end at ~103, 113, ..., 173 s; a 2-GPU gang arrives at 10 s and a 1-GPU
+    job at 20 s. Kubernetes' order lets the later job take the GPU freed at 103 s (the gang
+    does not fit) and the gang waits for two more, to 123 s; aged past 85 s, the gang
+    reserves the GPU freed at 103 s and starts at 113 s, the later job at 123 s."""
+    def run(p: ActionParams) -> tuple[float, float]:
+        cfg = v3()
+        b = WorkloadBuilder(cfg)
+        for i in range(8):
+            j = b.job(TRAIN, 0.0, [100.0 + 10 * i], stage_par=[0], base=1, nominal=1)
+            b.pod(j, train_pod(f"f{i}"), 0.6, 0.9, False)
+        g = b.job(TRAIN, 10.0, [50.0], stage_par=[0], base=2, nominal=2)
+        for i in range(2):
+            b.pod(g, train_pod(f"g{i}", gang=2), 0.6, 0.9, False)
+        s = b.job(TRAIN, 20.0, [50.0], stage_par=[0], base=1, nominal=1)
+        b.pod(s, train_pod("s"), 0.6, 0.9, False)
+        eng = Engine(cfg, 0, workload=b.build())
+        eng.attach(eng.select_gpus, WithController(p))
+        drive(eng)
+        return float(eng.pod_bind[g.pods[0]]), float(eng.pod_bind[s.pods[0]])
+
+    g0, s0 = run(ActionParams())
+    assert s0 == pytest.approx(103.0) and g0 == pytest.approx(123.0)
+    g1, s1 = run(ActionParams(age_s=85.0))
+    assert g1 == pytest.approx(113.0) and s1 == pytest.approx(123.0)
