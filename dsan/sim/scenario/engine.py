@@ -40,12 +40,13 @@ LATENCY_SENSITIVE = (TRAIN, BATCH, WEB)
 
 class Engine(SchedulingMixin, ProgressMixin):
     def attach(self, select_gpus: SelectGpus, hooks: Scorer | None = None) -> None:
-        """Use a scorer's GPU choice, bind/release hooks, reclaimer and controller (before
-        the first decision)."""
+        """Use a scorer's GPU choice and bind/release hooks, and from version 3 on its
+        reclaimer and controller (before the first decision). Version 2 runs every policy
+        under Kubernetes' preemption and no controller, as its numbers were published."""
         self.select_gpus = select_gpus
         self._on_bind = None if hooks is None else hooks.on_bind
         self._on_release = None if hooks is None else hooks.on_release
-        if hooks is not None:
+        if hooks is not None and self.v3:
             self.reclaimer = preemption.simulated(hooks.reclaimer)
             self.controller = hooks.controller
 

@@ -49,11 +49,11 @@ class WithReclaimer(BaseScorer):
         self.reclaimer = r
 
 
-def layout() -> tuple[Engine, list[str]]:
+def layout(cfg: ScenarioConfig | None = None) -> tuple[Engine, list[str]]:
     """Node 0: a 3-GPU gang and a notebook on half of GPU 3 (running from 4 s); node 1: a
     1-GPU job and the gang's 3 elastic extras (running from 5 s: bound at 3 s when the gang
     ran, image cached, 2 s start). At 100 s a 1-GPU training pod fits nowhere."""
-    cfg = v3()
+    cfg = cfg or v3()
     b = WorkloadBuilder(cfg)
     e = b.job(TRAIN, 0.0, [5000.0], stage_par=[0], base=3, nominal=3)
     for i in range(3):
@@ -124,6 +124,15 @@ def test_kubernetes_reclaimer_runs_as_the_simulators_stand_in() -> None:
     eng.attach(eng.select_gpus, BaseScorer())
     out = drive(eng, by_name(node0))
     assert out["reclaim_cost"]["evicted_pods"] == {"training": 1}
+
+
+def test_version_2_keeps_kubernetes_for_every_policy() -> None:
+    eng, node0 = layout(tiny_config())
+    r = Picks(0)
+    eng.attach(eng.select_gpus, WithReclaimer(r))
+    out = drive(eng, by_name(node0))
+    assert r.offered == []  # never asked
+    assert out["preemptions"] == 1 and "reclaim_cost" not in out
 
 
 def victim(prio: int, start: float) -> Victim:
