@@ -41,8 +41,8 @@ _TRAIN, _WEB = TASK_TYPES.index("train"), TASK_TYPES.index("web")
 @dataclass(frozen=True)
 class ActionParams:
     """Reclaimer weights (a candidate's cost; the cheapest is evicted) and controller
-    settings. The defaults rank like Kubernetes would where it matters least: cost by
-    victims, everything granted, no quota, no ageing."""
+    settings. The defaults: cost = the number of victims, every elastic pod granted, no
+    quota, no ageing."""
 
     #: Per GPU-hour of work the victims lose (``gpus * lost_s``).
     w_gpu_h: float = 0.0
