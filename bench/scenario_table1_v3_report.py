@@ -2,7 +2,11 @@
 ``dsan sim seed-table1 --scenario seed-table1-v3 --seeds ... --json`` and ``dsan sim burst
 --scenario seed-table1-v3 --seeds ... --json`` print.
 
-    python bench/scenario_table1_v3_report.py out/t1v3.json out/burst-v3.json
+    python bench/scenario_table1_v3_report.py out/t1v3.json out/burst-v3.json \
+        [held-out JSON ...]
+
+Held-out files (several, e.g. one per policy, are merged) give the held-out table: means and
+sd per policy, and per seed each policy minus k8s-default.
 """
 
 from __future__ import annotations
@@ -110,6 +114,35 @@ def burst(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+HELD = (("utilization_pct", "util %", "{:.1f}"), ("p99_task_latency_s", "P99 job latency s",
+        "{:.1f}"), ("sla_violation_pct", "SLA viol. %", "{:.2f}"), ("jct_s", "mean JCT s",
+        "{:.0f}"), ("queueing_events", "queue events", "{:.1f}"))
+
+
+def heldout(data: dict[str, Any]) -> str:
+    out = ["| policy | seeds | " + " | ".join(h for _, h, _ in HELD) + " |",
+           "|" + "---|" * (2 + len(HELD))]
+    for p, row in data.items():
+        rs = _runs(row)
+        seeds = [r["seed"] for r in rs]
+        out.append(f"| {p} | {min(seeds)}-{max(seeds)} | "
+                   + " | ".join(_ms([float(r[k]) for r in rs], f) for k, _, f in HELD) + " |")
+    for other in [p for p in data if p != "k8s-default" and "k8s-default" in data]:
+        d = {r["seed"]: r for r in _runs(data[other])}
+        b = {r["seed"]: r for r in _runs(data["k8s-default"])}
+        both = sorted(set(d) & set(b))
+        out += ["", f"| {other} − k8s-default, per seed | " + " | ".join(str(s) for s in both)
+                + " | better on | ratio of means |", "|" + "---|" * (len(both) + 3)]
+        for k, h, f in HELD:
+            diff = [float(d[s][k]) - float(b[s][k]) for s in both]
+            better = sum(x > 0 if k == "utilization_pct" else x < 0 for x in diff)
+            mb = np.mean([float(b[s][k]) for s in both])
+            ratio = np.mean([float(d[s][k]) for s in both]) / mb if mb else float("nan")
+            out.append(f"| {h} | " + " | ".join(f.format(x) for x in diff)
+                       + f" | {better} of {len(both)} | {ratio:.2f}x |")
+    return "\n".join(out)
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
@@ -119,7 +152,12 @@ def main(argv: list[str]) -> int:
     print(ratios(t1), end="\n\n")
     print(per_seed(t1), end="\n\n")
     if len(argv) > 1:
-        print(burst(json.loads(Path(argv[1]).read_text())))
+        print(burst(json.loads(Path(argv[1]).read_text())), end="\n\n")
+    held: dict[str, Any] = {}
+    for f in argv[2:]:
+        held.update(json.loads(Path(f).read_text()))
+    if held:
+        print(heldout(held))
     return 0
 
 

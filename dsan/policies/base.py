@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
+from dsan.policies.control import Controller, StaticController
 from dsan.policies.reclaim import DefaultReclaimer, Reclaimer
 
 __all__ = ["MAX_NODE_SCORE", "BaseScorer", "Scorer", "best_fit_gpus"]
@@ -31,6 +32,9 @@ class Scorer(Protocol):
 
     #: Chooses the victims when a pod fits nowhere (:mod:`dsan.policies.reclaim`).
     reclaimer: Reclaimer
+
+    #: Grants elastic work, sets node quotas and the pending order (:mod:`dsan.policies.control`).
+    controller: Controller
 
     def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         """One score per entry of ``nodes`` (indices into ``snap``), higher is better."""
@@ -58,6 +62,7 @@ class BaseScorer:
     name = "base"
     reads_telemetry = False
     reclaimer: Reclaimer = DefaultReclaimer()
+    controller: Controller = StaticController()
 
     @property
     def version(self) -> str:

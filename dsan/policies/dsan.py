@@ -18,6 +18,7 @@ from dsan.features import TargetWorkload, fgd_select_gpus, schema_hash
 from dsan.model.artifact import DEFAULT_DIR
 from dsan.model.serving import ServingModel
 from dsan.policies.base import BaseScorer
+from dsan.policies.dsan_actions import load_actions
 
 __all__ = ["LOGIT_STEP", "DSANScorer", "make", "quantize_logits"]
 
@@ -50,8 +51,10 @@ class DSANScorer(BaseScorer):
     name = "dsan"
     reads_telemetry = True
 
-    def __init__(self, serving: ServingModel) -> None:
+    def __init__(self, serving: ServingModel, model_dir: str | Path | None = None) -> None:
         self.serving = serving
+        if model_dir is not None:  # the learned actions beyond node choice, if shipped
+            self.reclaimer, self.controller, self.actions = load_actions(model_dir)
         self.workload = serving.workload
         self._version = f"{serving.manifest.get('version', 'untrained')}+{schema_hash()}"
 
@@ -78,4 +81,4 @@ def make(model_dir: str | Path | None = None, target_workload: TargetWorkload | 
     del seed
     chosen = model_dir or os.environ.get("DSAN_MODEL_DIR") or DEFAULT_DIR
     return DSANScorer(ServingModel.from_dir(chosen, runtime, target_workload,
-                                            min_refresh_s=embed_refresh_s))
+                                            min_refresh_s=embed_refresh_s), chosen)

@@ -11,7 +11,9 @@ from collections.abc import Generator
 
 import numpy as np
 
+from dsan.api.types import TASK_TYPES
 from dsan.policies.base import Scorer
+from dsan.sim.scenario import preemption
 from dsan.sim.scenario.metrics import (
     billed_seconds,
     p99,
@@ -38,10 +40,15 @@ LATENCY_SENSITIVE = (TRAIN, BATCH, WEB)
 
 class Engine(SchedulingMixin, ProgressMixin):
     def attach(self, select_gpus: SelectGpus, hooks: Scorer | None = None) -> None:
-        """Use a scorer's GPU choice and bind/release hooks (before the first decision)."""
+        """Use a scorer's GPU choice and bind/release hooks, and from version 3 on its
+        reclaimer and controller (before the first decision). Version 2 runs every policy
+        under Kubernetes' preemption and no controller, as its numbers were published."""
         self.select_gpus = select_gpus
         self._on_bind = None if hooks is None else hooks.on_bind
         self._on_release = None if hooks is None else hooks.on_release
+        if hooks is not None and self.v3:
+            self.reclaimer = preemption.simulated(hooks.reclaimer)
+            self.controller = hooks.controller
 
     def _advance(self, t1: float) -> None:
         """Move the clock to ``t1``: integrate metrics (from ``t0`` on: the warm-up is not
@@ -183,11 +190,11 @@ class Engine(SchedulingMixin, ProgressMixin):
                 if job.submit >= self.t0:
                     self.acc.sla("training", int(delay > self.cfg.training.start_delay_limit_s))
                 if len(base) < len(job.pods):
-                    self._submit(job.pods[len(base):], False)
+                    self._submit(self._granted(job.id), False)
         elif kind == BATCH:
             if p == job.pods[0]:
                 self.job_active[job.id] = True
-                self._submit(job.pods[1:], False)
+                self._submit(job.pods[1:len(base)] + self._granted(job.id), False)
             if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING
                                                        for q in base):
                 self._started(job.id, base)
@@ -200,6 +207,18 @@ class Engine(SchedulingMixin, ProgressMixin):
             if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING
                                                        for q in base):
                 self._started(job.id, base)
+
+    def _granted(self, j: int) -> list[int]:
+        """The pods above job ``j``'s minimum that the controller grants it (all of them
+        under Kubernetes); the others are never submitted."""
+        job = self.wl.jobs[j]
+        base, top = int(self.job_base[j]), len(job.pods)
+        n = self.controller.grant(TASK_TYPES[job.kind], base, top)
+        if not base <= n <= top:
+            raise ValueError(f"controller {self.controller.name!r} granted {n} pods to a job "
+                             f"of {base}..{top}")
+        self.job_granted[j] = n
+        return job.pods[base:n]
 
     def _started(self, j: int, base: list[int]) -> None:
         """The job's base pods all run: its start latency, and its wait for binds (a batch

@@ -23,14 +23,19 @@ class SchedulingMixin(EngineState):
         for q in self.groups.values():  # drop units that finished or got placed meanwhile
             while q and self.pod_state[self._unit_pods(q[0])[0]] != PENDING:
                 q.popleft()
-        order = sorted(
-            (k for k, q in self.groups.items() if q and (self.dirty or k in self.group_new)),
-            key=lambda k: (-k[0], self.pod_submit[self._unit_pods(self.groups[k][0])[0]]),
-        )
+        ranks = {k: self._rank(self._unit_pods(q[0])[0]) for k, q in self.groups.items()
+                 if q and (self.dirty or k in self.group_new)}
+        order = sorted(ranks, key=lambda k: (-ranks[k],
+                                             self.pod_submit[self._unit_pods(self.groups[k][0])[0]]))
         self.dirty = False
         self.group_new.clear()
+        # An aged unit (ranked above its priority) that still does not fit reserves the GPUs:
+        # GPU pods ranked below it wait for this pass rather than take what frees up.
+        reserved = -np.inf
         for key in order:
             q = self.groups[key]
+            if key[3] > 0 and ranks[key] < reserved:
+                continue
             while q:
                 unit = q[0]
                 if self.pod_state[self._unit_pods(unit)[0]] != PENDING:
@@ -40,17 +45,29 @@ class SchedulingMixin(EngineState):
                 if not ok and self._preempt(self._unit_pods(unit)):
                     ok = yield from self._place(self._unit_pods(unit))
                 if not ok:
+                    if ranks[key] > key[0] and key[3] > 0:
+                        reserved = max(reserved, ranks[key])
                     break
                 q.popleft()
         if self.ph.size:
             self._place_placeholders()
+
+    def _rank(self, p: int) -> float:
+        """The controller's order for pending pod ``p``; never outside its priority class."""
+        prio = float(self.pod_prio[p])
+        r = self.controller.rank(self.wl.pods[p], self.now - float(self.pod_submit[p]))
+        if not prio <= r < prio + 1:
+            raise ValueError(f"controller {self.controller.name!r} ranked a pod of priority "
+                             f"{prio:g} at {r}: adjustments stay within [priority, priority + 1)")
+        return r
 
     def _place(self, pods: list[int]) -> Generator[Decision, int, bool]:
         """Place all of ``pods`` or none (gang): roll back partial placements."""
         placed: list[int] = []
         for p in pods:
             spec = self.wl.pods[p]
-            nodes = np.flatnonzero(feasible(spec, self.snap))
+            nodes = self.controller.allowed(spec, self.snap,
+                                            np.flatnonzero(feasible(spec, self.snap)))
             if self.cfg.scale_up.ready_nodes_first and nodes.size:
                 nodes = self._ready_first(nodes)
             if self.ph.size and not (nodes.size and self._node_ready(int(nodes[0]))):
@@ -145,14 +162,35 @@ class SchedulingMixin(EngineState):
                              mem=self.pod_mem[bound], gpu_milli=self.pod_gmilli[bound],
                              gslot=self.pod_gslot[bound], prio=self.pod_prio[bound],
                              start=self.pod_bound_at[bound],
-                             reclaimable=np.ones(bound.size, dtype=bool))
-        victims = preemption.plan([self.wl.pods[p] for p in pods], self.snap, b)
+                             reclaimable=np.ones(bound.size, dtype=bool),
+                             task=self.pod_kind[bound], lost_s=self._lost_s(bound),
+                             elastic=self.pod_elastic[bound])
+        victims = preemption.plan([self.wl.pods[p] for p in pods], self.snap, b, self.reclaimer)
         if not victims:
             return False
         by_burst = self.wl.jobs[self.pod_job[pods[0]]].burst
         for v in bound[victims]:
             self._evict(int(v), by_burst)
         return True
+
+    def _lost_s(self, pods: np.ndarray) -> np.ndarray:
+        """Per pod, the seconds of work its eviction would cost, as :meth:`_evict` books it
+        (per GPU or core it holds): a notebook's progress so far, an executor's in-flight
+        tasks, and for an elastic training worker the restart of the workers that remain."""
+        job = self.pod_job[pods]
+        kind = self.pod_kind[pods]
+        running = self.pod_state[pods] == RUNNING
+        active = self.job_active[job]
+        out = np.zeros(pods.size)
+        be = (kind == BE) & active
+        out[be] = self.job_work0[job[be]] - self.job_left[job[be]]
+        out[(kind == BATCH) & running & active] = self.cfg.batch.evict_loss_s
+        tr = (kind == TRAIN) & running & active
+        if tr.any():
+            run_tr = (self.pod_state == RUNNING) & (self.pod_kind == TRAIN)
+            workers = np.bincount(self.pod_job[run_tr], minlength=self.job_kind.size)
+            out[tr] = self.cfg.training.elastic.restart_s * (workers[job[tr]] - 1)
+        return out
 
     def _evict(self, p: int, by_burst: bool = False) -> None:
         """Reclaim pod ``p`` (back to the queue) and book what that cost its job: a

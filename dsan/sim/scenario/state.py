@@ -13,11 +13,14 @@ import numpy as np
 from dsan.core.filtering import allocate, release
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import best_fit_gpus
+from dsan.policies.control import Controller, StaticController
+from dsan.policies.reclaim import Reclaimer
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.metrics import Accumulator, ReclaimCost
 from dsan.sim.scenario.overprovision import PlaceholderPool
-from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
+from dsan.sim.scenario.preemption import SimulatorDefault
+from dsan.sim.scenario.workload import BATCH, BE, WEB, Workload, generate
 
 ARRIVE, READY, WINDOW, WAKE = 0, 1, 2, 3  # WAKE: a paused (resizing) job resumes
 PENDING_NONE, PENDING, STARTING, RUNNING, DONE = 0, 1, 2, 3, 4
@@ -58,6 +61,9 @@ class EngineState:
         # A stateful scorer (e.g. gpu-clustering) tracks binds/releases through these hooks.
         self._on_bind: Hook | None = None
         self._on_release: Hook | None = None
+        # The policy's actions beyond node choice (Engine.attach): Kubernetes' until then.
+        self.reclaimer: Reclaimer = SimulatorDefault()
+        self.controller: Controller = StaticController()
         self.acc = Accumulator()
         wl, n = self.wl, len(self.snap)
         P, J = len(wl.pods), len(wl.jobs)
@@ -83,7 +89,8 @@ class EngineState:
         self.pod_start = np.full(P, np.nan)  # first running
         self.pod_bound_at = np.zeros(P)  # latest bind, for victim order
         self.pod_epoch = np.zeros(P, dtype=np.int64)
-        self.job_left = np.array([j.stage_work[0] for j in wl.jobs])
+        self.job_work0 = np.array([j.stage_work[0] for j in wl.jobs])
+        self.job_left = self.job_work0.copy()
         self.job_stage = np.zeros(J, dtype=np.int64)
         self.job_par = np.array([j.stage_par[0] if j.stage_par else 0 for j in wl.jobs],
                                 dtype=np.float64)
@@ -99,6 +106,13 @@ class EngineState:
         self.job_start = np.full(J, np.nan)
         self.job_wait = np.full(J, np.nan)
         self.job_pause = np.zeros(J)
+        # Pods above their job's minimum (a Spark job's extra executors, an elastic training
+        # job's extra workers): evicting one shrinks the job instead of stopping it.
+        self.pod_elastic = np.zeros(P, dtype=bool)
+        for j in wl.jobs:
+            if j.kind != BE and j.base:
+                self.pod_elastic[j.pods[j.base:]] = True
+        self.job_granted = np.array([len(j.pods) for j in wl.jobs], dtype=np.int64)
         self.reclaim = {"all": ReclaimCost(), "burst": ReclaimCost()}
         self.burst_capacity: dict[str, float] = {}
         self.on = np.ones(n, dtype=bool)
