@@ -90,6 +90,18 @@ def test_a_protecting_reclaimer_returns_only_the_best_effort_node() -> None:
     assert "dsan_sidecar_preempt_latency_seconds_count 1.0" in m
 
 
+def test_the_served_dsan_policy_reclaims_with_its_learned_reclaimer() -> None:
+    """``dsan serve --policy dsan`` without ``--reclaimer``: the shipped actions.json's cost
+    reclaimer, which passes over the web pod kube-scheduler would have evicted."""
+    from sidecar.app import load_policies
+
+    scorer, _, _ = load_policies(SidecarConfig(policy="dsan"))
+    assert scorer.name == "dsan" and scorer.reclaimer.name == "dsan"
+    app, _, _ = world(TWO_NODES, scorer.reclaimer)
+    got = reply(app.preempt(meta_args({"n0": ["web"], "n1": ["be-a", "be-b"]})))
+    assert got == {"n1": ["uid-be-a", "uid-be-b"]}
+
+
 def test_nothing_admissible_is_an_empty_map_and_the_pod_waits() -> None:
     app, _, _ = world(TWO_NODES, ProtectingReclaimer())
     assert reply(app.preempt(meta_args({"n0": ["web"]}))) == {}
