@@ -5,9 +5,10 @@ heuristics keep Kubernetes' static behaviour, :class:`StaticController`.
 
 In the simulator (:mod:`dsan.sim.scenario.scheduling`) ``grant`` is asked when an elastic job
 starts (a Spark driver requesting executors, a training gang adding workers), ``allowed``
-before every placement, and ``rank`` on every scheduling pass. In a cluster the grant is the
-workload's own setting (Spark's ``maxExecutors``, the elastic job's maximum workers), the
-node quota a Filter, the rank the queue-sort order.
+before every placement, and ``rank`` on every scheduling pass. The sidecar applies none of
+the three yet (of the actions beyond node choice, only the reclaimer reaches a cluster); their
+counterparts there would be the workload's own setting (Spark's ``maxExecutors``,
+``dsan.io/desired-members``), a Filter, and the queue-sort order.
 """
 
 from __future__ import annotations
