@@ -122,6 +122,7 @@ def build() -> dict[str, Any]:
                     "weight": {"type": "integer", "minimum": 1},
                     "httpTimeout": _DURATION,
                     "ignorable": {"type": "boolean"},
+                    "filter": {"type": "boolean"},
                     "managedResources": {"type": "array", "items": _obj({
                         "name": {"type": "string", "minLength": 1},
                         "ignoredByScheduler": {"type": "boolean"}}, required=["name"])},

@@ -364,7 +364,9 @@ class ScoringEngine:
                               self.settle_errors)
 
     def filter(self, pod: PodSpec, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-        """Split candidates into (feasible, {name: reason}) on our view.
+        """Split candidates into (passed, {name: reason}) on our view: feasibility, then the
+        policy's node quota (``Scorer.controller.allowed``; DSAN's keeps room for GPU work on
+        GPU nodes, the heuristics allow every feasible node).
 
         Unknown nodes pass: the sidecar must not veto nodes it has not heard of yet.
         """
@@ -373,13 +375,19 @@ class ScoringEngine:
                 self._settle_locked()
             pub = self.cache.snapshot()
             rows, _ = name_rows(pub.index, names, pub.snap.names)
-            known = rows >= 0
-            ok = np.ones(len(names), dtype=bool)
-            ok[known] = np.take(feasible(pod, pub.snap), rows[known])
+            known = np.flatnonzero(rows >= 0)
+            fits = np.ones(len(names), dtype=bool)
+            fits[known] = np.take(feasible(pod, pub.snap), rows[known])
+            feasible_known = known[fits[known]]
+            allowed = self.scorer.controller.allowed(pod, pub.snap, rows[feasible_known])
+            ok = fits.copy()
+            ok[feasible_known] = np.isin(rows[feasible_known], allowed)
         arr = np.array(names, dtype=object)
         passed: list[str] = arr[ok].tolist()
-        failed = dict.fromkeys(arr[~ok].tolist(), _FAILED_REASON)
+        failed = dict.fromkeys(arr[~fits].tolist(), _FAILED_REASON)
+        failed.update(dict.fromkeys(arr[fits & ~ok].tolist(), _QUOTA_REASON))
         return passed, failed
 
 
 _FAILED_REASON = "dsan: insufficient CPU, memory or GPU share on this node"
+_QUOTA_REASON = "dsan: the node's quota keeps its remaining CPU and memory for GPU work"

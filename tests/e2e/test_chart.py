@@ -61,6 +61,7 @@ OVERRIDE: dict[str, Any] = {
             "weight": 3,
             "httpTimeout": "250ms",
             "ignorable": False,
+            "filter": True,
             "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
         },
         "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
@@ -427,6 +428,7 @@ def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:
     )
     assert ext.get("managedResources", []) == v["extender"]["managedResources"]
     assert (ext["prioritizeVerb"], ext["preemptVerb"]) == ("prioritize", "preempt")
+    assert ext.get("filterVerb") == ("filter" if v["extender"]["filter"] else None)
 
 
 def test_exclusive_cpus_make_every_request_a_limit_and_the_sidecar_cpus_whole(

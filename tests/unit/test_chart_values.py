@@ -116,6 +116,7 @@ def test_scheduler_values_match_the_shipped_scheduler_config() -> None:
     assert v["schedulerName"] == shipped["profiles"][0]["schedulerName"]
     # The sidecar routes POST <url_prefix>/preempt (sidecar/extender.py).
     assert (ext["prioritizeVerb"], ext["preemptVerb"]) == ("prioritize", "preempt")
+    assert ("filterVerb" in ext) == v["extender"]["filter"]
     assert ext["urlPrefix"].endswith(f":{SidecarConfig().http_port}{SidecarConfig().url_prefix}")
 
 

@@ -114,6 +114,32 @@ def test_filter_uses_our_view_and_passes_unknown_nodes() -> None:
     assert passed == ["n1", "new"] and list(failed) == ["n0"]
 
 
+def test_filter_applies_the_policys_node_quota_after_feasibility() -> None:
+    """DSAN's learned quota (``gpu_reserve``) in the filter verb: a CPU pod may not take a
+    GPU node whose GPUs are idle unless that keeps their share of its cores free; GPU pods,
+    web pods and CPU nodes are not concerned; an infeasible node keeps its own reason."""
+    from dsan.policies.dsan_actions import ActionParams, LearnedController
+
+    cache = GraphCache(SidecarConfig())
+    cache.replace_nodes([ko.node("gpu", cpu="8", gpus=2, model="A100"),
+                         ko.node("cpu", cpu="8"), ko.node("small", cpu="1")])
+    scorer = CpuFree()
+    scorer.controller = LearnedController(ActionParams(gpu_reserve=1.0))
+    eng = ScoringEngine(cache, scorer, CpuFree(), 60)
+    pod = PodSpec(name="spark", cpu_milli=2000, mem_mib=1)
+    passed, failed = eng.filter(pod, ["gpu", "cpu", "small", "new"])
+    assert passed == ["cpu", "new"]
+    assert failed["gpu"].startswith("dsan: the node's quota")
+    assert failed["small"].startswith("dsan: insufficient")
+    gpu_pod = PodSpec(name="train", cpu_milli=2000, mem_mib=1, num_gpu=1, gpu_milli=1000)
+    assert eng.filter(gpu_pod, ["gpu", "cpu"])[0] == ["gpu"]
+    web = PodSpec(name="web", cpu_milli=2000, mem_mib=1, task_type=3)
+    assert eng.filter(web, ["gpu", "cpu"])[0] == ["gpu", "cpu"]
+    # The heuristics' controller allows every feasible node.
+    assert ScoringEngine(cache, CpuFree(), CpuFree(), 60).filter(pod, ["gpu", "cpu"])[0] == \
+        ["gpu", "cpu"]
+
+
 def test_a_failing_policy_degrades_to_the_fallback_and_is_counted() -> None:
     cache, names = setup(["2", "8", "4"])
 
