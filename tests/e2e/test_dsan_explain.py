@@ -24,6 +24,7 @@ from dsan.api import types as t
 from dsan.cli import main
 from sidecar.recorder import KubeClusterWriter
 from tests.support.controlplane import SCHEDULER_CONFIG_DIR, ControlPlane
+from tests.support.procs import eventually
 from tests.support.sidecar import RecordingProxy, Sidecar
 from tests.support.workload import BindingWatch, add_nodes, create_all, fleet, pod_manifest
 from tests.unit.sidecar.test_recorder import check_writer_contract
@@ -69,14 +70,7 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 
 
 def _eventually(what: str, probe: Any, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout} s (last {last!r})")
+    return eventually(what, probe, timeout)
 
 
 def test_a_placed_pod_gets_an_event_an_annotation_and_an_explanation(

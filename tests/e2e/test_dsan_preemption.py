@@ -20,6 +20,7 @@ from kubernetes import client, watch
 
 from dsan.api import types as t
 from tests.support.controlplane import SCHEDULER_CONFIG_DIR, ControlPlane
+from tests.support.procs import eventually
 from tests.support.sidecar import RecordingProxy, Sidecar
 from tests.support.workload import NodeShape, add_nodes, node_manifest, pod_manifest
 
@@ -100,14 +101,7 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 
 
 def _until(what: str, probe: Any, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout} s (last {last!r})")
+    return eventually(what, probe, timeout)
 
 
 def _calls_for(stack: Stack, name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:

@@ -19,6 +19,7 @@ from kubernetes import client
 
 from dsan.api import types as t
 from tests.support.controlplane import SCHEDULER_CONFIG_DIR, ControlPlane
+from tests.support.procs import eventually
 from tests.support.prometheus import PrometheusServer, require_prometheus
 from tests.support.sidecar import RecordingProxy, Sidecar
 from tests.support.workload import BindingWatch, add_nodes, create_all, fleet, pod_manifest
@@ -194,14 +195,7 @@ class Probe:
 
 
 def _eventually(what: str, probe: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout} s (last {last!r})")
+    return eventually(what, probe, timeout)
 
 
 def test_sidecar_cache_follows_node_and_pod_changes(stack: Stack) -> None:

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -108,6 +109,19 @@ def wait_until(
             logs = "\n".join(f"--- {p.name} ({p.log}):\n{tail(p.log)}" for p in procs)
             raise TimeoutError(f"{what} not ready after {timeout:.0f} s\n{logs}")
         time.sleep(interval)
+
+
+def eventually(what: str, probe: Callable[[], Any], timeout: float) -> Any:
+    """``probe()``'s first truthy value, polled every 0.2 s; AssertionError with the last
+    value after ``timeout`` seconds (exceptions propagate: a broken probe is a failure)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout} s (last {last!r})")
 
 
 def http_ok(
