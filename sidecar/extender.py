@@ -31,7 +31,7 @@ from dsan.core.snapshot import PodSpec
 from sidecar.podspec import PodSpecMemo, pod_key
 from sidecar.preemption import Reclamation, encode_result, parse_preemption_args
 from sidecar.scoring import ScoreResult
-from sidecar.service import RequestError, ScoringService, internal_error
+from sidecar.service import RequestError, ScoringService, internal_error, json_object
 
 MAX_EXTENDER_PRIORITY = 10
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
@@ -79,12 +79,7 @@ def _reply(out: bytes | RequestError) -> tuple[int, bytes]:
 
 def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
     """ExtenderArgs -> (Pod, node names); RequestError names what is wrong."""
-    try:
-        args = orjson.loads(body)
-    except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RequestError("malformed_json", f"request body is not JSON: {exc}") from None
-    if not isinstance(args, dict):
-        raise RequestError("bad_request", "ExtenderArgs must be a JSON object")
+    args = json_object(body, "ExtenderArgs")
     pod = args.get("Pod")
     if not isinstance(pod, dict):
         raise RequestError("bad_pod", "ExtenderArgs.Pod is missing or not an object")

@@ -28,7 +28,7 @@ import orjson
 from dsan.policies.reclaim import Candidate, Reclaimer, admissible
 from sidecar.cache import GraphCache
 from sidecar.podspec import PodError, podspec_from_pod
-from sidecar.service import RequestError
+from sidecar.service import RequestError, json_object
 from sidecar.shrinker import Shrinker
 from sidecar.victims import PodRecord, record
 
@@ -57,12 +57,7 @@ class Proposal:
 
 def parse_preemption_args(body: bytes) -> tuple[dict[str, Any], list[Proposal]]:
     """ExtenderPreemptionArgs -> (Pod, proposals); RequestError names what is wrong."""
-    try:
-        args = orjson.loads(body)
-    except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RequestError("malformed_json", f"request body is not JSON: {exc}") from None
-    if not isinstance(args, dict):
-        raise RequestError("bad_request", "ExtenderPreemptionArgs must be a JSON object")
+    args = json_object(body, "ExtenderPreemptionArgs")
     pod = args.get("Pod")
     if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict):
         raise RequestError("bad_pod", "ExtenderPreemptionArgs.Pod is missing or has no spec")

@@ -13,7 +13,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
+
+import orjson
 
 from dsan.core.snapshot import PodSpec
 from sidecar.cache import GraphCache
@@ -60,6 +62,18 @@ class RequestError(Exception):
         self.http_status, self.grpc_code = self.CODES[reason]
         #: Set on an internal error: the id its log line carries, for the reply to carry too.
         self.request_id = request_id
+
+
+def json_object(body: bytes, what: str) -> dict[str, Any]:
+    """A request body that must be one JSON object (``what``, e.g. ``"ExtenderArgs"``, names it
+    in the error)."""
+    try:
+        args = orjson.loads(body)
+    except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RequestError("malformed_json", f"request body is not JSON: {exc}") from None
+    if not isinstance(args, dict):
+        raise RequestError("bad_request", f"{what} must be a JSON object")
+    return args
 
 
 def internal_error(api: str, exc: BaseException) -> RequestError:
