@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from dsan.api.types import LATENCY_SENSITIVE_INDICES
 from dsan.core.snapshot import PodSpec
 from sidecar.assumed import AssumedPods
 from sidecar.nodetable import Columns, NodeTable
@@ -56,7 +57,8 @@ class Allocations:
         self.touched.append(i)
         spec = c.spec
         c.gpus = charge_row(self._table.charge_columns, i, spec.cpu_milli, spec.mem_mib,
-                            spec.num_gpu, spec.gpu_milli)
+                            spec.num_gpu, spec.gpu_milli,
+                            spec.task_type in LATENCY_SENSITIVE_INDICES)
 
     def _uncharge(self, c: Charge) -> None:
         t = self._table
@@ -65,7 +67,8 @@ class Allocations:
             return
         self.touched.append(i)
         spec = c.spec
-        uncharge_row(t.charge_columns, i, spec.cpu_milli, spec.mem_mib, spec.gpu_milli, c.gpus)
+        uncharge_row(t.charge_columns, i, spec.cpu_milli, spec.mem_mib, spec.gpu_milli, c.gpus,
+                     spec.task_type in LATENCY_SENSITIVE_INDICES)
 
     def _attach(self, key: str, c: Charge) -> None:
         pods = self._node_pods.get(c.node)
@@ -159,15 +162,17 @@ class Allocations:
 
 
 def charge_row(cols: Columns, i: int, cpu_milli: float, mem_mib: float, num_gpu: int,
-              gpu_milli: int) -> tuple[int, ...]:
-    """Add one pod's requests to row ``i``; returns the GPU slots taken, ascending: by best
-    fit as :func:`dsan.policies.base.best_fit_gpus`, or the freest (never below 0) when too
-    few fit (a stale view, an over-sharing device plugin)."""
-    cpu_used, mem_used, pod_count, gpu_count, gpu_free = cols
+              gpu_milli: int, ls: bool = False) -> tuple[int, ...]:
+    """Add one pod's requests (``ls``: a latency-sensitive pod) to row ``i``; returns the GPU
+    slots taken, ascending: by best fit as :func:`dsan.policies.base.best_fit_gpus`, or the
+    freest (never below 0) when too few fit (a stale view, an over-sharing device plugin)."""
+    cpu_used, mem_used, pod_count, ls_pods, gpu_count, gpu_free = cols
     # Python scalars (.item()): numpy's arithmetic without a numpy scalar per operation.
     cpu_used[i] = cpu_used.item(i) + cpu_milli
     mem_used[i] = mem_used.item(i) + mem_mib
     pod_count[i] = pod_count.item(i) + 1
+    if ls:
+        ls_pods[i] = ls_pods.item(i) + 1
     if num_gpu == 0 or gpu_milli == 0:
         return ()
     # At most 8 GPUs: Python on a list beats a dozen numpy calls.
@@ -182,13 +187,15 @@ def charge_row(cols: Columns, i: int, cpu_milli: float, mem_mib: float, num_gpu:
 
 
 def uncharge_row(cols: Columns, i: int, cpu_milli: float, mem_mib: float, gpu_milli: int,
-                gpus: Sequence[int]) -> None:
+                gpus: Sequence[int], ls: bool = False) -> None:
     """Take one pod's requests back off row ``i``, never below 0 and no GPU above 1000;
     slots past the row's GPU count (the node shrank since) are left alone."""
-    cpu_used, mem_used, pod_count, gpu_count, gpu_free = cols
+    cpu_used, mem_used, pod_count, ls_pods, gpu_count, gpu_free = cols
     cpu_used[i] = max(0.0, cpu_used.item(i) - cpu_milli)
     mem_used[i] = max(0.0, mem_used.item(i) - mem_mib)
     pod_count[i] = max(0, pod_count.item(i) - 1)
+    if ls:
+        ls_pods[i] = max(0, ls_pods.item(i) - 1)
     if gpus:
         count = gpu_count.item(i)
         for g in gpus:

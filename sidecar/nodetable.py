@@ -26,9 +26,9 @@ from dsan.api.types import (
 from dsan.core.snapshot import MAX_GPUS
 from sidecar.telemetry import CHANNELS, new_windows
 
-#: (cpu_used, mem_used, pod_count, gpu_count, gpu_free): what a charge writes.
+#: (cpu_used, mem_used, pod_count, ls_pods, gpu_count, gpu_free): what a charge writes.
 Columns = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int32],
-                npt.NDArray[np.int32], npt.NDArray[np.int32]]
+                npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]
 
 #: What the table reads of a Node: (name, cpu milli, memory MiB, GPUs, GPU model, topology,
 #: hourly cost). Equal tuples mean an update changed nothing the sidecar reads.
@@ -64,6 +64,7 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], Any, Any]] = {
     "gpu_free": ((MAX_GPUS,), np.int32, 0), "zone": ((), np.int32, -1),
     "rack": ((), np.int32, -1), "nvlink": ((), np.int32, -1),
     "cost": ((), np.float64, 1.0), "pod_count": ((), np.int32, 0),
+    "ls_pods": ((), np.int32, 0),
     "tele_pos": ((), np.int64, 0), "tele_time": ((), np.float64, -math.inf),
 }
 
@@ -83,6 +84,7 @@ class NodeTable:
     nvlink: npt.NDArray[np.int32]
     cost: npt.NDArray[np.float64]
     pod_count: npt.NDArray[np.int32]
+    ls_pods: npt.NDArray[np.int32]
     tele: npt.NDArray[np.float32]
     tele_pos: npt.NDArray[np.int64]
     tele_time: npt.NDArray[np.float64]
@@ -122,7 +124,7 @@ class NodeTable:
         self._cap = cap
         #: The allocation columns a charge writes, rebuilt with the arrays they name.
         self.charge_columns: Columns = (self.cpu_used, self.mem_used, self.pod_count,
-                                        self.gpu_count, self.gpu_free)
+                                        self.ls_pods, self.gpu_count, self.gpu_free)
 
     def live_columns(self, n: int) -> dict[str, npt.NDArray[Any]]:
         """The first ``n`` rows of the columns a ClusterSnapshot has, by its field names."""
@@ -176,7 +178,7 @@ class NodeTable:
         self.nvlink[i] = self._topo_id(2, topo.nvlink_domain)
         self.cost[i] = cost
         self.cpu_used[i] = self.mem_used[i] = 0.0
-        self.pod_count[i] = 0
+        self.pod_count[i] = self.ls_pods[i] = 0
         self.gpu_free[i] = np.where(np.arange(MAX_GPUS) < gpus, 1000, 0)
         return i
 

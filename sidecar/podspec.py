@@ -19,12 +19,14 @@ import orjson
 from dsan.api.quantity import QuantityError
 from dsan.api.quantity import parse_quantity as parse_quantity_api
 from dsan.api.types import (
+    ANNOTATION_ELASTIC,
     ANNOTATION_GPU_MILLI,
     ANNOTATION_GPU_MODELS,
     ANNOTATION_TASK_TYPE,
     RESOURCE_GPU,
     RESOURCE_GPU_MILLI,
     TASK_TYPES,
+    parse_elastic,
     parse_gpu_milli,
     parse_gpu_models,
     parse_task_type,
@@ -228,7 +230,8 @@ def podspec_from_parts(name: str, requests: Mapping[str, Any], annotations: Mapp
         raise PodError(f"requests: {name} asks for more than any node can have")
     return PodSpec(name=name, cpu_milli=cpu_milli, mem_mib=mem_mib, num_gpu=num_gpu,
                    gpu_milli=gpu_milli, gpu_models=models, priority=priority,
-                   task_type=TASK_TYPES.index(task))
+                   task_type=TASK_TYPES.index(task),
+                   elastic=parse_elastic(_annotation(annotations, ANNOTATION_ELASTIC)))
 
 
 def _annotation(annotations: Mapping[str, Any], key: str) -> str | None:

@@ -112,6 +112,8 @@ class Publisher:
             (snap.cpu_used, t.cpu_used), (snap.mem_used, t.mem_used), (snap.gpu_free, t.gpu_free)]
         if snap.pod_count is not None:
             pairs.append((snap.pod_count, t.pod_count))
+        if snap.ls_pods is not None:
+            pairs.append((snap.ls_pods, t.ls_pods))
         for dst, src in pairs:  # an assumption's one or two rows
             for r in rows:
                 dst[r] = src[r]

@@ -366,7 +366,8 @@ class ScoringEngine:
     def filter(self, pod: PodSpec, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
         """Split candidates into (passed, {name: reason}) on our view: feasibility, then the
         policy's node quota (``Scorer.controller.allowed``; DSAN's keeps room for GPU work on
-        GPU nodes, the heuristics allow every feasible node).
+        GPU nodes and CPU headroom beside latency-sensitive pods, the heuristics allow every
+        feasible node).
 
         Unknown nodes pass: the sidecar must not veto nodes it has not heard of yet.
         """

@@ -41,6 +41,12 @@ ANNOTATION_TASK_TYPE: Final = "dsan.io/task-type"
 ANNOTATION_SCORED_BY: Final = "dsan.io/scored-by"
 
 TASK_TYPES: Final = ("other", "train", "batch", "web")
+#: Task types whose pods serve requests: never reclaimed by a protecting reclaimer, and
+#: their nodes' CPU headroom is what DSAN's quota keeps (dsan.policies.dsan_actions).
+LATENCY_SENSITIVE_TYPES: Final = ("web",)
+#: The same, as indices into TASK_TYPES (PodSpec.task_type).
+LATENCY_SENSITIVE_INDICES: Final = frozenset(
+    TASK_TYPES.index(t) for t in LATENCY_SENSITIVE_TYPES)
 
 # Reclamation (the extender's preempt verb, docs/sidecar.md "Preemption"): what a victim's
 # eviction costs, and how an elastic workload shrinks instead of recreating what was evicted.

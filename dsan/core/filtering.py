@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from dsan.api.types import LATENCY_SENSITIVE_INDICES
 from dsan.core.snapshot import BOOL, ClusterSnapshot, PodSpec
 
 
@@ -58,6 +59,8 @@ def allocate(snap: ClusterSnapshot, pod: PodSpec, node: int, gpus: tuple[int, ..
         snap.gpu_free[node, g] -= pod.gpu_milli
     if snap.pod_count is not None:
         snap.pod_count[node] += 1
+    if snap.ls_pods is not None and pod.task_type in LATENCY_SENSITIVE_INDICES:
+        snap.ls_pods[node] += 1
     snap.version += 1
 
 
@@ -69,6 +72,8 @@ def release(snap: ClusterSnapshot, pod: PodSpec, node: int, gpus: tuple[int, ...
         snap.gpu_free[node, g] = min(1000, snap.gpu_free[node, g] + pod.gpu_milli)
     if snap.pod_count is not None:
         snap.pod_count[node] = max(0, snap.pod_count[node] - 1)
+    if snap.ls_pods is not None and pod.task_type in LATENCY_SENSITIVE_INDICES:
+        snap.ls_pods[node] = max(0, snap.ls_pods[node] - 1)
     snap.version += 1
 
 

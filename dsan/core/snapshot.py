@@ -48,6 +48,8 @@ class PodSpec:
     toleration_mask: int = 0
     gang_size: int = 1
     image: int = -1  # image id for image-locality; -1 = unknown
+    #: Above its workload's minimum (``dsan.io/elastic``): evicting it shrinks the workload.
+    elastic: bool = False
 
     @property
     def gpu_total_milli(self) -> int:
@@ -87,6 +89,8 @@ class ClusterSnapshot:
     telemetry_age_s: F64 | None = None
     #: Number of pods running on each node (for business-tier features).
     pod_count: I32 | None = None
+    #: Latency-sensitive pods (``dsan.api.types.LATENCY_SENSITIVE_TYPES``) on each node.
+    ls_pods: I32 | None = None
     #: Image ids present on each node, for image locality; None = unknown.
     images: list[frozenset[int]] | None = None
     #: Monotonic version: bumped by whoever mutates a snapshot in place (the simulator).
@@ -132,6 +136,7 @@ class ClusterSnapshot:
             telemetry=None if self.telemetry is None else self.telemetry.copy(),
             telemetry_age_s=None if self.telemetry_age_s is None else self.telemetry_age_s.copy(),
             pod_count=None if self.pod_count is None else self.pod_count.copy(),
+            ls_pods=None if self.ls_pods is None else self.ls_pods.copy(),
             images=None if self.images is None else list(self.images),
             version=self.version,
             telemetry_version=self.telemetry_version,

@@ -5,10 +5,10 @@ heuristics keep Kubernetes' static behaviour, :class:`StaticController`.
 
 In the simulator (:mod:`dsan.sim.scenario.scheduling`) ``grant`` is asked when an elastic job
 starts (a Spark driver requesting executors, a training gang adding workers), ``allowed``
-before every placement, and ``rank`` on every scheduling pass. The sidecar applies none of
-the three yet (of the actions beyond node choice, only the reclaimer reaches a cluster); their
-counterparts there would be the workload's own setting (Spark's ``maxExecutors``,
-``dsan.io/desired-members``), a Filter, and the queue-sort order.
+before every placement, and ``rank`` on every scheduling pass. In a cluster the sidecar's
+filter verb applies ``allowed``; ``grant`` and ``rank`` act in the simulator only (their
+counterparts would be the workload's own setting, Spark's ``maxExecutors`` or
+``dsan.io/desired-members``, and the queue-sort order).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dsan.api.types import TASK_TYPES
+from dsan.api.types import LATENCY_SENSITIVE_INDICES, TASK_TYPES
 from dsan.core.snapshot import I64, ClusterSnapshot, PodSpec
 from dsan.policies.control import Controller, StaticController
 from dsan.policies.reclaim import (
@@ -35,7 +35,7 @@ __all__ = ["ACTIONS", "ActionParams", "CostReclaimer", "LearnedController", "loa
 
 #: The file beside the model (``dsan/model/default/``) holding the learned parameters.
 ACTIONS = "actions.json"
-_TRAIN, _WEB = TASK_TYPES.index("train"), TASK_TYPES.index("web")
+_TRAIN = TASK_TYPES.index("train")
 
 
 @dataclass(frozen=True)
@@ -59,20 +59,25 @@ class ActionParams:
     #: A GPU node takes a CPU-only, non-web pod only if it keeps this share of its cores and
     #: memory free per idle GPU (1: a whole GPU's proportional share).
     gpu_reserve: float = 0.0
+    #: An elastic pod (``PodSpec.elastic``: above its job's minimum) takes a node hosting a
+    #: latency-sensitive pod only if the node's requested CPU after it stays within this
+    #: share of its cores (1: no limit): load past the contention threshold slows the
+    #: node's replicas, and the elastic backlog would fill every node to the brim.
+    ls_headroom: float = 1.0
     #: A training pod pending longer than this is tried first within its priority and
     #: reserves the GPUs for the pass (GPU pods ranked below it wait). inf: never.
     age_s: float = math.inf
 
     #: Search bounds of each field, in field order (``age_s`` searched as log10 seconds).
     BOUNDS = ((0.0, 4.0), (0.0, 4.0), (0.0, 2.0), (0.0, 2.0), (0.0, 1.0), (0.0, 1.0),
-              (0.0, 1.0), (1.5, 4.5))
+              (0.0, 1.0), (0.5, 1.0), (1.5, 4.5))
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
             if not isinstance(v, (int, float)) or math.isnan(v) or v < 0:
                 raise ValueError(f"ActionParams.{f.name} must be a number >= 0, got {v!r}")
-        for name in ("train_growth", "batch_growth", "gpu_reserve"):
+        for name in ("train_growth", "batch_growth", "gpu_reserve", "ls_headroom"):
             if getattr(self, name) > 1:
                 raise ValueError(f"ActionParams.{name} must be within 0..1")
 
@@ -119,8 +124,9 @@ class CostReclaimer:
 
 
 class LearnedController:
-    """Grants a share of elastic growth per class, keeps room for GPU work on GPU nodes,
-    and ages waiting training pods (:class:`ActionParams`)."""
+    """Grants a share of elastic growth per class, keeps room for GPU work on GPU nodes and
+    CPU headroom on the nodes of latency-sensitive pods, and ages waiting training pods
+    (:class:`ActionParams`)."""
 
     name = "dsan"
 
@@ -132,8 +138,14 @@ class LearnedController:
         return minimum + round(share * (maximum - minimum))
 
     def allowed(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> I64:
+        if pod.task_type in LATENCY_SENSITIVE_INDICES or nodes.size == 0:
+            return nodes
+        h = self.p.ls_headroom
+        if pod.elastic and h < 1 and snap.ls_pods is not None:
+            hot = snap.cpu_used[nodes] + pod.cpu_milli > h * snap.cpu_cap[nodes]
+            nodes = nodes[~(hot & (snap.ls_pods[nodes] > 0))]
         r = self.p.gpu_reserve
-        if r <= 0 or pod.num_gpu > 0 or pod.task_type == _WEB or nodes.size == 0:
+        if r <= 0 or pod.num_gpu > 0 or nodes.size == 0:
             return nodes
         gpus = snap.gpu_count[nodes]
         idle = (snap.gpu_free[nodes] >= 1000).sum(axis=1)

@@ -17,13 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from dsan.api.types import TASK_TYPES
+from dsan.api.types import LATENCY_SENSITIVE_TYPES, TASK_TYPES
 
 __all__ = ["RECLAIMERS", "Candidate", "DefaultReclaimer", "ProtectingReclaimer", "Reclaimer",
            "Victim", "admissible", "latency_sensitive"]
-
-#: Task types whose pods serve requests: a reclaimer that protects them never evicts one.
-LATENCY_SENSITIVE_TYPES: tuple[str, ...] = ("web",)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,11 @@ import numpy as np
 from dsan.policies.base import Scorer
 from dsan.policies.control import StaticController
 from dsan.policies.dsan_actions import (
+    ACTIONS,
     ActionParams,
     CostReclaimer,
     LearnedController,
+    load_actions,
     save_actions,
 )
 from dsan.policies.reclaim import DefaultReclaimer
@@ -58,12 +60,17 @@ class Args:
     init_sd: float = 0.3  # of each bound's width
     seed: int = 0
     model_dir: str = ""  # also write actions.json here
+    init_from: str = ""  # start from this model directory's actions.json (default: Kubernetes')
+    search: tuple[str, ...] = ()  # the ActionParams fields searched (default: all)
 
     def __post_init__(self) -> None:
         if not self.seeds or self.population < 2 or not 1 <= self.elite < self.population:
             raise ValueError("Args: need seeds, population >= 2 and 1 <= elite < population")
         if self.iterations < 1 or self.hours <= 0 or self.init_sd <= 0:
             raise ValueError("Args: need iterations >= 1, hours > 0 and init_sd > 0")
+        unknown = set(self.search) - {f.name for f in fields(ActionParams)}
+        if unknown:
+            raise ValueError(f"Args.search: unknown ActionParams fields {sorted(unknown)}")
 
 
 def episode_reward(r: dict[str, Any], w: ScenarioReward, full_cost: float) -> float:
@@ -110,7 +117,15 @@ def main(a: Args) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(a.seed)
     lo, hi = np.array(ActionParams.BOUNDS).T
-    mean, sd = ActionParams().vector(), a.init_sd * (hi - lo)
+    start = ActionParams()
+    if a.init_from:
+        rec = load_actions(a.init_from)[0]
+        if not isinstance(rec, CostReclaimer):
+            raise ValueError(f"{a.init_from}: no {ACTIONS} to start from")
+        start = rec.p
+    names = [f.name for f in fields(ActionParams)]
+    free = np.array([not a.search or n in a.search for n in names], dtype=np.float64)
+    mean, sd = start.vector(), free * a.init_sd * (hi - lo)
     base = {s: play(a, None, s) for s in sorted(set(a.seeds[:a.iterations]))}
     t0 = time.perf_counter()
     best: dict[str, Any] = {"score": -np.inf}
@@ -123,6 +138,8 @@ def main(a: Args) -> dict[str, Any]:
         for it in range(a.iterations):
             seed = a.seeds[it % len(a.seeds)]
             xs = np.clip(mean + sd * rng.standard_normal((a.population, mean.size)), lo, hi)
+            if a.init_from:  # a continued search: the current mean competes unperturbed
+                xs[0] = np.clip(mean, lo, hi)
             scores = []
             for i, x in enumerate(xs):
                 p = ActionParams.from_vector(x)
@@ -137,7 +154,8 @@ def main(a: Args) -> dict[str, Any]:
                 if score > best["score"]:
                     best = {"score": score, "params": p, "iteration": it, "seed": seed, **r}
             elite = xs[np.argsort(scores)[::-1][:a.elite]]
-            mean, sd = elite.mean(axis=0), np.maximum(elite.std(axis=0), 0.05 * (hi - lo))
+            mean = elite.mean(axis=0)
+            sd = free * np.maximum(elite.std(axis=0), 0.05 * (hi - lo))
             curve.append({"iteration": it, "seed": seed, "best": max(scores),
                           "mean": float(np.mean(scores))})
             print(json.dumps(curve[-1]), flush=True)
@@ -158,7 +176,7 @@ def _flags(a: Args) -> str:
         flag = "--" + k.replace("_", "-")
         if isinstance(v, bool):
             out.append(flag if v else "--no-" + flag[2:])
-        elif k != "model_dir":
+        elif k != "model_dir" and v not in ("", ()):
             out.append(f"{flag} {' '.join(map(str, v)) if isinstance(v, tuple) else v}")
     return " ".join(out)
 
@@ -170,11 +188,12 @@ def parse(argv: list[str] | None = None) -> Args:
         if isinstance(f.default, bool):
             ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
         elif isinstance(f.default, tuple):
-            ap.add_argument(flag, nargs="+", type=int, default=f.default)
+            kind = str if f.name == "search" else int
+            ap.add_argument(flag, nargs="+", type=kind, default=f.default)
         else:
             ap.add_argument(flag, type=type(f.default), default=f.default)
     ns = vars(ap.parse_args(argv))
-    ns["seeds"] = tuple(ns["seeds"])
+    ns["seeds"], ns["search"] = tuple(ns["seeds"]), tuple(ns["search"])
     return Args(**ns)
 
 

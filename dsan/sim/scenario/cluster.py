@@ -74,5 +74,6 @@ def build_cluster(cfg: ClusterConfig, telemetry_len: int) -> ClusterSnapshot:
     snap.telemetry = np.zeros((n, telemetry_len, len(TELEMETRY_CHANNELS)), dtype=np.float32)
     snap.telemetry_age_s = np.zeros(n)
     snap.pod_count = np.zeros(n, dtype=np.int32)
+    snap.ls_pods = np.zeros(n, dtype=np.int32)
     snap.images = [frozenset() for _ in range(n)]
     return snap

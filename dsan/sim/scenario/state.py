@@ -20,7 +20,7 @@ from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.metrics import Accumulator, ReclaimCost
 from dsan.sim.scenario.overprovision import PlaceholderPool
 from dsan.sim.scenario.preemption import SimulatorDefault
-from dsan.sim.scenario.workload import BATCH, BE, WEB, Workload, generate
+from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
 
 ARRIVE, READY, WINDOW, WAKE = 0, 1, 2, 3  # WAKE: a paused (resizing) job resumes
 PENDING_NONE, PENDING, STARTING, RUNNING, DONE = 0, 1, 2, 3, 4
@@ -108,10 +108,7 @@ class EngineState:
         self.job_pause = np.zeros(J)
         # Pods above their job's minimum (a Spark job's extra executors, an elastic training
         # job's extra workers): evicting one shrinks the job instead of stopping it.
-        self.pod_elastic = np.zeros(P, dtype=bool)
-        for j in wl.jobs:
-            if j.kind != BE and j.base:
-                self.pod_elastic[j.pods[j.base:]] = True
+        self.pod_elastic = np.fromiter((p.elastic for p in wl.pods), dtype=bool, count=P)
         self.job_granted = np.array([len(j.pods) for j in wl.jobs], dtype=np.int64)
         self.reclaim = {"all": ReclaimCost(), "burst": ReclaimCost()}
         self.burst_capacity: dict[str, float] = {}

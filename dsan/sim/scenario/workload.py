@@ -5,7 +5,7 @@ its own random stream, so changing one class's rate does not reshuffle the other
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -81,6 +81,10 @@ class WorkloadBuilder:
         self.reclaim: list[bool] = []
 
     def pod(self, job: Job, spec: PodSpec, cpu_use: float, gpu_act: float, reclaim: bool) -> None:
+        """Add ``spec`` to ``job``; a pod past the job's ``base`` (its minimum) is elastic:
+        evicting it shrinks the job (best effort has no minimum to shrink to)."""
+        if job.kind != BE and job.base and len(job.pods) >= job.base and not spec.elastic:
+            spec = replace(spec, elastic=True)
         job.pods.append(len(self.pods))
         self.pods.append(spec)
         self.pod_job.append(job.id)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dsan.api.types import TASK_TYPES
 from dsan.core.filtering import allocate, feasible, feasible_nodes, release
 from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 
@@ -54,3 +55,15 @@ def test_allocate_refuses_overcommit_and_release_restores() -> None:
         allocate(s, PodSpec("big", 5000, 1), 2, ())
     release(s, pod, 2, (3,))
     assert s.gpu_free[2, 3] == 1000 and s.cpu_used[2] == 0
+
+
+def test_allocate_counts_latency_sensitive_pods_per_node() -> None:
+    s = snap3()
+    s.ls_pods = np.zeros(3, dtype=np.int32)
+    web = PodSpec("w", 1000, 100, task_type=TASK_TYPES.index("web"))
+    allocate(s, web, 1, ())
+    allocate(s, PodSpec("b", 1000, 100, task_type=TASK_TYPES.index("batch")), 1, ())
+    assert s.ls_pods.tolist() == [0, 1, 0] and s.copy().ls_pods.tolist() == [0, 1, 0]
+    release(s, web, 1, ())
+    release(s, web, 1, ())
+    assert s.ls_pods.tolist() == [0, 0, 0]  # never below 0

@@ -37,7 +37,8 @@ victims = st.builds(vic, st.integers(-20, 1200), st.sampled_from(TASK_TYPES),
                     st.sampled_from([0.0, 0.25, 1.0]), st.sampled_from([1.0, 4.0, 11.3]),
                     st.floats(0, 10_000), st.booleans())
 params = st.builds(ActionParams.from_vector,
-                   st.lists(st.floats(-1, 5), min_size=8, max_size=8))
+                   st.lists(st.floats(-1, 5), min_size=len(ActionParams.BOUNDS),
+                            max_size=len(ActionParams.BOUNDS)))
 
 
 @settings(max_examples=300, deadline=None)
@@ -117,6 +118,28 @@ def test_gpu_reserve_keeps_cpu_pods_off_gpu_nodes_with_idle_gpus() -> None:
     assert LearnedController(ActionParams()).allowed(spark, snap, nodes).tolist() == [0, 1, 2]
 
 
+def test_ls_headroom_keeps_elastic_pods_off_latency_sensitive_nodes_past_it() -> None:
+    # a, b: 16 cores with 10 requested; a hosts a web replica, b does not; c: 4 GPUs.
+    snap = empty_snapshot(["a", "b", "c"], [16000, 16000, 64000], [65536] * 3, [0, 0, 4],
+                          [-1, -1, 0], ["A100"])
+    snap.ls_pods = np.array([1, 0, 1], dtype=np.int32)
+    snap.cpu_used[:] = [10000, 10000, 40000]
+    nodes = np.array([0, 1, 2])
+    c = LearnedController(ActionParams(ls_headroom=0.8))
+    extra = PodSpec("ex", 4000, 15260, priority=-10, task_type=2, elastic=True)
+    # a: (10 + 4) / 16 = 0.875 > 0.8, refused; b hosts no web; c: 44 / 64 = 0.69
+    assert c.allowed(extra, snap, nodes).tolist() == [1, 2]
+    small = PodSpec("ex2", 2000, 7630, priority=-10, task_type=2, elastic=True)
+    assert c.allowed(small, snap, nodes).tolist() == [0, 1, 2]  # (10 + 2) / 16 = 0.75
+    core = PodSpec("ex0", 4000, 15260, priority=100, task_type=2)  # the job's minimum
+    web = PodSpec("w", 2000, 4096, priority=1000, task_type=TASK_TYPES.index("web"))
+    assert c.allowed(core, snap, nodes).tolist() == [0, 1, 2]
+    assert c.allowed(web, snap, nodes).tolist() == [0, 1, 2]
+    assert LearnedController(ActionParams()).allowed(extra, snap, nodes).tolist() == [0, 1, 2]
+    snap.ls_pods = None  # a view without per-node classes: no quota
+    assert c.allowed(extra, snap, nodes).tolist() == [0, 1, 2]
+
+
 def test_ageing_raises_a_waiting_training_pod_within_its_priority() -> None:
     c = LearnedController(ActionParams(age_s=300.0))
     t = PodSpec("t", 8000, 4096, num_gpu=1, gpu_milli=1000, priority=500, task_type=1)
@@ -133,8 +156,9 @@ def test_vector_round_trip_and_bounds() -> None:
     q = ActionParams.from_vector(p.vector())
     assert q.age_s == pytest.approx(600.0)
     assert ActionParams.from_vector(ActionParams().vector()).age_s == math.inf
-    clipped = ActionParams.from_vector([9.0, -1.0, 0.5, 0.5, 2.0, 0.5, 0.5, 0.0])
+    clipped = ActionParams.from_vector([9.0, -1.0, 0.5, 0.5, 2.0, 0.5, 0.5, 0.2, 0.0])
     assert clipped.w_gpu_h == 4.0 and clipped.w_core_h == 0.0 and clipped.train_growth == 1.0
+    assert clipped.ls_headroom == 0.5
     assert clipped.age_s == pytest.approx(10 ** 1.5)
     with pytest.raises(ValueError, match=r"gpu_reserve must be within 0\.\.1"):
         ActionParams(gpu_reserve=2.0)

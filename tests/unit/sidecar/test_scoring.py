@@ -140,6 +140,34 @@ def test_filter_applies_the_policys_node_quota_after_feasibility() -> None:
         ["gpu", "cpu"]
 
 
+def test_filter_keeps_latency_sensitive_nodes_headroom_from_elastic_pods() -> None:
+    """DSAN's ``ls_headroom`` in the filter verb: the cache counts the web replicas bound per
+    node (``dsan.io/task-type``), and an elastic pod (``dsan.io/elastic``) may not fill a
+    node that hosts one past the headroom; the replica's deletion lifts it."""
+    from dsan.api.types import ANNOTATION_ELASTIC, ANNOTATION_TASK_TYPE
+    from dsan.policies.dsan_actions import ActionParams, LearnedController
+    from sidecar.podspec import podspec_from_pod
+
+    cache = GraphCache(SidecarConfig())
+    cache.replace_nodes([ko.node("a", cpu="16"), ko.node("b", cpu="16")])
+    web = ko.pod("web-0", cpu="2", node_name="a", phase="Running",
+                 annotations={ANNOTATION_TASK_TYPE: "web"})
+    cache.upsert_pod(web)
+    cache.upsert_pod(ko.pod("exec-0", cpu="8", node_name="a", phase="Running"))
+    scorer = CpuFree()
+    scorer.controller = LearnedController(ActionParams(ls_headroom=0.8))
+    eng = ScoringEngine(cache, scorer, CpuFree(), 60)
+    extra = podspec_from_pod(ko.pod("exec-9", cpu="4", annotations={
+        ANNOTATION_ELASTIC: "true", ANNOTATION_TASK_TYPE: "batch"}), {})
+    assert extra.elastic
+    passed, failed = eng.filter(extra, ["a", "b"])  # a: (2 + 8 + 4) / 16 = 0.875
+    assert passed == ["b"] and failed["a"].startswith("dsan: the node's quota")
+    core = podspec_from_pod(ko.pod("exec-1", cpu="4"), {})
+    assert not core.elastic and eng.filter(core, ["a", "b"])[0] == ["a", "b"]
+    cache.delete_pod(web)
+    assert eng.filter(extra, ["a", "b"])[0] == ["a", "b"]
+
+
 def test_a_failing_policy_degrades_to_the_fallback_and_is_counted() -> None:
     cache, names = setup(["2", "8", "4"])
 

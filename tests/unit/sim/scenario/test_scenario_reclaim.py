@@ -299,7 +299,7 @@ def test_dsan_reclaims_only_lower_priority_non_web_pods_on_a_busy_scenario(seed:
         web={"services": 2, "replicas": [1, 3]},
         besteffort={"pods_per_h": 30.0, "duration_mean_s": 600.0,
                     "gpu_milli_probs": {"500": 0.5, "300": 0.5}})
-    p = ActionParams.from_vector(rng.uniform(0, 4, size=8))
+    p = ActionParams.from_vector(rng.uniform(0, 4, size=len(ActionParams.BOUNDS)))
     audit = Audit(CostReclaimer(p))
     eng = Engine(cfg, seed)
     scorer = WithActions(p)
