@@ -95,6 +95,15 @@ class Sidecar:
             raise RuntimeError(f"prioritize answered {status}: {reply[:300]!r}")
         return {e["Host"]: int(e["Score"]) for e in json.loads(reply)}
 
+    def filter(self, pod: dict[str, Any], node_names: list[str]) -> dict[str, Any]:
+        """POST the extender filter request kube-scheduler sends; returns the
+        ExtenderFilterResult (``NodeNames`` passed, ``FailedNodes`` {node: reason})."""
+        body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": node_names})
+        status, reply = _post(self.http_port, f"{URL_PREFIX}/filter", body.encode())
+        if status != 200:
+            raise RuntimeError(f"filter answered {status}: {reply[:300]!r}")
+        return dict(json.loads(reply))
+
     def metrics(self) -> str:
         conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
         try:
@@ -127,11 +136,13 @@ def _post(port: int, path: str, body: bytes, timeout: float = 10.0) -> tuple[int
 
 class RecordingProxy:
     """Forwards extender POSTs to the sidecar unchanged and records {pod name: {node: score}},
-    and every answered preempt call as (ExtenderPreemptionArgs, ExtenderPreemptionResult)."""
+    every answered filter call as (ExtenderArgs, ExtenderFilterResult) and every answered
+    preempt call as (ExtenderPreemptionArgs, ExtenderPreemptionResult)."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.scores: dict[str, dict[str, int]] = {}
+        self.filters: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.preempts: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self._lock = threading.Lock()
         proxy = self
@@ -151,6 +162,9 @@ class RecordingProxy:
                     pod = json.loads(body)["Pod"]["metadata"]["name"]
                     with proxy._lock:
                         proxy.scores[pod] = {e["Host"]: int(e["Score"]) for e in json.loads(reply)}
+                if status == 200 and self.path.endswith("/filter"):
+                    with proxy._lock:
+                        proxy.filters.append((json.loads(body), json.loads(reply)))
                 if status == 200 and self.path.endswith("/preempt"):
                     with proxy._lock:
                         proxy.preempts.append((json.loads(body), json.loads(reply)))
