@@ -391,4 +391,5 @@ class ScoringEngine:
 
 
 _FAILED_REASON = "dsan: insufficient CPU, memory or GPU share on this node"
-_QUOTA_REASON = "dsan: the node's quota keeps its remaining CPU and memory for GPU work"
+_QUOTA_REASON = ("dsan: the node's quota refuses this pod (the served policy keeps room there "
+                 "for GPU work, or CPU headroom beside latency-sensitive pods)")
