@@ -124,7 +124,7 @@ def main(a: Args) -> dict[str, Any]:
             raise ValueError(f"{a.init_from}: no {ACTIONS} to start from")
         start = rec.p
     names = [f.name for f in fields(ActionParams)]
-    free = np.array([not a.search or n in a.search for n in names], dtype=np.float64)
+    free = np.array([not a.search or n in a.search for n in names])
     mean, sd = start.vector(), free * a.init_sd * (hi - lo)
     base = {s: play(a, None, s) for s in sorted(set(a.seeds[:a.iterations]))}
     t0 = time.perf_counter()
@@ -137,7 +137,11 @@ def main(a: Args) -> dict[str, Any]:
                       "reclaim_gpu_s", *(f.name for f in fields(ActionParams)), "wall_s"])
         for it in range(a.iterations):
             seed = a.seeds[it % len(a.seeds)]
-            xs = np.clip(mean + sd * rng.standard_normal((a.population, mean.size)), lo, hi)
+            # Draws for the searched fields only, so a search over a subset draws what a search
+            # over just those fields always drew.
+            z = np.zeros((a.population, mean.size))
+            z[:, free] = rng.standard_normal((a.population, int(free.sum())))
+            xs = np.clip(mean + sd * z, lo, hi)
             if a.init_from:  # a continued search: the current mean competes unperturbed
                 xs[0] = np.clip(mean, lo, hi)
             scores = []
