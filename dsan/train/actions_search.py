@@ -168,6 +168,8 @@ def main(a: Args) -> dict[str, Any]:
                 "trained_by": "python -m dsan.train.actions_search " + _flags(a),
                 "args": asdict(a), "curve": curve, "best": best,
                 "kubernetes_on_training_seeds": base}
+    if a.init_from:  # provenance of the fields this search did not move
+        manifest["started_from"] = load_actions(a.init_from)[2]
     save_actions(out, p, manifest)
     if a.model_dir:
         save_actions(a.model_dir, p, manifest)
