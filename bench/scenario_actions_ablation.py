@@ -4,6 +4,10 @@ choice), so their effect shows apart from DSAN's model. Prints JSON in the shape
 sim --json`` (policy ``<node policy>+actions``), for bench/scenario_table1_v3_report.py.
 
     python bench/scenario_actions_ablation.py --seeds 1001-1010 > out/heldout-actions.json
+
+``--model-dir out/actions --label "k8s-default+actions (first stage)"`` runs another
+search's actions (e.g. the first stage's, before the headroom was searched with DSAN's node
+choice) under a row name of its own.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seeds", default="1001-1010")
     ap.add_argument("--node-policy", default="k8s-default")
     ap.add_argument("--burst", action="store_true")
+    ap.add_argument("--model-dir", default=str(DEFAULT_DIR), help="where actions.json is")
+    ap.add_argument("--label", default="", help="the row's name (default <node policy>+actions)")
     a = ap.parse_args(argv)
-    reclaimer, _, _ = load_actions(DEFAULT_DIR)
-    assert isinstance(reclaimer, CostReclaimer), "no actions.json beside the shipped model"
+    reclaimer, _, _ = load_actions(a.model_dir)
+    if not isinstance(reclaimer, CostReclaimer):
+        ap.error(f"no actions.json in {a.model_dir}")
     cfg = load("seed-table1-v3")
     f = with_actions(reclaimer.p, a.node_policy)
     runs = []
@@ -37,7 +44,7 @@ def main(argv: list[str]) -> int:
         r.pop("series")
         runs.append(r)
         print(f"seed {seed}: util {r['utilization_pct']:.1f}", file=sys.stderr, flush=True)
-    print(json.dumps({f"{a.node_policy}+actions": {"runs": runs}}))
+    print(json.dumps({a.label or f"{a.node_policy}+actions": {"runs": runs}}))
     return 0
 
 

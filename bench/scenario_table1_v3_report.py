@@ -2,8 +2,11 @@
 ``dsan sim seed-table1 --scenario seed-table1-v3 --seeds ... --json`` and ``dsan sim burst
 --scenario seed-table1-v3 --seeds ... --json`` print.
 
-    python bench/scenario_table1_v3_report.py out/t1v3.json out/burst-v3.json \
+    python bench/scenario_table1_v3_report.py out/t1v3.json[,more.json...] out/burst-v3.json \
         [held-out JSON ...]
+
+The first argument may join several files with commas (e.g. the ablation rows of
+bench/scenario_actions_ablation.py beside the policies' run).
 
 Held-out files (several, e.g. one per policy, are merged) give the held-out table: means and
 sd per policy, and per seed each policy minus k8s-default.
@@ -147,7 +150,9 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    t1 = json.loads(Path(argv[0]).read_text())
+    t1: dict[str, Any] = {}
+    for f in argv[0].split(","):
+        t1.update(json.loads(Path(f).read_text()))
     print(table1(t1), end="\n\n")
     print(ratios(t1), end="\n\n")
     print(per_seed(t1), end="\n\n")

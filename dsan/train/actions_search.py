@@ -1,19 +1,23 @@
 """Policy search for DSAN's actions beyond node choice (:mod:`dsan.policies.dsan_actions`):
-the cross-entropy method over the eight numbers of :class:`ActionParams`, maximising the
-article's reward on whole scenario episodes. A CleanRL-style single file::
+the cross-entropy method over the numbers of :class:`ActionParams` (``search``: a subset, the
+others held at the start), maximising the article's reward on whole scenario episodes. A
+CleanRL-style single file::
 
     python -m dsan.train.actions_search --out out/actions --seeds 101 102 103
 
 Each candidate plays one ``seed-table1-v3`` episode (``hours`` measured after the warm-up)
 plus one burst episode on the iteration's training seed (seeds cycle over iterations; all of
 an iteration's candidates share the seed). Its score is its reward minus that of Kubernetes'
-actions on the same seed and the same node choice, so scores of different iterations compare.
+actions on the same seed and the same node choice (seeds still differ in how much any action
+can gain, so the best candidate tends to come from the seed with the most to gain).
 The episode reward reuses the scenario stage's weights (:class:`ScenarioReward`: utilisation
 0.4, completion 0.3, cost 0.2, SLA 0.1) on the episode's Table 1 metrics: ``0.4 util/100 -
 0.3 mean JCT (h) - 0.2 cost / all-nodes cost - 0.1 SLA violations/100``. The node choice in
-the loop is ``node_policy`` (default ``k8s-default``: DSAN's own model costs 6x per run on
-the 2-core machine; ``--node-policy dsan`` searches with it). The best-scoring candidate is
-written as ``actions.json`` (into ``model_dir`` when set, e.g. ``dsan/model/default``).
+the loop is ``node_policy`` (default ``k8s-default``: DSAN's own model costs 2-6x per run on
+the 2-core machine; ``--node-policy dsan`` searches with it). ``init_from`` continues from a
+model directory's actions (the current mean competes unperturbed in every iteration). The
+best-scoring candidate is written as ``actions.json`` (into ``model_dir`` when set, e.g.
+``dsan/model/default``); docs/results/table1.md has the shipped two-stage commands.
 """
 
 from __future__ import annotations
