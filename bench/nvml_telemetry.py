@@ -32,8 +32,8 @@ from deviceplugin.sampler import TelemetrySampler
 
 
 class LegacyPcieBackend(NvmlBackend):
-    """NvmlBackend with its PCIe readings as before session 7: ``nvmlDeviceGetPcieThroughput``
-    per direction (20 ms each), for the side-by-side row."""
+    """NvmlBackend with the older PCIe readings: ``nvmlDeviceGetPcieThroughput`` per
+    direction (20 ms each), for the side-by-side row."""
 
     def _pcie_rates(self, i: int, h: Any, now: float) -> tuple[float, float]:
         return self._pcie_throughput(h)

@@ -9,25 +9,26 @@ and the boot-aware ``Anchored`` at several anchor sets and fill targets) on the 
 one process and prints one markdown row per policy: means over seeds of util / P99 / SLA /
 cost, the P99 per seed, and the tail pods (at or above each seed's P99) by cause.
 
-The last two columns are the P99 budget (session 5): per seed, the pods with a latency of
+The last two columns are the P99 budget: per seed, the pods with a latency of
 99.5 s or more against the number allowed for a P99 under 99.5 s (n - ceil(0.99 n)), and the
 boot events (a pod bound to a powered-off node). Every boot puts at least that pod at 99.5 s
 (90 s boot + 7.5 s Spark pull + 2 s start), and so does every pod bound to the node in the
-same scheduling pass (a wave of executors). Session 5's rows: ``Keep`` (the packing teacher
+same scheduling pass (a wave of executors). The ``boot:`` rows: ``Keep`` (the packing teacher
 with off nodes largest first, emptied powered nodes kept, spreading, one-pod pre-warm boots),
 ``Swing`` (a web pool on the 32-core nodes, 64-core nodes as swing capacity) and ``Oracle`` (an
-upper bound, not a teacher: it knows the packing teacher's demand hours ahead). Session 6's
-rows (``FullestInClass``): ``anchored-drivers`` taking, for CPU pods, the fullest node within
-2 / 0.5 / 0.1 points of its best, i.e. the worst a student imitating that class may do
-(``dsan train --imitation-tolerance``). Session 7's rows (``bench/scenario_pool_rows.py``):
+upper bound, not a teacher: it knows the packing teacher's demand hours ahead). The
+``class width:`` rows (``FullestInClass``): ``anchored-drivers`` taking, for CPU pods, the
+fullest node within 2 / 0.5 / 0.1 points of its best, i.e. the worst a student imitating that
+class may do
+(``dsan train --imitation-tolerance``). The ``pool:`` rows (``bench/scenario_pool_rows.py``):
 the always-on pool cut to fewer 32-core nodes, and three fill orders for GPU pods.
 
 Usage::
 
     .venv/bin/python bench/scenario_boot_frontier.py --seeds 1-3 > out/boot-frontier.md
-    # session 5: the shipped DSAN's budget too, and only some teacher rows
+    # the shipped DSAN's budget too, and only the smarter-boot rows
     .venv/bin/python bench/scenario_boot_frontier.py --baselines k8s-default,tetris,fgd,dsan \
-        --rows "session 5" > out/boot-frontier-s5.md
+        --rows "boot:" > out/boot-frontier-boot.md
     .venv/bin/python bench/scenario_boot_frontier.py --seeds 10001-10003 \
         --baselines k8s-default,tetris,fgd,dsan --rows anchored-drivers  # held-out seeds
 """
@@ -42,7 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scenario_pool_rows import ROWS as SESSION7_ROWS  # bench/, next to this file
+from scenario_pool_rows import ROWS as POOL_ROWS  # bench/, next to this file
 
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features.target import TargetWorkload
@@ -111,7 +112,7 @@ def _prewarm(
 
 
 class Keep(PackingRescue):
-    """Session 5: the packing teacher with smarter boots, for CPU pods other than web (an
+    """The packing teacher with smarter boots, for CPU pods other than web (an
     experiment: ``h_min`` > 0 reads a cluster-wide sum that no DSAN feature holds).
 
     * a powered-off node is taken largest first (a 64-core boot brings four times the cores
@@ -144,7 +145,7 @@ class Keep(PackingRescue):
 
 
 class Swing(Composite):
-    """Session 5: a smaller always-on pool than ``Anchored``'s, with the 64-core nodes as the
+    """A smaller always-on pool than ``Anchored``'s, with the 64-core nodes as the
     swing capacity (an experiment, reads the cluster-wide headroom). Web replicas spread one
     per node over the 32-core nodes (70; with ``big_zones`` 1 also the 64-core nodes of zone
     0), which keeps those nodes on all day; CPU pods keep the web hosts (pool and 16-core
@@ -187,7 +188,7 @@ class Swing(Composite):
 
 
 class FullestInClass:
-    """Session 6: what a student that imitates ``inner``'s top class (the nodes within ``tol``
+    """What a student that imitates ``inner``'s top class (the nodes within ``tol``
     points of its best) does at worst for the SLA: for CPU pods it takes the fullest node of
     that class, by requests after the pod (an experiment, not a teacher)."""
 
@@ -222,7 +223,7 @@ TEACHERS: dict[str, Make] = {
     "teacher: anchored >=32c, fill to 0.8, web nodes may run full": lambda t: Anchored(
         t, cool=1.0, tau=0.8
     ),
-    # session 4: anchored-drivers with more SLA margin, a smaller pool, or no overheating
+    # anchored-drivers with more SLA margin, a smaller pool, or no overheating
     "teacher: anchored-drivers, web nodes cool to 0.75": lambda t: Anchored(
         t, spread_drivers=True, cool=0.75
     ),
@@ -235,25 +236,25 @@ TEACHERS: dict[str, Make] = {
     "teacher: anchored-drivers, booting a cool node beats a hot web node (w_on 190)": (
         lambda t: Anchored(t, spread_drivers=True, w_on=190.0)
     ),
-    # session 5: the packing teacher with smarter boots, and a smaller pool with 64c swing
-    "session 5: packing, off nodes largest first": lambda t: Keep(t),
-    "session 5: packing, largest first, emptied powered nodes first": lambda t: Keep(t, 50.0),
-    "session 5: same + pre-warm the largest node below 600 cores of slots": lambda t: Keep(
+    # the packing teacher with smarter boots, and a smaller pool with 64c swing
+    "boot: packing, off nodes largest first": lambda t: Keep(t),
+    "boot: packing, largest first, emptied powered nodes first": lambda t: Keep(t, 50.0),
+    "boot: same + pre-warm the largest node below 600 cores of slots": lambda t: Keep(
         t, 50.0, h_min=600e3
     ),
-    "session 5: same, spread over powered nodes, no pre-warm": lambda t: Keep(t, 50.0, True),
-    "session 5: web pool on the 32c nodes, 64c swing, pre-warm 64c below 1,200 cores": (
+    "boot: same, spread over powered nodes, no pre-warm": lambda t: Keep(t, 50.0, True),
+    "boot: web pool on the 32c nodes, 64c swing, pre-warm 64c below 1,200 cores": (
         lambda t: Swing(t, 1200e3)
     ),
-    "session 5: same, pool + the 64c nodes of zone 0": lambda t: Swing(t, 1200e3, 1),
-    # session 6: the imitation class's width (dsan train --imitation-tolerance), at its worst
-    "session 6: anchored-drivers, fullest node within 2 points (its own class)": (
+    "boot: same, pool + the 64c nodes of zone 0": lambda t: Swing(t, 1200e3, 1),
+    # the imitation class's width (dsan train --imitation-tolerance), at its worst
+    "class width: anchored-drivers, fullest node within 2 points (its own class)": (
         lambda t: FullestInClass(Anchored(t, spread_drivers=True), 2.0)
     ),
-    "session 6: anchored-drivers, fullest node within 0.5 points": (
+    "class width: anchored-drivers, fullest node within 0.5 points": (
         lambda t: FullestInClass(Anchored(t, spread_drivers=True), 0.5)
     ),
-    "session 6: anchored-drivers, fullest node within 0.1 points": (
+    "class width: anchored-drivers, fullest node within 0.1 points": (
         lambda t: FullestInClass(Anchored(t, spread_drivers=True), 0.1)
     ),
 }
@@ -286,7 +287,7 @@ class _Demand(Composite):
 
 
 class Oracle(Composite):
-    """Session 5's upper-bound experiment, not a teacher: it knows the future. A first pass
+    """An upper-bound experiment, not a teacher: it knows the future. A first pass
     records the packing teacher's requested CPU per minute; this policy keeps the powered CPU
     capacity at ``k`` x the most that pass requests in the next ``window`` minutes: while
     under that target a CPU pod (not web) boots the largest powered-off node (one pod per
@@ -315,13 +316,13 @@ class Oracle(Composite):
         return s
 
 
-TEACHERS.update(SESSION7_ROWS)  # session 7: the pool's size and GPU pods' fill order
+TEACHERS.update(POOL_ROWS)  # the pool's size and GPU pods' fill order
 
 #: label -> (k, window in minutes) of the oracle rows.
 ORACLES: dict[str, tuple[float, int]] = {
-    "session 5 oracle: powered >= 1.1 x the next hour's packing demand": (1.1, 60),
-    "session 5 oracle: powered >= the next 4 hours' packing demand": (1.0, 240),
-    "session 5 oracle: powered >= the next 10 hours' packing demand": (1.0, 600),
+    "oracle: powered >= 1.1 x the next hour's packing demand": (1.1, 60),
+    "oracle: powered >= the next 4 hours' packing demand": (1.0, 240),
+    "oracle: powered >= the next 10 hours' packing demand": (1.0, 600),
 }
 
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         "--tolerance",
         type=float,
         default=-1.0,
-        help="the teacher's top class in points (< 0: its own, 2); session 6 trains with 0.1",
+        help="the teacher's top class in points (< 0: its own, 2); the shipped model: 0.1",
     )
     a = ap.parse_args(argv)
     cfg = load("seed-table1")

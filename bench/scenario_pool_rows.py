@@ -1,4 +1,5 @@
-"""Session 7's rows of ``bench/scenario_boot_frontier.py``: the always-on pool's size, and GPU pods.
+"""The ``pool:`` rows of ``bench/scenario_boot_frontier.py``: the always-on pool's size, and
+GPU pods.
 
 The ``anchored`` teachers keep a pool of nodes powered all day with one web replica each
 (``anchored-drivers``: every node of 32 cores or more, 120 nodes); their utilisation then
@@ -17,7 +18,7 @@ Both are written as a change to ``anchored-drivers``' score, not as a copy of it
 Usage::
 
     .venv/bin/python bench/scenario_boot_frontier.py --seeds 1-3 --baselines tetris \
-        --rows "session 7"
+        --rows "pool:"
 """
 
 from __future__ import annotations
@@ -87,18 +88,18 @@ class GpuOrder(AnchoredGpuFill):
 
 ROWS: dict[str, Callable[[TargetWorkload], Scorer]] = {
     **{
-        f"session 7: anchored-drivers, pool = 64c + {k} of the 70 32c nodes": (
+        f"pool: anchored-drivers, pool = 64c + {k} of the 70 32c nodes": (
             lambda t, k=k: PoolSubset(t, k)
         )
         for k in (65, 60, 50, 40, 30)
     },
-    "session 7: anchored-gpufill (GPU pods: the fullest powered GPU node first)": (
+    "pool: anchored-gpufill (GPU pods: the fullest powered GPU node first)": (
         lambda t: AnchoredGpuFill(t, spread_drivers=True)
     ),
-    "session 7: anchored-drivers, GPU pods FGD first, the fullest node as tie-break": (
+    "pool: anchored-drivers, GPU pods FGD first, the fullest node as tie-break": (
         lambda t: GpuOrder(t, "fgd-then-fullest")
     ),
-    "session 7: anchored-drivers, GPU pods to the emptiest powered GPU node": (
+    "pool: anchored-drivers, GPU pods to the emptiest powered GPU node": (
         lambda t: GpuOrder(t, "spread")
     ),
 }

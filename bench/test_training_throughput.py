@@ -1,5 +1,5 @@
 """DSAN experience collection throughput (scheduling decisions per second) and time to
-best-heuristic parity, measured side by side in one session:
+best-heuristic parity, measured side by side in one run:
 
 * ``single-episode``: one process playing its episodes one after another, one head call per
   decision (:func:`dsan.train.collector.collect` of one episode at a time);
@@ -9,22 +9,22 @@ best-heuristic parity, measured side by side in one session:
   a step featurizes each file's episodes in its own batch, so this costs more per decision;
 * ``rpc``: the distributed trainer with 1 and 2 rollout workers on torch.distributed.rpc
   (TensorPipe, loopback), parameter server and shadow validator in their own processes,
-  ``ship=rollouts`` (workers send their rollouts, the PS takes the PPO step: the session-2
-  code) and ``ship=gradients`` (workers keep their rollouts and send PPO gradients,
+  ``ship=rollouts`` (workers send their rollouts, the PS takes the PPO step: the first
+  distributed design) and ``ship=gradients`` (workers keep their rollouts and send PPO gradients,
   :mod:`dsan.train.learner`); throughput = decisions collected / wall time of the collection
   round (for ``rollouts`` shipping them back to the PS included; for ``gradients`` only counts
   come back), taken from the second iteration (the first parses the traces). Every row also
   records the PPO step's and the whole iteration's wall time (collection + PPO step + shadow
   validation) and decisions per iteration second; ``gradients`` rows also the workers'
-  system time and minor page faults in the round (session 4: a worker writes its rollouts'
-  feature rows into memory reused from the previous round, :class:`dsan.train.rollout.RowStore`).
+  system time and minor page faults in the round (a worker writes its rollouts' feature
+  rows into memory reused from the previous round, :class:`dsan.train.rollout.RowStore`).
   Same episodes as the single-process rows (``default`` workload, 96 nodes).
 * every row also records decisions per CPU second of the collecting processes (what a
   busy shared machine inflates much less than wall time);
 * ``parity``: a short single-process training run (imitation warm start, then up to 12 PPO
   iterations); wall seconds until the greedy policy's held-out allocation first reaches the
-  best heuristic's. The row fails if it never does: a silent ``None`` hid a regression from
-  session 8's feature-schema change to session 16 (docs/results/training.md).
+  best heuristic's. The row fails if it never does: a silent ``None`` once hid a regression
+  for a long while (docs/results/training.md).
 
 Every row plays ``EPISODES`` episodes per collecting process, so the lockstep batch is the
 same everywhere. Run (quiet machine; every row records the 1-minute load average):
@@ -134,8 +134,8 @@ def test_wall_time_to_best_heuristic_parity(benchmark, tmp_path) -> None:
         imitation_episodes=6,
         imitation_epochs=6,
         lr=3e-3,
-        # Three iterations sufficed before session 8's schema change; since it, the warm start
-        # ends at 93.84 % against fgd-pack's 94.01 % and PPO crosses at iteration 7 (seed 1).
+        # The warm start ends at 93.84 % against fgd-pack's 94.01 % and PPO crosses at
+        # iteration 7 (seed 1): 12 leaves room.
         iterations=12,
         episodes_per_iter=1,
         eval_episodes=2,

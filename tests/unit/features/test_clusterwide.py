@@ -1,6 +1,6 @@
 """dsan.features.clusterwide and the one column it conditions, shape1_room_gpu_bound: hand-set
-clusters on each side of the GPU-bound line, every pod class (a 1-GPU pod gets 0 since
-session 9), both featurizer paths."""
+clusters on each side of the GPU-bound line, every pod class (a 1-GPU pod gets 0), both
+featurizer paths."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_gpu_bound_is_free_gpu_share_below_free_cpu_share(
     assert room_factor(WHOLE, snap) == float(bound)
     assert room_factor(PodSpec("m", 4000.0, 8192.0, 8, 1000), snap) == float(bound)
     assert room_factor(SHARING, snap) == 0.0 and room_factor(CPU_ONLY, snap) == 0.0
-    assert room_factor(ONE_GPU, snap) == 0.0  # 1-GPU pods: the x_single harm (session 8)
+    assert room_factor(ONE_GPU, snap) == 0.0  # it harmed 1-GPU pods (docs/results/dsan_openb.md)
 
 
 def test_a_cluster_without_gpus_is_never_gpu_bound() -> None:
@@ -108,7 +108,7 @@ def test_the_column_reads_the_whole_cluster_not_the_candidates() -> None:
         assert bool(x[0, ROOM] > 0) is bound
 
 
-# cpu_bound_cpu_per_gpu (session 13): node_cpu_per_gpu for CPU-only pods while the GPU
+# cpu_bound_cpu_per_gpu: node_cpu_per_gpu for CPU-only pods while the GPU
 # nodes' used CPU share is above CPU_BOUND_RATIO x their used GPU share.
 CPG = FEATURE_NAMES.index("cpu_bound_cpu_per_gpu")
 NODE_CPG = FEATURE_NAMES.index("node_cpu_per_gpu")

@@ -1,7 +1,7 @@
 """The featurizer's fast path pinned to the original implementation: the same float32 bits
 on random snapshots (telemetry, images, prices, model constraints, sharing and whole-GPU
 pods) and along simulated openb episodes. ``_reference_featurize`` is the column-by-column
-featurizer as it was before the speed work (session 2), kept verbatim as the oracle."""
+featurizer as it was before the vectorised path, kept verbatim as the oracle."""
 
 from __future__ import annotations
 
@@ -73,8 +73,8 @@ def _reference_featurize(
     b += [one * np.tanh(pod.priority / 1000), one * (pod.priority > 0), one * pod.gang_size / 8]
     b += [one * (pod.gang_size > 1), one * pod.cpu_milli / CPU_SCALE, one * pod.mem_mib / MEM_SCALE]
     b += [one * k / MAX_GPUS, one * pod.gpu_milli / 1000, one * gtot / GPU_SCALE]
-    # session 13: node_cpu_per_gpu for a CPU-only pod when the GPU nodes' used CPU share is
-    # above 1.1x their used GPU share and at least 0.1 (plain quotients here)
+    # cpu_bound_cpu_per_gpu: node_cpu_per_gpu for a CPU-only pod when the GPU nodes' used CPU
+    # share is above 1.1x their used GPU share and at least 0.1 (plain quotients here)
     g = snap.gpu_count > 0
     gpu_used = 1 - snap.gpu_free.sum() / max(1.0, 1000.0 * snap.gpu_count.sum())
     cpu_used = snap.cpu_used[g].sum() / max(1e-300, snap.cpu_cap[g].sum())
@@ -139,7 +139,7 @@ def _reference_featurize(
     d.append((pod.is_sharing & (chosen < 1000) & (chosen > 0)).astype(np.float64))
     d.append(((snap.cpu_used[nodes] == 0) & (gfree == gpu_cap)).astype(np.float64))
     d.append(((gfree > 0) & (gfree < gpu_cap)).astype(np.float64))
-    room_at = len(d)  # shape1_room_gpu_bound (session 8), filled after the shape columns
+    room_at = len(d)  # shape1_room_gpu_bound, filled after the shape columns
     d.append(one * 0.0)
     d += [_minmax(delta, higher_is_better=False), _minmax(bestfit), _minmax(least), _minmax(dot)]
     d += [(fgd_int >= fgd_int.max()) * one, (bestfit >= bestfit.max() - 1e-9) * one]
@@ -159,7 +159,7 @@ def _reference_featurize(
             per_gpu = np.floor(np.maximum(pl.free_after, 0) / max(int(w.gpu_milli[s]), 1)).sum(1)
             copies = np.minimum(by_cpu, per_gpu // w.num_gpu[s]) * ok[s]
         d.append(np.minimum(copies / 8, 1.0))
-    # session 8: shape 1's room, for a pod asking for 2+ whole GPUs (session 9) in a cluster
+    # shape1_room_gpu_bound: shape 1's room, for a pod asking for 2+ whole GPUs in a cluster
     # whose free GPU share is below its free CPU share (shares as plain quotients here)
     gpu_share = snap.gpu_free.sum() / max(1.0, 1000.0 * snap.gpu_count.sum())
     cpu_share = (snap.cpu_cap.sum() - snap.cpu_used.sum()) / max(1e-300, snap.cpu_cap.sum())

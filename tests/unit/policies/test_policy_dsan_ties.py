@@ -15,7 +15,7 @@ from dsan.policies.dsan import LOGIT_STEP, DSANScorer, quantize_logits
 from dsan.sim.scheduler import select_node
 from sidecar.scoring import normalize
 
-#: The two logits of session 5's first parting decision (cpu250 seed 7, decision 699): nodes
+#: The two logits of a recorded near-tie (cpu250 seed 7, decision 699): nodes
 #: with identical weighted features, one float32 ulp apart.
 LOW = float(np.float32(50.114372253))
 HIGH = float(np.nextafter(np.float32(LOW), np.float32(np.inf)))

@@ -117,7 +117,7 @@ def test_the_residual_never_reads_the_openb_only_columns() -> None:
 
 
 def test_the_attention_query_never_reads_the_query_cut_columns() -> None:
-    """cpu_bound_cpu_per_gpu (session 13) is cut from the fusion's query too: after gate()
+    """cpu_bound_cpu_per_gpu is cut from the fusion's query too: after gate()
     and training steps on rows where it varies, the attention's output (what the residual
     reads with telemetry) does not depend on it; the other columns' query weights train."""
     torch.manual_seed(3)

@@ -98,7 +98,7 @@ def test_greedy_by_class_drops_a_harmful_cpu_weight_and_conditions_on_pod_class(
         workloads=("a",),
         rounds=3,
         classes=("cpu", "gpu", "all"),
-        init=(("gpu_max_free", -0.5, -0.5),),  # the session-2 all-pods tie-break: gap -0.1
+        init=(("gpu_max_free", -0.5, -0.5),),  # an all-pods tie-break: gap -0.1
         out=str(tmp_path),
     )
     res = greedy(cfg, ByClass())
@@ -138,8 +138,8 @@ def test_shipped_openb_skip_is_a_tie_break_on_supported_features() -> None:
     )
     spans = [sum(abs(x) * t for x, t in zip(w, top, strict=True)) for w in per_class]
     # GPU pods: below one FGD integer point, so the skip only reorders nodes FGD scores
-    # equally. CPU-only pods (session 3: node_cpu_per_gpu +0.5 on top of gpu_max_free -0.5;
-    # session 7: shape1_hostable_after +0.29): up to ~1.4, so a one-point FGD difference can
+    # equally. CPU-only pods (node_cpu_per_gpu +0.5 on top of gpu_max_free -0.5, and
+    # shape1_hostable_after +0.29): up to ~1.4, so a one-point FGD difference can
     # flip on extreme nodes, never two points.
     assert spans[1] < 1.0
     assert spans[0] < 2.0
