@@ -70,6 +70,9 @@ class NoopScoreHandler:
     def reclaim(self, raw: bytes, context: Any) -> bytes:
         return self.pb.ReclaimResponse(reclaimer="noop").SerializeToString()
 
+    def filter(self, raw: bytes, context: Any) -> bytes:
+        return self.pb.FilterResponse(policy="noop").SerializeToString()
+
 
 def noop_servers(n: int) -> tuple[Any, Any]:
     """The floor: the same servers, parsing and reply encoding, every score 0."""

@@ -2,7 +2,9 @@
 
 Reclaim is the framework plugin's preemption call (scheduler-plugin/pkg/dsanpreemption): the
 candidates become the same :class:`~sidecar.preemption.Proposal` objects the extender's
-preempt verb builds, and the same :class:`~sidecar.preemption.Reclamation` chooses.
+preempt verb builds, and the same :class:`~sidecar.preemption.Reclamation` chooses. Filter is
+the framework plugin's node quota: the same :meth:`~sidecar.scoring.ScoringEngine.filter` that
+answers the extender's filter verb.
 
 Methods take raw bytes, so a wrong protobuf gets an INVALID_ARGUMENT that says so (and is
 counted), not grpcio's generic "Exception deserializing request".
@@ -100,6 +102,21 @@ class ScoreHandler:
         self.service.metrics.observe_preempt(time.perf_counter() - t0)
         return out.SerializeToString(), None
 
+    def filter(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        return _answer(context, self.service.handle("grpc", "filter",
+                                                    lambda: self._filter(raw)))
+
+    def _filter(self, raw: bytes) -> tuple[bytes, None]:
+        req = _decode(scorer_pb2.FilterRequest, raw)
+        if not req.pod.name:
+            raise RequestError("bad_pod", "FilterRequest.pod.name is empty")
+        names = list(req.node_names)
+        if not all(names):
+            raise RequestError("bad_request", "FilterRequest.node_names has an empty name")
+        _, refused = self.service.engine.filter(self._podspec(req.pod), names)
+        return scorer_pb2.FilterResponse(
+            refused=refused, policy=self.service.policy.version).SerializeToString(), None
+
 
 def proposals(req: scorer_pb2.ReclaimRequest) -> list[Proposal]:
     """The candidates as the preempt verb's proposals (victims looked up by UID), with the
@@ -181,6 +198,8 @@ class Servicer(Protocol):
 
     def reclaim(self, raw: bytes, context: grpc.ServicerContext) -> bytes: ...
 
+    def filter(self, raw: bytes, context: grpc.ServicerContext) -> bytes: ...
+
 
 class GrpcServer:
     def __init__(self, host: str, port: int, handler: Servicer,
@@ -193,7 +212,7 @@ class GrpcServer:
         methods = {name: grpc.unary_unary_rpc_method_handler(
             fn, request_deserializer=None, response_serializer=None)
             for name, fn in (("Score", handler.score), ("NodeTable", handler.node_table),
-                             ("Reclaim", handler.reclaim))}
+                             ("Reclaim", handler.reclaim), ("Filter", handler.filter))}
         self.server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
         self.health = health.HealthServicer()

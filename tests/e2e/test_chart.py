@@ -132,12 +132,13 @@ OVERRIDE: dict[str, Any] = {
     "metrics": {"service": {"annotations": {"example.com/scrape": "yes"}}},
 }
 
-#: Production-shaped: gRPC scoring, the sidecar on a CPU of its own (a Guaranteed pod), three
-#: replicas behind a PDB, prometheus-operator's ServiceMonitor and the Grafana dashboard.
+#: Production-shaped: gRPC scoring with the quota, the sidecar on a CPU of its own (a
+#: Guaranteed pod), three replicas behind a PDB, prometheus-operator's ServiceMonitor and the
+#: Grafana dashboard.
 PRODUCTION: dict[str, Any] = {
     "scheduler": {"scoreVia": "grpc", "replicas": 3,
                   "podDisruptionBudget": {"maxUnavailable": 2},
-                  "extender": {"weight": 7, "httpTimeout": "80ms"},
+                  "extender": {"weight": 7, "httpTimeout": "80ms", "filter": True},
                   "resources": {"requests": {"cpu": "1500m", "memory": "256Mi"}}},
     "sidecar": {"exclusiveCpus": 1},
     "metrics": {"serviceMonitor": {"enabled": True, "interval": "15s",
@@ -420,6 +421,10 @@ def test_scheduler_config_carries_the_values(rendered: Rendered) -> None:
             {"name": "DSANScore", "weight": v["extender"]["weight"]}]
         assert profile["plugins"]["multiPoint"] == {
             "enabled": [{"name": "DSANPreemption"}], "disabled": [{"name": "DefaultPreemption"}]}
+        # The quota, the extender's filterVerb in plugin mode: DSANScore's PreFilter/Filter.
+        quota = [{"name": "DSANScore"}] if v["extender"]["filter"] else None
+        for point in ("preFilter", "filter"):
+            assert profile["plugins"].get(point, {}).get("enabled") == quota, point
         return
     (ext,) = cfg["extenders"]
     assert ext["urlPrefix"] == f"http://127.0.0.1:{sc['http_port']}{sc['url_prefix']}"

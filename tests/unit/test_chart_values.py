@@ -117,6 +117,11 @@ def test_scheduler_values_match_the_shipped_scheduler_config() -> None:
     # The sidecar routes POST <url_prefix>/preempt (sidecar/extender.py).
     assert (ext["prioritizeVerb"], ext["preemptVerb"]) == ("prioritize", "preempt")
     assert ("filterVerb" in ext) == v["extender"]["filter"]
+    # The gRPC profile ships the quota off too (the chart adds DSANScore's PreFilter/Filter).
+    grpc = yaml.safe_load(
+        (CHART.parents[1] / "scheduler-config" / "dsan-scheduler-grpc.yaml").read_text()
+    )["profiles"][0]["plugins"]
+    assert ("preFilter" in grpc or "filter" in grpc) == v["extender"]["filter"]
     assert ext["urlPrefix"].endswith(f":{SidecarConfig().http_port}{SidecarConfig().url_prefix}")
 
 

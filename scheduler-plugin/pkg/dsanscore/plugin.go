@@ -6,6 +6,10 @@
 // columnar scores (0..100, parallel to the names) go into the CycleState, and Score only
 // looks them up. An unreachable or slow sidecar never blocks scheduling: PreScore then
 // returns Skip and the pod is scored by the other plugins, and the failure is counted.
+//
+// Where a profile also enables it under preFilter and filter, the plugin carries the served
+// policy's node quota (filter.go): one gRPC Filter call per pod with every node, the refused
+// nodes Unschedulable with the sidecar's reason.
 package dsanscore
 
 import (
@@ -39,7 +43,7 @@ const warmTimeout = 60 * time.Second
 type Args struct {
 	// Address of the sidecar's gRPC server, e.g. "127.0.0.1:50051".
 	Address string `json:"address"`
-	// Timeout of one Score call; past it the pod is scored without DSAN.
+	// Timeout of one Score (or Filter) call; past it the pod is scored (or filtered) without DSAN.
 	Timeout Duration `json:"timeout"`
 }
 
@@ -60,12 +64,15 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Plugin implements PreScore and Score.
+// Plugin implements PreScore and Score, and PreFilter and Filter (filter.go).
 type Plugin struct {
 	args     Args
 	conn     *grpc.ClientConn
 	client   *scoreclient.Client
+	scorer   scorerv1.ScorerClient
 	failures atomic.Int64
+	// Filter calls that failed (the pod was filtered without the quota).
+	filterFailures atomic.Int64
 }
 
 var (
@@ -89,8 +96,9 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 	if err != nil {
 		return nil, fmt.Errorf("%s: dial %s: %w", Name, args.Address, err)
 	}
-	pl := &Plugin{args: args, conn: conn,
-		client: scoreclient.New(scorerv1.NewScorerClient(conn), args.Timeout.Duration)}
+	scorer := scorerv1.NewScorerClient(conn)
+	pl := &Plugin{args: args, conn: conn, scorer: scorer,
+		client: scoreclient.New(scorer, args.Timeout.Duration)}
 	// Connect and fetch the node table now, off the scheduling path, so that the first pod
 	// is not scored without the sidecar because its call also had to set up the connection.
 	go func() {

@@ -1,6 +1,6 @@
 """The preempt verb on the real HTTP server: routed under the URL prefix, malformed args are
 400s naming the field while the sidecar keeps scoring, and /metrics counts the verb; the gRPC
-Reclaim beside it on the real gRPC server."""
+Reclaim and Filter beside it on the real gRPC server."""
 
 from __future__ import annotations
 
@@ -99,3 +99,31 @@ def test_grpc_reclaim_shares_the_verbs_reclamation(grpc_via: Any) -> None:
     assert 'dsan_sidecar_preemptions_total{outcome="evict"} 2.0' in m
     assert 'dsan_sidecar_preemptions_total{outcome="none"} 1.0' in m
     assert 'dsan_sidecar_preempt_latency_seconds_count 3.0' in m
+
+
+def test_grpc_filter_answers_as_the_filter_verb(grpc_via: Any) -> None:
+    """The gRPC Filter (the DSANScore plugin's Filter) is routed by the real server and
+    refuses what the HTTP filter verb refuses; a malformed request is INVALID_ARGUMENT and
+    the next one is served."""
+    import grpc
+
+    from dsan.api.gen.scorer_v1 import scorer_pb2, scorer_pb2_grpc
+
+    sc, _, target = grpc_via(n=10, pods=[victim("web", "node-00000", "web")])
+    names = ["node-00000", "node-00001", "ghost"]
+    pod = scorer_pb2.Pod(namespace="default", name="p", requests={"cpu": "999"})
+    with grpc.insecure_channel(target) as ch:
+        stub = scorer_pb2_grpc.ScorerStub(ch)
+        with pytest.raises(grpc.RpcError) as exc:
+            ch.unary_unary("/dsan.scorer.v1.Scorer/Filter")(b"\xff\xff", timeout=5)
+        got = stub.Filter(scorer_pb2.FilterRequest(pod=pod, node_names=names), timeout=5)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "FilterRequest" in (exc.value.details() or "")
+    with httpx.Client(timeout=5) as c:
+        r = c.post(sc.extender_url + "/filter", content=json.dumps(
+            {"Pod": ko.pod("p", cpu="999"), "Nodes": None, "NodeNames": names}).encode())
+        m = c.get(sc.extender_url.rsplit("/", 1)[0] + "/metrics").text
+    assert dict(got.refused) == r.json()["FailedNodes"]
+    assert set(got.refused) == {"node-00000", "node-00001"}  # the unknown node passes
+    assert 'dsan_sidecar_requests_total{api="grpc",verb="filter"} 1.0' in m
+    assert 'dsan_sidecar_request_errors_total{api="grpc",reason="bad_protobuf"} 1.0' in m

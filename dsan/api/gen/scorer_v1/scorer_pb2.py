@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cscorer.proto\x12\x0e\x64san.scorer.v1\"\x9a\x02\n\x03Pod\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\t\x12\x33\n\x08requests\x18\x04 \x03(\x0b\x32!.dsan.scorer.v1.Pod.RequestsEntry\x12\x39\n\x0b\x61nnotations\x18\x05 \x03(\x0b\x32$.dsan.scorer.v1.Pod.AnnotationsEntry\x12\x10\n\x08priority\x18\x06 \x01(\x05\x1a/\n\rRequestsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"t\n\x0cScoreRequest\x12 \n\x03pod\x18\x01 \x01(\x0b\x32\x13.dsan.scorer.v1.Pod\x12\x12\n\nnode_names\x18\x02 \x03(\t\x12\x14\n\x0cnode_indices\x18\x03 \x01(\x0c\x12\x18\n\x10node_table_epoch\x18\x04 \x01(\x04\"\x92\x01\n\rScoreResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x05\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x18\n\x10snapshot_version\x18\x03 \x01(\x03\x12\x16\n\x0e\x66\x61llback_nodes\x18\x04 \x01(\x05\x12\x15\n\runknown_nodes\x18\x05 \x01(\x05\x12\x18\n\x10node_table_epoch\x18\x06 \x01(\x04\"\x12\n\x10NodeTableRequest\"6\n\x11NodeTableResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x12\n\nnode_names\x18\x02 \x03(\t\"h\n\x0eReclaimRequest\x12 \n\x03pod\x18\x01 \x01(\x0b\x32\x13.dsan.scorer.v1.Pod\x12\x34\n\ncandidates\x18\x02 \x03(\x0b\x32 .dsan.scorer.v1.ReclaimCandidate\"M\n\x10ReclaimCandidate\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x13\n\x0bvictim_uids\x18\x02 \x03(\t\x12\x16\n\x0epdb_violations\x18\x03 \x01(\x03\"2\n\x0fReclaimResponse\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x11\n\treclaimer\x18\x02 \x01(\t2\xec\x01\n\x06Scorer\x12\x44\n\x05Score\x12\x1c.dsan.scorer.v1.ScoreRequest\x1a\x1d.dsan.scorer.v1.ScoreResponse\x12P\n\tNodeTable\x12 .dsan.scorer.v1.NodeTableRequest\x1a!.dsan.scorer.v1.NodeTableResponse\x12J\n\x07Reclaim\x12\x1e.dsan.scorer.v1.ReclaimRequest\x1a\x1f.dsan.scorer.v1.ReclaimResponseBHZFgithub.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1;scorerv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cscorer.proto\x12\x0e\x64san.scorer.v1\"\x9a\x02\n\x03Pod\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\t\x12\x33\n\x08requests\x18\x04 \x03(\x0b\x32!.dsan.scorer.v1.Pod.RequestsEntry\x12\x39\n\x0b\x61nnotations\x18\x05 \x03(\x0b\x32$.dsan.scorer.v1.Pod.AnnotationsEntry\x12\x10\n\x08priority\x18\x06 \x01(\x05\x1a/\n\rRequestsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"t\n\x0cScoreRequest\x12 \n\x03pod\x18\x01 \x01(\x0b\x32\x13.dsan.scorer.v1.Pod\x12\x12\n\nnode_names\x18\x02 \x03(\t\x12\x14\n\x0cnode_indices\x18\x03 \x01(\x0c\x12\x18\n\x10node_table_epoch\x18\x04 \x01(\x04\"\x92\x01\n\rScoreResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x05\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x18\n\x10snapshot_version\x18\x03 \x01(\x03\x12\x16\n\x0e\x66\x61llback_nodes\x18\x04 \x01(\x05\x12\x15\n\runknown_nodes\x18\x05 \x01(\x05\x12\x18\n\x10node_table_epoch\x18\x06 \x01(\x04\"\x12\n\x10NodeTableRequest\"6\n\x11NodeTableResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x12\n\nnode_names\x18\x02 \x03(\t\"h\n\x0eReclaimRequest\x12 \n\x03pod\x18\x01 \x01(\x0b\x32\x13.dsan.scorer.v1.Pod\x12\x34\n\ncandidates\x18\x02 \x03(\x0b\x32 .dsan.scorer.v1.ReclaimCandidate\"M\n\x10ReclaimCandidate\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x13\n\x0bvictim_uids\x18\x02 \x03(\t\x12\x16\n\x0epdb_violations\x18\x03 \x01(\x03\"2\n\x0fReclaimResponse\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x11\n\treclaimer\x18\x02 \x01(\t\"E\n\rFilterRequest\x12 \n\x03pod\x18\x01 \x01(\x0b\x32\x13.dsan.scorer.v1.Pod\x12\x12\n\nnode_names\x18\x02 \x03(\t\"\x8e\x01\n\x0e\x46ilterResponse\x12<\n\x07refused\x18\x01 \x03(\x0b\x32+.dsan.scorer.v1.FilterResponse.RefusedEntry\x12\x0e\n\x06policy\x18\x02 \x01(\t\x1a.\n\x0cRefusedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\xb5\x02\n\x06Scorer\x12\x44\n\x05Score\x12\x1c.dsan.scorer.v1.ScoreRequest\x1a\x1d.dsan.scorer.v1.ScoreResponse\x12P\n\tNodeTable\x12 .dsan.scorer.v1.NodeTableRequest\x1a!.dsan.scorer.v1.NodeTableResponse\x12J\n\x07Reclaim\x12\x1e.dsan.scorer.v1.ReclaimRequest\x1a\x1f.dsan.scorer.v1.ReclaimResponse\x12G\n\x06\x46ilter\x12\x1d.dsan.scorer.v1.FilterRequest\x1a\x1e.dsan.scorer.v1.FilterResponseBHZFgithub.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1;scorerv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_POD_REQUESTSENTRY']._serialized_options = b'8\001'
   _globals['_POD_ANNOTATIONSENTRY']._loaded_options = None
   _globals['_POD_ANNOTATIONSENTRY']._serialized_options = b'8\001'
+  _globals['_FILTERRESPONSE_REFUSEDENTRY']._loaded_options = None
+  _globals['_FILTERRESPONSE_REFUSEDENTRY']._serialized_options = b'8\001'
   _globals['_POD']._serialized_start=33
   _globals['_POD']._serialized_end=315
   _globals['_POD_REQUESTSENTRY']._serialized_start=216
@@ -56,6 +58,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECLAIMCANDIDATE']._serialized_end=843
   _globals['_RECLAIMRESPONSE']._serialized_start=845
   _globals['_RECLAIMRESPONSE']._serialized_end=895
-  _globals['_SCORER']._serialized_start=898
-  _globals['_SCORER']._serialized_end=1134
+  _globals['_FILTERREQUEST']._serialized_start=897
+  _globals['_FILTERREQUEST']._serialized_end=966
+  _globals['_FILTERRESPONSE']._serialized_start=969
+  _globals['_FILTERRESPONSE']._serialized_end=1111
+  _globals['_FILTERRESPONSE_REFUSEDENTRY']._serialized_start=1065
+  _globals['_FILTERRESPONSE_REFUSEDENTRY']._serialized_end=1111
+  _globals['_SCORER']._serialized_start=1114
+  _globals['_SCORER']._serialized_end=1423
 # @@protoc_insertion_point(module_scope)

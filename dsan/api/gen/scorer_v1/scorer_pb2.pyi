@@ -101,3 +101,26 @@ class ReclaimResponse(_message.Message):
     node: str
     reclaimer: str
     def __init__(self, node: _Optional[str] = ..., reclaimer: _Optional[str] = ...) -> None: ...
+
+class FilterRequest(_message.Message):
+    __slots__ = ("pod", "node_names")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    pod: Pod
+    node_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ..., node_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FilterResponse(_message.Message):
+    __slots__ = ("refused", "policy")
+    class RefusedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    refused: _containers.ScalarMap[str, str]
+    policy: str
+    def __init__(self, refused: _Optional[_Mapping[str, str]] = ..., policy: _Optional[str] = ...) -> None: ...

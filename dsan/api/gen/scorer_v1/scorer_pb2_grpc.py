@@ -49,6 +49,11 @@ class ScorerStub:
                 request_serializer=scorer__pb2.ReclaimRequest.SerializeToString,
                 response_deserializer=scorer__pb2.ReclaimResponse.FromString,
                 _registered_method=True)
+        self.Filter = channel.unary_unary(
+                '/dsan.scorer.v1.Scorer/Filter',
+                request_serializer=scorer__pb2.FilterRequest.SerializeToString,
+                response_deserializer=scorer__pb2.FilterResponse.FromString,
+                _registered_method=True)
 
 
 class ScorerServicer:
@@ -89,6 +94,20 @@ class ScorerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Filter(self, request, context):
+        """The served policy's node quota as a Filter: which of the pod's candidate nodes it refuses,
+        and why. A framework plugin calls it once per scheduling cycle with every node and then
+        rejects the refused ones in its per-node Filter. The same answer as the HTTP extender's
+        filter verb: nodes the pod does not fit on in the sidecar's view, then the nodes the
+        policy's quota (Scorer.controller.allowed) keeps the pod off, e.g. DSAN's room for GPU
+        work on GPU nodes and CPU headroom beside latency-sensitive pods. Nodes the sidecar does
+        not know are never refused. Errors: INVALID_ARGUMENT (no pod name, an unparseable
+        quantity, an empty node name), UNAVAILABLE before the sidecar's cache synced.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ScorerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -106,6 +125,11 @@ def add_ScorerServicer_to_server(servicer, server):
                     servicer.Reclaim,
                     request_deserializer=scorer__pb2.ReclaimRequest.FromString,
                     response_serializer=scorer__pb2.ReclaimResponse.SerializeToString,
+            ),
+            'Filter': grpc.unary_unary_rpc_method_handler(
+                    servicer.Filter,
+                    request_deserializer=scorer__pb2.FilterRequest.FromString,
+                    response_serializer=scorer__pb2.FilterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -189,6 +213,33 @@ class Scorer:
             '/dsan.scorer.v1.Scorer/Reclaim',
             scorer__pb2.ReclaimRequest.SerializeToString,
             scorer__pb2.ReclaimResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Filter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dsan.scorer.v1.Scorer/Filter',
+            scorer__pb2.FilterRequest.SerializeToString,
+            scorer__pb2.FilterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -544,6 +544,114 @@ func (x *ReclaimResponse) GetReclaimer() string {
 	return ""
 }
 
+type FilterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pod   *Pod                   `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// Candidate nodes: every node of the scheduler's snapshot.
+	NodeNames     []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterRequest) Reset() {
+	*x = FilterRequest{}
+	mi := &file_scorer_v1_scorer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterRequest) ProtoMessage() {}
+
+func (x *FilterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_scorer_v1_scorer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterRequest.ProtoReflect.Descriptor instead.
+func (*FilterRequest) Descriptor() ([]byte, []int) {
+	return file_scorer_v1_scorer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FilterRequest) GetPod() *Pod {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *FilterRequest) GetNodeNames() []string {
+	if x != nil {
+		return x.NodeNames
+	}
+	return nil
+}
+
+type FilterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Refused candidate -> the reason, as kube-scheduler shows it in the pod's FailedScheduling
+	// event. Every candidate not named here passed.
+	Refused map[string]string `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Name and version of the policy whose quota refused, e.g. "dsan@3".
+	Policy        string `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FilterResponse) Reset() {
+	*x = FilterResponse{}
+	mi := &file_scorer_v1_scorer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FilterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FilterResponse) ProtoMessage() {}
+
+func (x *FilterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_scorer_v1_scorer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FilterResponse.ProtoReflect.Descriptor instead.
+func (*FilterResponse) Descriptor() ([]byte, []int) {
+	return file_scorer_v1_scorer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FilterResponse) GetRefused() map[string]string {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+func (x *FilterResponse) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
 var File_scorer_v1_scorer_proto protoreflect.FileDescriptor
 
 const file_scorer_v1_scorer_proto_rawDesc = "" +
@@ -592,11 +700,22 @@ const file_scorer_v1_scorer_proto_rawDesc = "" +
 	"\x0epdb_violations\x18\x03 \x01(\x03R\rpdbViolations\"C\n" +
 	"\x0fReclaimResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
-	"\treclaimer\x18\x02 \x01(\tR\treclaimer2\xec\x01\n" +
+	"\treclaimer\x18\x02 \x01(\tR\treclaimer\"U\n" +
+	"\rFilterRequest\x12%\n" +
+	"\x03pod\x18\x01 \x01(\v2\x13.dsan.scorer.v1.PodR\x03pod\x12\x1d\n" +
+	"\n" +
+	"node_names\x18\x02 \x03(\tR\tnodeNames\"\xab\x01\n" +
+	"\x0eFilterResponse\x12E\n" +
+	"\arefused\x18\x01 \x03(\v2+.dsan.scorer.v1.FilterResponse.RefusedEntryR\arefused\x12\x16\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\x1a:\n" +
+	"\fRefusedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xb5\x02\n" +
 	"\x06Scorer\x12D\n" +
 	"\x05Score\x12\x1c.dsan.scorer.v1.ScoreRequest\x1a\x1d.dsan.scorer.v1.ScoreResponse\x12P\n" +
 	"\tNodeTable\x12 .dsan.scorer.v1.NodeTableRequest\x1a!.dsan.scorer.v1.NodeTableResponse\x12J\n" +
-	"\aReclaim\x12\x1e.dsan.scorer.v1.ReclaimRequest\x1a\x1f.dsan.scorer.v1.ReclaimResponseBHZFgithub.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1;scorerv1b\x06proto3"
+	"\aReclaim\x12\x1e.dsan.scorer.v1.ReclaimRequest\x1a\x1f.dsan.scorer.v1.ReclaimResponse\x12G\n" +
+	"\x06Filter\x12\x1d.dsan.scorer.v1.FilterRequest\x1a\x1e.dsan.scorer.v1.FilterResponseBHZFgithub.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1;scorerv1b\x06proto3"
 
 var (
 	file_scorer_v1_scorer_proto_rawDescOnce sync.Once
@@ -610,7 +729,7 @@ func file_scorer_v1_scorer_proto_rawDescGZIP() []byte {
 	return file_scorer_v1_scorer_proto_rawDescData
 }
 
-var file_scorer_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_scorer_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_scorer_v1_scorer_proto_goTypes = []any{
 	(*Pod)(nil),               // 0: dsan.scorer.v1.Pod
 	(*ScoreRequest)(nil),      // 1: dsan.scorer.v1.ScoreRequest
@@ -620,26 +739,33 @@ var file_scorer_v1_scorer_proto_goTypes = []any{
 	(*ReclaimRequest)(nil),    // 5: dsan.scorer.v1.ReclaimRequest
 	(*ReclaimCandidate)(nil),  // 6: dsan.scorer.v1.ReclaimCandidate
 	(*ReclaimResponse)(nil),   // 7: dsan.scorer.v1.ReclaimResponse
-	nil,                       // 8: dsan.scorer.v1.Pod.RequestsEntry
-	nil,                       // 9: dsan.scorer.v1.Pod.AnnotationsEntry
+	(*FilterRequest)(nil),     // 8: dsan.scorer.v1.FilterRequest
+	(*FilterResponse)(nil),    // 9: dsan.scorer.v1.FilterResponse
+	nil,                       // 10: dsan.scorer.v1.Pod.RequestsEntry
+	nil,                       // 11: dsan.scorer.v1.Pod.AnnotationsEntry
+	nil,                       // 12: dsan.scorer.v1.FilterResponse.RefusedEntry
 }
 var file_scorer_v1_scorer_proto_depIdxs = []int32{
-	8, // 0: dsan.scorer.v1.Pod.requests:type_name -> dsan.scorer.v1.Pod.RequestsEntry
-	9, // 1: dsan.scorer.v1.Pod.annotations:type_name -> dsan.scorer.v1.Pod.AnnotationsEntry
-	0, // 2: dsan.scorer.v1.ScoreRequest.pod:type_name -> dsan.scorer.v1.Pod
-	0, // 3: dsan.scorer.v1.ReclaimRequest.pod:type_name -> dsan.scorer.v1.Pod
-	6, // 4: dsan.scorer.v1.ReclaimRequest.candidates:type_name -> dsan.scorer.v1.ReclaimCandidate
-	1, // 5: dsan.scorer.v1.Scorer.Score:input_type -> dsan.scorer.v1.ScoreRequest
-	3, // 6: dsan.scorer.v1.Scorer.NodeTable:input_type -> dsan.scorer.v1.NodeTableRequest
-	5, // 7: dsan.scorer.v1.Scorer.Reclaim:input_type -> dsan.scorer.v1.ReclaimRequest
-	2, // 8: dsan.scorer.v1.Scorer.Score:output_type -> dsan.scorer.v1.ScoreResponse
-	4, // 9: dsan.scorer.v1.Scorer.NodeTable:output_type -> dsan.scorer.v1.NodeTableResponse
-	7, // 10: dsan.scorer.v1.Scorer.Reclaim:output_type -> dsan.scorer.v1.ReclaimResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	10, // 0: dsan.scorer.v1.Pod.requests:type_name -> dsan.scorer.v1.Pod.RequestsEntry
+	11, // 1: dsan.scorer.v1.Pod.annotations:type_name -> dsan.scorer.v1.Pod.AnnotationsEntry
+	0,  // 2: dsan.scorer.v1.ScoreRequest.pod:type_name -> dsan.scorer.v1.Pod
+	0,  // 3: dsan.scorer.v1.ReclaimRequest.pod:type_name -> dsan.scorer.v1.Pod
+	6,  // 4: dsan.scorer.v1.ReclaimRequest.candidates:type_name -> dsan.scorer.v1.ReclaimCandidate
+	0,  // 5: dsan.scorer.v1.FilterRequest.pod:type_name -> dsan.scorer.v1.Pod
+	12, // 6: dsan.scorer.v1.FilterResponse.refused:type_name -> dsan.scorer.v1.FilterResponse.RefusedEntry
+	1,  // 7: dsan.scorer.v1.Scorer.Score:input_type -> dsan.scorer.v1.ScoreRequest
+	3,  // 8: dsan.scorer.v1.Scorer.NodeTable:input_type -> dsan.scorer.v1.NodeTableRequest
+	5,  // 9: dsan.scorer.v1.Scorer.Reclaim:input_type -> dsan.scorer.v1.ReclaimRequest
+	8,  // 10: dsan.scorer.v1.Scorer.Filter:input_type -> dsan.scorer.v1.FilterRequest
+	2,  // 11: dsan.scorer.v1.Scorer.Score:output_type -> dsan.scorer.v1.ScoreResponse
+	4,  // 12: dsan.scorer.v1.Scorer.NodeTable:output_type -> dsan.scorer.v1.NodeTableResponse
+	7,  // 13: dsan.scorer.v1.Scorer.Reclaim:output_type -> dsan.scorer.v1.ReclaimResponse
+	9,  // 14: dsan.scorer.v1.Scorer.Filter:output_type -> dsan.scorer.v1.FilterResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_scorer_v1_scorer_proto_init() }
@@ -653,7 +779,7 @@ func file_scorer_v1_scorer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scorer_v1_scorer_proto_rawDesc), len(file_scorer_v1_scorer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

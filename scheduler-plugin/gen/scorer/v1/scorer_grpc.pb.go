@@ -32,6 +32,7 @@ const (
 	Scorer_Score_FullMethodName     = "/dsan.scorer.v1.Scorer/Score"
 	Scorer_NodeTable_FullMethodName = "/dsan.scorer.v1.Scorer/NodeTable"
 	Scorer_Reclaim_FullMethodName   = "/dsan.scorer.v1.Scorer/Reclaim"
+	Scorer_Filter_FullMethodName    = "/dsan.scorer.v1.Scorer/Filter"
 )
 
 // ScorerClient is the client API for Scorer service.
@@ -58,6 +59,15 @@ type ScorerClient interface {
 	// (no pod name, a candidate without a node, an empty or over-long victim UID), UNAVAILABLE before the
 	// sidecar's cache synced.
 	Reclaim(ctx context.Context, in *ReclaimRequest, opts ...grpc.CallOption) (*ReclaimResponse, error)
+	// The served policy's node quota as a Filter: which of the pod's candidate nodes it refuses,
+	// and why. A framework plugin calls it once per scheduling cycle with every node and then
+	// rejects the refused ones in its per-node Filter. The same answer as the HTTP extender's
+	// filter verb: nodes the pod does not fit on in the sidecar's view, then the nodes the
+	// policy's quota (Scorer.controller.allowed) keeps the pod off, e.g. DSAN's room for GPU
+	// work on GPU nodes and CPU headroom beside latency-sensitive pods. Nodes the sidecar does
+	// not know are never refused. Errors: INVALID_ARGUMENT (no pod name, an unparseable
+	// quantity, an empty node name), UNAVAILABLE before the sidecar's cache synced.
+	Filter(ctx context.Context, in *FilterRequest, opts ...grpc.CallOption) (*FilterResponse, error)
 }
 
 type scorerClient struct {
@@ -98,6 +108,16 @@ func (c *scorerClient) Reclaim(ctx context.Context, in *ReclaimRequest, opts ...
 	return out, nil
 }
 
+func (c *scorerClient) Filter(ctx context.Context, in *FilterRequest, opts ...grpc.CallOption) (*FilterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FilterResponse)
+	err := c.cc.Invoke(ctx, Scorer_Filter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ScorerServer is the server API for Scorer service.
 // All implementations must embed UnimplementedScorerServer
 // for forward compatibility.
@@ -122,6 +142,15 @@ type ScorerServer interface {
 	// (no pod name, a candidate without a node, an empty or over-long victim UID), UNAVAILABLE before the
 	// sidecar's cache synced.
 	Reclaim(context.Context, *ReclaimRequest) (*ReclaimResponse, error)
+	// The served policy's node quota as a Filter: which of the pod's candidate nodes it refuses,
+	// and why. A framework plugin calls it once per scheduling cycle with every node and then
+	// rejects the refused ones in its per-node Filter. The same answer as the HTTP extender's
+	// filter verb: nodes the pod does not fit on in the sidecar's view, then the nodes the
+	// policy's quota (Scorer.controller.allowed) keeps the pod off, e.g. DSAN's room for GPU
+	// work on GPU nodes and CPU headroom beside latency-sensitive pods. Nodes the sidecar does
+	// not know are never refused. Errors: INVALID_ARGUMENT (no pod name, an unparseable
+	// quantity, an empty node name), UNAVAILABLE before the sidecar's cache synced.
+	Filter(context.Context, *FilterRequest) (*FilterResponse, error)
 	mustEmbedUnimplementedScorerServer()
 }
 
@@ -140,6 +169,9 @@ func (UnimplementedScorerServer) NodeTable(context.Context, *NodeTableRequest) (
 }
 func (UnimplementedScorerServer) Reclaim(context.Context, *ReclaimRequest) (*ReclaimResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Reclaim not implemented")
+}
+func (UnimplementedScorerServer) Filter(context.Context, *FilterRequest) (*FilterResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Filter not implemented")
 }
 func (UnimplementedScorerServer) mustEmbedUnimplementedScorerServer() {}
 func (UnimplementedScorerServer) testEmbeddedByValue()                {}
@@ -216,6 +248,24 @@ func _Scorer_Reclaim_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scorer_Filter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FilterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ScorerServer).Filter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Scorer_Filter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ScorerServer).Filter(ctx, req.(*FilterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Scorer_ServiceDesc is the grpc.ServiceDesc for Scorer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -234,6 +284,10 @@ var Scorer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reclaim",
 			Handler:    _Scorer_Reclaim_Handler,
+		},
+		{
+			MethodName: "Filter",
+			Handler:    _Scorer_Filter_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
