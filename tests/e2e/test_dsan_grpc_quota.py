@@ -11,9 +11,7 @@ pod lands there, so the first outcome is the quota's doing.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,14 +23,12 @@ from kubernetes import client
 
 from dsan.api import types as t
 from dsan.api.gen.scorer_v1 import scorer_pb2, scorer_pb2_grpc
-from dsan.policies.dsan_actions import LearnedController, load_actions, save_actions
 from tests.support.controlplane import SCHEDULER_CONFIG_DIR, ControlPlane
 from tests.support.procs import eventually
-from tests.support.sidecar import Sidecar
+from tests.support.sidecar import Sidecar, model_with_headroom
 from tests.support.workload import NodeShape, add_nodes, node_manifest, pod_manifest
 
 pytestmark = pytest.mark.e2e
-SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "dsan" / "model" / "default"
 BATCH = {t.ANNOTATION_TASK_TYPE: "batch"}
 ELASTIC = {**BATCH, t.ANNOTATION_ELASTIC: "true"}
 QUOTA = "dsan: the node's quota"
@@ -93,11 +89,7 @@ class Stack:
 
 def _stack(control_plane: ControlPlane, work: Path, headroom: float, label: str
            ) -> Iterator[Stack]:
-    model = work / "model"
-    shutil.copytree(SHIPPED_MODEL, model)
-    _, controller, manifest = load_actions(model)
-    assert isinstance(controller, LearnedController), controller
-    save_actions(model, dataclasses.replace(controller.p, ls_headroom=headroom), manifest)
+    model = model_with_headroom(work / "model", headroom)
     cfg = yaml.safe_load((SCHEDULER_CONFIG_DIR / "dsan-scheduler-grpc.yaml").read_text())
     (profile,) = cfg["profiles"]
     for point in ("preFilter", "filter"):

@@ -2,18 +2,15 @@
 call reaches the sidecar's quota, which keeps an elastic pod off the node of a web pod.
 
 The real sidecar serves the shipped DSAN model with its actions.json rewritten to
-``ls_headroom=0.75`` (the shipped 1.0 refuses nothing); a second kube-scheduler runs
+``ls_headroom=0.75`` (the shipped 0.91 needs a fuller node); a second kube-scheduler runs
 scheduler-config/dsan-scheduler.yaml with the ``filterVerb`` the Helm chart adds for
 ``scheduler.extender.filter: true``, behind a proxy that records the filter replies.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +18,9 @@ import yaml
 from kubernetes import client
 
 from dsan.api import types as t
-from dsan.policies.dsan_actions import LearnedController, load_actions, save_actions
 from tests.support.controlplane import SCHEDULER_CONFIG_DIR, ControlPlane
 from tests.support.procs import eventually
-from tests.support.sidecar import RecordingProxy, Sidecar
+from tests.support.sidecar import RecordingProxy, Sidecar, model_with_headroom
 from tests.support.workload import NodeShape, add_nodes, node_manifest, pod_manifest
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +29,6 @@ SEL = {"dsan.io/e2e": LABEL}
 # A (the web pod's node) sorts first: on the sidecar's equal scores the lowest name wins.
 A, B = "quota-a", "quota-b"
 HEADROOM = 0.75
-SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "dsan" / "model" / "default"
 
 
 class Stack:
@@ -66,11 +61,7 @@ class Stack:
 def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("dsan-quota")
-    model = work / "model"
-    shutil.copytree(SHIPPED_MODEL, model)
-    _, controller, manifest = load_actions(model)
-    assert isinstance(controller, LearnedController), controller
-    save_actions(model, dataclasses.replace(controller.p, ls_headroom=HEADROOM), manifest)
+    model = model_with_headroom(work / "model", HEADROOM)
     cfg = yaml.safe_load((SCHEDULER_CONFIG_DIR / "dsan-scheduler.yaml").read_text())
     for ext in cfg["extenders"]:
         ext["filterVerb"] = "filter"

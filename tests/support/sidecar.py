@@ -7,8 +7,10 @@ sidecar scored highest without reaching into the sidecar's internals.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
+import shutil
 import sys
 import threading
 import time
@@ -17,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from dsan.model.artifact import DEFAULT_DIR
+from dsan.policies.dsan_actions import LearnedController, load_actions, save_actions
 from tests.support.procs import Proc, free_port, http_ok, wait_until
 
 URL_PREFIX = "/dsan"
@@ -192,3 +196,13 @@ class RecordingProxy:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def model_with_headroom(dst: Path, headroom: float) -> Path:
+    """A copy of the shipped DSAN model at ``dst`` whose learned quota keeps elastic pods
+    within ``headroom`` of a web node's cores (``ActionParams.ls_headroom``)."""
+    shutil.copytree(DEFAULT_DIR, dst)
+    _, controller, manifest = load_actions(dst)
+    assert isinstance(controller, LearnedController), controller
+    save_actions(dst, dataclasses.replace(controller.p, ls_headroom=headroom), manifest)
+    return dst
