@@ -11,7 +11,10 @@ Rows, per size (100, 1,000, 5,000 candidate nodes) and policy (dsan, fgd, k8s-de
 * **gRPC**: ``Score`` from a Go client with the DSANScore plugin's stubs and settings
   (``scheduler-plugin/cmd/scorebench``), beside a no-op servicer on the same server stack;
 * **HTTP**: ``POST /dsan/prioritize`` from Go's net/http (kube-scheduler's extender client),
-  beside a no-op extender in the same server.
+  beside a no-op extender in the same server;
+* **filter** (``--filter``): ``ScoringEngine.filter`` in process, what the opt-in ``filter``
+  verb and gRPC ``Filter`` run per pod (feasibility and the policy's node quota), for an
+  elastic pod over every node of the world.
 
 The clients pause ``--gap-ms`` (2 ms) between calls, off the clock: kube-scheduler's own
 work per pod is 2.2-2.8 ms on this machine (``docs/results/throughput.md``), so in a cluster
@@ -91,6 +94,13 @@ class Server:
         out = json.loads(stdout.readline())
         return out["ns"], out["settle_ns"]
 
+    def filter(self, k: int) -> list[int]:
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(f"filter {k}\n")
+        stdin.flush()
+        return list(json.loads(stdout.readline())["ns"])
+
     def stop(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.write("quit\n")
@@ -167,6 +177,9 @@ def measure_size(n: int, trees: dict[str, tuple[Path, str]], policies: list[str]
                 r = rows.setdefault(("inprocess", s.label), Row("inprocess", n, s.label))
                 r.ns += ns
                 r.settle_ns += settle
+                if args.filter:
+                    f = rows.setdefault(("filter", s.label), Row("filter", n, s.label))
+                    f.ns += s.filter(per)
             for api in ("grpc", "http"):
                 for s in (servers if chunk % 2 == 0 else servers[::-1]):
                     port = s.grpc if api == "grpc" else s.http
@@ -210,6 +223,7 @@ def report(rows: list[Row], args: argparse.Namespace, started: str, load: tuple[
         "",
         f"Measured by `bench/latency.py --sizes {args.sizes} --policies {args.policies} "
         f"--calls {args.calls} --chunks {args.chunks} --gap-ms {args.gap_ms:g}"
+        + (" --filter" if args.filter else "")
         + (" --base BASE" if args.base else "") + f"` ({started}, Python "
         f"{sys.version.split()[0]}, {os.cpu_count()} CPUs, 1-minute load average "
         f"{load[0]:.1f} before and {load[1]:.1f} after, counting the benchmark itself). "
@@ -230,7 +244,7 @@ def report(rows: list[Row], args: argparse.Namespace, started: str, load: tuple[
                 p99 = r.q(99)
                 lines.append(f"| {api}, {n} nodes | p99 <= {budget * us:,.0f} us | {r.label} "
                              f"| {p99 * us:,.0f} us | {'meets' if p99 <= budget else 'misses'} |")
-    for api in ("inprocess", "grpc", "http"):
+    for api in ("inprocess", "grpc", "http", "filter"):
         sizes = sorted({r.n for r in rows if r.api == api})
         if not sizes:
             continue
@@ -239,20 +253,22 @@ def report(rows: list[Row], args: argparse.Namespace, started: str, load: tuple[
         pace = (f"calls {args.gap_ms:g} ms apart" if args.gap_ms > 0 else "back to back")
         title = {"inprocess": "In process (`ScoringService.score`)",
                  "grpc": f"gRPC `Score`, Go client (the DSANScore plugin's stubs), {pace}",
-                 "http": f"HTTP extender, Go net/http client, {pace}"}[api]
+                 "http": f"HTTP extender, Go net/http client, {pace}",
+                 "filter": "Filter in process (`ScoringEngine.filter`, an elastic pod, every "
+                           "node)"}[api]
         lines += ["", f"## {title}", "", "| row | " + " | ".join(
             f"{n} nodes" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
         for label in labels:
             cells = []
             for n in sizes:
-                r = next((x for x in rows if x.api == api and x.n == n and x.label == label),
-                         None)
-                if r is None:
+                got = next((x for x in rows if x.api == api and x.n == n and x.label == label),
+                           None)
+                if got is None:
                     cells.append("")
                     continue
-                cell = f"{r.q(50) * us:,.0f} / {r.q(99) * us:,.0f}"
-                if r.settle_ns:
-                    cell += f" (settle {np.mean(r.settle_ns) / 1e3:,.0f})"
+                cell = f"{got.q(50) * us:,.0f} / {got.q(99) * us:,.0f}"
+                if got.settle_ns:
+                    cell += f" (settle {np.mean(got.settle_ns) / 1e3:,.0f})"
                 cells.append(cell)
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         if args.base:
@@ -280,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable, help="this tree's interpreter")
     ap.add_argument("--base", type=Path, default=None, help="another checkout, side by side")
     ap.add_argument("--base-python", default=sys.executable)
+    ap.add_argument("--filter", action="store_true", help="also time the filter path")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)

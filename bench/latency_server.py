@@ -7,7 +7,9 @@ stdin/stdout for the in-process rows.
 Prints ``{"http": PORT, "grpc": PORT, "pid": PID}`` once ready, then answers one JSON line per
 command: ``inprocess K`` times K calls of ``ScoringService.score`` (the call a server makes
 for a request, the assumption deferred), each followed, off the clock, by the settle the
-servers run after a reply; answers ``{"ns": [...], "settle_ns": [...]}``. ``quit`` exits.
+servers run after a reply; answers ``{"ns": [...], "settle_ns": [...]}``. ``filter K`` times
+K calls of ``ScoringEngine.filter`` (the filter verb's and gRPC Filter's work: feasibility and
+the policy's node quota) for an elastic pod; answers ``{"ns": [...]}``. ``quit`` exits.
 Runs against whatever ``dsan``/``sidecar`` packages come first on its path (another checkout
 through PYTHONPATH).
 """
@@ -126,6 +128,21 @@ def main() -> int:
                 ns.append(t1 - t0)
                 settle_ns.append(time.perf_counter_ns() - t1)
             print(json.dumps({"ns": ns, "settle_ns": settle_ns}), flush=True)
+        elif cmd[0] == "filter" and world is not None and reqs is not None:
+            # An elastic Spark executor: the pod DSAN's quota (ls_headroom) is about.
+            from sidecar import kubeobjects as ko
+            from sidecar.podspec import podspec_from_pod
+
+            elastic = ko.pod("bench-elastic", cpu="4", memory="16Gi", annotations={
+                "dsan.io/elastic": "true", "dsan.io/task-type": "batch"})
+            spec = podspec_from_pod(elastic, world.sidecar.cache.models)
+            ns = []
+            for _ in range(int(cmd[1])):
+                _, names = next(reqs)
+                t0 = time.perf_counter_ns()
+                world.service.engine.filter(spec, names)
+                ns.append(time.perf_counter_ns() - t0)
+            print(json.dumps({"ns": ns}), flush=True)
         else:
             print(json.dumps({"error": f"unknown command {line.strip()!r}"}), flush=True)
     if world is not None:
