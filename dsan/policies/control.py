@@ -6,9 +6,9 @@ heuristics keep Kubernetes' static behaviour, :class:`StaticController`.
 In the simulator (:mod:`dsan.sim.scenario.scheduling`) ``grant`` is asked when an elastic job
 starts (a Spark driver requesting executors, a training gang adding workers), ``allowed``
 before every placement, and ``rank`` on every scheduling pass. In a cluster the sidecar's
-filter verb applies ``allowed``; ``grant`` and ``rank`` act in the simulator only (their
-counterparts would be the workload's own setting, Spark's ``maxExecutors`` or
-``dsan.io/desired-members``, and the queue-sort order).
+filter verb and gRPC ``Filter`` apply ``allowed``; ``grant`` and ``rank`` act in the
+simulator only (their counterparts would be the workload's own setting, Spark's
+``maxExecutors`` or ``dsan.io/desired-members``, and the queue-sort order).
 """
 
 from __future__ import annotations
