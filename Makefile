@@ -8,7 +8,7 @@ export DSAN_CACHE := $(CACHE)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: help venv deps demo test test-unit test-fast go-test lint bench proto cluster cluster-down cluster-demo control-plane images images-build clean
+.PHONY: help venv deps demo test test-unit test-fast go-test lint bench proto cluster cluster-down cluster-demo control-plane images images-build train-actions clean
 
 help:
 	@echo "make demo     short openb reproduction on embedded defaults (installs what it needs)"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench    pytest-benchmark suites under bench/"
 	@echo "make cluster  a local control plane (etcd, kube-apiserver, kube-scheduler, kwok) on 127.0.0.1"
 	@echo "make images   the sidecar, device plugin and kube-scheduler images (podman, no registry), smoke-tested"
+	@echo "make train-actions  re-learn DSAN's actions beyond node choice into dsan/model/default (~35 min)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -73,6 +74,17 @@ cluster-down:
 
 cluster-demo: venv control-plane
 	$(BIN)/python -m tests.e2e.demo
+
+# DSAN's actions beyond node choice (dsan/model/default/actions.json), both search stages
+# (docs/results/table1.md, "How the actions were learned"): the eight numbers with
+# k8s-default's node choice on 12 h episodes, then the headroom with DSAN's own on whole days.
+train-actions: venv
+	$(BIN)/python -m dsan.train.actions_search --out out/actions --seeds 101 102 103 --hours 12 \
+	    --population 6 --iterations 3 --model-dir dsan/model/default \
+	    --search w_gpu_h w_core_h w_count w_stop train_growth batch_growth gpu_reserve age_s
+	$(BIN)/python -m dsan.train.actions_search --out out/actions-ls --seeds 101 102 103 --hours 24 \
+	    --population 5 --iterations 3 --init-sd 0.6 --node-policy dsan \
+	    --init-from dsan/model/default --search ls_headroom --model-dir dsan/model/default
 
 clean:
 	rm -rf out .pytest_cache .mypy_cache .ruff_cache
