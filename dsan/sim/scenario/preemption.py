@@ -11,7 +11,7 @@ every worker fits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,10 +101,15 @@ def _static_ok(pod: PodSpec, snap: ClusterSnapshot) -> npt.NDArray[np.bool_]:
 
 
 def plan(pods: list[PodSpec], snap: ClusterSnapshot, bound: Bound,
-         reclaimer: Reclaimer | None = None) -> list[int] | None:
+         reclaimer: Reclaimer | None = None,
+         allowed: Callable[[PodSpec], npt.NDArray[np.bool_]] | None = None
+         ) -> list[int] | None:
     """Indices (into ``bound``) of the victims that let every pod of ``pods`` (a gang or one
     pod, of one priority) fit, or None; each pod's victims are those of the candidate
-    ``reclaimer`` (default: :class:`SimulatorDefault`) picks. Mutates nothing."""
+    ``reclaimer`` (default: :class:`SimulatorDefault`) picks. ``allowed(pod)``: the nodes the
+    policy's quota lets the pod use, as it stands now (a node it refuses is no candidate, as
+    kube-scheduler's dry run keeps a Filter's refusal; default: every node). Mutates
+    nothing."""
     reclaimer = reclaimer or SimulatorDefault()
     prio = pods[0].priority
     n = len(snap)
@@ -123,6 +128,10 @@ def plan(pods: list[PodSpec], snap: ClusterSnapshot, bound: Bound,
         need_gpu = pod.num_gpu > 0 and pod.gpu_milli > 0
         fits_now = static & (cpu_free >= pod.cpu_milli) & (mem_free >= pod.mem_mib)
         ok = static & (cpu_free + rc >= pod.cpu_milli) & (mem_free + rm >= pod.mem_mib)
+        if allowed is not None:
+            quota = allowed(pod)
+            fits_now &= quota
+            ok &= quota
         if need_gpu:
             gi = idx[bound.gslot[idx] >= 0]
             rg = np.bincount(bound.node[gi] * MAX_GPUS + bound.gslot[gi],

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Generator
 
 import numpy as np
+import numpy.typing as npt
 
 from dsan.core.filtering import feasible
 from dsan.core.snapshot import PodSpec
@@ -165,13 +166,21 @@ class SchedulingMixin(EngineState):
                              reclaimable=np.ones(bound.size, dtype=bool),
                              task=self.pod_kind[bound], lost_s=self._lost_s(bound),
                              elastic=self.pod_elastic[bound])
-        victims = preemption.plan([self.wl.pods[p] for p in pods], self.snap, b, self.reclaimer)
+        victims = preemption.plan([self.wl.pods[p] for p in pods], self.snap, b, self.reclaimer,
+                                  self._quota)
         if not victims:
             return False
         by_burst = self.wl.jobs[self.pod_job[pods[0]]].burst
         for v in bound[victims]:
             self._evict(int(v), by_burst)
         return True
+
+    def _quota(self, spec: PodSpec) -> npt.NDArray[np.bool_]:
+        """The nodes the controller lets ``spec`` use now, whether or not it fits there."""
+        n = len(self.snap)
+        ok = np.zeros(n, dtype=bool)
+        ok[self.controller.allowed(spec, self.snap, np.arange(n, dtype=np.int64))] = True
+        return ok
 
     def _lost_s(self, pods: np.ndarray) -> np.ndarray:
         """Per pod, the seconds of work its eviction would cost, as :meth:`_evict` books it

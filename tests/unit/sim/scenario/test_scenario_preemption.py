@@ -53,6 +53,23 @@ def test_plan_refuses_when_only_higher_or_protected_pods() -> None:
     assert preemption.plan([PodSpec("p", 1000, 0, priority=100)], snap, _bound(rows)) is None
 
 
+def test_a_node_the_quota_refuses_is_neither_taken_nor_a_candidate() -> None:
+    """n0 has room but the policy's quota refuses it (kube-scheduler's Filter): the pod does
+    not take it without victims, as a plan ignoring the quota would ([]: nothing to evict, so
+    the pod waited forever), but preempts on n1; with n1 refused too it waits."""
+    snap = empty_snapshot(["n0", "n1", "n2"], [4000] * 3, [8192] * 3, [0] * 3, [-1] * 3, [])
+    snap.cpu_used[:] = [0, 4000, 4000]
+    rows = [(1, 4000, 0, 0, -1, 0, 0.0, True), (2, 4000, 0, 0, -1, 50, 0.0, True)]
+    pod = PodSpec("p", 2000, 1024, priority=100)
+    assert preemption.plan([pod], snap, _bound(rows)) == []
+    only_full = np.array([False, True, True])
+    assert preemption.plan([pod], snap, _bound(rows), allowed=lambda p: only_full) == [0]
+    only_n2 = np.array([False, False, True])
+    assert preemption.plan([pod], snap, _bound(rows), allowed=lambda p: only_n2) == [1]
+    assert preemption.plan([pod], snap, _bound(rows),
+                           allowed=lambda p: np.zeros(3, dtype=bool)) is None
+
+
 def test_gang_plan_is_all_or_nothing() -> None:
     snap = empty_snapshot(["g0"], [64000], [262144], [2], [0], ["A100"])
     snap.gpu_free[0, :2] = 0  # GPU 0: a best-effort pod; GPU 1: a protected training worker

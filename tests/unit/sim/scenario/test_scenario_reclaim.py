@@ -203,6 +203,29 @@ def test_gpu_reserve_keeps_spark_on_the_cpu_node() -> None:
     assert run(ActionParams(gpu_reserve=1.0)) == [2, 2, 2]
 
 
+def test_a_pod_the_quota_keeps_off_free_nodes_preempts_on_an_allowed_one() -> None:
+    """gpu_reserve 1.0 refuses the idle GPU nodes to Spark pods; the CPU node is full of job
+    a's pods. Job b's core executor has room on a GPU node, yet must not wait for ever: it
+    preempts a's elastic executor on the CPU node, as kube-scheduler's PostFilter would on the
+    nodes its Filter (the quota) passes."""
+    cfg = v3()
+    b = WorkloadBuilder(cfg)
+    a = b.job(BATCH, 0.0, [5000.0], stage_par=[2], base=1)
+    b.pod(a, PodSpec("a0", 4000, 4096, priority=100, task_type=BATCH, image=0), 1.0, 0.0, False)
+    b.pod(a, PodSpec("fill", 12000, 4096, priority=-10, task_type=BATCH, image=0), 1.0, 0.0,
+          True)
+    job = b.job(BATCH, 50.0, [100.0], stage_par=[1], base=1)
+    b.pod(job, PodSpec("b0", 4000, 4096, priority=100, task_type=BATCH, image=0), 1.0, 0.0,
+          False)
+    eng = Engine(cfg, 0, workload=b.build())
+    eng.attach(eng.select_gpus, WithController(ActionParams(gpu_reserve=1.0)))
+    seen: list[Decision] = []
+    out = drive(eng, seen=seen)
+    first = {d.pod.name: d.nodes.tolist() for d in reversed(seen)}
+    assert first["a0"] == [2] and first["fill"] == [2] and first["b0"] == [2]
+    assert out["preemptions"] >= 1
+
+
 def test_an_aged_gang_reserves_the_gpus_a_later_pod_would_take() -> None:
     """Eight 1-GPU jobs end at ~103, 113, ..., 173 s; a 2-GPU gang arrives at 10 s and a 1-GPU
     job at 20 s. Kubernetes' order lets the later job take the GPU freed at 103 s (the gang
