@@ -113,7 +113,7 @@ class ScoreHandler:
         names = list(req.node_names)
         if not all(names):
             raise RequestError("bad_request", "FilterRequest.node_names has an empty name")
-        _, refused = self.service.engine.filter(self._podspec(req.pod), names)
+        _, refused = self.service.engine.filter(self._podspec(req.pod), names, fit=False)
         return scorer_pb2.FilterResponse(
             refused=refused, policy=self.service.policy.version).SerializeToString(), None
 

@@ -363,13 +363,18 @@ class ScoringEngine:
                 log.exception("preparing after assuming %s failed (%d times)", key,
                               self.settle_errors)
 
-    def filter(self, pod: PodSpec, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    def filter(self, pod: PodSpec, names: Sequence[str], fit: bool = True
+               ) -> tuple[list[str], dict[str, str]]:
         """Split candidates into (passed, {name: reason}) on our view: feasibility, then the
         policy's node quota (``Scorer.controller.allowed``; DSAN's keeps room for GPU work on
         GPU nodes and CPU headroom beside latency-sensitive pods, the heuristics allow every
         feasible node).
 
-        Unknown nodes pass: the sidecar must not veto nodes it has not heard of yet.
+        ``fit=False`` (the gRPC Filter): the quota alone, on every node. kube-scheduler keeps a
+        Filter plugin's refusal through its preemption dry run, so a node refused for being
+        full could never be preempted on; NodeResourcesFit checks fit itself, on the state the
+        dry run changes. Unknown nodes pass: the sidecar must not veto nodes it has not heard
+        of yet.
         """
         with self.cache.scoring_lock:
             if self._pending is not None:
@@ -378,11 +383,12 @@ class ScoringEngine:
             rows, _ = name_rows(pub.index, names, pub.snap.names)
             known = np.flatnonzero(rows >= 0)
             fits = np.ones(len(names), dtype=bool)
-            fits[known] = np.take(feasible(pod, pub.snap), rows[known])
-            feasible_known = known[fits[known]]
-            allowed = self.scorer.controller.allowed(pod, pub.snap, rows[feasible_known])
+            if fit:
+                fits[known] = np.take(feasible(pod, pub.snap), rows[known])
+            checked = known[fits[known]]
+            allowed = self.scorer.controller.allowed(pod, pub.snap, rows[checked])
             ok = fits.copy()
-            ok[feasible_known] = np.isin(rows[feasible_known], allowed)
+            ok[checked] = np.isin(rows[checked], allowed)
         arr = np.array(names, dtype=object)
         passed: list[str] = arr[ok].tolist()
         failed = dict.fromkeys(arr[~fits].tolist(), _FAILED_REASON)

@@ -31,6 +31,7 @@ from tests.support.workload import NodeShape, add_nodes, node_manifest, pod_mani
 pytestmark = pytest.mark.e2e
 BATCH = {t.ANNOTATION_TASK_TYPE: "batch"}
 ELASTIC = {**BATCH, t.ANNOTATION_ELASTIC: "true"}
+WEB = {t.ANNOTATION_TASK_TYPE: "web"}
 QUOTA = "dsan: the node's quota"
 
 
@@ -80,11 +81,13 @@ class Stack:
 
     def web_and_filler(self) -> None:
         """A web pod (2 of 8 cores) on A, a 2-core batch pod on B, and proof (independent of
-        the quota) that the sidecar's cache holds both: 7 cores fit neither node now."""
-        self.pod("web", "2", {t.ANNOTATION_TASK_TYPE: "web"}, node=self.a)
+        the quota) that the sidecar's cache holds both: by the HTTP filter verb, which also
+        refuses full nodes, 7 cores fit neither node now."""
+        self.pod("web", "2", WEB, node=self.a)
         self.pod("filler", "2", BATCH, node=self.b)
-        eventually("the sidecar's cache saw the bound pods",
-                   lambda: set(self.grpc_filter("7", BATCH)) == {self.a, self.b}, 30)
+        probe = pod_manifest("probe", cpu="7", memory="100Mi", annotations=BATCH)
+        eventually("the sidecar's cache saw the bound pods", lambda: set(
+            self.sidecar.filter(probe, [self.a, self.b])["FailedNodes"]) == {self.a, self.b}, 30)
 
 
 def _stack(control_plane: ControlPlane, work: Path, headroom: float, label: str
@@ -139,7 +142,7 @@ def no_quota(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFacto
 def test_the_quota_keeps_an_elastic_pod_off_the_web_pods_node(quota: Stack) -> None:
     """(2 + 5) / 8 = 0.875 > 0.75 of A's cores: an elastic pod allowed on A only stays pending,
     kube-scheduler's FailedScheduling naming the quota (DSANScore's Filter, with the sidecar's
-    reason); one free to choose binds to B; a plain pod of the same size may still take A."""
+    reason); one free to choose binds to B; a web replica of the same size may still take A."""
     s = quota
     s.web_and_filler()
     assert s.grpc_filter("5", ELASTIC)[s.a].startswith(QUOTA)
@@ -159,10 +162,13 @@ def test_the_quota_keeps_an_elastic_pod_off_the_web_pods_node(quota: Stack) -> N
 
     s.pod("elastic", "5", ELASTIC, prefer=s.a)
     assert s.bound("elastic") == s.b
-    # B now has 7 of 8 cores requested: a plain pod of the same size fits only A, and the
-    # quota (elastic pods only) lets it.
-    s.pod("plain", "5", BATCH, prefer=s.a)
-    assert s.bound("plain") == s.a
+    # B now has 7 of 8 cores requested: a pod of the same size fits only A. A plain batch pod
+    # is held to the quota too; a second web replica is not (the quota keeps room for them).
+    # B, full, is not refused: NodeResourcesFit says so, on the state preemption changes.
+    refused = s.grpc_filter("5", BATCH)
+    assert list(refused) == [s.a] and refused[s.a].startswith(QUOTA)
+    s.pod("web2", "5", WEB, prefer=s.a)
+    assert s.bound("web2") == s.a
 
 
 def test_without_the_quota_the_same_pod_takes_the_web_pods_node(no_quota: Stack) -> None:

@@ -61,12 +61,14 @@ type ScorerClient interface {
 	Reclaim(ctx context.Context, in *ReclaimRequest, opts ...grpc.CallOption) (*ReclaimResponse, error)
 	// The served policy's node quota as a Filter: which of the pod's candidate nodes it refuses,
 	// and why. A framework plugin calls it once per scheduling cycle with every node and then
-	// rejects the refused ones in its per-node Filter. The same answer as the HTTP extender's
-	// filter verb: nodes the pod does not fit on in the sidecar's view, then the nodes the
-	// policy's quota (Scorer.controller.allowed) keeps the pod off, e.g. DSAN's room for GPU
-	// work on GPU nodes and CPU headroom beside latency-sensitive pods. Nodes the sidecar does
-	// not know are never refused. Errors: INVALID_ARGUMENT (no pod name, an unparseable
-	// quantity, an empty node name), UNAVAILABLE before the sidecar's cache synced.
+	// rejects the refused ones in its per-node Filter: the nodes the policy's quota
+	// (Scorer.controller.allowed) keeps the pod off, e.g. DSAN's room for GPU work on GPU nodes
+	// and CPU headroom beside latency-sensitive pods, as the HTTP extender's filter verb refuses
+	// them. Unlike that verb it refuses no node for being full: kube-scheduler keeps a Filter
+	// plugin's refusal through its preemption dry run, and NodeResourcesFit checks fit on the
+	// state that run changes. Nodes the sidecar does not know are never refused. Errors:
+	// INVALID_ARGUMENT (no pod name, an unparseable quantity, an empty node name), UNAVAILABLE
+	// before the sidecar's cache synced.
 	Filter(ctx context.Context, in *FilterRequest, opts ...grpc.CallOption) (*FilterResponse, error)
 }
 
@@ -144,12 +146,14 @@ type ScorerServer interface {
 	Reclaim(context.Context, *ReclaimRequest) (*ReclaimResponse, error)
 	// The served policy's node quota as a Filter: which of the pod's candidate nodes it refuses,
 	// and why. A framework plugin calls it once per scheduling cycle with every node and then
-	// rejects the refused ones in its per-node Filter. The same answer as the HTTP extender's
-	// filter verb: nodes the pod does not fit on in the sidecar's view, then the nodes the
-	// policy's quota (Scorer.controller.allowed) keeps the pod off, e.g. DSAN's room for GPU
-	// work on GPU nodes and CPU headroom beside latency-sensitive pods. Nodes the sidecar does
-	// not know are never refused. Errors: INVALID_ARGUMENT (no pod name, an unparseable
-	// quantity, an empty node name), UNAVAILABLE before the sidecar's cache synced.
+	// rejects the refused ones in its per-node Filter: the nodes the policy's quota
+	// (Scorer.controller.allowed) keeps the pod off, e.g. DSAN's room for GPU work on GPU nodes
+	// and CPU headroom beside latency-sensitive pods, as the HTTP extender's filter verb refuses
+	// them. Unlike that verb it refuses no node for being full: kube-scheduler keeps a Filter
+	// plugin's refusal through its preemption dry run, and NodeResourcesFit checks fit on the
+	// state that run changes. Nodes the sidecar does not know are never refused. Errors:
+	// INVALID_ARGUMENT (no pod name, an unparseable quantity, an empty node name), UNAVAILABLE
+	// before the sidecar's cache synced.
 	Filter(context.Context, *FilterRequest) (*FilterResponse, error)
 	mustEmbedUnimplementedScorerServer()
 }
