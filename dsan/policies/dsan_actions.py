@@ -59,10 +59,10 @@ class ActionParams:
     #: A GPU node takes a CPU-only, non-web pod only if it keeps this share of its cores and
     #: memory free per idle GPU (1: a whole GPU's proportional share).
     gpu_reserve: float = 0.0
-    #: An elastic pod (``PodSpec.elastic``: above its job's minimum) takes a node hosting a
-    #: latency-sensitive pod only if the node's requested CPU after it stays within this
-    #: share of its cores (1: no limit): load past the contention threshold slows the
-    #: node's replicas, and the elastic backlog would fill every node to the brim.
+    #: A pod that is not latency-sensitive takes a node hosting a latency-sensitive pod only
+    #: if the node's requested CPU after it stays within this share of its cores (1: no
+    #: limit): load past the contention threshold slows the node's replicas, and the batch
+    #: backlog (core executors as well as elastic ones) would fill every node to the brim.
     ls_headroom: float = 1.0
     #: A training pod pending longer than this is tried first within its priority and
     #: reserves the GPUs for the pass (GPU pods ranked below it wait). inf: never.
@@ -141,7 +141,7 @@ class LearnedController:
         if pod.task_type in LATENCY_SENSITIVE_INDICES or nodes.size == 0:
             return nodes
         h = self.p.ls_headroom
-        if pod.elastic and h < 1 and snap.ls_pods is not None:
+        if h < 1 and snap.ls_pods is not None:
             hot = snap.cpu_used[nodes] + pod.cpu_milli > h * snap.cpu_cap[nodes]
             nodes = nodes[~(hot & (snap.ls_pods[nodes] > 0))]
         r = self.p.gpu_reserve

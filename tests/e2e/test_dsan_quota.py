@@ -2,7 +2,7 @@
 call reaches the sidecar's quota, which keeps an elastic pod off the node of a web pod.
 
 The real sidecar serves the shipped DSAN model with its actions.json rewritten to
-``ls_headroom=0.75`` (the shipped 0.91 needs a fuller node); a second kube-scheduler runs
+``ls_headroom=0.75`` (the shipped 0.93 needs a fuller node); a second kube-scheduler runs
 scheduler-config/dsan-scheduler.yaml with the ``filterVerb`` the Helm chart adds for
 ``scheduler.extender.filter: true``, behind a proxy that records the filter replies.
 """
@@ -93,8 +93,8 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 def test_an_elastic_pod_keeps_off_the_web_pods_node_past_the_headroom(stack: Stack) -> None:
     """A web pod (2 of 8 cores) on A, a 2-core batch pod on B: the nodes are alike to DSAN
     (A wins the tie) and the elastic pod prefers A, yet (2 + 5) / 8 = 0.875 > 0.75 of A's
-    cores, so the filter verb refuses A and it binds to B. A plain pod of the same size may
-    still take A."""
+    cores, so the filter verb refuses A and it binds to B. A plain batch pod of the same size
+    is refused A as well; a second web replica may still take it."""
     batch = {t.ANNOTATION_TASK_TYPE: "batch"}
     stack.pod("web", "2", {t.ANNOTATION_TASK_TYPE: "web"}, node=A)
     stack.pod("filler", "2", batch, node=B)
@@ -117,9 +117,11 @@ def test_an_elastic_pod_keeps_off_the_web_pods_node_past_the_headroom(stack: Sta
         assert reply["NodeNames"] == [B], reply
         assert reply["FailedNodes"][A].startswith("dsan: the node's quota"), reply
 
-    # B now has 7 of 8 cores requested: a plain pod of the same size fits only A, and the
-    # quota (elastic pods only) lets it.
-    stack.pod("plain", "5", batch, affinity=prefer_a)
-    assert stack.bound("plain") == A
-    replies = stack.filter_replies("plain")
+    # B now has 7 of 8 cores requested: a pod of the same size fits only A. A plain batch pod
+    # is held to the quota too; a second web replica is not (the quota keeps room for them).
+    plain = pod_manifest("plain", cpu="5", memory="100Mi", annotations=batch)
+    assert stack.sidecar.filter(plain, [A])["FailedNodes"][A].startswith("dsan: the node's quota")
+    stack.pod("web2", "5", {t.ANNOTATION_TASK_TYPE: "web"}, affinity=prefer_a)
+    assert stack.bound("web2") == A
+    replies = stack.filter_replies("web2")
     assert replies and all(A in r["NodeNames"] for r in replies), replies

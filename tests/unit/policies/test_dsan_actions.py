@@ -118,7 +118,7 @@ def test_gpu_reserve_keeps_cpu_pods_off_gpu_nodes_with_idle_gpus() -> None:
     assert LearnedController(ActionParams()).allowed(spark, snap, nodes).tolist() == [0, 1, 2]
 
 
-def test_ls_headroom_keeps_elastic_pods_off_latency_sensitive_nodes_past_it() -> None:
+def test_ls_headroom_keeps_other_pods_off_latency_sensitive_nodes_past_it() -> None:
     # a, b: 16 cores with 10 requested; a hosts a web replica, b does not; c: 4 GPUs.
     snap = empty_snapshot(["a", "b", "c"], [16000, 16000, 64000], [65536] * 3, [0, 0, 4],
                           [-1, -1, 0], ["A100"])
@@ -131,9 +131,9 @@ def test_ls_headroom_keeps_elastic_pods_off_latency_sensitive_nodes_past_it() ->
     assert c.allowed(extra, snap, nodes).tolist() == [1, 2]
     small = PodSpec("ex2", 2000, 7630, priority=-10, task_type=2, elastic=True)
     assert c.allowed(small, snap, nodes).tolist() == [0, 1, 2]  # (10 + 2) / 16 = 0.75
-    core = PodSpec("ex0", 4000, 15260, priority=100, task_type=2)  # the job's minimum
+    core = PodSpec("ex0", 4000, 15260, priority=100, task_type=2)  # the job's minimum too
     web = PodSpec("w", 2000, 4096, priority=1000, task_type=TASK_TYPES.index("web"))
-    assert c.allowed(core, snap, nodes).tolist() == [0, 1, 2]
+    assert c.allowed(core, snap, nodes).tolist() == [1, 2]
     assert c.allowed(web, snap, nodes).tolist() == [0, 1, 2]
     assert LearnedController(ActionParams()).allowed(extra, snap, nodes).tolist() == [0, 1, 2]
     snap.ls_pods = None  # a view without per-node classes: no quota

@@ -140,10 +140,11 @@ def test_filter_applies_the_policys_node_quota_after_feasibility() -> None:
         ["gpu", "cpu"]
 
 
-def test_filter_keeps_latency_sensitive_nodes_headroom_from_elastic_pods() -> None:
+def test_filter_keeps_latency_sensitive_nodes_headroom_from_other_pods() -> None:
     """DSAN's ``ls_headroom`` in the filter verb: the cache counts the web replicas bound per
-    node (``dsan.io/task-type``), and an elastic pod (``dsan.io/elastic``) may not fill a
-    node that hosts one past the headroom; the replica's deletion lifts it."""
+    node (``dsan.io/task-type``), and a pod that is not latency-sensitive, elastic
+    (``dsan.io/elastic``) or not, may not fill a node that hosts one past the headroom; a web
+    replica may; the replica's deletion lifts it."""
     from dsan.api.types import ANNOTATION_ELASTIC, ANNOTATION_TASK_TYPE
     from dsan.policies.dsan_actions import ActionParams, LearnedController
     from sidecar.podspec import podspec_from_pod
@@ -163,7 +164,10 @@ def test_filter_keeps_latency_sensitive_nodes_headroom_from_elastic_pods() -> No
     passed, failed = eng.filter(extra, ["a", "b"])  # a: (2 + 8 + 4) / 16 = 0.875
     assert passed == ["b"] and failed["a"].startswith("dsan: the node's quota")
     core = podspec_from_pod(ko.pod("exec-1", cpu="4"), {})
-    assert not core.elastic and eng.filter(core, ["a", "b"])[0] == ["a", "b"]
+    assert not core.elastic and eng.filter(core, ["a", "b"])[0] == ["b"]
+    web1 = podspec_from_pod(ko.pod("web-1", cpu="4", annotations={ANNOTATION_TASK_TYPE: "web"}),
+                            {})
+    assert eng.filter(web1, ["a", "b"])[0] == ["a", "b"]
     cache.delete_pod(web)
     assert eng.filter(extra, ["a", "b"])[0] == ["a", "b"]
 
