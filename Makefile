@@ -17,7 +17,7 @@ help:
 	@echo "make bench    pytest-benchmark suites under bench/"
 	@echo "make cluster  a local control plane (etcd, kube-apiserver, kube-scheduler, kwok) on 127.0.0.1"
 	@echo "make images   the sidecar, device plugin and kube-scheduler images (podman, no registry), smoke-tested"
-	@echo "make train-actions  re-learn DSAN's actions beyond node choice into dsan/model/default (~35 min)"
+	@echo "make train-actions  re-learn DSAN's actions beyond node choice into dsan/model/default (~16 min)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -80,10 +80,10 @@ cluster-demo: venv control-plane
 # k8s-default's node choice on 12 h episodes, then the headroom with DSAN's own on whole days.
 train-actions: venv
 	$(BIN)/python -m dsan.train.actions_search --out out/actions --seeds 101 102 103 --hours 12 \
-	    --population 6 --iterations 3 --model-dir dsan/model/default \
+	    --population 6 --iterations 3 --jobs 2 --model-dir dsan/model/default \
 	    --search w_gpu_h w_core_h w_count w_stop train_growth batch_growth gpu_reserve age_s
 	$(BIN)/python -m dsan.train.actions_search --out out/actions-ls --seeds 101 102 103 --hours 24 \
-	    --population 5 --iterations 3 --init-sd 0.6 --node-policy dsan \
+	    --population 5 --iterations 3 --init-sd 0.6 --node-policy dsan --jobs 2 \
 	    --init-from dsan/model/default --search ls_headroom --model-dir dsan/model/default
 
 clean:

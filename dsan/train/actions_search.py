@@ -26,6 +26,7 @@ import argparse
 import csv
 import json
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -66,12 +67,13 @@ class Args:
     model_dir: str = ""  # also write actions.json here
     init_from: str = ""  # start from this model directory's actions.json (default: Kubernetes')
     search: tuple[str, ...] = ()  # the ActionParams fields searched (default: all)
+    jobs: int = 1  # episodes played at once (processes); the results do not depend on it
 
     def __post_init__(self) -> None:
         if not self.seeds or self.population < 2 or not 1 <= self.elite < self.population:
             raise ValueError("Args: need seeds, population >= 2 and 1 <= elite < population")
-        if self.iterations < 1 or self.hours <= 0 or self.init_sd <= 0:
-            raise ValueError("Args: need iterations >= 1, hours > 0 and init_sd > 0")
+        if self.iterations < 1 or self.hours <= 0 or self.init_sd <= 0 or self.jobs < 1:
+            raise ValueError("Args: need iterations >= 1, hours > 0, init_sd > 0 and jobs >= 1")
         unknown = set(self.search) - {f.name for f in fields(ActionParams)}
         if unknown:
             raise ValueError(f"Args.search: unknown ActionParams fields {sorted(unknown)}")
@@ -130,7 +132,11 @@ def main(a: Args) -> dict[str, Any]:
     names = [f.name for f in fields(ActionParams)]
     free = np.array([not a.search or n in a.search for n in names])
     mean, sd = start.vector(), free * a.init_sd * (hi - lo)
-    base = {s: play(a, None, s) for s in sorted(set(a.seeds[:a.iterations]))}
+    pool = ProcessPoolExecutor(a.jobs) if a.jobs > 1 else None
+    run = pool.map if pool is not None else map
+    base_seeds = sorted(set(a.seeds[:a.iterations]))
+    base = dict(zip(base_seeds, run(play, [a] * len(base_seeds), [None] * len(base_seeds),
+                                    base_seeds), strict=True))
     t0 = time.perf_counter()
     best: dict[str, Any] = {"score": -np.inf}
     curve = []
@@ -149,9 +155,9 @@ def main(a: Args) -> dict[str, Any]:
             if a.init_from:  # a continued search: the current mean competes unperturbed
                 xs[0] = np.clip(mean, lo, hi)
             scores = []
-            for i, x in enumerate(xs):
-                p = ActionParams.from_vector(x)
-                r = play(a, p, seed)
+            ps = [ActionParams.from_vector(x) for x in xs]
+            for i, (p, r) in enumerate(zip(ps, run(play, [a] * len(ps), ps, [seed] * len(ps)),
+                                           strict=True)):
                 score = r["reward"] - base[seed]["reward"]
                 scores.append(score)
                 log.writerow([it, seed, i, score, *(r[k] for k in (
@@ -167,6 +173,8 @@ def main(a: Args) -> dict[str, Any]:
             curve.append({"iteration": it, "seed": seed, "best": max(scores),
                           "mean": float(np.mean(scores))})
             print(json.dumps(curve[-1]), flush=True)
+    if pool is not None:
+        pool.shutdown()
     p = best.pop("params")
     manifest = {"version": f"dsan-actions-{int(time.time())}",
                 "trained_by": "python -m dsan.train.actions_search " + _flags(a),
@@ -186,7 +194,7 @@ def _flags(a: Args) -> str:
         flag = "--" + k.replace("_", "-")
         if isinstance(v, bool):
             out.append(flag if v else "--no-" + flag[2:])
-        elif k != "model_dir" and v not in ("", ()):
+        elif k not in ("model_dir", "jobs") and v not in ("", ()):
             out.append(f"{flag} {' '.join(map(str, v)) if isinstance(v, tuple) else v}")
     return " ".join(out)
 

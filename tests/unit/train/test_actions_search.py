@@ -66,3 +66,16 @@ def test_a_subset_search_draws_for_its_fields_only(
 def test_unknown_search_fields_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown ActionParams fields"):
         search.Args(search=("nope",))
+
+
+def test_parallel_episodes_give_the_same_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "play", stub_play)
+    for jobs in (1, 2):
+        search.main(search.Args(out=str(tmp_path / str(jobs)), population=3, iterations=2,
+                                search=("ls_headroom", "w_count"), jobs=jobs))
+    one, two = ([{k: v for k, v in r.items() if k != "wall_s"} for r in rows(tmp_path / j)]
+                for j in ("1", "2"))
+    assert one == two and len(one) == 6
+    assert (json.loads((tmp_path / "1" / ACTIONS).read_text())["params"]
+            == json.loads((tmp_path / "2" / ACTIONS).read_text())["params"])
