@@ -5,11 +5,12 @@
     python bench/scenario_table1_v3_report.py out/t1v3.json[,more.json...] out/burst-v3.json \
         [held-out JSON ...]
 
-The first argument may join several files with commas (e.g. the ablation rows of
+The first two arguments may join several files with commas (e.g. the ablation rows of
 bench/scenario_actions_ablation.py beside the policies' run).
 
 Held-out files (several, e.g. one per policy, are merged) give the held-out table: means and
-sd per policy, and per seed each policy minus k8s-default.
+sd per policy, and per seed each policy minus k8s-default; held-out burst runs (``dsan sim
+burst ... --json``) among them give the held-out burst table, each cell "policy / policy".
 """
 
 from __future__ import annotations
@@ -117,6 +118,27 @@ def burst(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def heldout_burst(data: dict[str, Any]) -> str:
+    pols = list(data)
+    runs = {p: {r["seed"]: r["burst"] for r in _runs(data[p])} for p in pols}
+    seeds = sorted(set.intersection(*(set(v) for v in runs.values())))
+    cols = (("free GPUs at 2:00", lambda b: f"{b['free_gpu_milli_at_start'] / 1000:.1f}"),
+            ("reclaimable GPUs", lambda b: f"{b['reclaimable_gpu_milli_at_start'] / 1000:.1f}"),
+            ("jobs queued > 30 s", lambda b: str(b["queued_jobs"])),
+            ("mean wait of queued s", lambda b: f"{b['mean_wait_queued_s']:.1f}"),
+            ("reclamation cost GPU-s", lambda b: f"{b['reclaim_cost']['gpu_s_total']:.0f}"))
+    out = [f"| seed ({' / '.join(pols)}) | burst peak GPUs | "
+           + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * (2 + len(cols))]
+    for s in seeds:
+        b0 = runs[pols[0]][s]
+        out.append(f"| {s} | {b0['peak_gpu_milli_offered'] / 1000:.1f} | " + " | ".join(
+            " / ".join(f(runs[p][s]) for p in pols) for _, f in cols) + " |")
+    total = [sum(runs[p][s]["reclaim_cost"]["gpu_s_total"] for s in seeds) for p in pols]
+    out.append("\nReclamation cost over the seeds, GPU-s: "
+               + ", ".join(f"{p} {t:,.0f}" for p, t in zip(pols, total, strict=True)))
+    return "\n".join(out)
+
+
 HELD = (("utilization_pct", "util %", "{:.1f}"), ("p99_task_latency_s", "P99 job latency s",
         "{:.1f}"), ("sla_violation_pct", "SLA viol. %", "{:.2f}"), ("jct_s", "mean JCT s",
         "{:.0f}"), ("queueing_events", "queue events", "{:.1f}"))
@@ -157,12 +179,19 @@ def main(argv: list[str]) -> int:
     print(ratios(t1), end="\n\n")
     print(per_seed(t1), end="\n\n")
     if len(argv) > 1:
-        print(burst(json.loads(Path(argv[1]).read_text())), end="\n\n")
+        b: dict[str, Any] = {}
+        for f in argv[1].split(","):
+            b.update(json.loads(Path(f).read_text()))
+        print(burst(b), end="\n\n")
     held: dict[str, Any] = {}
+    held_burst: dict[str, Any] = {}
     for f in argv[2:]:
-        held.update(json.loads(Path(f).read_text()))
+        for p, row in json.loads(Path(f).read_text()).items():
+            (held_burst if "burst" in _runs(row)[0] else held)[p] = row
     if held:
-        print(heldout(held))
+        print(heldout(held), end="\n\n")
+    if held_burst:
+        print(heldout_burst(held_burst))
     return 0
 
 
