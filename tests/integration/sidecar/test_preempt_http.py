@@ -101,10 +101,11 @@ def test_grpc_reclaim_shares_the_verbs_reclamation(grpc_via: Any) -> None:
     assert 'dsan_sidecar_preempt_latency_seconds_count 3.0' in m
 
 
-def test_grpc_filter_answers_as_the_filter_verb(grpc_via: Any) -> None:
-    """The gRPC Filter (the DSANScore plugin's Filter) is routed by the real server and
-    refuses what the HTTP filter verb refuses; a malformed request is INVALID_ARGUMENT and
-    the next one is served."""
+def test_grpc_filter_leaves_fit_to_kube_scheduler(grpc_via: Any) -> None:
+    """The gRPC Filter (the DSANScore plugin's Filter) is routed by the real server and,
+    unlike the HTTP filter verb, refuses no node for being full (NodeResourcesFit's job, on
+    the state kube-scheduler's preemption dry run changes); a malformed request is
+    INVALID_ARGUMENT and the next one is served."""
     import grpc
 
     from dsan.api.gen.scorer_v1 import scorer_pb2, scorer_pb2_grpc
@@ -123,7 +124,9 @@ def test_grpc_filter_answers_as_the_filter_verb(grpc_via: Any) -> None:
         r = c.post(sc.extender_url + "/filter", content=json.dumps(
             {"Pod": ko.pod("p", cpu="999"), "Nodes": None, "NodeNames": names}).encode())
         m = c.get(sc.extender_url.rsplit("/", 1)[0] + "/metrics").text
-    assert dict(got.refused) == r.json()["FailedNodes"]
-    assert set(got.refused) == {"node-00000", "node-00001"}  # the unknown node passes
+    # A 999-core pod: the verb refuses both known nodes (the unknown one passes); the served
+    # policy has no quota, so the gRPC Filter refuses none.
+    assert set(r.json()["FailedNodes"]) == {"node-00000", "node-00001"}
+    assert dict(got.refused) == {} and got.policy
     assert 'dsan_sidecar_requests_total{api="grpc",verb="filter"} 1.0' in m
     assert 'dsan_sidecar_request_errors_total{api="grpc",reason="bad_protobuf"} 1.0' in m
