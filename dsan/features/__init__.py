@@ -2,6 +2,22 @@
 One implementation for the simulator, training and the sidecar; needs numpy only."""
 
 from dsan.features.featurizer import (
+    RELATIVE_COLUMNS,
+    age_columns,
+    cpu_bound_factor,
+    default_workload,
+    extremes,
+    featurize,
+    featurize_batch,
+    fragmentation,
+    node_block,
+    pod_rows,
+    relative_columns,
+    room_factor,
+    telemetry_of,
+)
+from dsan.features.frag import FragTracker, fgd_select_gpus, fgd_select_gpus_many, node_frag
+from dsan.features.schema import (
     AGE_COLUMNS,
     CPU_SCALE,
     FEATURE_NAMES,
@@ -11,29 +27,18 @@ from dsan.features.featurizer import (
     N_FEATURES,
     N_NODE_FEATURES,
     NODE_FEATURES,
-    RELATIVE_COLUMNS,
     TOP_SHAPES,
-    PlacementCache,
-    TargetWorkload,
-    age_columns,
-    default_workload,
-    extremes,
-    featurize,
-    featurize_batch,
-    fgd_select_gpus,
-    fragmentation,
-    node_block,
-    placement,
-    pod_rows,
-    relative_columns,
     schema_hash,
-    telemetry_of,
 )
+from dsan.features.target import TargetWorkload
+from dsan.features.whatif import Placement, PlacementCache, free_after, placement
 
 __all__ = [
     "AGE_COLUMNS", "CPU_SCALE", "FEATURES", "FEATURE_NAMES", "GPU_SCALE", "MEM_SCALE",
     "NODE_FEATURES", "N_FEATURES", "N_NODE_FEATURES", "RELATIVE_COLUMNS", "TOP_SHAPES",
-    "PlacementCache", "TargetWorkload", "age_columns", "default_workload", "extremes",
-    "featurize", "featurize_batch", "fgd_select_gpus", "fragmentation", "node_block",
-    "placement", "pod_rows", "relative_columns", "schema_hash", "telemetry_of",
+    "FragTracker", "Placement", "PlacementCache", "TargetWorkload", "age_columns",
+    "cpu_bound_factor", "default_workload", "extremes", "featurize", "featurize_batch",
+    "fgd_select_gpus", "fgd_select_gpus_many", "fragmentation", "free_after", "node_block",
+    "node_frag", "placement", "pod_rows", "relative_columns", "room_factor", "schema_hash",
+    "telemetry_of",
 ]

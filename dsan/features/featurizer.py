@@ -13,11 +13,11 @@ Four groups, in this column order (see docs/features.md, generated from :data:`F
   copy the best heuristic; shape 1's room once more for pods asking for 2+ whole GPUs when
   the cluster runs out of GPUs before CPU, and the node's CPU per GPU once more for CPU-only
   pods when the GPU nodes run out of CPU first (the two cluster-wide inputs,
-  :mod:`dsan.features.clusterwide`; the second sits at column 71, among the business columns, where
-  the column it replaced was).
+  :func:`room_factor` and :func:`cpu_bound_factor`; the second sits at column 71, among the
+  business columns, where the column it replaced was).
 
-The schema (names, units, normalisations, hash) is :mod:`dsan.features.schema`, re-exported
-here so that callers import features from one place.
+The schema (names, units, normalisations, hash) is :mod:`dsan.features.schema`; callers
+import both from :mod:`dsan.features`.
 
 Everything is vectorised over the candidate nodes: (m, 8) GPU-slot and (m, S, 8)
 slot-by-shape arrays, never a Python loop per node. Fragmentation follows the FGD paper
@@ -36,36 +36,86 @@ import numpy.typing as npt
 
 from dsan.api.types import TASK_TYPES
 from dsan.core.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
-from dsan.features.clusterwide import cpu_bound_factor, room_factor
 from dsan.features.frag import node_frag
-from dsan.features.placementcache import (
-    SLOTS,
-    Placement,
-    PlacementCache,
-    cached_placements,
-    fgd_select_gpus,
-    placement,
-)
 from dsan.features.schema import (
-    AGE_COLUMNS,
     CPU_SCALE,
     DEFAULT_T,
-    FEATURE_NAMES,
-    FEATURES,
     GPU_SCALE,
     MEM_SCALE,
     MODEL_SLOTS,
     N_FEATURES,
     N_NODE_FEATURES,
-    NODE_FEATURES,
     TOP_SHAPES,
-    FeatureSpec,
-    schema_hash,
 )
 from dsan.features.target import TargetWorkload
+from dsan.features.whatif import SLOTS, Placement, PlacementCache, cached_placements, placement
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
+
+
+# --- the cluster-wide state two columns are conditioned on: which tie-break helps on openb
+# depends on what the cluster runs out of first (docs/results/dsan_openb.md). The featurizer,
+# the fast linear scorer and the serving cache all call these, so the simulator and the
+# sidecar read the same bit from the same snapshot.
+#: The GPU nodes are CPU-bound when their used CPU share exceeds this times their used GPU
+#: share (between cpu250, which the tie-break helps, and cpu300, which it harms) ...
+CPU_BOUND_RATIO = 1.1
+#: ... and is at least this: below it the ratio is the first few pods' order.
+CPU_BOUND_MIN_SHARE = 0.1
+#: The fewest whole GPUs a pod asks for to get :func:`room_factor`.
+MIN_GPUS = 2
+
+
+def cluster_gpu_bound(snap: ClusterSnapshot) -> bool:
+    """True when the cluster's free GPU share is below its free CPU share (compared as cross
+    products, so no division rounds); False without GPUs or CPU, and for an empty cluster."""
+    gpu_cap = int(snap.gpu_count.sum()) * 1000
+    cpu_cap = float(snap.cpu_cap.sum())
+    if gpu_cap <= 0 or not cpu_cap > 0:
+        return False
+    gpu_free = int(snap.gpu_free.sum(dtype="int64"))
+    cpu_free = cpu_cap - float(snap.cpu_used.sum())
+    return gpu_free * cpu_cap < cpu_free * gpu_cap
+
+
+def cluster_cpu_bound(snap: ClusterSnapshot) -> bool:
+    """True when the GPU nodes' used CPU share is at least :data:`CPU_BOUND_MIN_SHARE` and
+    above :data:`CPU_BOUND_RATIO` times their used GPU share. Only nodes with GPUs count, or a
+    CPU-heavy service tier on CPU-only nodes would set the bit."""
+    gpu_cap = int(snap.gpu_count.sum()) * 1000
+    # dot products with the mask: faster than summing a masked copy, and the same sums
+    on_gpu = snap.gpu_count > 0
+    cpu_cap = float(snap.cpu_cap @ on_gpu)
+    if gpu_cap <= 0 or not cpu_cap > 0:
+        return False
+    gpu_used = gpu_cap - int(snap.gpu_free.sum(dtype="int64"))
+    cpu_used = float(snap.cpu_used @ on_gpu)
+    return (cpu_used >= CPU_BOUND_MIN_SHARE * cpu_cap
+            and cpu_used * gpu_cap > CPU_BOUND_RATIO * gpu_used * cpu_cap)
+
+
+def takes_cpu_only(pod: PodSpec) -> bool:
+    """featurize's pod_is_cpu_only: no GPU or no GPU share asked."""
+    return pod.num_gpu == 0 or pod.gpu_milli <= 0
+
+
+def takes_whole_gpus(pod: PodSpec) -> bool:
+    """A GPU pod that does not share a GPU."""
+    return pod.num_gpu > 0 and pod.gpu_milli >= 1000
+
+
+def cpu_bound_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
+    """1.0 for a CPU-only pod in a :func:`cluster_cpu_bound` cluster, else 0.0: the factor of
+    ``cpu_bound_cpu_per_gpu``. The cluster sums are taken only for CPU-only pods."""
+    return 1.0 if takes_cpu_only(pod) and cluster_cpu_bound(snap) else 0.0
+
+
+def room_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
+    """1.0 for a whole-GPU pod asking for :data:`MIN_GPUS` or more GPUs in a
+    :func:`cluster_gpu_bound` cluster, else 0.0: the factor of ``shape1_room_gpu_bound``."""
+    several = takes_whole_gpus(pod) and pod.num_gpu >= MIN_GPUS
+    return 1.0 if several and cluster_gpu_bound(snap) else 0.0
 
 
 @functools.cache
@@ -490,37 +540,3 @@ def _minmax_rows(v: F64, lo: F64, hi: F64, higher_is_better: npt.NDArray[np.bool
     out = np.where(higher_is_better[:, None], v - lo, hi - v)
     out /= span
     return np.where(spread, out, 1.0)
-
-
-__all__ = [
-    "AGE_COLUMNS",
-    "CPU_SCALE",
-    "DEFAULT_T",
-    "FEATURES",
-    "FEATURE_NAMES",
-    "GPU_SCALE",
-    "MEM_SCALE",
-    "MODEL_SLOTS",
-    "NODE_FEATURES",
-    "N_FEATURES",
-    "N_NODE_FEATURES",
-    "RELATIVE_COLUMNS",
-    "TOP_SHAPES",
-    "FeatureSpec",
-    "Placement",
-    "PlacementCache",
-    "TargetWorkload",
-    "age_columns",
-    "cached_placements",
-    "default_workload",
-    "extremes",
-    "featurize",
-    "featurize_batch",
-    "fgd_select_gpus",
-    "fragmentation",
-    "node_block",
-    "placement",
-    "pod_rows",
-    "relative_columns",
-    "schema_hash",
-]

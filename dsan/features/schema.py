@@ -170,7 +170,7 @@ def markdown() -> str:
         f" {', '.join(TELEMETRY_CHANNELS)}. Fragmentation follows FGD (`dsan.features.frag`)"
         " against the target workload; `rel_*` and `is_best_*` are relative to the candidate"
         " set; `shape1_room_gpu_bound` and `cpu_bound_cpu_per_gpu` are the two columns that read"
-        " the whole cluster (`dsan.features.clusterwide`).",
+        " the whole cluster (`room_factor`, `cpu_bound_factor` in `dsan.features.featurizer`).",
         "",
         "| # | name | tier | unit | normalisation |",
         "|---|---|---|---|---|",

@@ -1,21 +1,24 @@
 """What placing a pod on each candidate node would do: FGD's fragmentation before and after
 (:func:`placement`), or just the free share per slot afterwards (:func:`free_after`, cheaper).
-Pure functions; every row's value is independent of its batch, so
-:class:`~dsan.features.placementcache.PlacementCache` keeps and batches them (:func:`whatif`).
+Every row's value is independent of its batch, so :class:`PlacementCache` keeps them across
+pods (per pod shape and node, recomputed only where the allocation changed) and
+:func:`cached_placements` batches several decisions into one what-if call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from dsan.core.snapshot import BOOL, F64, I64, ClusterSnapshot, PodSpec
+from dsan.core.snapshot import BOOL, F64, I64, MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.target import TargetWorkload
 
-__all__ = ["Placement", "free_after", "placement", "whatif"]
+SLOTS = np.arange(MAX_GPUS)[None, :]
 
 
 def whatif(sharing: bool, free: I64, present: BOOL, cpu_after: F64, num_gpu: I64, gpu_milli: I64,
@@ -127,3 +130,120 @@ def free_after(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkloa
                                    free[amb], cpu_after, access[:, sub], w, np.zeros(amb.size))
         out[amb] = fa
     return out
+
+
+class PlacementCache:
+    """Per pod shape, :func:`placement` results for every node, recomputed only for nodes
+    whose CPU or GPU state changed (:class:`~dsan.core.snapshot.AllocationTracker`): a pod
+    costs O(changed nodes) what-ifs, and cached and fresh results are the same numbers."""
+
+    def __init__(self, workload: TargetWorkload) -> None:
+        self.workload = workload
+        self._names: list[str] = []
+        self._names_of: list[str] | None = None
+        self._track = AllocationTracker()
+        self._entries: dict[tuple[float, int, int], _Entry] = {}
+        # Current fragmentation per node, shared by all pod shapes (it is pod-independent).
+        self._before = np.zeros(0)
+        self._before_at = np.zeros(0, dtype=np.int64)
+        self._adopted: F64 | None = None
+        self._access: BOOL | None = None
+        self._access_key: tuple[tuple[str, ...], bytes] = ((), b"")
+
+    def access(self, snap: ClusterSnapshot) -> BOOL:
+        """``workload.access(snap)`` (K, n), recomputed only when the nodes' GPU models change
+        (an object-array ``isin`` per constrained shape)."""
+        key = (tuple(snap.gpu_models), snap.gpu_model.tobytes())
+        if self._access is None or key != self._access_key:
+            self._access, self._access_key = self.workload.access(snap), key
+        return self._access
+
+    def adopt_fragmentation(self, frag: F64) -> None:
+        """Take ``frag`` (a current :class:`~dsan.features.frag.FragTracker`'s, same workload)
+        as every node's fragmentation at the next :meth:`get`."""
+        self._adopted = frag
+
+    def _sync(self, snap: ClusterSnapshot) -> None:
+        # The names list is compared only when it is another object (a snapshot's names are
+        # replaced, not edited, when the node set changes): 1,000 string compares per call.
+        if snap.names is not self._names_of:
+            same = len(snap) == len(self._names) and snap.names == self._names
+            self._names_of = snap.names
+            if not same:
+                self._names = list(snap.names)
+                self._track.reset(snap)
+                self._entries = {}
+                self._before = np.zeros(len(snap))
+                self._before_at = np.full(len(snap), -1, dtype=np.int64)
+                return
+        self._track.sync(snap)
+
+    def get(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> Placement:
+        return cached_placements([self], [pod], [snap], [nodes])[0]
+
+    def _prepare(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> tuple[_Entry, I64]:
+        """Sync with ``snap``; the pod shape's entry and which of ``nodes`` it lacks, with
+        their current fragmentation ("before") brought up to date."""
+        self._sync(snap)
+        if self._adopted is not None:
+            self._before[:] = self._adopted
+            self._before_at[:] = self._track.tick
+            self._adopted = None
+        key = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)  # all placement() depends on
+        n = len(snap)
+        if key not in self._entries:
+            self._entries[key] = (np.zeros(n), np.zeros(n), np.full(n, -1, dtype=np.int64),
+                                  np.zeros((n, MAX_GPUS), dtype=np.int64),
+                                  np.full(n, -1, dtype=np.int64))
+        entry = self._entries[key]
+        stale = self._track.stale(entry[4], nodes)
+        if stale.size:
+            old = stale[self._before_at[stale] < self._track.epoch[stale]]
+            if old.size:
+                self._before[old] = node_frag(snap.cpu_cap[old] - snap.cpu_used[old],
+                                              snap.gpu_free[old], self.access(snap)[:, old],
+                                              self.workload)
+                self._before_at[old] = self._track.tick
+        return entry, stale
+
+
+#: Per node: frag before, frag after, slot, free after, and the tick they were computed at.
+_Entry = tuple[F64, F64, I64, I64, I64]
+
+
+def cached_placements(caches: Sequence[PlacementCache], pods: Sequence[PodSpec],
+                      snaps: Sequence[ClusterSnapshot], nodes: Sequence[I64]) -> list[Placement]:
+    """:meth:`PlacementCache.get` for several (cache, pod, snapshot, candidates) at once: the
+    missing what-ifs in one call per kind of pod (sharing or not) and workload, so numpy's
+    per-call overhead is paid once per batch. Each row's value does not depend on the batch."""
+    prep = [c._prepare(p, s, n) for c, p, s, n in zip(caches, pods, snaps, nodes, strict=True)]
+    groups: dict[tuple[bool, int], list[int]] = {}
+    for i, (_, stale) in enumerate(prep):
+        if stale.size:
+            groups.setdefault((pods[i].is_sharing, id(caches[i].workload)), []).append(i)
+    for (sharing, _), idx in groups.items():
+        pairs = [(i, prep[i][1]) for i in idx]
+        sizes = [len(x) for _, x in pairs]
+
+        def cat(parts: list[Any], axis: int = 0) -> Any:
+            return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+
+        free = cat([snaps[i].gpu_free[x].astype(np.int64) for i, x in pairs])
+        present = cat([snaps[i].gpu_count[x][:, None] > SLOTS for i, x in pairs])
+        cpu_after = cat([snaps[i].cpu_cap[x] - snaps[i].cpu_used[x] - pods[i].cpu_milli
+                         for i, x in pairs])
+        num_gpu = np.repeat([pods[i].num_gpu for i in idx], sizes).astype(np.int64)
+        gpu_milli = np.repeat([pods[i].gpu_milli for i in idx], sizes).astype(np.int64)
+        acc = cat([caches[i].access(snaps[i])[:, x] for i, x in pairs], axis=1)
+        before = cat([caches[i]._before[x] for i, x in pairs])
+        w = caches[idx[0]].workload
+        after, slot, free_after = whatif(sharing, free, present, cpu_after, num_gpu, gpu_milli,
+                                         acc, w, before)
+        at = 0
+        for i, x in pairs:
+            e, c, sl = prep[i][0], caches[i], slice(at, at + len(x))
+            e[0][x], e[1][x], e[2][x], e[3][x] = before[sl], after[sl], slot[sl], free_after[sl]
+            e[4][x] = c._track.tick
+            at += len(x)
+    return [Placement(e[0][n], e[1][n], e[3][n], e[2][n])
+            for (e, _), n in zip(prep, nodes, strict=True)]

@@ -8,9 +8,9 @@ keeps so that a request costs O(candidates) numpy passes instead of a featurizat
   columns and both streams, refreshed when the snapshot's telemetry version says telemetry or
   static columns changed (at most every ``min_refresh_s``; the sidecar's default 1 s) or its
   node set did;
-* **per pod class** (every pod field the featurizer reads, plus the two cluster-wide bits
-  :mod:`dsan.features.clusterwide` conditions columns on): every node's pod-dependent feature
-  row and the 7 quantities its candidate-relative columns are scaled from
+* **per pod class** (every pod field the featurizer reads, plus the two cluster-wide bits,
+  :func:`dsan.features.room_factor` and :func:`dsan.features.cpu_bound_factor`): every node's
+  pod-dependent feature row and the 7 quantities its candidate-relative columns are scaled from
   (:func:`dsan.features.pod_rows`), recomputed only for nodes whose allocation changed since
   (:class:`~dsan.core.snapshot.AllocationTracker`);
 * **per class and candidate-set extremes** (:func:`dsan.features.extremes`): every node's
@@ -48,13 +48,14 @@ from dsan.features import (
     PlacementCache,
     TargetWorkload,
     age_columns,
+    cpu_bound_factor,
     default_workload,
     extremes,
     featurize,
     pod_rows,
     relative_columns,
+    room_factor,
 )
-from dsan.features.clusterwide import cpu_bound_factor, room_factor
 from dsan.model.artifact import DEFAULT_DIR
 from dsan.model.embeddings import NodeEmbeddings
 from dsan.model.runtime import Runtime, load_runtime

@@ -23,8 +23,8 @@ from dsan.features import (
     default_workload,
     node_block,
 )
-from dsan.features.clusterwide import cpu_bound_factor, room_factor, takes_cpu_only
-from dsan.features.placementcache import Placement, PlacementCache, free_after
+from dsan.features.featurizer import cpu_bound_factor, room_factor, takes_cpu_only
+from dsan.features.whatif import Placement, PlacementCache, free_after
 from dsan.policies.base import BaseScorer
 from dsan.policies.dsan import quantize_logits
 from dsan.policies.fgd import FGDScorer

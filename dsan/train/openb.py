@@ -20,8 +20,7 @@ import numpy.typing as npt
 from dsan.core.filtering import allocate, feasible_nodes
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import PlacementCache, TargetWorkload, fgd_select_gpus
-from dsan.features.frag import FragTracker, node_frag
-from dsan.features.gpuchoice import fgd_select_gpus_many
+from dsan.features.frag import FragTracker, fgd_select_gpus_many, node_frag
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.paths import DEFAULT_NODES, openb_csv
 from dsan.sim.protocol import tuned_order

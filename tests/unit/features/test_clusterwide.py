@@ -1,6 +1,6 @@
-"""dsan.features.clusterwide and the one column it conditions, shape1_room_gpu_bound: hand-set
-clusters on each side of the GPU-bound line, every pod class (a 1-GPU pod gets 0), both
-featurizer paths."""
+"""The cluster-wide factors (dsan.features.featurizer) and the one column they condition,
+shape1_room_gpu_bound: hand-set clusters on each side of the GPU-bound line, every pod class (a
+1-GPU pod gets 0), both featurizer paths."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dsan.features import (
     featurize,
     pod_rows,
 )
-from dsan.features.clusterwide import (
+from dsan.features.featurizer import (
     CPU_BOUND_MIN_SHARE,
     CPU_BOUND_RATIO,
     cluster_cpu_bound,

@@ -1,10 +1,10 @@
-"""FGD's GPU choice (dsan.features.gpuchoice): the batched call picks fgd_select_gpus's slots,
+"""FGD's GPU choice (dsan.features.frag): the batched call picks fgd_select_gpus's slots,
 on the candidates of real training episodes. That fgd_select_gpus is FGD's own choice is
 tests/unit/features/test_featurizer.py's and the FGD policy tests'."""
 
 from __future__ import annotations
 
-from dsan.features.gpuchoice import fgd_select_gpus, fgd_select_gpus_many
+from dsan.features import fgd_select_gpus, fgd_select_gpus_many
 from dsan.train.openb import EnvConfig, make_episode
 
 

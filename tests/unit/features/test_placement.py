@@ -1,4 +1,4 @@
-"""PlacementCache: the same numbers as dsan.features.placementcache on the current snapshot, bit
+"""PlacementCache: the same numbers as placement() on the current snapshot, bit
 for bit, while nodes go back and forth between states; AllocationTracker's changed rows."""
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ import torch
 
 from dsan.core.filtering import allocate, feasible_nodes
 from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
-from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus
-from dsan.features.placementcache import PlacementCache
+from dsan.features import FEATURE_NAMES, PlacementCache, featurize, fgd_select_gpus
 from dsan.features.target import TargetWorkload
 from dsan.model.export import save, serving_model
 from dsan.model.net import DSANNet, ModelConfig
