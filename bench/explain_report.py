@@ -20,9 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dsan.explain import explain
-from dsan.explain.dsan_shap import DSANShapConfig
-from dsan.explain.replay import replay_openb
+from dsan.explain import DSANShapConfig, explain, replay_openb
 from dsan.sim import paths
 from dsan.sim.protocol import OpenbConfig
 

@@ -23,10 +23,8 @@ import orjson
 
 from dsan.core.filtering import feasible, release
 from dsan.core.snapshot import ClusterSnapshot
+from dsan.explain import EXPLAINABLE, DSANShapConfig, Explanation, explain_rows, explain_terms
 from dsan.explain import Decision as ExplainedDecision
-from dsan.explain import Explanation, explain_terms
-from dsan.explain.dsan_shap import DSANShapConfig, explain_rows
-from dsan.explain.explainer import EXPLAINABLE
 from dsan.features import AGE_COLUMNS, age_columns, featurize
 from dsan.policies.base import Scorer
 from dsan.policies.dsan import DSANScorer

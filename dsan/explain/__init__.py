@@ -2,11 +2,24 @@
 per-term breakdown of heuristics, as a Markdown report with a bar chart. See docs/explain.md.
 """
 
-from dsan.explain.decision import Decision, ExplainError, decide
-from dsan.explain.explainer import EXPLAINABLE, explain
-from dsan.explain.explanation import Explanation
+from dsan.explain.decision import (
+    Decision,
+    ExplainError,
+    Explanation,
+    decide,
+    replay_openb,
+    replay_scenario,
+)
+from dsan.explain.explainers import (
+    EXPLAINABLE,
+    DSANShapConfig,
+    explain,
+    explain_dsan,
+    explain_rows,
+    explain_terms,
+)
 from dsan.explain.report import write_report
-from dsan.explain.terms import explain_terms
 
-__all__ = ["EXPLAINABLE", "Decision", "ExplainError", "Explanation", "decide", "explain",
-           "explain_terms", "write_report"]
+__all__ = ["EXPLAINABLE", "DSANShapConfig", "Decision", "ExplainError", "Explanation", "decide",
+           "explain", "explain_dsan", "explain_rows", "explain_terms", "replay_openb",
+           "replay_scenario", "write_report"]

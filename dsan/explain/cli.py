@@ -1,16 +1,25 @@
 """``dsan explain``: replay a simulator run up to decision N and explain that decision; or
-(``dsan explain pod``) fetch a running sidecar's explanation of a pod it scored."""
+(``dsan explain pod``) fetch a running sidecar's explanation of a pod it scored
+(``GET /explain/<namespace>/<pod>``) and the pod as the cluster has it: base install only
+(urllib, kubernetes)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from dsan.explain.explainer import EXPLAINABLE
-from dsan.explain.remote import DEFAULT_SIDECAR
+from dsan.api.types import ANNOTATION_SCORED_BY
+from dsan.explain.explainers import EXPLAINABLE
+from dsan.explain.report import PodInfo, table
+
+DEFAULT_SIDECAR = "http://127.0.0.1:8888"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -80,10 +89,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def _run_pod(args: argparse.Namespace) -> int:
     """``dsan explain pod``: 0; 1 when the sidecar or the cluster cannot answer; 2 for bad
     arguments."""
-    import json
-
-    from dsan.explain.remote import RemoteError, fetch, parse_pod, read_pod, table
-
     try:
         ns, name = parse_pod(args.pod)
         if args.top_k < 1:
@@ -114,6 +119,74 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+class RemoteError(Exception):
+    """The sidecar or the cluster could not answer; the message says which and why."""
+
+
+def parse_pod(ref: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` -> (namespace, name); ValueError otherwise."""
+    ns, sep, name = ref.partition("/")
+    if not sep or not ns or not name or "/" in name:
+        raise ValueError(f"expected NAMESPACE/NAME, got {ref!r}")
+    return ns, name
+
+
+def fetch(sidecar: str, namespace: str, name: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    """The sidecar's explanation of ``namespace/name``; RemoteError with the sidecar's own
+    message when it refuses (not scored, unexplainable, busy) or cannot be reached."""
+    url = (f"{sidecar.rstrip('/')}/explain/{urllib.parse.quote(namespace, safe='')}/"
+           f"{urllib.parse.quote(name, safe='')}")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            doc = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            why = json.loads(exc.read()).get("error", "")
+        except (ValueError, AttributeError):
+            why = ""
+        raise RemoteError(f"the sidecar at {sidecar} answered {exc.code}: "
+                          f"{why or exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise RemoteError(
+            f"cannot reach the sidecar at {sidecar} ({reason}); in a cluster, forward its port "
+            "first: kubectl -n <namespace> port-forward deploy/<release>-dsan-scheduler "
+            "8888:8888") from None
+    except ValueError as exc:
+        raise RemoteError(f"the sidecar at {sidecar} sent no JSON: {exc}") from None
+    if not isinstance(doc, dict) or "decision_factors" not in doc:
+        raise RemoteError(f"the sidecar at {sidecar} sent no explanation: {str(doc)[:200]}")
+    return doc
+
+
+def read_pod(kubeconfig: str, namespace: str, name: str) -> PodInfo:
+    """The pod from the apiserver (raw JSON); RemoteError if it is not there or the apiserver
+    cannot be reached."""
+    from kubernetes import config  # base install; not at import time
+
+    try:
+        api = config.new_client_from_config(config_file=kubeconfig)
+    except Exception as exc:  # a missing or unreadable kubeconfig
+        raise RemoteError(f"cannot load kubeconfig {kubeconfig}: {exc}") from None
+    from kubernetes import client
+
+    try:
+        # raw (not preloaded): the urllib3 response, whatever the method's annotation says
+        resp: Any = client.CoreV1Api(api).read_namespaced_pod(
+            name, namespace, _preload_content=False, _request_timeout=(5, 10))
+        pod = json.loads(resp.data)
+    except Exception as exc:
+        status = getattr(exc, "status", None)
+        if status == 404:
+            raise RemoteError(f"pod {namespace}/{name} not found in the cluster") from None
+        raise RemoteError(f"reading pod {namespace}/{name}: {exc}") from None
+    finally:
+        api.close()
+    spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+    return PodInfo(str(spec.get("nodeName") or ""), str(spec.get("schedulerName") or ""),
+                   str((meta.get("annotations") or {}).get(ANNOTATION_SCORED_BY, "")))
+
+
 def _scorer_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.policy not in EXPLAINABLE:
         raise ValueError(f"cannot explain policy {args.policy!r}: "
@@ -134,8 +207,8 @@ def _scorer_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _explain(args: argparse.Namespace) -> Path:
-    from dsan.explain.explainer import explain
-    from dsan.explain.replay import replay_openb, replay_scenario
+    from dsan.explain.decision import replay_openb, replay_scenario
+    from dsan.explain.explainers import explain
     from dsan.explain.report import write_report
 
     if args.top_k < 1:
@@ -147,7 +220,7 @@ def _explain(args: argparse.Namespace) -> Path:
     if args.policy == "dsan":
         from threadpoolctl import threadpool_limits
 
-        from dsan.explain.dsan_shap import DSANShapConfig
+        from dsan.explain.explainers import DSANShapConfig
 
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")

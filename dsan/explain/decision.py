@@ -1,19 +1,101 @@
-"""One scheduling decision, frozen for explaining: the pod, the cluster, the candidates, the
-served scorer's scores, the node that won and the runner-up."""
+"""One scheduling decision, frozen for explaining, and what an explanation of it holds.
+
+A :class:`Decision` is the pod, the cluster, the candidates, the served scorer's scores, the
+node that won (A) and the runner-up (B): :func:`decide` scores a live state,
+:func:`replay_openb` and :func:`replay_scenario` replay a simulator run up to decision N (openb
+exactly as :func:`dsan.sim.protocol.run_openb` runs: node permutation, pod order, tie rule,
+random stream; decision N is the pod at position N of the submission order, pods that fit
+nowhere included).
+
+An :class:`Explanation`, whatever produced it (SHAP or closed form), holds per *player* (a
+feature, a heuristic's term) its value and contribution on A and B. ``base + sum(contrib) =
+output`` for both (checked), so the rows with the largest difference are *why A won over B*.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dsan.core.filtering import feasible_nodes
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
-from dsan.explain.explanation import Explanation
+from dsan.features import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.sim.scheduler import select_node
+from dsan.policies.registry import make_scorer
+from dsan.sim.scheduler import schedule_one, select_node
+
+if TYPE_CHECKING:
+    from dsan.sim.protocol import OpenbConfig
+
+
+@dataclass(frozen=True)
+class Explanation:
+    policy: str
+    pod: PodSpec
+    n_candidates: int
+    chosen: str
+    runner_up: str
+    #: The served scorer's own scores of A and B (what the scheduler compared).
+    score_chosen: float
+    score_runner_up: float
+    method: str
+    names: tuple[str, ...]
+    units: tuple[str, ...]
+    value_chosen: F64
+    value_runner_up: F64
+    contrib_chosen: F64
+    contrib_runner_up: F64
+    #: Output the contributions add up to, from ``base``: the model's logit for DSAN, the
+    #: score for a heuristic. Equals the score up to ``tolerance`` (checked by the report).
+    base_value: float
+    output_chosen: float
+    output_runner_up: float
+    tolerance: float = 1e-4
+    decision: int | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    #: Informational rows (name, unit, value A, value B) that are not players.
+    context: tuple[tuple[str, str, float, float], ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        d = len(self.names)
+        for col in ("value_chosen", "value_runner_up", "contrib_chosen", "contrib_runner_up"):
+            if np.shape(getattr(self, col)) != (d,):
+                raise ValueError(f"Explanation.{col} has shape {np.shape(getattr(self, col))}, "
+                                 f"want ({d},)")
+        if len(self.units) != d:
+            raise ValueError(f"Explanation.units has {len(self.units)} entries, want {d}")
+
+    @property
+    def contrib_diff(self) -> F64:
+        return np.asarray(self.contrib_chosen - self.contrib_runner_up)
+
+    def additivity_errors(self) -> tuple[float, float, float]:
+        """|base + sum - output| for A and B, and |sum(diff) - (output_A - output_B)|."""
+        ea = abs(self.base_value + float(self.contrib_chosen.sum()) - self.output_chosen)
+        eb = abs(self.base_value + float(self.contrib_runner_up.sum()) - self.output_runner_up)
+        ed = abs(float(self.contrib_diff.sum()) - (self.output_chosen - self.output_runner_up))
+        return ea, eb, ed
+
+    def score_errors(self) -> tuple[float, float]:
+        """|output - served score| for A and B: the explained function is the served one."""
+        return (abs(self.output_chosen - self.score_chosen),
+                abs(self.output_runner_up - self.score_runner_up))
+
+    @property
+    def consistent(self) -> bool:
+        return max(*self.additivity_errors(), *self.score_errors()) <= self.tolerance
+
+    def top(self, k: int, by: str = "diff") -> I64:
+        """Indices of the k players with the largest |contribution| (``diff``, ``chosen``,
+        ``runner_up``), largest first, ties by column order."""
+        col = {"diff": self.contrib_diff, "chosen": self.contrib_chosen,
+               "runner_up": self.contrib_runner_up}.get(by)
+        if col is None:
+            raise ValueError(f"unknown ranking {by!r}: diff, chosen or runner_up")
+        return np.argsort(-np.abs(col), kind="stable")[: max(0, k)].astype(np.int64)
 
 
 class ExplainError(ValueError):
@@ -94,3 +176,67 @@ def decide(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer,
     order = np.lexsort((rest, rank[rest], -s))  # best score, then tie rank, then position
     runner_up = int(rest[order[0]])
     return Decision(pod, snap, scorer, cand, scores, chosen, runner_up, index, tie_rank is not None)
+
+
+def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decision:
+    """The state of ``cfg``'s run just before decision ``decision``, scored (``scorer_kwargs``
+    go to the policy's factory)."""
+    from dsan.sim.openb import load_nodes, load_pods
+    from dsan.sim.protocol import tie_ranks, tuned_order
+
+    nodes = load_nodes(cfg.nodes)
+    pods = load_pods(cfg.pods, nodes.gpu_models)
+    rng = np.random.default_rng(cfg.seed)
+    snap = nodes.snapshot(rng.permutation(len(nodes)))
+    specs = pods.pod_specs(snap.gpu_models)
+    target = TargetWorkload.from_pods(specs, snap.gpu_models)
+    capacity = 1000 * int(snap.gpu_count.sum())
+    if capacity == 0:
+        raise ExplainError(f"{cfg.nodes}: the node list has no GPUs")
+    order = tuned_order(pods.gpu_request_milli(), capacity, cfg.tune, rng)
+    if not 0 <= decision < len(order):
+        raise ExplainError(f"decision {decision} is out of range: this run makes {len(order)} "
+                           f"decisions (0..{len(order) - 1})")
+    scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target, **scorer_kwargs)
+    tie_rank = tie_ranks(cfg.tie_break, snap)
+    for e in range(decision):
+        schedule_one(specs[order[e]], snap, scorer, rng, tie_rank)
+    return decide(specs[order[decision]], snap, scorer, rng, tie_rank, index=decision)
+
+
+def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
+                    hours: float | None = None, burst: bool = False,
+                    **scorer_kwargs: Any) -> Decision:
+    """Decision ``decision`` of a seed-scenario run, driven as
+    :func:`dsan.sim.scenario.runner.run_policy` drives it (same scorer wiring and tie stream)."""
+    from dsan.sim.scenario.config import load
+    from dsan.sim.scenario.engine import Engine
+    from dsan.sim.scenario.workload import generate
+
+    if decision < 0:
+        raise ExplainError(f"decision must be >= 0, got {decision}")
+    cfg = load(scenario)
+    wl = generate(cfg, seed, burst)
+    engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
+    fgd_like = policy in ("fgd", "dsan")
+    target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models) if fgd_like else None
+    scorer = make_scorer(policy, seed=seed, target_workload=target, **scorer_kwargs)
+    engine.attach(scorer.select_gpus, scorer)
+    rng = np.random.default_rng(seed)
+    gen = engine.decisions()
+    try:
+        d = next(gen, None)
+        for _ in range(decision):
+            if d is None:
+                break
+            node = select_node(d.pod, d.snapshot, scorer, rng, d.nodes)
+            d = gen.send(int(node)) if node is not None else None
+    except StopIteration:
+        d = None
+    if d is None:
+        gen.close()
+        raise ExplainError(f"decision {decision} is out of range: the run ended before it")
+    # a copy: closing the generator may let the engine move on with its live snapshot
+    out = decide(d.pod, d.snapshot.copy(), scorer, rng, None, index=decision, nodes=d.nodes)
+    gen.close()
+    return out

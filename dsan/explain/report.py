@@ -1,12 +1,16 @@
-"""The explanation as Markdown plus a PNG bar chart (why A over B, top-k players)."""
+"""An explanation for people: Markdown plus a PNG bar chart (why A over B, top-k players) of a
+replayed decision, and a terminal table of the sidecar's JSON answer (``dsan explain pod``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from dsan.explain.explanation import Explanation
+from dsan.api.types import ANNOTATION_SCORED_BY
+from dsan.explain.decision import Explanation
 
 
 def _f(v: float) -> str:
@@ -128,3 +132,51 @@ def write_report(e: Explanation, out_dir: Path, top_k: int = 10, stem: str = "ex
     md = out_dir / f"{stem}.md"
     md.write_text(markdown(e, top_k, png.name))
     return md
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """Where the pod is bound, by which scheduler, and the sidecar's annotation."""
+
+    node: str
+    scheduler: str
+    scored_by: str
+
+
+def table(doc: dict[str, Any], top_k: int = 10, pod: PodInfo | None = None) -> str:
+    """The explanation for a terminal: the decision, the check, the top factors."""
+    factors = doc["decision_factors"]
+    reply = doc.get("reply") or {}
+    top = reply.get("max", "?")
+    lines = [f"pod {doc['task_id']}"]
+    if pod is not None:
+        lines[0] += (f": bound to {pod.node or '(not bound)'} by {pod.scheduler or '?'}, "
+                     f"{ANNOTATION_SCORED_BY}={pod.scored_by or '(none)'}")
+    lines += [
+        f"recommended {doc['recommended_node']} ({reply.get('recommended', '?')}/{top}), "
+        f"runner-up {doc['runner_up']} ({reply.get('runner_up', '?')}/{top}), "
+        f"{doc['candidates']} candidates",
+        f"policy {doc['policy']}: {doc['method']}",
+        f"score {doc['score']:.6g} = base value {doc['base_value']:.6g} + impacts "
+        f"{sum(f['impact'] for f in factors):+.6g}",
+        "",
+    ]
+    rows = [("feature", "value", "impact", "runner-up", "impact", "unit")]
+    for f in factors[:top_k]:
+        rows.append((f["feature"], f"{f['value']:.4g}", f"{f['impact']:+.4f}",
+                     f"{f['runner_up_value']:.4g}", f"{f['runner_up_impact']:+.4f}",
+                     f["unit"]))
+    rest = factors[top_k:]
+    if rest:
+        rows.append((f"({len(rest)} more)", "", f"{sum(f['impact'] for f in rest):+.4f}", "",
+                     f"{sum(f['runner_up_impact'] for f in rest):+.4f}", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        cells = [r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:5], widths[1:],
+                                                                       strict=True)), r[5]]
+        lines.append("  ".join(cells).rstrip())
+    for c in doc.get("context") or []:
+        lines.append(f"  {c['name']}: {c['value']:.4g} vs {c['runner_up_value']:.4g} "
+                     f"({c['unit']})")
+    lines += ["", *(f"note: {n}" for n in doc.get("notes") or ())]
+    return "\n".join(lines)

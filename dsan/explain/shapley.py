@@ -5,8 +5,7 @@ For players :math:`1..d` (a player is one column or a group of columns), an inst
 
 .. math:: v(S) = \\frac{1}{B} \\sum_j f(x_S, b_{j,\\bar S})
 
-as shap's ``Exact`` and ``Permutation`` explainers compute: :func:`exact_shapley` enumerates
-every coalition (the tests' reference); :func:`permutation_shapley` samples antithetic
+as shap's ``Permutation`` explainer computes: :func:`permutation_shapley` samples antithetic
 orderings, whose marginal contributions telescope, so its values are exactly additive.
 A player whose columns equal every background row's in every instance is a null player: its
 value is exactly 0 and it is left out of the coalitions (whatever rounding the model's batched
@@ -25,8 +24,6 @@ from dsan.core.snapshot import F64, I64
 
 #: A batched model: (rows, columns) -> (rows,) outputs.
 Model = Callable[[F64], F64]
-#: At most this many players are enumerated exactly (2**d coalitions).
-EXACT_MAX_PLAYERS = 12
 #: Rows per model call, to bound memory on wide inputs.
 BATCH_ROWS = 1 << 16
 
@@ -52,12 +49,8 @@ class ShapValues:
     outputs: F64  # (k,) f(x) of each instance
     method: str
     evaluations: int
-    #: Standard error of each value over the antithetic pairs (0 for exact), (k, players).
+    #: Standard error of each value over the antithetic pairs, (k, players).
     stderr: F64
-
-    def additivity_error(self) -> F64:
-        """|base + sum(phi) - f(x)| per instance: 0 up to float rounding."""
-        return np.asarray(np.abs(self.base_value + self.values.sum(axis=1) - self.outputs))
 
 
 def _check(x: F64, background: F64, groups: I64 | None) -> tuple[F64, F64, I64, int]:
@@ -124,31 +117,6 @@ def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_]) -
             out[flat : flat + y.size] = y
             flat += y.size
     return out.reshape(k, s, b).mean(axis=2)
-
-
-def exact_shapley(f: Model, x: F64, background: F64, groups: I64 | None = None) -> ShapValues:
-    """Exact Shapley values over all 2**d coalitions."""
-    x, bg, g, d_all = _check(x, background, groups)
-    players = _Players.of(x, bg, g, d_all)
-    d = players.n
-    if d > EXACT_MAX_PLAYERS:
-        raise ValueError(f"{d} players is too many for exact enumeration (max {EXACT_MAX_PLAYERS})")
-    codes = np.arange(1 << d, dtype=np.int64)
-    member = ((codes[:, None] >> np.arange(d)) & 1).astype(bool)  # (2**d, d)
-    v = _coalition_values(f, x, bg, players.masks(member))
-    size = member.sum(axis=1)
-    fact = np.cumprod(np.r_[1.0, np.arange(1, d + 1, dtype=np.float64)])
-    # weight of a coalition S without player i: |S|! (d - |S| - 1)! / d! (full S never used)
-    weight = fact[size] * fact[np.maximum(d - size - 1, 0)] / fact[d]
-    phi = np.zeros((x.shape[0], d))
-    for i in range(d):  # d <= 20 iterations, each vectorised over all coalitions
-        without = ~member[:, i]
-        gain = v[:, codes[without] | (1 << i)] - v[:, without]
-        phi[:, i] = (gain * weight[without]).sum(axis=1)
-    evaluations = int((1 << d) * bg.shape[0] * x.shape[0])
-    full = players.full(phi)
-    return ShapValues(full, float(v[0, 0]), v[:, -1].copy(), "exact", evaluations,
-                      np.zeros_like(full))
 
 
 def permutation_shapley(

@@ -269,15 +269,18 @@ class ServingModel:
         if c is not None and c.last is not None:
             self._logits(pod, snap, c.last, key)
 
-    def reference(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
-        """``runtime.logits(featurize(pod, snap, nodes), nodes)`` with current embeddings:
-        what :meth:`logits` returns, without its caches (tests, explanations)."""
+    def features(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F32:
+        """``featurize(pod, snap, nodes)`` with the node columns of the current embeddings,
+        without the caches: the rows :meth:`logits` scores (explanations, tests)."""
         nodes = np.asarray(nodes, dtype=np.int64)
         self.refresh(snap)
         cols = self.embeddings.node_cols[nodes]
         cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
-        x, _ = featurize(pod, snap, nodes, self.workload, node_cols=cols)
-        return self.runtime.logits(x, nodes)
+        return featurize(pod, snap, nodes, self.workload, node_cols=cols)[0]
+
+    def reference(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
+        """What :meth:`logits` returns, without its caches (tests)."""
+        return self.runtime.logits(self.features(pod, snap, nodes), np.asarray(nodes, np.int64))
 
 
 def _unique(a: I64) -> I64:

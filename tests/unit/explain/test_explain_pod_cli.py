@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from dsan.cli import main
-from dsan.explain.remote import PodInfo, parse_pod, table
+from dsan.explain.cli import parse_pod
+from dsan.explain.report import PodInfo, table
 
 DOC: dict[str, Any] = {
     "task_id": "ns/p", "recommended_node": "a", "runner_up": "b", "policy": "dsan@v1",

@@ -1,14 +1,44 @@
-"""The numpy Shapley estimators: exact values where they are known in closed form, exact
-additivity, agreement of the permutation estimate with full enumeration, clear errors."""
+"""The numpy Shapley estimator: exact values where they are known in closed form, exact
+additivity, agreement with full enumeration (:func:`exact_shapley`, brute force here), clear
+errors."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from dsan.explain.shapley import ShapConfig, exact_shapley, permutation_shapley
+from dsan.explain.shapley import ShapConfig, permutation_shapley
+
+
+def exact_shapley(f, x, bg, groups=None) -> SimpleNamespace:
+    """The textbook definition, coalition by coalition: the oracle of the estimator."""
+    x, bg = np.atleast_2d(x), np.atleast_2d(bg)
+    g = np.arange(x.shape[1]) if groups is None else np.asarray(groups)
+    d = int(g.max()) + 1
+
+    def v(s: tuple[int, ...]) -> np.ndarray:  # (k,) mean output with the players in s from x
+        held = np.isin(g, s)
+        return np.array([f(np.where(held, xi, bg)).mean() for xi in x])
+
+    phi = np.zeros((len(x), d))
+    for i in range(d):
+        rest = [j for j in range(d) if j != i]
+        for size in range(d):
+            w = math.factorial(size) * math.factorial(d - size - 1) / math.factorial(d)
+            for s in itertools.combinations(rest, size):
+                phi[:, i] += w * (v((*s, i)) - v(s))
+    full = v(tuple(range(d)))
+    return SimpleNamespace(values=phi, base_value=float(v(())[0]), outputs=full,
+                           stderr=np.zeros_like(phi))
+
+
+def additivity_error(sv) -> np.ndarray:
+    return np.abs(sv.base_value + sv.values.sum(axis=1) - sv.outputs)
 
 
 def _data(d: int = 6, b: int = 9, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -26,9 +56,8 @@ def test_linear_model_gets_weight_times_distance_to_the_background_mean(estimato
     np.testing.assert_allclose(sv.outputs, x @ w + 3.0)
 
 
-@pytest.mark.parametrize(
-    "estimator", [exact_shapley, partial(permutation_shapley, cfg=ShapConfig(permutations=2))])
-def test_a_column_equal_everywhere_is_a_null_player_worth_exactly_zero(estimator) -> None:
+def test_a_column_equal_everywhere_is_a_null_player_worth_exactly_zero() -> None:
+    estimator = partial(permutation_shapley, cfg=ShapConfig(permutations=2))
     w, x, bg = _data()
     x[:, 2] = bg[:, 2] = 0.1  # e.g. the pod's own request: the same on every candidate
     seen: list[int] = []
@@ -42,7 +71,7 @@ def test_a_column_equal_everywhere_is_a_null_player_worth_exactly_zero(estimator
     sv = estimator(f, x, bg)
     assert np.all(sv.values[:, 2] == 0.0) and np.all(sv.stderr[:, 2] == 0.0)
     assert np.all(sv.values[:, [0, 1, 3, 4, 5]] != 0.0)
-    assert sv.additivity_error().max() < 1e-9
+    assert additivity_error(sv).max() < 1e-9
     assert sum(seen) == sv.evaluations
     x[:, 2] += 1.0
     assert estimator(f, x, bg).evaluations > sv.evaluations  # five players enumerated, not six
@@ -59,7 +88,7 @@ def test_permutation_estimate_is_exactly_additive_and_close_to_enumeration() -> 
     few = permutation_shapley(_nonlinear, x, bg, cfg=ShapConfig(permutations=1, seed=3))
     many = permutation_shapley(_nonlinear, x, bg, cfg=ShapConfig(permutations=1000, seed=3))
     for sv in (ex, few, many):
-        assert sv.additivity_error().max() < 1e-12
+        assert additivity_error(sv).max() < 1e-12
         np.testing.assert_allclose(sv.outputs, _nonlinear(x))
     # within 4 standard errors of the truth, and the standard error shrinks like 1/sqrt(n)
     assert many.stderr is not None and few.stderr is not None
@@ -108,9 +137,7 @@ def test_bad_config_and_model_shape() -> None:
     with pytest.raises(ValueError, match="permutations"):
         ShapConfig(permutations=0)
     with pytest.raises(ValueError, match="outputs"):
-        exact_shapley(lambda z: z, np.zeros((1, 2)), np.ones((2, 2)))
-    with pytest.raises(ValueError, match="too many"):
-        exact_shapley(lambda z: z.sum(1), np.zeros((1, 13)), np.ones((2, 13)))
+        permutation_shapley(lambda z: z, np.zeros((1, 2)), np.ones((2, 2)))
 
 
 def test_stop_ends_the_sampling_early_and_the_values_stay_additive() -> None:
@@ -123,6 +150,6 @@ def test_stop_ends_the_sampling_early_and_the_values_stay_additive() -> None:
     sv = permutation_shapley(f, x, bg, cfg=ShapConfig(permutations=20),
                              stop=lambda: asked.append(1) or len(asked) >= 3)
     assert len(asked) == 3 and "(6 orderings" in sv.method  # 3 pairs of the 20
-    assert sv.additivity_error().max() < 1e-12
+    assert additivity_error(sv).max() < 1e-12
     full = permutation_shapley(f, x, bg, cfg=ShapConfig(permutations=20))
     assert "(40 orderings" in full.method
