@@ -4,10 +4,13 @@ A request's logits are ``runtime.logits(featurize(pod, snap, nodes), nodes)``
 (:meth:`ServingModel.reference` computes exactly that). What :meth:`ServingModel.logits`
 keeps so that a request costs O(candidates) numpy passes instead of a featurization:
 
-* **per cluster** (:class:`~dsan.model.embeddings.NodeEmbeddings`): the pod-independent node
-  columns and both streams, refreshed when the snapshot's telemetry version says telemetry or
-  static columns changed (at most every ``min_refresh_s``; the sidecar's default 1 s) or its
-  node set did;
+* **per cluster** (:class:`NodeEmbeddings`): the pod-independent node columns and both
+  streams, refreshed when the snapshot's telemetry version says telemetry or static columns
+  changed (at most every ``min_refresh_s``; the sidecar's default 1 s) or its node set did, at
+  the cost of what changed: the LSTM and node columns of the nodes whose telemetry changed
+  (everything when a static input's values change; compared against copies, as the sidecar
+  writes its snapshot in place), the GNN over every node (it mixes every node's age columns
+  into its neighbours); equal to a full recompute up to float32 rounding;
 * **per pod class** (every pod field the featurizer reads, plus the two cluster-wide bits,
   :func:`dsan.features.room_factor` and :func:`dsan.features.cpu_bound_factor`): every node's
   pod-dependent feature row and the 7 quantities its candidate-relative columns are scaled from
@@ -52,12 +55,14 @@ from dsan.features import (
     default_workload,
     extremes,
     featurize,
+    node_block,
     pod_rows,
     relative_columns,
     room_factor,
+    telemetry_of,
 )
 from dsan.model.artifact import DEFAULT_DIR
-from dsan.model.embeddings import NodeEmbeddings
+from dsan.model.graph import Graph
 from dsan.model.runtime import Runtime, load_runtime
 
 F32 = npt.NDArray[np.float32]
@@ -74,6 +79,82 @@ SET_BYTES = 1 << 20
 SET_NODE_BYTES = 24  # logit (float64), class-row tick (int64), age (float64)
 MIN_SETS, MAX_SETS = 4, 64
 _POD_REL = RELATIVE_COLUMNS - N_NODE_FEATURES
+
+
+#: The snapshot columns node_block's non-telemetry, non-age columns are made of.
+_STATIC = ("cpu_cap", "mem_cap", "gpu_count", "gpu_model", "zone", "rack", "nvlink",
+           "hourly_cost", "taint_mask")
+_TOPOLOGY = ("zone", "rack", "nvlink")
+
+
+def _copy(a: Any) -> Any:
+    return None if a is None else a.copy()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    return bool(a == b)
+
+
+class NodeEmbeddings:
+    """Every node's pod-independent columns and both streams, as of the last refresh."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        #: node_block of every node as last computed (a new array per refresh).
+        self.node_cols: F32 = np.zeros((0, N_NODE_FEATURES), dtype=np.float32)
+        #: Bumped by every refresh: logits computed before it are stale.
+        self.version = 0
+        #: Bumped when the node set or a static column changed: per-node rows computed
+        #: before it (features, not only logits) are stale.
+        self.epoch = 0
+        self._ht: F32 = np.zeros((0, 0), dtype=np.float32)
+        self._tel: F32 | None = None
+        self._static: tuple[Any, ...] | None = None
+        self._topo: tuple[Any, ...] | None = None
+        self._graph: Graph | None = None
+
+    def refresh(self, snap: ClusterSnapshot) -> None:
+        """Bring the node columns and streams to ``snap``."""
+        n = len(snap)
+        nodes = np.arange(n, dtype=np.int64)
+        tel = telemetry_of(snap, nodes)
+        static = self._static_key(snap)
+        rt = self.runtime
+        old = self._tel
+        if old is None or old.shape != tel.shape or not all(
+                map(_same, static, self._static or ())):
+            cols = node_block(snap, nodes)
+            ht = rt.temporal(tel)
+            self.epoch += 1
+        else:
+            # NaN readings compare unequal: such rows are simply recomputed every time.
+            changed = np.flatnonzero((tel != old).any(axis=(1, 2)))
+            cols, ht = self.node_cols.copy(), self._ht.copy()
+            if changed.size:
+                cols[changed] = node_block(snap, changed)
+                ht[changed] = rt.temporal(tel[changed])
+            cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
+        rt.set_streams(ht, rt.spatial(cols, self._graph_of(snap)))
+        self.node_cols, self._ht, self._tel, self._static = cols, ht, tel, static
+        self.version += 1
+
+    @staticmethod
+    def _static_key(snap: ClusterSnapshot) -> tuple[Any, ...]:
+        # node_block reads only how many images a node holds: counts, not copies of the sets
+        images = (None if snap.images is None
+                  else np.fromiter(map(len, snap.images), dtype=np.int64, count=len(snap)))
+        return (len(snap), list(snap.names), images,
+                *(_copy(getattr(snap, c)) for c in _STATIC))
+
+    def _graph_of(self, snap: ClusterSnapshot) -> Graph:
+        """The topology graph, rebuilt only when the topology's values change."""
+        topo = (len(snap), *(getattr(snap, c) for c in _TOPOLOGY))
+        if self._graph is None or self._topo is None or not all(map(_same, self._topo, topo)):
+            self._graph = Graph.of(snap)
+            self._topo = tuple(_copy(a) if isinstance(a, np.ndarray) else a for a in topo)
+        return self._graph
 
 
 def class_key(pod: PodSpec) -> Hashable:
@@ -140,9 +221,6 @@ class ServingModel:
         self._rows = AllocationTracker(ROW_COLUMNS)
         self._classes: dict[Hashable, _Class] = {}
         self._epoch = -1
-        #: Rows featurized and logits computed (observability and tests).
-        self.rows_featurized = 0
-        self.logits_computed = 0
 
     @classmethod
     def from_dir(cls, model_dir: str | Path = DEFAULT_DIR, runtime: str = "numpy",
@@ -199,7 +277,6 @@ class ServingModel:
             c.x[stale], c.v[:, stale] = pod_rows(pod, snap, stale, self.workload,
                                                  self._placements, factors)
             c.at[stale] = self._rows.tick
-            self.rows_featurized += len(stale)
 
     def _set(self, c: _Class, lo: F64, hi: F64, n: int) -> _Set:
         key = lo.tobytes() + hi.tobytes()
@@ -231,7 +308,6 @@ class ServingModel:
         s.logit[nodes] = self.runtime.logits(x, nodes)
         s.at[nodes] = c.at[nodes]
         s.age[nodes] = ages[nodes]
-        self.logits_computed += len(nodes)
 
     # --- the two entry points ------------------------------------------------------------------
     def logits(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:

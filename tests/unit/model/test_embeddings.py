@@ -1,6 +1,7 @@
 """NodeEmbeddings (numpy): incremental refreshes equal DSANNet.embed_nodes over the whole
-snapshot (PyG's message passing), recomputing only the LSTM rows whose telemetry changed;
-the numpy mean adjacency aggregates as PyG's GraphConv does."""
+snapshot (PyG's message passing), recomputing only the LSTM rows whose telemetry changed
+(``epoch`` counts the full refreshes); the numpy mean adjacency aggregates as PyG's GraphConv
+does."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from torch_geometric.nn import GraphConv
 
 from dsan.core.snapshot import ClusterSnapshot
 from dsan.features import node_block, telemetry_of
-from dsan.model.embeddings import NodeEmbeddings
 from dsan.model.export import numpy_runtime
 from dsan.model.graph import MeanAdjacency, build_graph
 from dsan.model.net import DSANNet, ModelConfig
+from dsan.model.serving import NodeEmbeddings
 from tests.support.headworld import random_snapshot
 
 
@@ -39,6 +40,15 @@ def _full(model: DSANNet, snap: ClusterSnapshot) -> torch.Tensor:
                                  torch.from_numpy(telemetry_of(snap, nodes)), ei, ew)
 
 
+def _embeddings(model: DSANNet) -> tuple[NodeEmbeddings, list[int]]:
+    """Embeddings of ``model`` and the row counts of every LSTM call they make."""
+    rt = numpy_runtime(model)
+    calls: list[int] = []
+    temporal = rt.temporal
+    rt.temporal = lambda tel: calls.append(len(tel)) or temporal(tel)  # type: ignore[method-assign]
+    return NodeEmbeddings(rt), calls
+
+
 def _check(e: NodeEmbeddings, model: DSANNet, snap: ClusterSnapshot) -> None:
     nodes = np.arange(len(snap), dtype=np.int64)
     np.testing.assert_array_equal(e.node_cols, node_block(snap, nodes))  # bit for bit
@@ -50,18 +60,18 @@ def _check(e: NodeEmbeddings, model: DSANNet, snap: ClusterSnapshot) -> None:
 
 def test_telemetry_change_recomputes_only_those_rows_and_equals_full(model: DSANNet) -> None:
     snap = _snap(60)
-    e = NodeEmbeddings(numpy_runtime(model))
+    e, calls = _embeddings(model)
     e.refresh(snap)
     _check(e, model, snap)
-    assert (e.full_refreshes, e.rows_recomputed) == (1, 0)
+    assert (e.epoch, calls) == (1, [60])
     assert snap.telemetry is not None and snap.telemetry_age_s is not None
     snap.telemetry[[3, 17, 41], -1] = 0.95  # in place, as the sidecar's rings are written
     snap.telemetry_age_s[:] += 7.0  # every node's age moves with the clock
     e.refresh(snap)
     _check(e, model, snap)
-    assert (e.full_refreshes, e.rows_recomputed) == (1, 3)
+    assert (e.epoch, calls) == (1, [60, 3])
     e.refresh(snap)  # nothing changed: no LSTM row, still equal
-    assert e.rows_recomputed == 3
+    assert calls == [60, 3]
     _check(e, model, snap)
 
 
@@ -71,7 +81,7 @@ def test_static_and_topology_writes_in_place_are_noticed(model: DSANNet) -> None
     e.refresh(snap)
     snap.cpu_cap[5] *= 2  # a resized node: every static-derived column may move
     e.refresh(snap)
-    assert e.full_refreshes == 2
+    assert e.epoch == 2
     _check(e, model, snap)
     assert snap.rack is not None
     snap.rack[:10] = 99  # relabelled racks: new edges, so a new adjacency
@@ -83,10 +93,10 @@ def test_nan_telemetry_rows_stay_exact(model: DSANNet) -> None:
     snap = _snap(30)
     assert snap.telemetry is not None
     snap.telemetry[2, 0, 1] = np.nan
-    e = NodeEmbeddings(numpy_runtime(model))
+    e, calls = _embeddings(model)
     e.refresh(snap)
     e.refresh(snap)
-    assert e.rows_recomputed == 1  # NaN != NaN: that row is redone, harmlessly
+    assert calls == [30, 1]  # NaN != NaN: that row is redone, harmlessly
     nodes = np.arange(len(snap), dtype=np.int64)
     np.testing.assert_array_equal(e.node_cols, node_block(snap, nodes))
 
@@ -120,5 +130,5 @@ def test_a_node_pulling_an_image_is_noticed(model: DSANNet) -> None:
     e.refresh(snap)
     snap.images[4] = frozenset({1, 2})  # replaced in the list, as the sidecar's cache does
     e.refresh(snap)
-    assert e.full_refreshes == 2
+    assert e.epoch == 2
     _check(e, model, snap)

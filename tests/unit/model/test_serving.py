@@ -75,22 +75,32 @@ def test_telemetry_ages_and_static_changes_reach_the_logits(sm: ServingModel) ->
 
 
 def test_a_request_recomputes_only_the_changed_rows_and_prepare_does_them_first(
-        sm: ServingModel) -> None:
+        sm: ServingModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    featurized: list[int] = []  # rows per call of the featurizer and of the head
+    computed: list[int] = []
+    pod_rows, logits = serving.pod_rows, sm.runtime.logits
+    monkeypatch.setattr(serving, "pod_rows", lambda pod, snap, nodes, *a: (
+        featurized.append(len(nodes)) or pod_rows(pod, snap, nodes, *a)))
+    monkeypatch.setattr(sm.runtime, "logits", lambda x, nodes: (
+        computed.append(len(nodes)) or logits(x, nodes)))
     snap = random_snapshot(60, 2)
     pod = PODS[2]  # whole GPUs: the extremes stay put when one node fills a little
     nodes = feasible_nodes(pod, snap)
     sm.logits(pod, snap, nodes)
-    featurized, computed = sm.rows_featurized, sm.logits_computed
+    assert sum(featurized) == sum(computed) == len(nodes)
+    featurized.clear()
+    computed.clear()
     sm.logits(pod, snap, nodes[::-1])  # a rotation of the same set: nothing to do
-    assert (sm.rows_featurized, sm.logits_computed) == (featurized, computed)
+    assert featurized == computed == []
     target = int(nodes[0])
     snap.cpu_used[target] += 1000.0
     snap.version += 1
     sm.prepare(pod, snap)  # what the sidecar does after assuming the winner
-    assert sm.rows_featurized == featurized + 1
-    computed = sm.logits_computed
+    assert featurized == [1]
+    computed.clear()
+    sm.logits(pod, snap, nodes)
+    assert computed == []  # prepared: the request only gathered
     _check(sm, pod, snap, nodes)
-    assert sm.logits_computed == computed  # prepared: the request only gathered
 
 
 def test_min_refresh_s_leaves_telemetry_to_prepare_but_not_a_new_node_set() -> None:
