@@ -27,9 +27,9 @@ from dsan.explain.shapley import ShapConfig, permutation_shapley
 from dsan.features import FEATURES, N_FEATURES, default_workload, placement
 from dsan.model.runtime import Runtime
 from dsan.policies.base import MAX_NODE_SCORE
+from dsan.policies.baselines import DEFAULT_MEMORY_MIB, DEFAULT_MILLI_CPU
 from dsan.policies.dsan import DSANScorer
 from dsan.policies.fgd import FGDScorer
-from dsan.policies.k8s_default import DEFAULT_MEMORY_MIB, DEFAULT_MILLI_CPU
 
 #: Policies with a closed-form breakdown.
 TERM_POLICIES = ("k8s-default", "fgd")

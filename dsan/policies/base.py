@@ -1,6 +1,18 @@
 """The one scoring interface of the simulator, the sidecar and DSAN: a :class:`Scorer` ranks the
 feasible nodes for one pod and never mutates the snapshot; :class:`BaseScorer` has every
-member's default, so callers never probe for one."""
+member's default, so callers never probe for one.
+
+A scorer's actions beyond node choice, other than reclamation (:mod:`dsan.policies.reclaim`),
+are its :class:`Controller`'s: how many pods an elastic job is granted, which nodes its pods
+may use (quota), and the order pending pods are tried in (priority adjustment within a class).
+The heuristics keep Kubernetes' static behaviour, :class:`StaticController`. In the simulator
+(:mod:`dsan.sim.scenario.scheduling`) ``grant`` is asked when an elastic job starts (a Spark
+driver requesting executors, a training gang adding workers), ``allowed`` before every
+placement, and ``rank`` on every scheduling pass. In a cluster the sidecar's filter verb and
+gRPC ``Filter`` apply ``allowed``; ``grant`` and ``rank`` act in the simulator only (their
+counterparts would be the workload's own setting, Spark's ``maxExecutors`` or
+``dsan.io/desired-members``, and the queue-sort order).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +20,45 @@ from typing import Protocol, runtime_checkable
 
 from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
-from dsan.policies.control import Controller, StaticController
 from dsan.policies.reclaim import DefaultReclaimer, Reclaimer
 
-__all__ = ["MAX_NODE_SCORE", "BaseScorer", "Scorer", "best_fit_gpus"]
+__all__ = ["MAX_NODE_SCORE", "BaseScorer", "Controller", "Scorer", "StaticController",
+           "best_fit_gpus"]
 
 MAX_NODE_SCORE = 100
+
+
+@runtime_checkable
+class Controller(Protocol):
+    #: Shown in metrics and docs, e.g. ``"kubernetes"``.
+    name: str
+
+    def grant(self, task_type: str, minimum: int, maximum: int) -> int:
+        """Pods (``minimum`` .. ``maximum``) an elastic job of ``task_type`` may run."""
+
+    def allowed(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> I64:
+        """The entries of ``nodes`` (feasible for ``pod``) the pod may use; empty: it waits."""
+
+    def rank(self, pod: PodSpec, waited_s: float) -> float:
+        """The order pending pods are tried in, highest first: the priority, possibly raised
+        within its class (below ``priority + 1``) for a pod that waited ``waited_s``.
+        Preemption always uses the pod's own priority."""
+
+
+class StaticController:
+    """Kubernetes without quotas: every elastic job gets its maximum, every feasible node is
+    allowed, pods are tried by static priority."""
+
+    name = "kubernetes"
+
+    def grant(self, task_type: str, minimum: int, maximum: int) -> int:
+        return maximum
+
+    def allowed(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> I64:
+        return nodes
+
+    def rank(self, pod: PodSpec, waited_s: float) -> float:
+        return float(pod.priority)
 
 
 @runtime_checkable
@@ -33,7 +78,7 @@ class Scorer(Protocol):
     #: Chooses the victims when a pod fits nowhere (:mod:`dsan.policies.reclaim`).
     reclaimer: Reclaimer
 
-    #: Grants elastic work, sets node quotas and the pending order (:mod:`dsan.policies.control`).
+    #: Grants elastic work, sets node quotas and the pending order (:class:`Controller`).
     controller: Controller
 
     def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:

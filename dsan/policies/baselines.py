@@ -1,5 +1,6 @@
-"""The FGD paper's five baselines, each as its FGD simulator plugin scores (integer arithmetic
-included: truncation decides ties). Formulas and sources: docs/policies.md.
+"""The heuristics but FGD: kube-scheduler's default scoring, Tetris, and the FGD paper's five
+baselines, each as its FGD simulator plugin scores (integer arithmetic included: truncation
+decides ties). Formulas and sources: docs/policies.md.
 """
 
 from __future__ import annotations
@@ -13,6 +14,57 @@ from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
 MAX_SPEC_CPU = 128_000
 MAX_SPEC_GPU = 8_000
 MILLI = 1000
+#: ``DefaultMilliCPURequest`` / ``DefaultMemoryRequest`` of ``pkg/scheduler/util``.
+DEFAULT_MILLI_CPU = 100.0
+DEFAULT_MEMORY_MIB = 200.0
+MIB = 1 << 20
+
+
+class K8sDefaultScorer(BaseScorer):
+    """kube-scheduler's default scoring, as of Kubernetes v1.31
+    (``pkg/scheduler/framework/plugins``): NodeResourcesFit (LeastAllocated, cpu and memory)
+    plus NodeResourcesBalancedAllocation, weight 1 each; GPUs are not scored (docs/policies.md)
+    and are picked best-fit."""
+
+    name = "k8s-default"
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
+        cpu_cap = snap.cpu_cap[nodes].astype(np.int64)
+        mem_cap = (snap.mem_cap[nodes] * MIB).astype(np.int64)  # kube-scheduler counts bytes
+        cpu_nz = pod.cpu_milli if pod.cpu_milli > 0 else DEFAULT_MILLI_CPU
+        mem_nz = pod.mem_mib if pod.mem_mib > 0 else DEFAULT_MEMORY_MIB
+        cpu_req = (snap.cpu_used[nodes] + cpu_nz).astype(np.int64)
+        mem_req = ((snap.mem_used[nodes] + mem_nz) * MIB).astype(np.int64)
+        fit = (_least(cpu_req, cpu_cap) + _least(mem_req, mem_cap)) // 2
+
+        f_cpu = np.minimum((snap.cpu_used[nodes] + pod.cpu_milli) / snap.cpu_cap[nodes], 1.0)
+        f_mem = np.minimum((snap.mem_used[nodes] + pod.mem_mib) / snap.mem_cap[nodes], 1.0)
+        balanced = np.trunc((1.0 - np.abs(f_cpu - f_mem) / 2.0) * MAX_NODE_SCORE).astype(np.int64)
+        return (fit + balanced).astype(np.float64)
+
+
+def _least(requested: I64, capacity: I64) -> I64:
+    safe = np.maximum(capacity, 1)
+    score = (capacity - requested) * MAX_NODE_SCORE // safe
+    return np.where((capacity == 0) | (requested > capacity), 0, score)
+
+
+class TetrisScorer(BaseScorer):
+    """Tetris's alignment score (Grandl et al., SIGCOMM'14, §3.1): ``sum_r (req_r / cap_r) *
+    (free_r / cap_r)`` over CPU, memory and GPU milli, higher is better. The packing term
+    alone: the shortest-remaining-time term needs durations the openb protocol lacks. GPUs
+    best-fit."""
+
+    name = "tetris"
+
+    def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
+        cpu_cap = np.maximum(snap.cpu_cap[nodes], 1.0)
+        mem_cap = np.maximum(snap.mem_cap[nodes], 1.0)
+        gpu_cap = np.maximum(snap.gpu_count[nodes] * 1000.0, 1.0)
+        cpu = (pod.cpu_milli / cpu_cap) * ((snap.cpu_cap[nodes] - snap.cpu_used[nodes]) / cpu_cap)
+        mem = (pod.mem_mib / mem_cap) * ((snap.mem_cap[nodes] - snap.mem_used[nodes]) / mem_cap)
+        gpu = (pod.gpu_total_milli / gpu_cap) * (snap.gpu_free[nodes].sum(axis=1) / gpu_cap)
+        return np.asarray(cpu + mem + gpu, dtype=np.float64)
 
 
 class RandomScorer(BaseScorer):

@@ -21,7 +21,7 @@ import numpy as np
 
 from dsan.api.types import LATENCY_SENSITIVE_INDICES, TASK_TYPES
 from dsan.core.snapshot import I64, ClusterSnapshot, PodSpec
-from dsan.policies.control import Controller, StaticController
+from dsan.policies.base import Controller, StaticController
 from dsan.policies.reclaim import (
     Candidate,
     DefaultReclaimer,

@@ -47,26 +47,22 @@ class FGDScorer(BaseScorer):
     # --- state tracking ------------------------------------------------------------------
     def _sync(self, snap: ClusterSnapshot) -> None:
         if self._snap is not snap or len(self._track.epoch) != len(snap):
-            self._snap = snap
-            self._access = self.target.access(snap)
+            self._snap, self._access = snap, self.target.access(snap)
             self._track.reset(snap)
             self._cache: dict[tuple[float, int, int], _Entry] = {}
-            self._before = node_frag(
-                snap.cpu_cap - snap.cpu_used, snap.gpu_free, self._access, self.target
-            )
-            return
-        changed = self._track.sync(snap)
+            self._before = np.zeros(len(snap))
+            changed = np.arange(len(snap))
+        else:
+            changed = self._track.sync(snap)
         if changed.size:
             self._before[changed] = node_frag(
-                snap.cpu_cap[changed] - snap.cpu_used[changed],
-                snap.gpu_free[changed],
-                self._access[:, changed],
-                self.target,
-            )
+                snap.cpu_cap[changed] - snap.cpu_used[changed], snap.gpu_free[changed],
+                self._access[:, changed], self.target)
 
     def _entry(self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> _Entry:
         self._sync(snap)
-        key = self.cache_key(pod)
+        # all of the pod that a node's score depends on: scores are cached by it
+        key = (float(pod.cpu_milli), int(pod.gpu_milli), int(pod.num_gpu))
         entry = self._cache.get(key)
         if entry is None:
             n = len(snap)
@@ -76,10 +72,9 @@ class FGDScorer(BaseScorer):
             self._cache[key] = entry
         stale = self._track.stale(entry.at, nodes)
         if stale.size:
-            score, gpu, _ = self._compute(
-                pod, stale, snap.gpu_free[stale],
-                snap.cpu_cap[stale] - snap.cpu_used[stale], self._access[:, stale],
-                self._before[stale])
+            score, gpu = self._compute(
+                pod, snap.gpu_free[stale], snap.cpu_cap[stale] - snap.cpu_used[stale],
+                self._access[:, stale], self._before[stale])
             entry.score[stale] = score
             entry.gpu[stale] = gpu
             entry.at[stale] = self._track.tick
@@ -89,63 +84,32 @@ class FGDScorer(BaseScorer):
     def _compute(
         self,
         pod: PodSpec,
-        idx: npt.NDArray[np.int64],
         free: npt.NDArray[np.int32],
         cpu_free: npt.NDArray[np.float64],
         access: npt.NDArray[np.bool_],
-        before: npt.NDArray[np.float64] | None,
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """Scores (and best GPU) of nodes ``idx`` in state (``free``, ``cpu_free``).
-
-        ``before`` is their current fragment; None computes it in the same
-        :func:`node_frag` call as the what-ifs (rows are independent and exact in any batch,
-        see :mod:`dsan.features.frag`). Returns (score, gpu, before).
-        """
+        before: npt.NDArray[np.float64],
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+        """Scores and best GPU of nodes in state (``free``, ``cpu_free``) whose current
+        fragment is ``before``."""
         cpu_after = cpu_free - pod.cpu_milli
-        m = len(idx)
+        m = len(free)
         if pod.is_sharing:
             # One what-if variant per (node, GPU that fits): the share taken from that GPU.
             valid = free >= pod.gpu_milli  # (m, G)
             row, gpu = np.nonzero(valid)
             after = free[row] - pod.gpu_milli * _EYE[gpu]  # (v, G)
-            before, frag = self._frag(before, cpu_free, free, access,
-                                      cpu_after[row], after, access[:, row])
+            frag = node_frag(cpu_after[row], after, access[:, row], self.target)
             score = np.full((m, MAX_GPUS), -1.0)
             score[row, gpu] = np.floor(_sigmoid((before[row] - frag) / 1000.0) * MAX_NODE_SCORE)
             best = score.argmax(axis=1)  # first maximum = lowest slot, as the plugin's strict ">"
-            return score[np.arange(m), best], np.where(valid.any(axis=1), best, -1), before
+            return score[np.arange(m), best], np.where(valid.any(axis=1), best, -1)
         if pod.num_gpu > 0 and pod.gpu_milli > 0:
             fits = free >= pod.gpu_milli
             take = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu)
-            after_free = free - take * pod.gpu_milli
-        else:
-            after_free = free
-        before, frag = self._frag(before, cpu_free, free, access, cpu_after, after_free, access)
+            free = free - take * pod.gpu_milli
+        frag = node_frag(cpu_after, free, access, self.target)
         score = np.floor(_sigmoid((before - frag) / 1000.0) * MAX_NODE_SCORE)
-        return score, np.full(m, -1, dtype=np.int64), before
-
-    def _frag(
-        self,
-        before: npt.NDArray[np.float64] | None,
-        cpu_now: npt.NDArray[np.float64],
-        free_now: npt.NDArray[np.int32],
-        access_now: npt.NDArray[np.bool_],
-        cpu_after: npt.NDArray[np.float64],
-        free_after: npt.NDArray[np.integer],
-        access_after: npt.NDArray[np.bool_],
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(before, after) fragments; one node_frag call when ``before`` is not known."""
-        if before is not None:
-            return before, node_frag(cpu_after, free_after, access_after, self.target)
-        m = len(cpu_now)
-        both = node_frag(np.concatenate([cpu_now, cpu_after]),
-                         np.concatenate([free_now, free_after]),
-                         np.concatenate([access_now, access_after], axis=1), self.target)
-        return both[:m], both[m:]
-
-    def cache_key(self, pod: PodSpec) -> tuple[float, int, int]:
-        """All of the pod that a node's score depends on: scores are cached by it."""
-        return (float(pod.cpu_milli), int(pod.gpu_milli), int(pod.num_gpu))
+        return score, np.full(m, -1, dtype=np.int64)
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]

@@ -32,14 +32,6 @@ def make_scorer(
         return make(seed=seed, target_workload=target_workload, **kwargs)
     if kwargs:
         raise ValueError(f"policy {name!r} takes no options, got {sorted(kwargs)}")
-    if name == "k8s-default":
-        from dsan.policies.k8s_default import K8sDefaultScorer
-
-        return K8sDefaultScorer()
-    if name == "tetris":
-        from dsan.policies.tetris import TetrisScorer
-
-        return TetrisScorer()
     if name == "fgd":
         from dsan.policies.fgd import FGDScorer
 
@@ -49,6 +41,8 @@ def make_scorer(
     if name == "random":
         return baselines.RandomScorer(seed)
     simple: dict[str, type[Scorer]] = {
+        "k8s-default": baselines.K8sDefaultScorer,
+        "tetris": baselines.TetrisScorer,
         "dotprod": baselines.DotProdScorer,
         "gpu-clustering": baselines.GpuClusteringScorer,
         "gpu-packing": baselines.GpuPackingScorer,

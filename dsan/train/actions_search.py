@@ -33,8 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from dsan.policies.base import Scorer
-from dsan.policies.control import StaticController
+from dsan.policies.base import Scorer, StaticController
 from dsan.policies.dsan_actions import (
     ACTIONS,
     ActionParams,

@@ -12,8 +12,7 @@ import numpy as np
 
 from dsan.core.filtering import allocate, release
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
-from dsan.policies.base import best_fit_gpus
-from dsan.policies.control import Controller, StaticController
+from dsan.policies.base import Controller, StaticController, best_fit_gpus
 from dsan.policies.reclaim import Reclaimer
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dsan.api.types import TASK_TYPES
 from dsan.core.snapshot import PodSpec, empty_snapshot
-from dsan.policies.control import StaticController
+from dsan.policies.base import StaticController
 from dsan.policies.dsan_actions import (
     ACTIONS,
     ActionParams,
