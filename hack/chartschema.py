@@ -1,6 +1,6 @@
 """Writes charts/dsan-scheduler/values.schema.json: the chart's own values spelled out here,
 ``sidecar.config`` and ``devicePlugin.config`` generated from SidecarConfig and PluginConfig
-(dsan/core/configschema.py), so a field added to either dataclass reaches the schema by running
+(dsan/core/configload.py), so a field added to either dataclass reaches the schema by running
 
     .venv/bin/python hack/chartschema.py            # rewrite the schema
     .venv/bin/python hack/chartschema.py --check    # exit 1 if it is stale (a unit test runs this)
@@ -67,7 +67,7 @@ _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m
 def build() -> dict[str, Any]:
     from deviceplugin.config import ALLOCATE_MODES, BACKENDS, PluginConfig
     from deviceplugin.fake import TOPOLOGIES
-    from dsan.core.configschema import dataclass_schema
+    from dsan.core.configload import dataclass_schema
     from dsan.policies.registry import POLICY_NAMES
     from sidecar.config import SidecarConfig
 

@@ -1,5 +1,5 @@
-"""dsan.core.configschema: a config dataclass's JSON Schema follows its type hints, defaults and
-``#:`` comments, and refuses what it cannot describe."""
+"""dsan.core.configload.dataclass_schema: a config dataclass's JSON Schema follows its type
+hints, defaults and ``#:`` comments, and refuses what it cannot describe."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dsan.core.configschema import dataclass_schema, field_docs, type_schema
+from dsan.core.configload import dataclass_schema, field_docs, type_schema
 
 
 @dataclass(frozen=True)
