@@ -180,16 +180,3 @@ class ScoredBy:
         """From the sidecar's policy label (``dsan@<version>`` or a heuristic's name)."""
         policy, _, version = label.partition("@")
         return cls(policy, version)
-
-
-def parse_scored_by(value: str | None) -> ScoredBy | None:
-    """:data:`ANNOTATION_SCORED_BY`'s value, or None when absent or malformed (not a string,
-    empty, longer than 256 characters, or without a policy before the ``@``)."""
-    if not isinstance(value, str) or not 0 < len(value) <= 256:
-        return None
-    if value == NOT_SCORED:
-        return ScoredBy("")
-    policy, at, version = value.partition("@")
-    if not policy or (at and not version) or any(c.isspace() for c in value):
-        return None
-    return ScoredBy(policy, version)

@@ -12,7 +12,7 @@ Units: CPU in millicores, memory in MiB, GPU share in thousandths of one GPU (op
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import numpy.typing as npt
@@ -117,30 +117,11 @@ class ClusterSnapshot:
         return np.arange(MAX_GPUS)[None, :] < self.gpu_count[:, None]
 
     def copy(self) -> ClusterSnapshot:
-        """A deep copy of the mutable columns (for what-if scoring and tests)."""
-        return ClusterSnapshot(
-            names=list(self.names),
-            cpu_cap=self.cpu_cap.copy(),
-            cpu_used=self.cpu_used.copy(),
-            mem_cap=self.mem_cap.copy(),
-            mem_used=self.mem_used.copy(),
-            gpu_count=self.gpu_count.copy(),
-            gpu_model=self.gpu_model.copy(),
-            gpu_free=self.gpu_free.copy(),
-            gpu_models=list(self.gpu_models),
-            zone=None if self.zone is None else self.zone.copy(),
-            rack=None if self.rack is None else self.rack.copy(),
-            nvlink=None if self.nvlink is None else self.nvlink.copy(),
-            taint_mask=None if self.taint_mask is None else self.taint_mask.copy(),
-            hourly_cost=None if self.hourly_cost is None else self.hourly_cost.copy(),
-            telemetry=None if self.telemetry is None else self.telemetry.copy(),
-            telemetry_age_s=None if self.telemetry_age_s is None else self.telemetry_age_s.copy(),
-            pod_count=None if self.pod_count is None else self.pod_count.copy(),
-            ls_pods=None if self.ls_pods is None else self.ls_pods.copy(),
-            images=None if self.images is None else list(self.images),
-            version=self.version,
-            telemetry_version=self.telemetry_version,
-        )
+        """A deep copy of the mutable columns (for what-if scoring and tests); the image sets
+        are frozen and shared."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return ClusterSnapshot(**{k: v.copy() if isinstance(v, np.ndarray | list) else v
+                                  for k, v in values.items()})
 
 
 def empty_snapshot(

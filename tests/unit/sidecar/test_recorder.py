@@ -106,7 +106,6 @@ def test_a_scored_pod_gets_an_event_naming_winner_runner_up_and_policy_and_an_an
     assert f"best {res.winner} 10/10" in note and f"runner-up {d.name_at(d.runner_up())}" in note
     assert d.policy in note and d.policy.startswith("dsan@") and f"bound to {res.winner}" in note
     assert writer.annotations[("default", "p")] == {t.ANNOTATION_SCORED_BY: d.policy}
-    assert t.parse_scored_by(d.policy) == t.ScoredBy.of(d.policy)
     assert rec.recorded == {"event": 1, "annotation": 1}
 
 
