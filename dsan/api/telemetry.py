@@ -20,7 +20,7 @@ Each ``windows`` series (all of one GPU the same length) holds the means of cons
 ``windowSeconds`` windows, oldest first, the last ending at ``sampledAt``; at most
 ``horizonSeconds / windowSeconds``. ``available: false``: no telemetry (series absent, not
 zeros). ``pods``: the containers kubelet gave the GPU to; ``podAttribution: false``: unknown.
-``from_dict`` raises :class:`TelemetryError` naming the field; :func:`parse` returns ``None``.
+``from_dict`` raises :class:`TelemetryError` naming the field.
 """
 
 from __future__ import annotations
@@ -255,14 +255,6 @@ class GPUTelemetry:
             sample_interval_seconds=_float(spec, "sampleIntervalSeconds", "spec", default=1.0),
             pod_attribution=bool(status.get("podAttribution", False)),
         )
-
-
-def parse(obj: Any) -> GPUTelemetry | None:
-    """``from_dict`` for informers: ``None`` instead of an exception on a malformed object."""
-    try:
-        return GPUTelemetry.from_dict(obj)
-    except TelemetryError:
-        return None
 
 
 # --- small typed readers; each error names the field path -----------------------------------

@@ -169,10 +169,3 @@ def load_serving(model_dir: str | Path = DEFAULT_DIR
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise BadModel(f"{path}: not a numpy .npz archive ({exc})") from None
     return check_arrays(arrays, cfg, path), cfg, manifest
-
-
-def save_serving(arrays: Mapping[str, npt.NDArray[Any]], out_dir: str | Path) -> Path:
-    """Write the serving artifact (float32 parameters) into ``out_dir``."""
-    path = Path(out_dir) / SERVING
-    np.savez(path, **{k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()})  # type: ignore[arg-type]
-    return path

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch.export import Dim, export
 
@@ -19,12 +20,12 @@ from dsan.model.artifact import (
     EXPORTED,
     MANIFEST,
     OPTIONAL_KEYS,
+    SERVING,
     TORCHSCRIPT,
     WEIGHTS,
     ModelConfig,
     check_arrays,
     read_manifest,
-    save_serving,
 )
 from dsan.model.net import DSANNet
 from dsan.model.runtime import NumpyRuntime
@@ -60,7 +61,7 @@ def save(model: DSANNet, out_dir: str | Path, version: str, training: dict[str, 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), out / WEIGHTS)
-    save_serving(arrays, out)
+    np.savez(out / SERVING, **arrays)  # type: ignore[arg-type]
     if exports:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TorchScript's deprecation notice: we ship both

@@ -95,12 +95,6 @@ class NumpyRuntime:
         self._keys = np.zeros((0, 2, h), dtype=np.float32)
         self._values = np.zeros((0, 2, h), dtype=np.float32)
 
-    @classmethod
-    def from_dir(cls, model_dir: str | Path = DEFAULT_DIR) -> tuple[NumpyRuntime, dict[str, Any]]:
-        """The runtime of ``model_dir``'s serving artifact, and its manifest."""
-        params, cfg, manifest = load_serving(model_dir)
-        return cls(params, cfg), manifest
-
     def temporal(self, telemetry: F32) -> F32:
         n, t, _ = telemetry.shape
         h = self.h
@@ -176,16 +170,6 @@ class TorchScriptRuntime:
         self._m = module
         self._streams = torch.zeros(0, 2, cfg.hidden)
 
-    @classmethod
-    def from_dir(cls, model_dir: str | Path = DEFAULT_DIR
-                 ) -> tuple[TorchScriptRuntime, dict[str, Any]]:
-        import torch
-
-        manifest = read_manifest(model_dir)
-        cfg = config_of(manifest, model_dir)
-        module = torch.jit.load(str(Path(model_dir) / TORCHSCRIPT), map_location="cpu")
-        return cls(module.eval(), cfg), manifest
-
     def temporal(self, telemetry: F32) -> F32:
         t = self._torch
         with t.inference_mode():
@@ -223,7 +207,12 @@ def load_runtime(model_dir: str | Path = DEFAULT_DIR, runtime: str = "numpy"
                  ) -> tuple[Runtime, dict[str, Any]]:
     """The ``runtime`` ("numpy" or "torchscript") of ``model_dir`` and its manifest."""
     if runtime == "numpy":
-        return NumpyRuntime.from_dir(model_dir)
+        params, cfg, manifest = load_serving(model_dir)
+        return NumpyRuntime(params, cfg), manifest
     if runtime == "torchscript":
-        return TorchScriptRuntime.from_dir(model_dir)
+        import torch
+
+        manifest = read_manifest(model_dir)
+        module = torch.jit.load(str(Path(model_dir) / TORCHSCRIPT), map_location="cpu")
+        return TorchScriptRuntime(module.eval(), config_of(manifest, model_dir)), manifest
     raise ValueError(f"unknown DSAN runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")

@@ -78,7 +78,6 @@ MAX_CLASSES = 16
 SET_BYTES = 1 << 20
 SET_NODE_BYTES = 24  # logit (float64), class-row tick (int64), age (float64)
 MIN_SETS, MAX_SETS = 4, 64
-_POD_REL = RELATIVE_COLUMNS - N_NODE_FEATURES
 
 
 #: The snapshot columns node_block's non-telemetry, non-age columns are made of.
