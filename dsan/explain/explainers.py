@@ -23,7 +23,7 @@ import numpy as np
 
 from dsan.core.snapshot import F64, I64
 from dsan.explain.decision import Decision, ExplainError, Explanation
-from dsan.explain.shapley import ShapConfig, permutation_shapley
+from dsan.explain.shapley import permutation_shapley
 from dsan.features import FEATURES, N_FEATURES, default_workload, placement
 from dsan.model.runtime import Runtime
 from dsan.policies.base import MAX_NODE_SCORE
@@ -99,10 +99,7 @@ def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | No
     rng = np.random.default_rng(cfg.seed)
     bg_idx = np.sort(rng.choice(others, size=min(cfg.background, others.size), replace=False))
     groups = np.r_[np.arange(N_FEATURES), np.full(2 * hidden, N_FEATURES)].astype(np.int64)
-    sv = permutation_shapley(
-        f, z[pair], z[bg_idx], groups, ShapConfig(permutations=cfg.permutations, seed=cfg.seed),
-        stop=stop,
-    )
+    sv = permutation_shapley(f, z[pair], z[bg_idx], groups, cfg.permutations, cfg.seed, stop)
     names = (*(s.name for s in FEATURES), EMBEDDING_PLAYER)
     units = (*(f"{s.unit}; {s.norm}" for s in FEATURES), f"{2 * hidden}-d vector")
     emb_norm = np.linalg.norm(z[pair, N_FEATURES:], axis=1)

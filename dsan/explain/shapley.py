@@ -29,18 +29,6 @@ BATCH_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
-class ShapConfig:
-    """Estimator settings. ``permutations`` antithetic pairs, i.e. 2x orderings."""
-
-    permutations: int = 16
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.permutations < 1:
-            raise ValueError(f"ShapConfig.permutations must be >= 1, got {self.permutations}")
-
-
-@dataclass(frozen=True)
 class ShapValues:
     """Shapley values of ``k`` instances: ``values`` (k, players), one base value for all."""
 
@@ -120,24 +108,26 @@ def _coalition_values(f: Model, x: F64, bg: F64, masks: npt.NDArray[np.bool_]) -
 
 
 def permutation_shapley(
-    f: Model, x: F64, background: F64, groups: I64 | None = None, cfg: ShapConfig | None = None,
-    stop: Callable[[], bool] | None = None,
+    f: Model, x: F64, background: F64, groups: I64 | None = None, permutations: int = 16,
+    seed: int = 0, stop: Callable[[], bool] | None = None,
 ) -> ShapValues:
-    """Antithetic permutation estimate. All instances share the orderings, so differences
-    between them (why A over B) have less noise. ``stop``, asked after each pair, ends the
-    sampling early (a CPU budget): the mean over the pairs done, still exactly additive."""
-    cfg = cfg or ShapConfig()
+    """Antithetic permutation estimate from ``permutations`` pairs of orderings (2x as many
+    orderings) drawn with ``seed``. All instances share the orderings, so differences between
+    them (why A over B) have less noise. ``stop``, asked after each pair, ends the sampling
+    early (a CPU budget): the mean over the pairs done, still exactly additive."""
+    if permutations < 1:
+        raise ValueError(f"permutations must be >= 1, got {permutations}")
     x, bg, g, d_all = _check(x, background, groups)
     players = _Players.of(x, bg, g, d_all)
     d = players.n
-    rng = np.random.default_rng(cfg.seed)
+    rng = np.random.default_rng(seed)
     phi = np.zeros((x.shape[0], d))
     sq = np.zeros((x.shape[0], d))
     tri = np.tri(d + 1, d, k=-1, dtype=bool)  # row j: the first j positions of an ordering
     base = 0.0
     outputs = np.zeros(x.shape[0])
     p = 0
-    for _ in range(cfg.permutations):
+    for _ in range(permutations):
         fwd = rng.permutation(d)
         pair = np.zeros_like(phi)
         for order in (fwd, fwd[::-1]):
@@ -149,7 +139,7 @@ def permutation_shapley(
         phi += pair
         sq += pair**2
         p += 1
-        if stop is not None and p < cfg.permutations and stop():
+        if stop is not None and p < permutations and stop():
             break
     mean = phi / p
     var = np.maximum(sq / p - mean**2, 0.0) / max(p - 1, 1)

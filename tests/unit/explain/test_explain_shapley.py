@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dsan.explain.shapley import ShapConfig, permutation_shapley
+from dsan.explain.shapley import permutation_shapley
 
 
 def exact_shapley(f, x, bg, groups=None) -> SimpleNamespace:
@@ -47,7 +47,7 @@ def _data(d: int = 6, b: int = 9, seed: int = 0) -> tuple[np.ndarray, np.ndarray
 
 
 @pytest.mark.parametrize(
-    "estimator", [exact_shapley, partial(permutation_shapley, cfg=ShapConfig(permutations=2))])
+    "estimator", [exact_shapley, partial(permutation_shapley, permutations=2)])
 def test_linear_model_gets_weight_times_distance_to_the_background_mean(estimator) -> None:
     w, x, bg = _data()
     sv = estimator(lambda z: z @ w + 3.0, x, bg)
@@ -57,7 +57,7 @@ def test_linear_model_gets_weight_times_distance_to_the_background_mean(estimato
 
 
 def test_a_column_equal_everywhere_is_a_null_player_worth_exactly_zero() -> None:
-    estimator = partial(permutation_shapley, cfg=ShapConfig(permutations=2))
+    estimator = partial(permutation_shapley, permutations=2)
     w, x, bg = _data()
     x[:, 2] = bg[:, 2] = 0.1  # e.g. the pod's own request: the same on every candidate
     seen: list[int] = []
@@ -85,8 +85,8 @@ def _nonlinear(z: np.ndarray) -> np.ndarray:
 def test_permutation_estimate_is_exactly_additive_and_close_to_enumeration() -> None:
     _, x, bg = _data()
     ex = exact_shapley(_nonlinear, x, bg)
-    few = permutation_shapley(_nonlinear, x, bg, cfg=ShapConfig(permutations=1, seed=3))
-    many = permutation_shapley(_nonlinear, x, bg, cfg=ShapConfig(permutations=1000, seed=3))
+    few = permutation_shapley(_nonlinear, x, bg, permutations=1, seed=3)
+    many = permutation_shapley(_nonlinear, x, bg, permutations=1000, seed=3)
     for sv in (ex, few, many):
         assert additivity_error(sv).max() < 1e-12
         np.testing.assert_allclose(sv.outputs, _nonlinear(x))
@@ -114,8 +114,8 @@ def test_dummy_player_gets_zero_and_groups_add_up() -> None:
 def test_permutation_estimate_is_seeded() -> None:
     _, x, bg = _data(d=14)
     f = lambda z: np.sin(z).sum(1) * z[:, 0]  # noqa: E731
-    a = permutation_shapley(f, x, bg, cfg=ShapConfig(permutations=3, seed=7))
-    b = permutation_shapley(f, x, bg, cfg=ShapConfig(permutations=3, seed=7))
+    a = permutation_shapley(f, x, bg, permutations=3, seed=7)
+    b = permutation_shapley(f, x, bg, permutations=3, seed=7)
     assert a.method.startswith("permutation") and np.array_equal(a.values, b.values)
 
 
@@ -135,7 +135,7 @@ def test_bad_input_is_a_clear_error(x, bg, groups, match) -> None:
 
 def test_bad_config_and_model_shape() -> None:
     with pytest.raises(ValueError, match="permutations"):
-        ShapConfig(permutations=0)
+        permutation_shapley(lambda z: z.sum(1), np.zeros((1, 2)), np.ones((2, 2)), permutations=0)
     with pytest.raises(ValueError, match="outputs"):
         permutation_shapley(lambda z: z, np.zeros((1, 2)), np.ones((2, 2)))
 
@@ -147,9 +147,9 @@ def test_stop_ends_the_sampling_early_and_the_values_stay_additive() -> None:
         return np.sin(z).prod(axis=1) + z[:, 0] * z[:, 1]
 
     asked = []
-    sv = permutation_shapley(f, x, bg, cfg=ShapConfig(permutations=20),
+    sv = permutation_shapley(f, x, bg, permutations=20,
                              stop=lambda: asked.append(1) or len(asked) >= 3)
     assert len(asked) == 3 and "(6 orderings" in sv.method  # 3 pairs of the 20
     assert additivity_error(sv).max() < 1e-12
-    full = permutation_shapley(f, x, bg, cfg=ShapConfig(permutations=20))
+    full = permutation_shapley(f, x, bg, permutations=20)
     assert "(40 orderings" in full.method
