@@ -12,7 +12,8 @@ Units: CPU in millicores, memory in MiB, GPU share in thousandths of one GPU (op
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -119,9 +120,9 @@ class ClusterSnapshot:
     def copy(self) -> ClusterSnapshot:
         """A deep copy of the mutable columns (for what-if scoring and tests); the image sets
         are frozen and shared."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return ClusterSnapshot(**{k: v.copy() if isinstance(v, np.ndarray | list) else v
-                                  for k, v in values.items()})
+        copies: dict[str, Any] = {f.name: getattr(self, f.name).copy() for f in fields(self)
+                                  if isinstance(getattr(self, f.name), np.ndarray | list)}
+        return replace(self, **copies)
 
 
 def empty_snapshot(

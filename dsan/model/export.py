@@ -61,7 +61,7 @@ def save(model: DSANNet, out_dir: str | Path, version: str, training: dict[str, 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), out / WEIGHTS)
-    np.savez(out / SERVING, **arrays)  # type: ignore[arg-type]
+    np.savez(out / SERVING, **arrays)
     if exports:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TorchScript's deprecation notice: we ship both
