@@ -1,6 +1,6 @@
 """The one scoring interface of the simulator, the sidecar and DSAN: a :class:`Scorer` ranks the
-feasible nodes for one pod and never mutates the snapshot; :class:`BaseScorer` has every
-member's default, so callers never probe for one.
+feasible nodes for one pod and never mutates the snapshot; it has every member's default, so
+callers never probe for one.
 
 A scorer's actions beyond node choice, other than reclamation (:mod:`dsan.policies.reclaim`),
 are its :class:`Controller`'s: how many pods an elastic job is granted, which nodes its pods
@@ -22,8 +22,7 @@ from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.policies.reclaim import DefaultReclaimer, Reclaimer
 
-__all__ = ["MAX_NODE_SCORE", "BaseScorer", "Controller", "Scorer", "StaticController",
-           "best_fit_gpus"]
+__all__ = ["MAX_NODE_SCORE", "Controller", "Scorer", "StaticController", "best_fit_gpus"]
 
 MAX_NODE_SCORE = 100
 
@@ -61,31 +60,32 @@ class StaticController:
         return float(pod.priority)
 
 
-@runtime_checkable
-class Scorer(Protocol):
-    """Scores candidate nodes for one pod."""
+class Scorer:
+    """Scores candidate nodes for one pod. Every policy subclasses it and overrides
+    :meth:`score` and what else it needs; the rest are Kubernetes' defaults."""
 
     #: Registry name, e.g. ``"fgd"``.
-    name: str
+    name = "base"
+    #: Whether scores read GPU telemetry: the sidecar scores nodes whose telemetry is stale
+    #: by its fallback instead.
+    reads_telemetry = False
+    #: Chooses the victims when a pod fits nowhere (:mod:`dsan.policies.reclaim`).
+    reclaimer: Reclaimer = DefaultReclaimer()
+    #: Grants elastic work, sets node quotas and the pending order (:class:`Controller`).
+    controller: Controller = StaticController()
+
     @property
     def version(self) -> str:
         """What exactly scores (a model's version; a heuristic's name): shown in metrics."""
-
-    #: Whether scores read GPU telemetry: the sidecar scores nodes whose telemetry is stale
-    #: by its fallback instead.
-    reads_telemetry: bool
-
-    #: Chooses the victims when a pod fits nowhere (:mod:`dsan.policies.reclaim`).
-    reclaimer: Reclaimer
-
-    #: Grants elastic work, sets node quotas and the pending order (:class:`Controller`).
-    controller: Controller
+        return self.name
 
     def score(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         """One score per entry of ``nodes`` (indices into ``snap``), higher is better."""
+        raise NotImplementedError
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         """GPU slots of ``node`` that ``pod`` gets; ``()`` for CPU-only pods."""
+        return best_fit_gpus(pod, snap, node)
 
     def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
                 gpus: tuple[int, ...]) -> None:
@@ -99,30 +99,3 @@ class Scorer(Protocol):
     def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
         """Off the request path, bring what the scorer keeps for pods like ``pod`` up to
         ``snap``. Never changes a score."""
-
-
-class BaseScorer:
-    """The defaults of :class:`Scorer`'s members; policies override what they need."""
-
-    name = "base"
-    reads_telemetry = False
-    reclaimer: Reclaimer = DefaultReclaimer()
-    controller: Controller = StaticController()
-
-    @property
-    def version(self) -> str:
-        return self.name
-
-    def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-        return best_fit_gpus(pod, snap, node)
-
-    def on_bind(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
-                gpus: tuple[int, ...]) -> None:
-        return None
-
-    def on_release(self, pod: PodSpec, snap: ClusterSnapshot, node: int,
-                   gpus: tuple[int, ...]) -> None:
-        return None
-
-    def prepare(self, pod: PodSpec, snap: ClusterSnapshot) -> None:
-        return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from dsan.core.snapshot import F64, I32, I64, MAX_GPUS, ClusterSnapshot, PodSpec
-from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
+from dsan.policies.base import MAX_NODE_SCORE, Scorer, best_fit_gpus
 
 #: The FGD simulator's normalisers: the largest node spec (``MaxSpecCpu``, ``MaxSpecGpu``).
 MAX_SPEC_CPU = 128_000
@@ -20,7 +20,7 @@ DEFAULT_MEMORY_MIB = 200.0
 MIB = 1 << 20
 
 
-class K8sDefaultScorer(BaseScorer):
+class K8sDefaultScorer(Scorer):
     """kube-scheduler's default scoring, as of Kubernetes v1.31
     (``pkg/scheduler/framework/plugins``): NodeResourcesFit (LeastAllocated, cpu and memory)
     plus NodeResourcesBalancedAllocation, weight 1 each; GPUs are not scored (docs/policies.md)
@@ -49,7 +49,7 @@ def _least(requested: I64, capacity: I64) -> I64:
     return np.where((capacity == 0) | (requested > capacity), 0, score)
 
 
-class TetrisScorer(BaseScorer):
+class TetrisScorer(Scorer):
     """Tetris's alignment score (Grandl et al., SIGCOMM'14, §3.1): ``sum_r (req_r / cap_r) *
     (free_r / cap_r)`` over CPU, memory and GPU milli, higher is better. The packing term
     alone: the shortest-remaining-time term needs durations the openb protocol lacks. GPUs
@@ -67,7 +67,7 @@ class TetrisScorer(BaseScorer):
         return np.asarray(cpu + mem + gpu, dtype=np.float64)
 
 
-class RandomScorer(BaseScorer):
+class RandomScorer(Scorer):
     """Random-fit: a uniformly random feasible node, and random fitting GPUs inside it."""
 
     name = "random"
@@ -93,7 +93,7 @@ class RandomScorer(BaseScorer):
         return (int(fits[self.rng.integers(fits.size)]),)
 
 
-class DotProdScorer(BaseScorer):
+class DotProdScorer(Scorer):
     """FGD simulator's DotProduct plugin with ``dimExtMethod=merge``, ``normMethod=max``."""
 
     name = "dotprod"
@@ -118,7 +118,7 @@ def affinity_tag(pod: PodSpec) -> int:
 N_TAGS = 2 + MAX_GPUS
 
 
-class GpuClusteringScorer(BaseScorer):
+class GpuClusteringScorer(Scorer):
     """FGD simulator's GpuClustering plugin. Keeps per-node counts of running pods' GPU kinds,
     fed by :meth:`on_bind` / :meth:`on_release` (the simulator calls them)."""
 
@@ -154,7 +154,7 @@ class GpuClusteringScorer(BaseScorer):
         return (within + band).astype(np.float64)
 
 
-class GpuPackingScorer(BaseScorer):
+class GpuPackingScorer(Scorer):
     """FGD simulator's GpuPacking plugin."""
 
     name = "gpu-packing"
@@ -181,7 +181,7 @@ class GpuPackingScorer(BaseScorer):
         return np.where(idle_node, case3, used).astype(np.float64)
 
 
-class BestFitScorer(BaseScorer):
+class BestFitScorer(Scorer):
     """FGD simulator's BestFit plugin (weights 0.5 CPU, 0.5 GPU), with its NormalizeScore."""
 
     name = "bestfit"

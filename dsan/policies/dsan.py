@@ -17,7 +17,7 @@ from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.features import TargetWorkload, fgd_select_gpus, schema_hash
 from dsan.model.artifact import DEFAULT_DIR
 from dsan.model.serving import ServingModel
-from dsan.policies.base import BaseScorer
+from dsan.policies.base import Scorer
 from dsan.policies.dsan_actions import load_actions
 
 __all__ = ["LOGIT_STEP", "DSANScorer", "make", "quantize_logits"]
@@ -47,7 +47,7 @@ def quantize_logits(logits: npt.ArrayLike, step: float = LOGIT_STEP) -> npt.NDAr
     return s
 
 
-class DSANScorer(BaseScorer):
+class DSANScorer(Scorer):
     name = "dsan"
     reads_telemetry = True
 

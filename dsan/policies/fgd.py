@@ -24,7 +24,7 @@ import numpy.typing as npt
 from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.target import TargetWorkload
-from dsan.policies.base import MAX_NODE_SCORE, BaseScorer, best_fit_gpus
+from dsan.policies.base import MAX_NODE_SCORE, Scorer, best_fit_gpus
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
 
@@ -36,7 +36,7 @@ class _Entry:
     at: npt.NDArray[np.int64]  # tick at which each node's score was computed
 
 
-class FGDScorer(BaseScorer):
+class FGDScorer(Scorer):
     name = "fgd"
 
     def __init__(self, target: TargetWorkload | None = None) -> None:

@@ -25,7 +25,7 @@ from dsan.features import (
 )
 from dsan.features.featurizer import cpu_bound_factor, room_factor, takes_cpu_only
 from dsan.features.whatif import Placement, PlacementCache, free_after
-from dsan.policies.base import BaseScorer
+from dsan.policies.base import Scorer
 from dsan.policies.dsan import quantize_logits
 from dsan.policies.fgd import FGDScorer
 
@@ -162,7 +162,7 @@ def columns(
     return out
 
 
-class LinearFGDScorer(BaseScorer):
+class LinearFGDScorer(Scorer):
     """``FGD integer score + w . f_S``: the zero-MLP residual head, without torch.
 
     ``weights`` is the head's ``skip`` (every pod), ``gpu_weights`` its ``gpu_skip`` (added

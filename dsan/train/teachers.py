@@ -16,7 +16,7 @@ import numpy.typing as npt
 from dsan.api.types import TASK_TYPES
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features.target import TargetWorkload
-from dsan.policies.base import BaseScorer, Scorer
+from dsan.policies.base import Scorer
 from dsan.policies.registry import make_scorer
 
 F64 = npt.NDArray[np.float64]
@@ -26,7 +26,7 @@ DRIVER_PRIORITY = 400
 OPENB_TEACHERS = ("fgd-pack", "fgd", "bestfit", "dotprod", "gpu-packing", "tetris")
 
 
-class FGDPack(BaseScorer):
+class FGDPack(Scorer):
     """FGD with ties broken by BestFit (the fullest node) instead of by node name: it
     consolidates like the simulator's name order, for a reason the features show."""
 
@@ -66,7 +66,7 @@ def _images(snap: ClusterSnapshot, pod: PodSpec, nodes: npt.NDArray[np.int64]) -
     return np.fromiter((pod.image in imgs[i] for i in nodes), dtype=np.float64, count=n), warm
 
 
-class Composite(BaseScorer):
+class Composite(Scorer):
     """The packing teacher DSAN imitates on the seed scenario (``scenario``).
 
     Packing raises utilisation and lowers cost, but a node whose CPU demand passes the

@@ -9,14 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
-from dsan.policies.base import BaseScorer
+from dsan.policies.base import Scorer
 from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.scoring import BadNodeRows, NodeRows, NoKnownNodes, ScoringEngine, StaleNodeTable
 
 
-class CpuFree(BaseScorer):
+class CpuFree(Scorer):
     """Scores by free CPU (a deterministic stand-in for any policy); records its calls and
     the pods it was asked to prepare for."""
 

@@ -9,7 +9,7 @@ import pytest
 from scenario_fixtures import close, drive, first_node, last_node, tiny_config, train_pod
 
 from dsan.core.snapshot import PodSpec
-from dsan.policies.base import BaseScorer
+from dsan.policies.base import Scorer
 from dsan.sim.scenario.engine import Decision, Engine
 from dsan.sim.scenario.workload import BATCH, BE, TRAIN, WEB, WorkloadBuilder
 
@@ -225,7 +225,7 @@ def test_p99_per_task_type(cfg, builder) -> None:
 
 
 
-class _Flat(BaseScorer):
+class _Flat(Scorer):
     """Every candidate ties; records each scored decision's candidates with the node bound."""
 
     name = "flat"

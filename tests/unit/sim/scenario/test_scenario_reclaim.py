@@ -12,7 +12,7 @@ import pytest
 from scenario_fixtures import drive, last_node, tiny_config, train_pod
 
 from dsan.core.snapshot import PodSpec
-from dsan.policies.base import BaseScorer
+from dsan.policies.base import Scorer
 from dsan.policies.dsan_actions import ActionParams, CostReclaimer, LearnedController
 from dsan.policies.reclaim import Candidate, DefaultReclaimer, Victim
 from dsan.sim.scenario.config import ScenarioConfig
@@ -44,7 +44,7 @@ class Picks:
         return self.pick if priority == 500 else None
 
 
-class WithReclaimer(BaseScorer):
+class WithReclaimer(Scorer):
     def __init__(self, r: Any) -> None:
         self.reclaimer = r
 
@@ -121,7 +121,7 @@ def test_kubernetes_reclaimer_runs_as_the_simulators_stand_in() -> None:
     other = Picks(0)
     assert simulated(other) is other
     eng, node0 = layout()
-    eng.attach(eng.select_gpus, BaseScorer())
+    eng.attach(eng.select_gpus, Scorer())
     out = drive(eng, by_name(node0))
     assert out["reclaim_cost"]["evicted_pods"] == {"training": 1}
 
@@ -160,7 +160,7 @@ def test_simulator_default_differs_from_kubernetes_only_in_the_last_tie_breaks(
 # --- the controller in the engine ---------------------------------------------------------
 
 
-class WithController(BaseScorer):
+class WithController(Scorer):
     def __init__(self, p: ActionParams) -> None:
         self.controller = LearnedController(p)
 
@@ -262,7 +262,7 @@ def cpu_only() -> ScenarioConfig:
         "node_groups": [{"count": 1, "cpu_milli": 16000, "mem_mib": 65536, "hourly_cost": 1.0}]})
 
 
-class WithActions(BaseScorer):
+class WithActions(Scorer):
     def __init__(self, p: ActionParams) -> None:
         self.reclaimer = CostReclaimer(p)
         self.controller = LearnedController(p)
@@ -272,7 +272,7 @@ def test_dsan_never_evicts_a_web_pod_even_a_reclaimable_one() -> None:
     """One 16-core node: an elastic executor (4 cores, priority -10) and a web replica made
     reclaimable at priority 50 (8 cores); a 10-core pod of priority 400 arrives at 50 s. Only
     evicting both makes room: Kubernetes does, DSAN refuses and the pod waits."""
-    def run(scorer: BaseScorer) -> dict[str, Any]:
+    def run(scorer: Scorer) -> dict[str, Any]:
         cfg = cpu_only()
         b = WorkloadBuilder(cfg)
         ex = b.job(BATCH, 0.0, [5000.0], stage_par=[1], base=1)
@@ -287,7 +287,7 @@ def test_dsan_never_evicts_a_web_pod_even_a_reclaimable_one() -> None:
         eng.attach(eng.select_gpus, scorer)
         return drive(eng)
 
-    assert run(BaseScorer())["reclaim_cost"]["evicted_pods"] == {"batch": 1, "web": 1}
+    assert run(Scorer())["reclaim_cost"]["evicted_pods"] == {"batch": 1, "web": 1}
     out = run(WithActions(ActionParams()))
     assert out["reclaim_cost"]["evictions"] == 0 and out["preemptions"] == 0
 
