@@ -80,10 +80,6 @@ class PodTrace:
         """Workload name as the published CSVs spell it, e.g. ``openb_pod_list_default``."""
         return self.path.stem
 
-    def shape(self, i: int) -> tuple[int, int, int, tuple[str, ...]]:
-        return (int(self.cpu_milli[i]), int(self.gpu_milli[i]), int(self.num_gpu[i]),
-                self.gpu_spec[i])
-
     def gpu_request_milli(self) -> npt.NDArray[np.int64]:
         return self.num_gpu.astype(np.int64) * self.gpu_milli.astype(np.int64)
 

@@ -211,8 +211,8 @@ class MetricsConfig:
 
 @dataclass(frozen=True)
 class LoadTargets:
-    """Offered-load targets the arrival rates are derived from (:mod:`offered`): daily mean
-    fraction of GPUs blocked, and of cores requested at the diurnal peak."""
+    """Offered-load targets the arrival rates are derived from (hack/scenario_offered.py):
+    daily mean fraction of GPUs blocked, and of cores requested at the diurnal peak."""
 
     gpu_mean: float = 0.65
     cpu_peak: float = 0.60
