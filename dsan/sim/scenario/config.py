@@ -18,7 +18,6 @@ import yaml
 from dsan.core.configload import build
 from dsan.sim.inputfile import InputFileError, read_text
 
-CONFIG_VERSION = 3
 #: Versions this code reads: 2 (Table 1 as published in docs/results/table1.md, kept
 #: byte-identical) and 3 (always-on nodes, warm start, elastic backlog, measured usage).
 SUPPORTED_VERSIONS = (2, 3)

@@ -102,12 +102,6 @@ class Engine(SchedulingMixin, ProgressMixin):
         self.acc.capacity_integral += np.array([s.cpu_cap.sum(), s.mem_cap.sum(),
                                                 self.gpu_cap.sum()]) * dt
 
-    def elastic_size(self, job: int) -> tuple[int, int, int]:
-        """(running pods, minimum, maximum) of a job: the handle a later reclamation or
-        resizing action reads (training workers; a Spark job's driver plus executors)."""
-        pods = self.wl.jobs[job].pods
-        return (int((self.pod_state[pods] == RUNNING).sum()), int(self.job_base[job]), len(pods))
-
     def _sample_telemetry(self, t1: float) -> None:
         """Write the samples at 10 s boundaries in (now, t1]: state is constant in between."""
         iv = self.cfg.metrics.telemetry_interval_s

@@ -23,7 +23,7 @@ from dsan.sim.scenario.preemption import SimulatorDefault
 from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
 
 ARRIVE, READY, WINDOW, WAKE = 0, 1, 2, 3  # WAKE: a paused (resizing) job resumes
-PENDING_NONE, PENDING, STARTING, RUNNING, DONE = 0, 1, 2, 3, 4
+PENDING, STARTING, RUNNING, DONE = 1, 2, 3, 4  # 0: not submitted yet
 EPS = 1e-6
 
 SelectGpus = Callable[[PodSpec, ClusterSnapshot, int], tuple[int, ...]]
