@@ -47,8 +47,7 @@ class EngineState:
 
     def __init__(self, cfg: ScenarioConfig, seed: int, *, burst: bool = False,
                  hours: float | None = None, workload: Workload | None = None,
-                 select_gpus: SelectGpus | None = None,
-                 progress: Callable[[float], None] | None = None) -> None:
+                 select_gpus: SelectGpus | None = None) -> None:
         self.cfg = cfg
         #: Version 3 measures [t0, horizon): the warm-up before t0 counts in no metric.
         self.v3 = cfg.version >= 3
@@ -57,7 +56,6 @@ class EngineState:
         self.snap = build_cluster(cfg.cluster, cfg.metrics.telemetry_len)
         self.wl = workload if workload is not None else generate(cfg, seed, burst)
         self.select_gpus: SelectGpus = select_gpus or best_fit_gpus
-        self.progress = progress
         # A stateful scorer (e.g. gpu-clustering) tracks binds/releases through these hooks.
         self._on_bind: Hook | None = None
         self._on_release: Hook | None = None
