@@ -73,9 +73,13 @@ class Engine(SchedulingMixin, ProgressMixin):
         self.now = t1
 
     def _measure(self, dt: float, billed: np.ndarray) -> None:
-        if self.v3:
-            self._measure_usage(dt)
         s = self.snap
+        if self.v3:  # measured use over the capacity of every node
+            cpu = np.minimum(self.demand + self.web_demand, s.cpu_cap).sum()
+            mem = s.mem_used.sum() - (self.ph.held_mem().sum() if self.ph.size else 0.0)
+            self.acc.usage_integral += np.array([cpu, mem, self.gpu_busy.sum()]) * dt
+            self.acc.capacity_integral += np.array([s.cpu_cap.sum(), s.mem_cap.sum(),
+                                                    self.gpu_cap.sum()]) * dt
         used = np.array([s.cpu_used.sum(), s.mem_used.sum(),
                          self.gpu_cap.sum() - s.gpu_free.sum()])
         if self.ph.size:  # placeholders hold requests but use nothing
@@ -92,15 +96,6 @@ class Engine(SchedulingMixin, ProgressMixin):
         st.cost += cost
         frac = np.where(cap > 0, used * dt / np.maximum(cap, 1e-9), 0.0)
         st.util_integral += float(np.mean(frac)) * dt
-
-    def _measure_usage(self, dt: float) -> None:
-        """Version 3 utilisation: measured use over the capacity of every node, for ``dt``."""
-        s = self.snap
-        cpu = np.minimum(self.demand + self.web_demand, s.cpu_cap).sum()
-        mem = s.mem_used.sum() - (self.ph.held_mem().sum() if self.ph.size else 0.0)
-        self.acc.usage_integral += np.array([cpu, mem, self.gpu_busy.sum()]) * dt
-        self.acc.capacity_integral += np.array([s.cpu_cap.sum(), s.mem_cap.sum(),
-                                                self.gpu_cap.sum()]) * dt
 
     def _sample_telemetry(self, t1: float) -> None:
         """Write the samples at 10 s boundaries in (now, t1]: state is constant in between."""
@@ -211,7 +206,6 @@ class Engine(SchedulingMixin, ProgressMixin):
         if not base <= n <= top:
             raise ValueError(f"controller {self.controller.name!r} granted {n} pods to a job "
                              f"of {base}..{top}")
-        self.job_granted[j] = n
         return job.pods[base:n]
 
     def _started(self, j: int, base: list[int]) -> None:
@@ -234,50 +228,43 @@ class Engine(SchedulingMixin, ProgressMixin):
                 self.acc.sla("training", 1)
 
     def summary(self) -> dict[str, object]:
+        """Table 1 (docs/scenarios.md, *Metrics*). Version 2 counts every pod submitted;
+        version 3 (*Version 3 metrics*) counts jobs submitted in the measured window [t0,
+        horizon), each once, its P99 and waits over the latency-sensitive classes only, and
+        measures utilisation."""
+        h, thr = self.horizon, self.cfg.metrics.queue_threshold_s
         if self.v3:
-            return self._summary_v3()
-        sub = ~np.isnan(self.pod_submit)
-        lat = np.where(np.isnan(self.pod_start), self.horizon, self.pod_start) - self.pod_submit
-        wait = np.where(np.isnan(self.pod_bind), self.horizon, self.pod_bind) - self.pod_submit
-        by_kind = {KIND_NAMES[k]: wait[sub & (self.pod_kind == k)] for k in range(len(KIND_NAMES))}
-        burst = np.array([self.wl.jobs[j].burst for j in self.pod_job], dtype=bool)
-        if burst.any():
-            by_kind["burst"] = wait[sub & burst]
-        out = self.acc.summary(lat[sub], wait[sub], self.cfg.metrics.queue_threshold_s, by_kind)
-        out["p99_by_kind_s"] = {
-            KIND_NAMES[k]: p99(lat[sub & (self.pod_kind == k)]) for k in range(len(KIND_NAMES))
-        }
-        if burst.any():
-            out["burst"] = self._burst_summary()
-        out["p99_tail_causes"] = self._tail_causes(lat[sub], wait[sub])
-        if self.ph.size:
-            out["overprovisioning"] = self.ph.summary()
-        out["pods_submitted"] = int(sub.sum())
-        out["sim_hours"] = self.horizon / 3600.0
-        return out
-
-    def _summary_v3(self) -> dict[str, object]:
-        """Version 3's Table 1 (docs/scenarios.md, *Version 3 metrics*): jobs submitted in
-        the measured window [t0, horizon), each counted once; measured utilisation."""
-        jobs, h = self.wl.jobs, self.horizon
-        submit = np.array([j.submit for j in jobs])
-        kinds = self.job_kind
-        m = (submit >= self.t0) & (submit < h)
-        lat = np.where(np.isnan(self.job_start), h, self.job_start) - submit
-        wait = np.where(np.isnan(self.job_wait), h - submit, self.job_wait)
-        sens = m & np.isin(kinds, LATENCY_SENSITIVE)
+            kinds, submit = self.job_kind, np.array([j.submit for j in self.wl.jobs])
+            m = (submit >= self.t0) & (submit < h)
+            lat = np.where(np.isnan(self.job_start), h, self.job_start) - submit
+            wait = np.where(np.isnan(self.job_wait), h - submit, self.job_wait)
+            burst = np.array([j.burst for j in self.wl.jobs], dtype=bool)
+            sens = m & np.isin(kinds, LATENCY_SENSITIVE)
+        else:
+            kinds, m = self.pod_kind, ~np.isnan(self.pod_submit)
+            lat = np.where(np.isnan(self.pod_start), h, self.pod_start) - self.pod_submit
+            wait = np.where(np.isnan(self.pod_bind), h, self.pod_bind) - self.pod_submit
+            burst = np.array([self.wl.jobs[j].burst for j in self.pod_job], dtype=bool)
+            sens = m
         by_kind = {KIND_NAMES[k]: wait[m & (kinds == k)] for k in range(len(KIND_NAMES))}
-        burst = np.array([j.burst for j in jobs], dtype=bool)
         if burst.any():
             by_kind["burst"] = wait[m & burst]
-        thr = self.cfg.metrics.queue_threshold_s
         out = self.acc.summary(lat[sens], wait[sens], thr, by_kind)
+        out["p99_by_kind_s"] = {KIND_NAMES[k]: p99(lat[m & (kinds == k)])
+                                for k in range(len(KIND_NAMES))}
+        if not self.v3:
+            if burst.any():
+                out["burst"] = self._burst_summary()
+            out["p99_tail_causes"] = self._tail_causes(lat[m], wait[m])
+            if self.ph.size:
+                out["overprovisioning"] = self.ph.summary()
+            out["pods_submitted"] = int(m.sum())
+            out["sim_hours"] = h / 3600.0
+            return out
         alloc = utilization(self.acc.used_integral, self.acc.cap_integral)
         out.update(utilization(self.acc.usage_integral, self.acc.capacity_integral))
         out["alloc_utilization_pct"] = alloc["utilization_pct"]
         out["mean_wait_queued_s"] = queued_mean_wait(wait[sens], thr)
-        out["p99_by_kind_s"] = {KIND_NAMES[k]: p99(lat[m & (kinds == k)])
-                                for k in range(len(KIND_NAMES))}
         out["p99_besteffort_latency_s"] = p99(lat[m & (kinds == BE)])
         out["reclaim_cost"] = self.reclaim["all"].summary()
         out["elastic"] = {"grows": self.acc.elastic_grows,

@@ -79,7 +79,7 @@ class SchedulingMixin(EngineState):
                     self.pod_node[q] = -1
                     self.pod_gpus[q] = ()
                 return False
-            node = int((yield Decision(spec, p, int(self.pod_job[p]), nodes, self.snap, self.now)))
+            node = int((yield Decision(spec, int(self.pod_job[p]), nodes, self.snap, self.now)))
             if node not in nodes:
                 raise ValueError(f"policy chose node {node}, not a feasible node for {spec.name}")
             gpus = self.select_gpus(spec, self.snap, node)

@@ -35,7 +35,6 @@ class Decision:
     """One placement to make: give back an entry of ``nodes`` (an index into ``snapshot``)."""
 
     pod: PodSpec
-    pod_id: int
     job_id: int
     nodes: np.ndarray  # feasible node indices, never empty
     snapshot: ClusterSnapshot  # the engine's live snapshot: read it, never mutate it
@@ -107,7 +106,6 @@ class EngineState:
         # Pods above their job's minimum (a Spark job's extra executors, an elastic training
         # job's extra workers): evicting one shrinks the job instead of stopping it.
         self.pod_elastic = np.fromiter((p.elastic for p in wl.pods), dtype=bool, count=P)
-        self.job_granted = np.array([len(j.pods) for j in wl.jobs], dtype=np.int64)
         self.reclaim = {"all": ReclaimCost(), "burst": ReclaimCost()}
         self.burst_capacity: dict[str, float] = {}
         self.on = np.ones(n, dtype=bool)

@@ -176,9 +176,8 @@ def test_grant_submits_only_the_granted_extras() -> None:
     eng = Engine(cfg, 0, workload=b.build())
     eng.attach(eng.select_gpus, WithController(ActionParams(train_growth=0.5)))
     out = drive(eng)
-    assert int(eng.job_granted[e.id]) == 4  # 2 + round(0.5 * 4)
     assert out["elastic"]["grows"] == 2
-    # the last two extras were never submitted
+    # 2 + round(0.5 * 4) granted: the last two extras were never submitted
     assert [bool(np.isnan(eng.pod_submit[p])) for p in e.pods] == [False] * 4 + [True] * 2
 
 
