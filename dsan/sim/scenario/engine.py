@@ -30,7 +30,6 @@ from dsan.sim.scenario.state import (
     WAKE,
     WINDOW,
     Decision,
-    SelectGpus,
 )
 from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN, WEB
 
@@ -39,16 +38,15 @@ LATENCY_SENSITIVE = (TRAIN, BATCH, WEB)
 
 
 class Engine(SchedulingMixin, ProgressMixin):
-    def attach(self, select_gpus: SelectGpus, hooks: Scorer | None = None) -> None:
+    def attach(self, scorer: Scorer) -> None:
         """Use a scorer's GPU choice and bind/release hooks, and from version 3 on its
         reclaimer and controller (before the first decision). Version 2 runs every policy
         under Kubernetes' preemption and no controller, as its numbers were published."""
-        self.select_gpus = select_gpus
-        self._on_bind = None if hooks is None else hooks.on_bind
-        self._on_release = None if hooks is None else hooks.on_release
-        if hooks is not None and self.v3:
-            self.reclaimer = preemption.simulated(hooks.reclaimer)
-            self.controller = hooks.controller
+        self.select_gpus = scorer.select_gpus
+        self.hooks = scorer
+        if self.v3:
+            self.reclaimer = preemption.simulated(scorer.reclaimer)
+            self.controller = scorer.controller
 
     def _advance(self, t1: float) -> None:
         """Move the clock to ``t1``: integrate metrics (from ``t0`` on: the warm-up is not

@@ -40,7 +40,7 @@ def run_policy(cfg: ScenarioConfig, policy: str, seed: int, *, burst: bool = Fal
     wl = generate(cfg, seed, burst)
     engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
     scorer = factory(policy, seed, wl, engine)
-    engine.attach(scorer.select_gpus, scorer)
+    engine.attach(scorer)
     rng = np.random.default_rng(seed)
     tie_rank = name_rank(engine.snap.names) if cfg.tie_break == "name" else None
     gen = engine.decisions()

@@ -12,7 +12,7 @@ import numpy as np
 
 from dsan.core.filtering import allocate, release
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
-from dsan.policies.base import best_fit_gpus
+from dsan.policies.base import Scorer, best_fit_gpus
 from dsan.policies.control import Controller, StaticController
 from dsan.policies.reclaim import Reclaimer
 from dsan.sim.scenario.cluster import build_cluster
@@ -27,7 +27,6 @@ PENDING, STARTING, RUNNING, DONE = 1, 2, 3, 4  # 0: not submitted yet
 EPS = 1e-6
 
 SelectGpus = Callable[[PodSpec, ClusterSnapshot, int], tuple[int, ...]]
-Hook = Callable[[PodSpec, ClusterSnapshot, int, tuple[int, ...]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +54,8 @@ class EngineState:
         self.snap = build_cluster(cfg.cluster, cfg.metrics.telemetry_len)
         self.wl = workload if workload is not None else generate(cfg, seed, burst)
         self.select_gpus: SelectGpus = select_gpus or best_fit_gpus
-        # A stateful scorer (e.g. gpu-clustering) tracks binds/releases through these hooks.
-        self._on_bind: Hook | None = None
-        self._on_release: Hook | None = None
+        # A stateful scorer (e.g. gpu-clustering) tracks binds and releases (Engine.attach).
+        self.hooks: Scorer | None = None
         # The policy's actions beyond node choice (Engine.attach): Kubernetes' until then.
         self.reclaimer: Reclaimer = SimulatorDefault()
         self.controller: Controller = StaticController()
@@ -210,10 +208,10 @@ class EngineState:
 
     def _alloc(self, spec: PodSpec, node: int, gpus: tuple[int, ...]) -> None:
         allocate(self.snap, spec, node, gpus)
-        if self._on_bind is not None:
-            self._on_bind(spec, self.snap, node, gpus)
+        if self.hooks is not None:
+            self.hooks.on_bind(spec, self.snap, node, gpus)
 
     def _free(self, spec: PodSpec, node: int, gpus: tuple[int, ...]) -> None:
         release(self.snap, spec, node, gpus)
-        if self._on_release is not None:
-            self._on_release(spec, self.snap, node, gpus)
+        if self.hooks is not None:
+            self.hooks.on_release(spec, self.snap, node, gpus)
