@@ -14,23 +14,10 @@ import numpy as np
 from dsan.api.types import TASK_TYPES
 from dsan.policies.base import Scorer
 from dsan.sim.scenario import preemption
-from dsan.sim.scenario.metrics import (
-    billed_seconds,
-    p99,
-    queued_mean_wait,
-    utilization,
-)
+from dsan.sim.scenario.metrics import billed_seconds, p99, queued_mean_wait, utilization
 from dsan.sim.scenario.progress import ProgressMixin
 from dsan.sim.scenario.scheduling import SchedulingMixin
-from dsan.sim.scenario.state import (
-    ARRIVE,
-    READY,
-    RUNNING,
-    STARTING,
-    WAKE,
-    WINDOW,
-    Decision,
-)
+from dsan.sim.scenario.state import ARRIVE, READY, RUNNING, STARTING, WAKE, WINDOW, Decision
 from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN, WEB
 
 #: Version 3's P99 task latency is over these classes' jobs; best effort is reported apart.
