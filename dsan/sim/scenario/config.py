@@ -300,20 +300,10 @@ class ScenarioConfig:
                                       for g in self.cluster.node_groups),
              "overprovisioning: no CPU node group fits one placeholder"),
         ]
-        bad += self._v3_checks()
-        for is_bad, message in bad:
-            if is_bad:
-                raise ValueError(message)
-        return self
-
-
-    def _v3_checks(self) -> list[tuple[bool, str]]:
-        """Version 3's settings: refused in a version 2 file (its numbers must not move)."""
-        t, b, bu = self.training, self.batch, self.burst
-        el = t.elastic
-        v3 = self.version >= 3
-        need = "needs version: 3"
-        return [
+        # Version 3's settings: refused in a version 2 file (its numbers must not move).
+        bu, el = self.burst, t.elastic
+        v3, need = self.version >= 3, "needs version: 3"
+        bad += [
             (not v3 and not self.scale_down.enabled, f"scale_down.enabled: false {need}"),
             (not v3 and self.warmup_h != 0, f"warmup_h {need}"),
             (not v3 and el != ElasticTrainingConfig(), f"training.elastic {need}"),
@@ -343,6 +333,10 @@ class ScenarioConfig:
             (bu.version == 2 and not 0 < bu.duration_s[0] <= bu.duration_s[1],
              "burst.duration_s must be [lo, hi] with 0 < lo <= hi"),
         ]
+        for is_bad, message in bad:
+            if is_bad:
+                raise ValueError(message)
+        return self
 
 
 def from_dict(data: dict[str, Any]) -> ScenarioConfig:
