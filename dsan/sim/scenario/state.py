@@ -175,9 +175,9 @@ class EngineState:
             return loc.rack
         return loc.cross_rack
 
-    def _resize(self, j: int, grow: bool) -> int:
+    def _resize(self, j: int, grow: bool) -> None:
         """An elastic training job changed size: checkpoint and restart (no progress for
-        ``training.elastic.restart_s``) at its new locality; returns its running workers."""
+        ``training.elastic.restart_s``) at its new locality."""
         job = self.wl.jobs[j]
         restart = self.cfg.training.elastic.restart_s
         running = [q for q in job.pods if self.pod_state[q] == RUNNING and self.pod_node[q] >= 0]
@@ -188,7 +188,6 @@ class EngineState:
         if grow and self.now >= self.t0:
             self.acc.elastic_grows += 1
             self.acc.grow_stall_gpu_s += restart * len(running)
-        return len(running)
 
     def _release(self, p: int) -> None:
         node = int(self.pod_node[p])
