@@ -165,22 +165,16 @@ class Engine(SchedulingMixin, ProgressMixin):
                     self.acc.sla("training", int(delay > self.cfg.training.start_delay_limit_s))
                 if len(base) < len(job.pods):
                     self._submit(self._granted(job.id), False)
-        elif kind == BATCH:
-            if p == job.pods[0]:
-                self.job_active[job.id] = True
-                self._submit(job.pods[1:len(base)] + self._granted(job.id), False)
-            if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING
-                                                       for q in base):
-                self._started(job.id, base)
+            return
+        if kind == BATCH and p == job.pods[0]:  # the driver runs: submit its executors
+            self.job_active[job.id] = True
+            self._submit(job.pods[1:len(base)] + self._granted(job.id), False)
         elif kind == BE:
             self.job_active[job.id] = True
-            if np.isnan(self.job_start[job.id]):
-                self._started(job.id, base)
-        else:
+        elif kind == WEB:
             self._web_load()
-            if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING
-                                                       for q in base):
-                self._started(job.id, base)
+        if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING for q in base):
+            self._started(job.id, base)
 
     def _granted(self, j: int) -> list[int]:
         """The pods above job ``j``'s minimum that the controller grants it (all of them
