@@ -36,7 +36,6 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True)
 class NodeTrace:
-    path: Path
     names: list[str]
     cpu_milli: npt.NDArray[np.float64]
     memory_mib: npt.NDArray[np.float64]
@@ -176,8 +175,8 @@ def load_nodes(path: Path | str) -> NodeTrace:
         model.append(m if g > 0 else "")
     if len(set(names)) != len(names):
         raise TraceError(path, "duplicate node names")
-    return NodeTrace(path, names, np.array(cpu, float), np.array(mem, float),
-                     np.array(gpu, np.int32), model)
+    return NodeTrace(names, np.array(cpu, float), np.array(mem, float), np.array(gpu, np.int32),
+                     model)
 
 
 def load_pods(path: Path | str, known_models: Sequence[str] | None = None) -> PodTrace:
