@@ -65,7 +65,7 @@ def run(job: tuple[str, str, int, float | None]) -> dict[str, Any]:
     engine_cls = GpuOnlyTelemetry if variant == "gpu-telemetry" else Engine
     engine = engine_cls(cfg, seed, hours=hours, workload=wl)
     scorer = default_factory(policy, seed, wl, engine)
-    engine.attach(scorer.select_gpus, scorer)
+    engine.attach(scorer)
     rng = np.random.default_rng(seed)
     tie_rank = name_rank(engine.snap.names) if cfg.tie_break == "name" else None
     gen = engine.decisions()

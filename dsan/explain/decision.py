@@ -221,7 +221,7 @@ def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
     fgd_like = policy in ("fgd", "dsan")
     target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models) if fgd_like else None
     scorer = make_scorer(policy, seed=seed, target_workload=target, **scorer_kwargs)
-    engine.attach(scorer.select_gpus, scorer)
+    engine.attach(scorer)
     rng = np.random.default_rng(seed)
     gen = engine.decisions()
     try:

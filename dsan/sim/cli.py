@@ -179,32 +179,16 @@ def _one(job: tuple[ScenarioConfig, str, int, bool, float | None]) -> dict[str, 
 
 def run_scenarios(cfg: ScenarioConfig, policies: list[str], seeds: list[int], burst: bool,
                   hours: float, jobs: int = 1) -> dict[str, list[dict[str, Any]]]:
-    """Every (policy, seed) run, side by side, with a tqdm bar on stderr (simulated minutes)."""
+    """Every (policy, seed) run in ``jobs`` processes, with a tqdm bar of runs on stderr."""
     from tqdm import tqdm
 
     todo = [(cfg, p, s, burst, hours) for p in policies for s in seeds]
     results: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
-    minutes = round(hours * 60)
-    with tqdm(total=minutes * len(todo), unit="sim-min", file=sys.stderr,
-              desc="burst" if burst else "seed-table1") as bar:
-        if jobs <= 1:
-            for cfg_, p, s, b, h in todo:
-                done = [0]
-
-                def tick(t_s: float, done: list[int] = done) -> None:
-                    m = int(t_s // 60)
-                    bar.update(m - done[0])
-                    done[0] = m
-
-                r = run_policy(cfg_, p, s, burst=b, hours=h, progress=tick)
-                bar.update(minutes - done[0])
-                bar.set_postfix(policy=p, seed=s, util=f"{r['utilization_pct']:.1f}%")
-                results[p].append(r)
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                for r in pool.map(_one, todo):
-                    bar.update(minutes)
-                    results[r["policy"]].append(r)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        runs = pool.map(_one, todo) if jobs > 1 else map(_one, todo)
+        for r in tqdm(runs, total=len(todo), unit="run", file=sys.stderr,
+                      desc="burst" if burst else "seed-table1"):
+            results[r["policy"]].append(r)
     return results
 
 

@@ -66,16 +66,14 @@ def load_published(path: Path, arrived: int = 100) -> dict[tuple[str, str], tupl
 
 def summary_rows(results: Sequence[Result],
                  published: dict[tuple[str, str], tuple[float, float]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], list[float]] = {}
-    runtimes: dict[tuple[str, str], list[float]] = {}
+    groups: dict[tuple[str, str], list[Result]] = {}
     for r in results:
-        key = (r["workload"], r["policy"])
-        groups.setdefault(key, []).append(float(r["unallocated_gpu_pct_at_100"]))
-        runtimes.setdefault(key, []).append(float(r["runtime_s"]))
+        groups.setdefault((r["workload"], r["policy"]), []).append(r)
     order = {p: i for i, p in enumerate((*PUBLISHED_POLICIES, "k8s-default", "tetris"))}
     rows = []
-    for (wl, pol), vals in sorted(groups.items(), key=lambda kv: (kv[0][0],
-                                                                   order.get(kv[0][1], 99))):
+    for (wl, pol), runs in sorted(groups.items(), key=lambda kv: (kv[0][0],
+                                                                  order.get(kv[0][1], 99))):
+        vals = [float(r["unallocated_gpu_pct_at_100"]) for r in runs]
         pub = published.get((wl, label(pol)))
         mean = float(np.mean(vals))
         rows.append({
@@ -84,7 +82,7 @@ def summary_rows(results: Sequence[Result],
             "published_mean": None if pub is None else pub[0],
             "published_sd": None if pub is None else pub[1],
             "diff_pp": None if pub is None else mean - pub[0],
-            "runtime_s": float(np.mean(runtimes[(wl, pol)])),
+            "runtime_s": float(np.mean([float(r["runtime_s"]) for r in runs])),
         })
     return rows
 

@@ -36,7 +36,6 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True)
 class NodeTrace:
-    path: Path
     names: list[str]
     cpu_milli: npt.NDArray[np.float64]
     memory_mib: npt.NDArray[np.float64]
@@ -80,29 +79,18 @@ class PodTrace:
         """Workload name as the published CSVs spell it, e.g. ``openb_pod_list_default``."""
         return self.path.stem
 
-    def shape(self, i: int) -> tuple[int, int, int, tuple[str, ...]]:
-        return (int(self.cpu_milli[i]), int(self.gpu_milli[i]), int(self.num_gpu[i]),
-                self.gpu_spec[i])
-
     def gpu_request_milli(self) -> npt.NDArray[np.int64]:
         return self.num_gpu.astype(np.int64) * self.gpu_milli.astype(np.int64)
 
     def pod_specs(self, gpu_models: Sequence[str]) -> list[PodSpec]:
-        """One :class:`PodSpec` per row; ``gpu_spec`` names map to indices of ``gpu_models``."""
+        """One :class:`PodSpec` per row; ``gpu_spec`` names map to indices of ``gpu_models``
+        (the node list's, which :func:`load_pods` checked them against)."""
         pos = {m: i for i, m in enumerate(gpu_models)}
-        out = []
-        for i, name in enumerate(self.names):
-            spec = self.gpu_spec[i]
-            unknown = [m for m in spec if m not in pos]
-            if unknown:
-                raise TraceError(self.path, f"GPU model {unknown[0]!r} is not in the node list",
-                                 i + 2, "gpu_spec")
-            out.append(PodSpec(
-                name=name, cpu_milli=float(self.cpu_milli[i]), mem_mib=float(self.memory_mib[i]),
-                num_gpu=int(self.num_gpu[i]),
-                gpu_milli=int(self.gpu_milli[i]) if self.num_gpu[i] > 0 else 0,
-                gpu_models=tuple(sorted(pos[m] for m in spec))))
-        return out
+        return [PodSpec(name=name, cpu_milli=float(self.cpu_milli[i]),
+                        mem_mib=float(self.memory_mib[i]), num_gpu=int(self.num_gpu[i]),
+                        gpu_milli=int(self.gpu_milli[i]) if self.num_gpu[i] > 0 else 0,
+                        gpu_models=tuple(sorted(pos[m] for m in self.gpu_spec[i])))
+                for i, name in enumerate(self.names)]
 
 
 def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
@@ -187,8 +175,8 @@ def load_nodes(path: Path | str) -> NodeTrace:
         model.append(m if g > 0 else "")
     if len(set(names)) != len(names):
         raise TraceError(path, "duplicate node names")
-    return NodeTrace(path, names, np.array(cpu, float), np.array(mem, float),
-                     np.array(gpu, np.int32), model)
+    return NodeTrace(names, np.array(cpu, float), np.array(mem, float), np.array(gpu, np.int32),
+                     model)
 
 
 def load_pods(path: Path | str, known_models: Sequence[str] | None = None) -> PodTrace:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dsan.core.filtering import allocate, feasible_nodes, release
+from dsan.core.filtering import allocate, feasible_nodes
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import Scorer
 
@@ -58,10 +58,3 @@ def schedule_one(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer, rng: np.ra
     allocate(snap, pod, node, gpus)
     scorer.on_bind(pod, snap, node, gpus)
     return node, gpus
-
-
-def unbind(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer, placement: Placement) -> None:
-    """Release a finished or evicted pod and tell a stateful scorer."""
-    node, gpus = placement
-    release(snap, pod, node, gpus)
-    scorer.on_release(pod, snap, node, gpus)

@@ -10,30 +10,22 @@ import math
 import numpy as np
 
 from dsan.core.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, empty_snapshot
-from dsan.sim.scenario.config import ClusterConfig
+from dsan.sim.scenario.config import ClusterConfig, NodeGroup
 
 
 def build_cluster(cfg: ClusterConfig, telemetry_len: int) -> ClusterSnapshot:
     gpu_groups = [g for g in cfg.node_groups if g.gpus > 0]
     cpu_groups = [g for g in cfg.node_groups if g.gpus == 0]
     models = sorted({g.gpu_model for g in gpu_groups})
+    groups: list[NodeGroup] = []  # each node's group
     names: list[str] = []
-    cpu: list[float] = []
-    mem: list[float] = []
-    count: list[int] = []
-    model: list[int] = []
-    cost: list[float] = []
     nvlink: list[int] = []
     domain = 0
     for g in gpu_groups:
         per = max(1, g.nvlink_domain_nodes)
         for i in range(g.count):
             names.append(f"gpu-{g.gpu_model.lower()}-{len(names):03d}")
-            cpu.append(g.cpu_milli)
-            mem.append(g.mem_mib)
-            count.append(min(g.gpus, MAX_GPUS))
-            model.append(models.index(g.gpu_model))
-            cost.append(g.hourly_cost)
+            groups.append(g)
             nvlink.append(domain + i // per)
         domain += math.ceil(g.count / per)
     n_gpu_nodes = len(names)
@@ -44,11 +36,7 @@ def build_cluster(cfg: ClusterConfig, telemetry_len: int) -> ClusterSnapshot:
             if q:
                 g = q.pop()
                 names.append(f"cpu-{int(g.cpu_milli // 1000)}c-{len(names):03d}")
-                cpu.append(g.cpu_milli)
-                mem.append(g.mem_mib)
-                count.append(0)
-                model.append(-1)
-                cost.append(g.hourly_cost)
+                groups.append(g)
                 nvlink.append(-1)
     n = len(names)
     per_rack = math.ceil(n / cfg.racks)
@@ -66,11 +54,13 @@ def build_cluster(cfg: ClusterConfig, telemetry_len: int) -> ClusterSnapshot:
             r = (r + 1) % cfg.racks
         rack[i] = r
         filled[r] += 1
-    snap = empty_snapshot(names, cpu, mem, count, model, models)
+    snap = empty_snapshot(names, [g.cpu_milli for g in groups], [g.mem_mib for g in groups],
+                          [min(g.gpus, MAX_GPUS) for g in groups],
+                          [models.index(g.gpu_model) if g.gpus else -1 for g in groups], models)
     snap.rack = rack
     snap.zone = (rack * cfg.zones // cfg.racks).astype(np.int32)
     snap.nvlink = np.asarray(nvlink, dtype=np.int32)
-    snap.hourly_cost = np.asarray(cost, dtype=np.float64)
+    snap.hourly_cost = np.array([g.hourly_cost for g in groups], dtype=np.float64)
     snap.telemetry = np.zeros((n, telemetry_len, len(TELEMETRY_CHANNELS)), dtype=np.float32)
     snap.telemetry_age_s = np.zeros(n)
     snap.pod_count = np.zeros(n, dtype=np.int32)

@@ -18,7 +18,6 @@ import yaml
 from dsan.core.configload import build
 from dsan.sim.inputfile import InputFileError, read_text
 
-CONFIG_VERSION = 3
 #: Versions this code reads: 2 (Table 1 as published in docs/results/table1.md, kept
 #: byte-identical) and 3 (always-on nodes, warm start, elastic backlog, measured usage).
 SUPPORTED_VERSIONS = (2, 3)
@@ -211,8 +210,8 @@ class MetricsConfig:
 
 @dataclass(frozen=True)
 class LoadTargets:
-    """Offered-load targets the arrival rates are derived from (:mod:`offered`): daily mean
-    fraction of GPUs blocked, and of cores requested at the diurnal peak."""
+    """Offered-load targets the arrival rates are derived from (hack/scenario_offered.py):
+    daily mean fraction of GPUs blocked, and of cores requested at the diurnal peak."""
 
     gpu_mean: float = 0.65
     cpu_peak: float = 0.60
@@ -301,20 +300,10 @@ class ScenarioConfig:
                                       for g in self.cluster.node_groups),
              "overprovisioning: no CPU node group fits one placeholder"),
         ]
-        bad += self._v3_checks()
-        for is_bad, message in bad:
-            if is_bad:
-                raise ValueError(message)
-        return self
-
-
-    def _v3_checks(self) -> list[tuple[bool, str]]:
-        """Version 3's settings: refused in a version 2 file (its numbers must not move)."""
-        t, b, bu = self.training, self.batch, self.burst
-        el = t.elastic
-        v3 = self.version >= 3
-        need = "needs version: 3"
-        return [
+        # Version 3's settings: refused in a version 2 file (its numbers must not move).
+        bu, el = self.burst, t.elastic
+        v3, need = self.version >= 3, "needs version: 3"
+        bad += [
             (not v3 and not self.scale_down.enabled, f"scale_down.enabled: false {need}"),
             (not v3 and self.warmup_h != 0, f"warmup_h {need}"),
             (not v3 and el != ElasticTrainingConfig(), f"training.elastic {need}"),
@@ -344,6 +333,10 @@ class ScenarioConfig:
             (bu.version == 2 and not 0 < bu.duration_s[0] <= bu.duration_s[1],
              "burst.duration_s must be [lo, hi] with 0 < lo <= hi"),
         ]
+        for is_bad, message in bad:
+            if is_bad:
+                raise ValueError(message)
+        return self
 
 
 def from_dict(data: dict[str, Any]) -> ScenarioConfig:

@@ -14,24 +14,10 @@ import numpy as np
 from dsan.api.types import TASK_TYPES
 from dsan.policies.base import Scorer
 from dsan.sim.scenario import preemption
-from dsan.sim.scenario.metrics import (
-    billed_seconds,
-    p99,
-    queued_mean_wait,
-    utilization,
-)
+from dsan.sim.scenario.metrics import billed_seconds, p99, queued_mean_wait, utilization
 from dsan.sim.scenario.progress import ProgressMixin
 from dsan.sim.scenario.scheduling import SchedulingMixin
-from dsan.sim.scenario.state import (
-    ARRIVE,
-    READY,
-    RUNNING,
-    STARTING,
-    WAKE,
-    WINDOW,
-    Decision,
-    SelectGpus,
-)
+from dsan.sim.scenario.state import ARRIVE, READY, RUNNING, STARTING, WAKE, WINDOW, Decision
 from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN, WEB
 
 #: Version 3's P99 task latency is over these classes' jobs; best effort is reported apart.
@@ -39,16 +25,15 @@ LATENCY_SENSITIVE = (TRAIN, BATCH, WEB)
 
 
 class Engine(SchedulingMixin, ProgressMixin):
-    def attach(self, select_gpus: SelectGpus, hooks: Scorer | None = None) -> None:
+    def attach(self, scorer: Scorer) -> None:
         """Use a scorer's GPU choice and bind/release hooks, and from version 3 on its
         reclaimer and controller (before the first decision). Version 2 runs every policy
         under Kubernetes' preemption and no controller, as its numbers were published."""
-        self.select_gpus = select_gpus
-        self._on_bind = None if hooks is None else hooks.on_bind
-        self._on_release = None if hooks is None else hooks.on_release
-        if hooks is not None and self.v3:
-            self.reclaimer = preemption.simulated(hooks.reclaimer)
-            self.controller = hooks.controller
+        self.select_gpus = scorer.select_gpus
+        self.hooks = scorer
+        if self.v3:
+            self.reclaimer = preemption.simulated(scorer.reclaimer)
+            self.controller = scorer.controller
 
     def _advance(self, t1: float) -> None:
         """Move the clock to ``t1``: integrate metrics (from ``t0`` on: the warm-up is not
@@ -73,9 +58,13 @@ class Engine(SchedulingMixin, ProgressMixin):
         self.now = t1
 
     def _measure(self, dt: float, billed: np.ndarray) -> None:
-        if self.v3:
-            self._measure_usage(dt)
         s = self.snap
+        if self.v3:  # measured use over the capacity of every node
+            cpu = np.minimum(self.demand + self.web_demand, s.cpu_cap).sum()
+            mem = s.mem_used.sum() - (self.ph.held_mem().sum() if self.ph.size else 0.0)
+            self.acc.usage_integral += np.array([cpu, mem, self.gpu_busy.sum()]) * dt
+            self.acc.capacity_integral += np.array([s.cpu_cap.sum(), s.mem_cap.sum(),
+                                                    self.gpu_cap.sum()]) * dt
         used = np.array([s.cpu_used.sum(), s.mem_used.sum(),
                          self.gpu_cap.sum() - s.gpu_free.sum()])
         if self.ph.size:  # placeholders hold requests but use nothing
@@ -92,21 +81,6 @@ class Engine(SchedulingMixin, ProgressMixin):
         st.cost += cost
         frac = np.where(cap > 0, used * dt / np.maximum(cap, 1e-9), 0.0)
         st.util_integral += float(np.mean(frac)) * dt
-
-    def _measure_usage(self, dt: float) -> None:
-        """Version 3 utilisation: measured use over the capacity of every node, for ``dt``."""
-        s = self.snap
-        cpu = np.minimum(self.demand + self.web_demand, s.cpu_cap).sum()
-        mem = s.mem_used.sum() - (self.ph.held_mem().sum() if self.ph.size else 0.0)
-        self.acc.usage_integral += np.array([cpu, mem, self.gpu_busy.sum()]) * dt
-        self.acc.capacity_integral += np.array([s.cpu_cap.sum(), s.mem_cap.sum(),
-                                                self.gpu_cap.sum()]) * dt
-
-    def elastic_size(self, job: int) -> tuple[int, int, int]:
-        """(running pods, minimum, maximum) of a job: the handle a later reclamation or
-        resizing action reads (training workers; a Spark job's driver plus executors)."""
-        pods = self.wl.jobs[job].pods
-        return (int((self.pod_state[pods] == RUNNING).sum()), int(self.job_base[job]), len(pods))
 
     def _sample_telemetry(self, t1: float) -> None:
         """Write the samples at 10 s boundaries in (now, t1]: state is constant in between."""
@@ -191,22 +165,16 @@ class Engine(SchedulingMixin, ProgressMixin):
                     self.acc.sla("training", int(delay > self.cfg.training.start_delay_limit_s))
                 if len(base) < len(job.pods):
                     self._submit(self._granted(job.id), False)
-        elif kind == BATCH:
-            if p == job.pods[0]:
-                self.job_active[job.id] = True
-                self._submit(job.pods[1:len(base)] + self._granted(job.id), False)
-            if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING
-                                                       for q in base):
-                self._started(job.id, base)
+            return
+        if kind == BATCH and p == job.pods[0]:  # the driver runs: submit its executors
+            self.job_active[job.id] = True
+            self._submit(job.pods[1:len(base)] + self._granted(job.id), False)
         elif kind == BE:
             self.job_active[job.id] = True
-            if np.isnan(self.job_start[job.id]):
-                self._started(job.id, base)
-        else:
+        elif kind == WEB:
             self._web_load()
-            if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING
-                                                       for q in base):
-                self._started(job.id, base)
+        if np.isnan(self.job_start[job.id]) and all(self.pod_state[q] == RUNNING for q in base):
+            self._started(job.id, base)
 
     def _granted(self, j: int) -> list[int]:
         """The pods above job ``j``'s minimum that the controller grants it (all of them
@@ -217,7 +185,6 @@ class Engine(SchedulingMixin, ProgressMixin):
         if not base <= n <= top:
             raise ValueError(f"controller {self.controller.name!r} granted {n} pods to a job "
                              f"of {base}..{top}")
-        self.job_granted[j] = n
         return job.pods[base:n]
 
     def _started(self, j: int, base: list[int]) -> None:
@@ -240,50 +207,43 @@ class Engine(SchedulingMixin, ProgressMixin):
                 self.acc.sla("training", 1)
 
     def summary(self) -> dict[str, object]:
+        """Table 1 (docs/scenarios.md, *Metrics*). Version 2 counts every pod submitted;
+        version 3 (*Version 3 metrics*) counts jobs submitted in the measured window [t0,
+        horizon), each once, its P99 and waits over the latency-sensitive classes only, and
+        measures utilisation."""
+        h, thr = self.horizon, self.cfg.metrics.queue_threshold_s
         if self.v3:
-            return self._summary_v3()
-        sub = ~np.isnan(self.pod_submit)
-        lat = np.where(np.isnan(self.pod_start), self.horizon, self.pod_start) - self.pod_submit
-        wait = np.where(np.isnan(self.pod_bind), self.horizon, self.pod_bind) - self.pod_submit
-        by_kind = {KIND_NAMES[k]: wait[sub & (self.pod_kind == k)] for k in range(len(KIND_NAMES))}
-        burst = np.array([self.wl.jobs[j].burst for j in self.pod_job], dtype=bool)
-        if burst.any():
-            by_kind["burst"] = wait[sub & burst]
-        out = self.acc.summary(lat[sub], wait[sub], self.cfg.metrics.queue_threshold_s, by_kind)
-        out["p99_by_kind_s"] = {
-            KIND_NAMES[k]: p99(lat[sub & (self.pod_kind == k)]) for k in range(len(KIND_NAMES))
-        }
-        if burst.any():
-            out["burst"] = self._burst_summary()
-        out["p99_tail_causes"] = self._tail_causes(lat[sub], wait[sub])
-        if self.ph.size:
-            out["overprovisioning"] = self.ph.summary()
-        out["pods_submitted"] = int(sub.sum())
-        out["sim_hours"] = self.horizon / 3600.0
-        return out
-
-    def _summary_v3(self) -> dict[str, object]:
-        """Version 3's Table 1 (docs/scenarios.md, *Version 3 metrics*): jobs submitted in
-        the measured window [t0, horizon), each counted once; measured utilisation."""
-        jobs, h = self.wl.jobs, self.horizon
-        submit = np.array([j.submit for j in jobs])
-        kinds = self.job_kind
-        m = (submit >= self.t0) & (submit < h)
-        lat = np.where(np.isnan(self.job_start), h, self.job_start) - submit
-        wait = np.where(np.isnan(self.job_wait), h - submit, self.job_wait)
-        sens = m & np.isin(kinds, LATENCY_SENSITIVE)
+            kinds, submit = self.job_kind, np.array([j.submit for j in self.wl.jobs])
+            m = (submit >= self.t0) & (submit < h)
+            lat = np.where(np.isnan(self.job_start), h, self.job_start) - submit
+            wait = np.where(np.isnan(self.job_wait), h - submit, self.job_wait)
+            burst = np.array([j.burst for j in self.wl.jobs], dtype=bool)
+            sens = m & np.isin(kinds, LATENCY_SENSITIVE)
+        else:
+            kinds, m = self.pod_kind, ~np.isnan(self.pod_submit)
+            lat = np.where(np.isnan(self.pod_start), h, self.pod_start) - self.pod_submit
+            wait = np.where(np.isnan(self.pod_bind), h, self.pod_bind) - self.pod_submit
+            burst = np.array([self.wl.jobs[j].burst for j in self.pod_job], dtype=bool)
+            sens = m
         by_kind = {KIND_NAMES[k]: wait[m & (kinds == k)] for k in range(len(KIND_NAMES))}
-        burst = np.array([j.burst for j in jobs], dtype=bool)
         if burst.any():
             by_kind["burst"] = wait[m & burst]
-        thr = self.cfg.metrics.queue_threshold_s
         out = self.acc.summary(lat[sens], wait[sens], thr, by_kind)
+        out["p99_by_kind_s"] = {KIND_NAMES[k]: p99(lat[m & (kinds == k)])
+                                for k in range(len(KIND_NAMES))}
+        if not self.v3:
+            if burst.any():
+                out["burst"] = self._burst_summary()
+            out["p99_tail_causes"] = self._tail_causes(lat[m], wait[m])
+            if self.ph.size:
+                out["overprovisioning"] = self.ph.summary()
+            out["pods_submitted"] = int(m.sum())
+            out["sim_hours"] = h / 3600.0
+            return out
         alloc = utilization(self.acc.used_integral, self.acc.cap_integral)
         out.update(utilization(self.acc.usage_integral, self.acc.capacity_integral))
         out["alloc_utilization_pct"] = alloc["utilization_pct"]
         out["mean_wait_queued_s"] = queued_mean_wait(wait[sens], thr)
-        out["p99_by_kind_s"] = {KIND_NAMES[k]: p99(lat[m & (kinds == k)])
-                                for k in range(len(KIND_NAMES))}
         out["p99_besteffort_latency_s"] = p99(lat[m & (kinds == BE)])
         out["reclaim_cost"] = self.reclaim["all"].summary()
         out["elastic"] = {"grows": self.acc.elastic_grows,

@@ -47,13 +47,6 @@ def queueing(waits: F64, threshold_s: float) -> tuple[int, float]:
     return int((waits > threshold_s).sum()), float(waits.mean())
 
 
-def job_latency_p99(latency: F64, kinds: npt.NDArray[np.int64], sensitive: tuple[int, ...]
-                    ) -> float:
-    """Version 3's P99 task latency: nearest-rank P99 of the per-job start latencies of the
-    latency-sensitive classes ``sensitive`` (a job counts once)."""
-    return p99(latency[np.isin(kinds, sensitive)])
-
-
 def queued_mean_wait(waits: F64, threshold_s: float) -> float:
     """Mean wait of the waits over the threshold (0 when none is)."""
     q = waits[waits > threshold_s]

@@ -12,7 +12,7 @@ every worker fits.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -67,19 +67,15 @@ class Bound:
     reclaimable: npt.NDArray[np.bool_]
     #: What a reclaimer reads of each pod (:class:`~dsan.policies.reclaim.Victim`): its
     #: task type (an index into TASK_TYPES), the seconds of work its eviction loses, and
-    #: whether its job shrinks rather than stops. Empty: type "other", nothing lost, not
-    #: elastic (the shape tests that look only at priorities build).
-    task: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    lost_s: F64 = field(default_factory=lambda: np.zeros(0))
-    elastic: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: whether its job shrinks rather than stops.
+    task: I64
+    lost_s: F64
+    elastic: npt.NDArray[np.bool_]
 
     def victim(self, i: int) -> Victim:
-        known = self.task.size > 0
-        return Victim(priority=int(self.prio[i]),
-                      task_type=TASK_TYPES[int(self.task[i])] if known else "other",
+        return Victim(priority=int(self.prio[i]), task_type=TASK_TYPES[int(self.task[i])],
                       gpus=float(self.gpu_milli[i]) / 1000.0, cores=float(self.cpu[i]) / 1000.0,
-                      lost_s=float(self.lost_s[i]) if known else 0.0,
-                      elastic=bool(self.elastic[i]) if known else False,
+                      lost_s=float(self.lost_s[i]), elastic=bool(self.elastic[i]),
                       start=float(self.start[i]))
 
 

@@ -86,8 +86,6 @@ class ProgressMixin(EngineState):
         a.series_t.append(self.now - self.t0)
         a.series_util.append(float(frac.mean() * 100.0))
         a.series_nodes_on.append(int(on.sum()))
-        if self.progress is not None:
-            self.progress(self.now - self.t0)
 
     def _busy_demand(self, run: np.ndarray, ex: np.ndarray, jobs_ex: np.ndarray) -> None:
         """Version 3: a Spark job's running executors beyond its stage's parallelism are idle

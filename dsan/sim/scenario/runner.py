@@ -33,14 +33,14 @@ def default_factory(name: str, seed: int, wl: Workload, engine: Engine, **option
 
 
 def run_policy(cfg: ScenarioConfig, policy: str, seed: int, *, burst: bool = False,
-               hours: float | None = None, factory: ScorerFactory = default_factory,
-               progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+               hours: float | None = None, factory: ScorerFactory = default_factory
+               ) -> dict[str, Any]:
     """One run: the summary dict of Table 1 metrics plus the utilisation series."""
     started = time.perf_counter()
     wl = generate(cfg, seed, burst)
-    engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl, progress=progress)
+    engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
     scorer = factory(policy, seed, wl, engine)
-    engine.attach(scorer.select_gpus, scorer)
+    engine.attach(scorer)
     rng = np.random.default_rng(seed)
     tie_rank = name_rank(engine.snap.names) if cfg.tie_break == "name" else None
     gen = engine.decisions()

@@ -79,7 +79,7 @@ class SchedulingMixin(EngineState):
                     self.pod_node[q] = -1
                     self.pod_gpus[q] = ()
                 return False
-            node = int((yield Decision(spec, p, int(self.pod_job[p]), nodes, self.snap, self.now)))
+            node = int((yield Decision(spec, int(self.pod_job[p]), nodes, self.snap, self.now)))
             if node not in nodes:
                 raise ValueError(f"policy chose node {node}, not a feasible node for {spec.name}")
             gpus = self.select_gpus(spec, self.snap, node)
@@ -183,9 +183,9 @@ class SchedulingMixin(EngineState):
         return ok
 
     def _lost_s(self, pods: np.ndarray) -> np.ndarray:
-        """Per pod, the seconds of work its eviction would cost, as :meth:`_evict` books it
-        (per GPU or core it holds): a notebook's progress so far, an executor's in-flight
-        tasks, and for an elastic training worker the restart of the workers that remain."""
+        """Per pod, the seconds of work its eviction would cost (per GPU or core it holds): a
+        notebook's progress so far, an executor's in-flight tasks, and for an elastic
+        training worker the restart of the workers that remain."""
         job = self.pod_job[pods]
         kind = self.pod_kind[pods]
         running = self.pod_state[pods] == RUNNING
@@ -207,6 +207,7 @@ class SchedulingMixin(EngineState):
         (``batch.evict_loss_s``); an elastic training job shrinks and restarts from its
         checkpoint (``training.elastic.restart_s``)."""
         job = self.wl.jobs[self.pod_job[p]]
+        lost = float(self._lost_s(np.array([p]))[0])  # before the release changes what runs
         was_running = self.pod_state[p] == RUNNING
         self._release(p)
         measured = self.now >= self.t0
@@ -214,16 +215,15 @@ class SchedulingMixin(EngineState):
             self.acc.preemptions += 1
         lost_gpu = lost_core = stall = 0.0
         if job.kind == BE:  # a reclaimed notebook restarts from scratch
-            if self.job_active[job.id]:
-                lost_gpu = (job.stage_work[0] - self.job_left[job.id]) * self.pod_gmilli[p] / 1000
+            lost_gpu = lost * self.pod_gmilli[p] / 1000
             self.job_active[job.id] = False
             self.job_left[job.id] = job.stage_work[0]
-        elif job.kind == BATCH and was_running and self.job_active[job.id]:
-            loss = self.cfg.batch.evict_loss_s
-            self.job_left[job.id] += loss
-            lost_core = loss * self.pod_cpu[p] / 1000.0
+        elif job.kind == BATCH:
+            self.job_left[job.id] += lost
+            lost_core = lost * self.pod_cpu[p] / 1000.0
         elif job.kind == TRAIN and was_running and self.job_active[job.id]:
-            stall = self.cfg.training.elastic.restart_s * self._resize(job.id, grow=False)
+            self._resize(job.id, grow=False)
+            stall = lost
         if self.v3 and measured:
             for key in ("all", "burst") if by_burst else ("all",):
                 self.reclaim[key].add(KIND_NAMES[job.kind], job.id, lost_gpu, lost_core, stall)

@@ -12,7 +12,7 @@ import numpy as np
 
 from dsan.core.filtering import allocate, release
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
-from dsan.policies.base import Controller, StaticController, best_fit_gpus
+from dsan.policies.base import Controller, Scorer, StaticController, best_fit_gpus
 from dsan.policies.reclaim import Reclaimer
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig
@@ -22,11 +22,10 @@ from dsan.sim.scenario.preemption import SimulatorDefault
 from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
 
 ARRIVE, READY, WINDOW, WAKE = 0, 1, 2, 3  # WAKE: a paused (resizing) job resumes
-PENDING_NONE, PENDING, STARTING, RUNNING, DONE = 0, 1, 2, 3, 4
+PENDING, STARTING, RUNNING, DONE = 1, 2, 3, 4  # 0: not submitted yet
 EPS = 1e-6
 
 SelectGpus = Callable[[PodSpec, ClusterSnapshot, int], tuple[int, ...]]
-Hook = Callable[[PodSpec, ClusterSnapshot, int, tuple[int, ...]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +33,6 @@ class Decision:
     """One placement to make: give back an entry of ``nodes`` (an index into ``snapshot``)."""
 
     pod: PodSpec
-    pod_id: int
     job_id: int
     nodes: np.ndarray  # feasible node indices, never empty
     snapshot: ClusterSnapshot  # the engine's live snapshot: read it, never mutate it
@@ -46,8 +44,7 @@ class EngineState:
 
     def __init__(self, cfg: ScenarioConfig, seed: int, *, burst: bool = False,
                  hours: float | None = None, workload: Workload | None = None,
-                 select_gpus: SelectGpus | None = None,
-                 progress: Callable[[float], None] | None = None) -> None:
+                 select_gpus: SelectGpus | None = None) -> None:
         self.cfg = cfg
         #: Version 3 measures [t0, horizon): the warm-up before t0 counts in no metric.
         self.v3 = cfg.version >= 3
@@ -56,10 +53,8 @@ class EngineState:
         self.snap = build_cluster(cfg.cluster, cfg.metrics.telemetry_len)
         self.wl = workload if workload is not None else generate(cfg, seed, burst)
         self.select_gpus: SelectGpus = select_gpus or best_fit_gpus
-        self.progress = progress
-        # A stateful scorer (e.g. gpu-clustering) tracks binds/releases through these hooks.
-        self._on_bind: Hook | None = None
-        self._on_release: Hook | None = None
+        # A stateful scorer (e.g. gpu-clustering) tracks binds and releases (Engine.attach).
+        self.hooks: Scorer | None = None
         # The policy's actions beyond node choice (Engine.attach): Kubernetes' until then.
         self.reclaimer: Reclaimer = SimulatorDefault()
         self.controller: Controller = StaticController()
@@ -108,7 +103,6 @@ class EngineState:
         # Pods above their job's minimum (a Spark job's extra executors, an elastic training
         # job's extra workers): evicting one shrinks the job instead of stopping it.
         self.pod_elastic = np.fromiter((p.elastic for p in wl.pods), dtype=bool, count=P)
-        self.job_granted = np.array([len(j.pods) for j in wl.jobs], dtype=np.int64)
         self.reclaim = {"all": ReclaimCost(), "burst": ReclaimCost()}
         self.burst_capacity: dict[str, float] = {}
         self.on = np.ones(n, dtype=bool)
@@ -180,9 +174,9 @@ class EngineState:
             return loc.rack
         return loc.cross_rack
 
-    def _resize(self, j: int, grow: bool) -> int:
+    def _resize(self, j: int, grow: bool) -> None:
         """An elastic training job changed size: checkpoint and restart (no progress for
-        ``training.elastic.restart_s``) at its new locality; returns its running workers."""
+        ``training.elastic.restart_s``) at its new locality."""
         job = self.wl.jobs[j]
         restart = self.cfg.training.elastic.restart_s
         running = [q for q in job.pods if self.pod_state[q] == RUNNING and self.pod_node[q] >= 0]
@@ -193,7 +187,6 @@ class EngineState:
         if grow and self.now >= self.t0:
             self.acc.elastic_grows += 1
             self.acc.grow_stall_gpu_s += restart * len(running)
-        return len(running)
 
     def _release(self, p: int) -> None:
         node = int(self.pod_node[p])
@@ -213,10 +206,10 @@ class EngineState:
 
     def _alloc(self, spec: PodSpec, node: int, gpus: tuple[int, ...]) -> None:
         allocate(self.snap, spec, node, gpus)
-        if self._on_bind is not None:
-            self._on_bind(spec, self.snap, node, gpus)
+        if self.hooks is not None:
+            self.hooks.on_bind(spec, self.snap, node, gpus)
 
     def _free(self, spec: PodSpec, node: int, gpus: tuple[int, ...]) -> None:
         release(self.snap, spec, node, gpus)
-        if self._on_release is not None:
-            self._on_release(spec, self.snap, node, gpus)
+        if self.hooks is not None:
+            self.hooks.on_release(spec, self.snap, node, gpus)

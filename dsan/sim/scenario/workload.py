@@ -114,16 +114,13 @@ class WorkloadBuilder:
             image = t.images[int(rng.integers(len(t.images)))]
             job = self.job(TRAIN, float(at), [dur], stage_par=[0], burst=burst, base=g,
                            nominal=g)
-            for w in range(g):
+            for w in range(g + g * extra):
+                more = w >= g  # past the gang: an elastic extra worker (version 3)
                 spec = PodSpec(f"train-{job.id}-{w}", t.worker_cpu_milli, t.worker_mem_mib,
-                               num_gpu=1, gpu_milli=1000, priority=t.priority, task_type=TRAIN,
-                               gang_size=g, image=image)
-                self.pod(job, spec, t.cpu_use_frac, t.gpu_activity, False)
-            for w in range(g, g + g * extra):  # elastic extra workers (version 3)
-                spec = PodSpec(f"train-{job.id}-{w}", t.worker_cpu_milli, t.worker_mem_mib,
-                               num_gpu=1, gpu_milli=1000, priority=t.elastic.priority,
-                               task_type=TRAIN, gang_size=1, image=image)
-                self.pod(job, spec, t.cpu_use_frac, t.gpu_activity, True)
+                               num_gpu=1, gpu_milli=1000,
+                               priority=t.elastic.priority if more else t.priority,
+                               task_type=TRAIN, gang_size=1 if more else g, image=image)
+                self.pod(job, spec, t.cpu_use_frac, t.gpu_activity, more)
 
     def burst_v2(self, rng: np.random.Generator, times: np.ndarray) -> None:
         """Burst version 2: one-pod ResNet50 jobs on a GPU share (``burst`` config)."""

@@ -7,11 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsan.core.snapshot import PodSpec, empty_snapshot
-from dsan.policies.registry import make_scorer
 from dsan.sim.cli import parse_policies, parse_seeds
 from dsan.sim.matrix import format_table, load_published, ordering, summary_rows
-from dsan.sim.scheduler import schedule_one, unbind
 
 
 def fake(wl: str, pol: str, seed: int, unalloc: float) -> dict:  # type: ignore[type-arg]
@@ -60,17 +57,3 @@ def test_seed_and_policy_parsing() -> None:
     assert parse_policies("fgd,published") == ["fgd", *published]
     with pytest.raises(ValueError, match="no policy"):
         parse_policies(" , ")
-
-
-def test_unbind_releases_and_tells_stateful_scorer() -> None:
-    snap = empty_snapshot(["a", "b"], [8000, 8000], [1000, 1000], [2, 2], [0, 0], ["G2"])
-    sc = make_scorer("gpu-clustering")
-    pod = PodSpec("p", 1000, 10, 1, 500)
-    placed = schedule_one(pod, snap, sc, np.random.default_rng(0), np.arange(2))
-    assert placed is not None
-    node = placed[0]
-    # the node now runs only sharing pods: band 75..100 for the next sharing pod
-    assert sc.score(pod, snap, np.array([node]))[0] >= 75
-    unbind(pod, snap, sc, placed)
-    assert snap.gpu_free[node].tolist()[:2] == [1000, 1000] and snap.cpu_used[node] == 0
-    assert sc.score(pod, snap, np.array([node]))[0] < 50  # idle again

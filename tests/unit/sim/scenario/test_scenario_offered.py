@@ -12,7 +12,8 @@ import pytest
 from scenario_fixtures import tiny_config
 
 from dsan.sim.scenario.config import ScenarioConfig, load
-from dsan.sim.scenario.offered import (
+from dsan.sim.scenario.workload import TRAIN, WorkloadBuilder
+from hack.scenario_offered import (
     OMEGA,
     _moments,
     batch_rate_for,
@@ -20,7 +21,6 @@ from dsan.sim.scenario.offered import (
     training_moments,
     training_rate_for,
 )
-from dsan.sim.scenario.workload import TRAIN, WorkloadBuilder
 
 
 def test_training_moment_matches_the_generator() -> None:

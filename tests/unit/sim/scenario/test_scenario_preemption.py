@@ -26,6 +26,10 @@ def _bound(rows: Sequence[tuple[object, ...]]) -> preemption.Bound:
         prio=a[:, 5].astype(np.int64),
         start=a[:, 6].astype(float),
         reclaimable=a[:, 7].astype(bool),
+        # type "other", nothing lost, not elastic: these tests look only at priorities
+        task=np.zeros(len(a), dtype=np.int64),
+        lost_s=np.zeros(len(a)),
+        elastic=np.zeros(len(a), dtype=bool),
     )
 
 

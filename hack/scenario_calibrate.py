@@ -1,5 +1,5 @@
 """Derive the scenario's trace-calibrated parameters from ``../shared/traces``, to check
-where each number in the YAML came from: ``python -m dsan.sim.scenario.calibrate TRACES``.
+where each number in the YAML came from: ``.venv/bin/python hack/scenario_calibrate.py TRACES``.
 """
 
 from __future__ import annotations
