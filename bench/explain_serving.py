@@ -75,7 +75,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
-    from sidecar import kubeobjects as ko
+    from tests.support import kubeobjects as ko
 
     parent, child = multiprocessing.Pipe()
     stop = multiprocessing.Event()

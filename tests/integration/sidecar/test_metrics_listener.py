@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 
 pytestmark = pytest.mark.integration
 

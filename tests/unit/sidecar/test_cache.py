@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from dsan.core.snapshot import TELEMETRY_CHANNELS
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.podspec import podspec_from_pod
+from tests.support import kubeobjects as ko
 
 
 class Clock:

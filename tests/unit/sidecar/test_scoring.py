@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.policies.base import BaseScorer
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.scoring import BadNodeRows, NodeRows, NoKnownNodes, ScoringEngine, StaleNodeTable
+from tests.support import kubeobjects as ko
 
 
 class CpuFree(BaseScorer):
