@@ -56,9 +56,10 @@ class ScoreHandler:
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         def serve() -> tuple[bytes, None]:
             _decode(scorer_pb2.NodeTableRequest, raw)
-            epoch, names = self.service.node_table()
-            return scorer_pb2.NodeTableResponse(
-                epoch=epoch, node_names=names).SerializeToString(), None
+            with self.service.cache.scoring_lock:  # the names in the rows' order
+                pub = self.service.cache.snapshot()
+                out = scorer_pb2.NodeTableResponse(epoch=pub.table_epoch, node_names=pub.snap.names)
+            return out.SerializeToString(), None
 
         return _answer(context, self.service.handle("grpc", "node_table", serve))
 
@@ -83,7 +84,6 @@ class ScoreHandler:
             fallback_nodes=res.fallback, unknown_nodes=res.unknown,
             node_table_epoch=res.table_epoch).SerializeToString()
         return encode_scores(res.scores) + tail, res
-
 
     def reclaim(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         return _answer(context, self.service.handle("grpc", "reclaim",

@@ -193,12 +193,6 @@ class ScoringService:
             self.metrics.unknown_nodes.inc(res.unknown)
         return res
 
-    def node_table(self) -> tuple[int, list[str]]:
-        """(epoch, names in row order) of the node table gRPC clients may send rows of."""
-        with self.cache.scoring_lock:
-            pub = self.cache.snapshot()
-            return pub.table_epoch, pub.snap.names
-
     def settle(self) -> None:
         """The last request's deferred work: its assumption (:meth:`ScoringEngine.settle`),
         then the queued latency observations. Runs after a reply was sent (and before every
