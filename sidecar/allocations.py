@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from dsan.api.types import LATENCY_SENSITIVE_INDICES
 from dsan.core.snapshot import PodSpec
 from sidecar.nodetable import Columns, NodeTable
+from sidecar.victims import PodRecord
 
 
 @dataclass(slots=True)
@@ -28,6 +29,8 @@ class Charge:
     gpus: tuple[int, ...] = ()
     #: When an assumption expires (the clock's time); unused for a bound pod.
     deadline: float = 0.0
+    #: A bound pod as the informer last showed it, as a preemption victim.
+    record: PodRecord | None = None
 
 
 #: Ways an assumption ends: its pod was seen bound (anywhere), deleted, or updated while still
@@ -99,7 +102,7 @@ class Allocations:
             if charge is not None:
                 self._charge(i, charge)
 
-    def bind(self, key: str, node: str, spec: PodSpec) -> None:
+    def bind(self, key: str, node: str, spec: PodSpec, record: PodRecord) -> None:
         """Pod ``key`` is bound to ``node``: its assumption (if any) gives way."""
         self.drop_assumed(key, "bound")
         # A gRPC client that sent no UID was assumed under namespace/name.
@@ -107,7 +110,7 @@ class Allocations:
         old = self.bound.get(key)
         if old is not None:
             self._detach(key, old)
-        charge = Charge(node=node, spec=spec)
+        charge = Charge(node=node, spec=spec, record=record)
         self.bound[key] = charge
         self._attach(key, charge)
 

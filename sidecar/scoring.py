@@ -184,8 +184,6 @@ class ScoringEngine:
         self.policy_errors = 0
         #: settle() calls whose scorer.prepare raised (the assumption stands).
         self.settle_errors = 0
-        #: Deferred assumptions the next request applied first (its settle() came late).
-        self.settled_by_next = 0
         #: Called once per assumption made, with its node (the service counts them in its
         #: metrics, per node).
         self.on_assume: Callable[[str], None] | None = None
@@ -200,7 +198,6 @@ class ScoringEngine:
         # under the GIL parallel scoring would gain nothing anyway.
         with self.cache.scoring_lock:
             if self._pending is not None:  # the previous request's settle() has not run yet
-                self.settled_by_next += 1
                 self._settle_locked()
             t0 = time.perf_counter()
             # --- snapshot
