@@ -62,7 +62,6 @@ class ScoreResult:
     #: Its name ("" when none).
     winner: str
     unknown: int
-    infeasible: int
     fallback: int
     featurize_s: float
     model_s: float
@@ -258,11 +257,10 @@ class ScoringEngine:
                     self._assume(assume, pod, winner)
             return ScoreResult(
                 scores=out, best=best, winner=winner, unknown=n_unknown,
-                infeasible=m - n_unknown - n_ok, fallback=fell_back + (
-                    0 if stale is None else int(np.count_nonzero(stale))),
-                featurize_s=t1 - t0, model_s=t2 - t1,
-                version=pub.version, table_epoch=pub.table_epoch, rows=rows,
-                names=snap.names, by_fallback=ok if fell_back else stale)
+                fallback=fell_back + (0 if stale is None else int(np.count_nonzero(stale))),
+                featurize_s=t1 - t0, model_s=t2 - t1, version=pub.version,
+                table_epoch=pub.table_epoch, rows=rows, names=snap.names,
+                by_fallback=ok if fell_back else stale)
 
     def _rows(self, pub: Published, names: Sequence[str] | NodeRows) -> tuple[I64, int]:
         """The candidates' rows in ``pub`` (-1 unknown) and how many are unknown."""
