@@ -153,7 +153,7 @@ class ExtenderApp:
             pod, proposals = parse_preemption_args(body)
             priority = self._specs.get(pod, self.service.cache.models).priority
             out = encode_result(self.reclamation.choose(priority, proposals))
-            self.service.metrics.observe_preempt(time.perf_counter() - t0)
+            self.service.metrics.preempt_latency.observe(time.perf_counter() - t0)
             return out, None
 
         return _reply(self.service.handle("http", "preempt", serve))

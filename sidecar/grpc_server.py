@@ -99,7 +99,7 @@ class ScoreHandler:
         chosen = self.reclamation.choose(req.pod.priority, proposals(req))
         out = scorer_pb2.ReclaimResponse(node="" if chosen is None else chosen.node,
                                          reclaimer=self.reclamation.reclaimer.name)
-        self.service.metrics.observe_preempt(time.perf_counter() - t0)
+        self.service.metrics.preempt_latency.observe(time.perf_counter() - t0)
         return out.SerializeToString(), None
 
     def filter(self, raw: bytes, context: grpc.ServicerContext) -> bytes:

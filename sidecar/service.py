@@ -198,7 +198,7 @@ class ScoringService:
         then the queued latency observations. Runs after a reply was sent (and before every
         scrape), so it must never raise into a server thread."""
         t0 = time.perf_counter()
-        _drain(self._settled_s, self.metrics.observe_settle)
+        _drain(self._settled_s, self.metrics.settle.observe)
         try:
             applied = self.engine.settle()
         except Exception:  # the assumption is lost; its pod is scored again if retried
@@ -212,7 +212,7 @@ class ScoringService:
     def exposition(self) -> bytes:
         """/metrics: everything settled first, so a scrape sees every answered request."""
         self.settle()
-        _drain(self._settled_s, self.metrics.observe_settle)
+        _drain(self._settled_s, self.metrics.settle.observe)
         return self.metrics.exposition()
 
     @property
