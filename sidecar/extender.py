@@ -345,10 +345,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._serving(self._get)
+        if "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
+            # A body is never read here, so where the next request starts is unknown.
+            self.close_connection = True
 
     def do_HEAD(self) -> None:
         self._head_only = True
-        self._serving(self._get)
+        self.do_GET()
 
     def _not_allowed(self) -> None:
         """405 for a standard method (not the stdlib's 501), then close. A small body is read
