@@ -55,7 +55,7 @@ def remember_cost() -> float:
     from sidecar.scoring import ScoreResult
 
     m = 420
-    res = ScoreResult(np.zeros(m, np.int64), 0, "n", 0, 0, 0, 0.0, 0.0, 0.0, 0, 0,
+    res = ScoreResult(np.zeros(m, np.int64), 0, "n", 0, 0, 0.0, 0.0, 0, 0,
                       np.arange(m), [f"n{i}" for i in range(m)], None)
     d = Decisions(512)
     specs = [PodSpec(f"default/p{i}", 1000, 1024) for i in range(1024)]
@@ -75,7 +75,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
-    from sidecar import kubeobjects as ko
+    from tests.support import kubeobjects as ko
 
     parent, child = multiprocessing.Pipe()
     stop = multiprocessing.Event()

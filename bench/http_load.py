@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: repo importable
 
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 from tests.support.fakeapiserver import FakeApiServer
 
 TIMEOUT_S = 10.0

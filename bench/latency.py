@@ -197,9 +197,7 @@ def measure_size(n: int, trees: dict[str, tuple[Path, str]], policies: list[str]
 
 def _client_input(n: int) -> str:
     """The Go client's requests: the same pods and candidate lists as bench/world.py."""
-    from world import VARIANTS, pod
-
-    from sidecar import kubeobjects as ko
+    from world import VARIANTS, ko, pod
 
     names = [nd["metadata"]["name"] for nd in ko.cluster(n)]
     cands = [names[k:] + names[:k] for k in ((i * 7919) % n for i in range(VARIANTS))]

@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench/world.py beside this file
 
-from world import World
+from world import World, ko
 
 
 class NoopExtenderApp:
@@ -78,7 +78,6 @@ class NoopScoreHandler:
 
 def noop_servers(n: int) -> tuple[Any, Any]:
     """The floor: the same servers, parsing and reply encoding, every score 0."""
-    from sidecar import kubeobjects as ko
     from sidecar.extender import ExtenderServer
     from sidecar.grpc_server import GrpcServer
 
@@ -130,7 +129,6 @@ def main() -> int:
             print(json.dumps({"ns": ns, "settle_ns": settle_ns}), flush=True)
         elif cmd[0] == "filter" and world is not None and reqs is not None:
             # An elastic Spark executor: the pod DSAN's quota (ls_headroom) is about.
-            from sidecar import kubeobjects as ko
             from sidecar.podspec import podspec_from_pod
 
             elastic = ko.pod("bench-elastic", cpu="4", memory="16Gi", annotations={

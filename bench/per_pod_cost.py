@@ -43,9 +43,8 @@ def serve_chunks(policy: str, pods: int, candidates: int) -> None:
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from world import World
+    from world import World, ko
 
-    from sidecar import kubeobjects as ko
     from sidecar.extender import ExtenderApp
 
     w = World(1000, policy)

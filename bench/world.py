@@ -22,11 +22,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from sidecar import kubeobjects as ko
 from sidecar.app import Sidecar, load_policies
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.podspec import podspec_from_pod
+
+try:  # the tree on PYTHONPATH, which may predate the move of the builders to tests/
+    from tests.support import kubeobjects as ko
+except ImportError:
+    from sidecar import kubeobjects as ko  # type: ignore[attr-defined,no-redef]
 
 VARIANTS = 32
 

@@ -2,9 +2,11 @@
 bound), charged to the node table's allocation columns.
 
 An assumption expires after ``assume_ttl_s`` and gives way to the real charge when the pod
-shows up bound, wherever it landed. GPU slots are taken by best fit, as the FGD simulator
-does. A pod on a node the table does not hold yet is charged when the node appears. Nothing
-here locks: the cache serialises calls.
+shows up bound, wherever it landed. The TTL is one constant, so the assumptions in insertion
+order (re-assuming moves a pod to the end) are in expiry order: expiring looks at the oldest
+only. GPU slots are taken by best fit, as the FGD simulator does. A pod on a node the table
+does not hold yet is charged when the node appears. Nothing here locks: the cache serialises
+calls.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from dataclasses import dataclass
 
 from dsan.api.types import LATENCY_SENSITIVE_INDICES
 from dsan.core.snapshot import PodSpec
-from sidecar.assumed import AssumedPods
 from sidecar.nodetable import Columns, NodeTable
+from sidecar.victims import PodRecord
 
 
 @dataclass(slots=True)
@@ -25,6 +27,10 @@ class Charge:
     node: str
     spec: PodSpec
     gpus: tuple[int, ...] = ()
+    #: When an assumption expires (the clock's time); unused for a bound pod.
+    deadline: float = 0.0
+    #: A bound pod as the informer last showed it, as a preemption victim.
+    record: PodRecord | None = None
 
 
 #: Ways an assumption ends: its pod was seen bound (anywhere), deleted, or updated while still
@@ -39,13 +45,15 @@ class Allocations:
     def __init__(self, table: NodeTable, ttl: float, maxsize: int,
                  clock: Callable[[], float], ended: dict[str, int]) -> None:
         self._table = table
+        self._ttl, self._maxsize, self._clock = ttl, maxsize, clock
         #: Rows written since the caller last cleared it.
         self.touched: list[int] = []
         #: How assumptions ended, by :data:`ENDINGS`.
         self._ended = ended
         #: Bound pods by key (namespace/name).
         self.bound: dict[str, Charge] = {}
-        self._assumed: AssumedPods[Charge] = AssumedPods(ttl, maxsize, clock)
+        #: Assumed pods by key, oldest (first to expire) first.
+        self._assumed: dict[str, Charge] = {}
         #: Node name -> keys of the pods (bound or assumed) charged to it.
         self._node_pods: dict[str, set[str]] = {}
 
@@ -94,7 +102,7 @@ class Allocations:
             if charge is not None:
                 self._charge(i, charge)
 
-    def bind(self, key: str, node: str, spec: PodSpec) -> None:
+    def bind(self, key: str, node: str, spec: PodSpec, record: PodRecord) -> None:
         """Pod ``key`` is bound to ``node``: its assumption (if any) gives way."""
         self.drop_assumed(key, "bound")
         # A gRPC client that sent no UID was assumed under namespace/name.
@@ -102,7 +110,7 @@ class Allocations:
         old = self.bound.get(key)
         if old is not None:
             self._detach(key, old)
-        charge = Charge(node=node, spec=spec)
+        charge = Charge(node=node, spec=spec, record=record)
         self.bound[key] = charge
         self._attach(key, charge)
 
@@ -134,17 +142,18 @@ class Allocations:
         uncharging the oldest past the size limit."""
         self.drop_assumed(key, None)  # renewed, not ended
         self.expire()
-        charge = Charge(node=node, spec=spec)
-        evicted = self._assumed.add(key, charge)
-        for old, c in evicted:
-            self._detach(old, c)
-        self._ended["evicted"] += len(evicted)
+        assumed = self._assumed
+        charge = assumed[key] = Charge(node=node, spec=spec, deadline=self._clock() + self._ttl)
+        while len(assumed) > self._maxsize:
+            old = next(iter(assumed))
+            self._detach(old, assumed.pop(old))
+            self._ended["evicted"] += 1
         self._attach(key, charge)
 
     def drop_assumed(self, key: str, ending: str | None) -> bool:
         """Uncharge pod ``key``'s assumption, if any, counted under ``ending`` (one of
         :data:`ENDINGS`; None: not counted). True if there was one."""
-        old = self._assumed.pop(key)
+        old = self._assumed.pop(key, None)
         if old is None:
             return False
         self._detach(key, old)
@@ -154,9 +163,17 @@ class Allocations:
 
     def expire(self) -> int:
         """Uncharge the assumptions whose TTL ran out; how many."""
-        expired = self._assumed.expire()
-        for key, charge in expired:
-            self._detach(key, charge)
+        assumed = self._assumed
+        if not assumed:
+            return 0
+        now = self._clock()
+        expired = []
+        for key, charge in assumed.items():
+            if charge.deadline > now:
+                break
+            expired.append(key)
+        for key in expired:
+            self._detach(key, assumed.pop(key))
         self._ended["expired"] += len(expired)
         return len(expired)
 

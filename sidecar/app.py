@@ -25,7 +25,6 @@ from sidecar.explainer import Explainer
 from sidecar.extender import ExtenderApp, ExtenderServer
 from sidecar.grpc_server import GrpcServer, ScoreHandler
 from sidecar.metrics import SidecarMetrics
-from sidecar.metricsserver import MetricsServer
 from sidecar.preemption import Reclamation
 from sidecar.recorder import ClusterWriter, KubeClusterWriter, Recorder
 from sidecar.scoring import ScoringEngine
@@ -134,10 +133,11 @@ class Sidecar:
         if cfg.grpc_port >= 0:
             self.grpc = GrpcServer(cfg.bind_address, cfg.grpc_port, handler,
                                    cfg.grpc_workers, cfg.max_grpc_message_bytes)
-        self.metrics_http: MetricsServer | None = None
+        self.metrics_http: ExtenderServer | None = None
         if cfg.metrics_port >= 0:
-            self.metrics_http = MetricsServer(cfg.metrics_address, cfg.metrics_port,
-                                              self.service.exposition, self.service.ready)
+            self.metrics_http = ExtenderServer(
+                cfg.metrics_address, cfg.metrics_port, "", None, 0, ready=self.service.ready,
+                metrics_body=self.service.exposition)
         self._stop = threading.Event()
         self._ready = threading.Event()
 

@@ -72,8 +72,6 @@ class GraphCache:
         #: Called with (key, namespace/name) when a pod is first seen pending for our
         #: scheduler (on the informer's thread, this cache's lock held: it may assume).
         self.on_pending: Callable[[str, str], None] | None = None
-        #: Bound pods by key (their UID), as preemption victims (sidecar/victims.py).
-        self._pods: dict[str, PodRecord] = {}
         self._version = 0
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
@@ -165,10 +163,9 @@ class GraphCache:
             if node and phase not in _TERMINAL and old is not None and old.node == node:
                 # A status update: requests of a bound pod do not change, its start time and
                 # annotations may.
-                self._pods[key] = record(obj, str(node), old.spec)
+                old.record = record(obj, str(node), old.spec)
                 return
             if not node or phase in _TERMINAL:
-                self._pods.pop(key, None)
                 # An event that did not bind an assumed pod ends the assumption.
                 dropped = self._alloc.drop_assumed(key, "informer_event")
                 dropped |= self._alloc.drop_assumed(alias, "informer_event")
@@ -178,8 +175,7 @@ class GraphCache:
                     self.on_pending(key, alias)
                 return
             podspec = podspec_from_pod(obj, self._table.models_pub)
-            self._alloc.bind(key, str(node), podspec)
-            self._pods[key] = record(obj, str(node), podspec)
+            self._alloc.bind(key, str(node), podspec, record(obj, str(node), podspec))
             self._touch()
         if was_ours and self.on_bound is not None:  # the dsan-scheduler placed it
             self.on_bound(str(meta.get("namespace", "default")), str(meta.get("name", "")),
@@ -195,7 +191,6 @@ class GraphCache:
             self._ours.pop(key, None)
             self._ours.pop(alias, None)
             self._alloc.unbind(key)
-            self._pods.pop(key, None)
             self._alloc.drop_assumed(key, "deleted")
             self._alloc.drop_assumed(alias, "deleted")
             self._touch()
@@ -212,8 +207,6 @@ class GraphCache:
                         seen.add(pod_key(obj))
                 for key in [k for k in self._alloc.bound if k not in seen]:
                     self._alloc.unbind(key)
-                for key in [k for k in self._pods if k not in seen]:
-                    del self._pods[key]
                 self._touch()
             finally:
                 self._ours_before_relist = {}
@@ -251,7 +244,8 @@ class GraphCache:
         """The bound pods of ``keys`` (UIDs) as the informer last showed them; None for a
         key it does not show bound."""
         with self._lock:
-            return [self._pods.get(k) for k in keys]
+            return [None if (c := self._alloc.bound.get(k)) is None else c.record
+                    for k in keys]
 
     def snapshot_with_charge(
         self, keys: Iterable[str], name: str, nodes: Iterable[str] = ()

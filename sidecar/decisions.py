@@ -20,8 +20,6 @@ import numpy.typing as npt
 from dsan.core.snapshot import PodSpec
 from sidecar.scoring import ScoreResult
 
-I64 = npt.NDArray[np.int64]
-
 
 @dataclass(slots=True)
 class Decision:
@@ -51,19 +49,15 @@ class Decision:
     def winner_score(self) -> int:
         return int(self.result.scores[self.result.best])
 
-    @property
-    def rows(self) -> I64:
-        return np.asarray(self.result.rows, dtype=np.int64)
-
     def candidate_names(self) -> list[str]:
         """The known candidates' names, in request order."""
         names = self.result.names
-        return [names[r] for r in self.rows.tolist() if r >= 0]
+        return [names[r] for r in self.result.rows.tolist() if r >= 0]
 
     def runner_up(self, among: npt.NDArray[np.bool_] | None = None) -> int:
         """Position of the best other known candidate (of the mask ``among``) by the reply's
         score, ties to the lowest name as the engine's; -1 if there is none."""
-        rows, scores, best = self.rows, self.result.scores, self.result.best
+        rows, scores, best = self.result.rows, self.result.scores, self.result.best
         names = self.result.names
         known = rows >= 0 if among is None else (rows >= 0) & among
         pick, key = -1, (0, "")
@@ -77,7 +71,7 @@ class Decision:
 
     def name_at(self, position: int) -> str:
         """The name of the candidate at ``position`` ("" for -1 or an unknown name)."""
-        row = int(self.rows[position]) if position >= 0 else -1
+        row = int(self.result.rows[position]) if position >= 0 else -1
         return self.result.names[row] if row >= 0 else ""
 
     def scored_by(self, position: int) -> str:

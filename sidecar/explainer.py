@@ -138,7 +138,7 @@ class Explainer:
         """Under the scoring lock: copies only."""
         cache = self._cache
         fb = d.result.by_fallback
-        rows_then = d.rows
+        rows_then = d.result.rows
         group = rows_then >= 0
         if fb is not None:  # the candidates the same scorer scored (one normalised group)
             group &= fb if fallback else ~fb
@@ -252,7 +252,7 @@ def document(d: Decision, label: str, e: Explanation, notes: list[str], lock_s: 
         "runner_up_impact": float(e.contrib_runner_up[i]),
     } for i in order.tolist()]
     then = d.candidate_names()
-    reply_ru = (int(d.result.scores[np.flatnonzero(d.rows >= 0)[then.index(e.runner_up)]])
+    reply_ru = (int(d.result.scores[np.flatnonzero(d.result.rows >= 0)[then.index(e.runner_up)]])
                 if e.runner_up in then else None)
     return {
         "task_id": d.name,

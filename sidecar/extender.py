@@ -40,6 +40,8 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 Route = Callable[[bytes], tuple[int, bytes]]
 #: GET <EXPLAIN_PREFIX><namespace>/<pod>: a scored pod's explanation (sidecar/explainer.py).
 EXPLAIN_PREFIX = "/explain/"
+#: A refused request's body is read (and dropped) up to this size.
+MAX_DRAINED_BODY = 1 << 16
 
 
 #: What follows each host name in the reply, by score: the score, then the next entry's start.
@@ -151,7 +153,7 @@ class ExtenderApp:
             pod, proposals = parse_preemption_args(body)
             priority = self._specs.get(pod, self.service.cache.models).priority
             out = encode_result(self.reclamation.choose(priority, proposals))
-            self.service.metrics.observe_preempt(time.perf_counter() - t0)
+            self.service.metrics.preempt_latency.observe(time.perf_counter() - t0)
             return out, None
 
         return _reply(self.service.handle("http", "preempt", serve))
@@ -223,6 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         #: True while a request is being answered (ExtenderServer.drain waits for it).
         self.busy = False
         self._read_shut = False
+        self._head_only = False
         with self.server.conns_lock:
             self.server.conns.add(self)
 
@@ -257,6 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
                 + ("Connection: close\r\n" if close else "") + "\r\n")
         if close:
             self.close_connection = True
+        if self._head_only:
+            self._head_only, body = False, b""
         self.wfile.write(head.encode() + body)  # one write: see the module docstring
 
     def send_error(self, code: int, message: str | None = None,
@@ -274,6 +279,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.busy = False
 
     def do_POST(self) -> None:
+        if not self.server.post_routes:  # the metrics listener: nothing to POST to
+            self._not_allowed()
+            return
         self._serving(self._post)
 
     def _post(self) -> None:
@@ -305,6 +313,7 @@ class _Handler(BaseHTTPRequestHandler):
             srv.count_error("internal")
             status, out = _reply(internal_error("http", exc))
         self._send(status, out)
+        assert srv.app is not None  # there are routes
         srv.app.settle()  # off the client's clock: the reply is already out
 
     def _read_chunked(self, limit: int) -> bytes:
@@ -336,14 +345,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._serving(self._get)
+        if "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
+            # A body is never read here, so where the next request starts is unknown.
+            self.close_connection = True
+
+    def do_HEAD(self) -> None:
+        self._head_only = True
+        self.do_GET()
 
     def _not_allowed(self) -> None:
-        """405 for a standard method (not the stdlib's 501); any body is left unread: close."""
+        """405 for a standard method (not the stdlib's 501), then close. A small body is read
+        first: a reply sent while the client still writes it can reach it as a reset."""
         self.server.count_error("method_not_allowed")
-        self._send(405, _error_body(f"method {self.command} not allowed (GET, POST)"),
-                   close=True, extra="Allow: GET, POST\r\n")
+        length = self.headers.get("Content-Length") or "0"
+        if length.isascii() and length.isdigit() and int(length) <= MAX_DRAINED_BODY:
+            self.rfile.read(int(length))
+        allow = "GET, HEAD, POST" if self.server.post_routes else "GET, HEAD"
+        self._send(405, _error_body(f"method {self.command} not allowed ({allow})"),
+                   close=True, extra=f"Allow: {allow}\r\n")
 
-    do_HEAD = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
 
     def _get(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -369,12 +390,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 class ExtenderServer(ThreadingHTTPServer):
     """Serves one app's routes under ``prefix`` on (host, port) in a background thread, one
-    thread per connection; ``backlog`` is the listen queue (SidecarConfig.http_backlog)."""
+    thread per connection; ``backlog`` is the listen queue (SidecarConfig.http_backlog).
+
+    Without an app it is the metrics listener (``--metrics-port``): only GET and HEAD of
+    /metrics, /healthz and /readyz, so it may face the pod network (Prometheus, the kubelet's
+    probes) while nothing that scores does."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, host: str, port: int, prefix: str, app: App,
+    def __init__(self, host: str, port: int, prefix: str, app: App | None,
                  max_body: int, ready: Callable[[], bool] = lambda: True,
                  metrics_body: Callable[[], bytes] | None = None,
                  count_error: Callable[[str], None] = lambda reason: None,
@@ -383,10 +408,14 @@ class ExtenderServer(ThreadingHTTPServer):
                  preempt: Route | None = None) -> None:
         """``preempt``: the route of POST <prefix>/preempt (ExtenderApp.preempt); None: 404."""
         self.request_queue_size = backlog  # read by listen() in the constructor below
+        if ":" in host:  # an IPv6 address such as "::" (every address of a dual-stack pod)
+            self.address_family = socket.AF_INET6
         super().__init__((host, port), _Handler)
         self.app = app
-        self.post_routes: dict[str, Route] = {f"{prefix}/prioritize": app.prioritize,
-                                              f"{prefix}/filter": app.filter}
+        self.post_routes: dict[str, Route] = {}
+        if app is not None:
+            self.post_routes = {f"{prefix}/prioritize": app.prioritize,
+                                f"{prefix}/filter": app.filter}
         if preempt is not None:
             self.post_routes[f"{prefix}/preempt"] = preempt
         self.max_body = max_body

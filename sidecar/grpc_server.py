@@ -56,9 +56,10 @@ class ScoreHandler:
     def node_table(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         def serve() -> tuple[bytes, None]:
             _decode(scorer_pb2.NodeTableRequest, raw)
-            epoch, names = self.service.node_table()
-            return scorer_pb2.NodeTableResponse(
-                epoch=epoch, node_names=names).SerializeToString(), None
+            with self.service.cache.scoring_lock:  # the names in the rows' order
+                pub = self.service.cache.snapshot()
+                out = scorer_pb2.NodeTableResponse(epoch=pub.table_epoch, node_names=pub.snap.names)
+            return out.SerializeToString(), None
 
         return _answer(context, self.service.handle("grpc", "node_table", serve))
 
@@ -84,7 +85,6 @@ class ScoreHandler:
             node_table_epoch=res.table_epoch).SerializeToString()
         return encode_scores(res.scores) + tail, res
 
-
     def reclaim(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         return _answer(context, self.service.handle("grpc", "reclaim",
                                                     lambda: self._reclaim(raw)))
@@ -99,7 +99,7 @@ class ScoreHandler:
         chosen = self.reclamation.choose(req.pod.priority, proposals(req))
         out = scorer_pb2.ReclaimResponse(node="" if chosen is None else chosen.node,
                                          reclaimer=self.reclamation.reclaimer.name)
-        self.service.metrics.observe_preempt(time.perf_counter() - t0)
+        self.service.metrics.preempt_latency.observe(time.perf_counter() - t0)
         return out.SerializeToString(), None
 
     def filter(self, raw: bytes, context: grpc.ServicerContext) -> bytes:

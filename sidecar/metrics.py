@@ -1,21 +1,18 @@
 """Prometheus metrics of the sidecar (``dsan_sidecar_*``), on a registry of its own.
 
-Hot-path series are bound once. The per-request histograms (:class:`RequestHistograms`) take
-one lock per request instead of prometheus_client's two per observation; same exposition.
+Hot-path series are bound once; the per-request histograms are observed after the reply
+(:meth:`sidecar.service.ScoringService.settle`), off the client's clock.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from bisect import bisect_left
-from collections.abc import Iterator, Sequence
-from itertools import accumulate
+from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import generate_latest
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 APIS = ("http", "grpc", "inprocess")
 #: 25 us .. 2.5 s: the budget is about a millisecond, so resolution goes there.
@@ -24,35 +21,6 @@ LATENCY_BUCKETS = (25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 750e-6, 1e-3, 1.5e-3, 2
 NODE_BUCKETS = (1, 2, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 ERROR_REASONS = ("malformed_json", "bad_request", "bad_pod", "unknown_nodes", "too_large",
                  "bad_protobuf", "not_ready", "not_found", "method_not_allowed", "internal")
-
-
-class RequestHistograms:
-    """Histogram series, label values -> [count per bucket (the last +Inf)..., sum]; the
-    caller holds :attr:`lock` while observing: ``row[bisect_left(bounds, v)] += 1;
-    row[-1] += v`` (the first bucket whose bound is >= v, as prometheus_client's)."""
-
-    def __init__(self, name: str, doc: str, labelnames: Sequence[str],
-                 buckets: Sequence[float], lock: threading.Lock,
-                 registry: CollectorRegistry) -> None:
-        self.name, self.doc, self.labelnames = name, doc, tuple(labelnames)
-        self.bounds = tuple(float(b) for b in buckets)
-        self._les = [*map(floatToGoString, self.bounds), "+Inf"]
-        self.lock = lock
-        self.series: dict[tuple[str, ...], list[float]] = {}
-        registry.register(self)
-
-    def row(self, *labels: str) -> list[float]:
-        """The series of ``labels``, created empty (exported from the start)."""
-        return self.series.setdefault(labels, [0] * (len(self.bounds) + 1) + [0.0])
-
-    def collect(self) -> Iterator[Metric]:
-        fam = HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)
-        with self.lock:
-            rows = [(list(k), list(v)) for k, v in self.series.items()]
-        for labels, r in rows:
-            fam.add_metric(labels, list(zip(self._les, map(float, accumulate(r[:-1])),
-                                            strict=True)), r[-1])
-        yield fam
 
 
 class ScrapedCounters:
@@ -75,21 +43,19 @@ class SidecarMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        #: Held while observing the per-request histograms below (and while exporting them).
-        self._hist_lock = threading.Lock()
         self._decided_lock = threading.Lock()
-        self.latency = RequestHistograms(
+        self.latency = Histogram(
             "dsan_sidecar_score_latency_seconds",
             "Server-side time to score one pod, by API and phase (featurize, model, total)",
-            ["api", "phase"], LATENCY_BUCKETS, self._hist_lock, r)
-        self.settle = RequestHistograms(
+            ["api", "phase"], buckets=LATENCY_BUCKETS, registry=r)
+        self.settle = Histogram(
             "dsan_sidecar_settle_seconds",
             "Time to apply one request's deferred assumption after its reply was sent "
             "(charge the winner, refresh the served pod class)",
-            [], LATENCY_BUCKETS, self._hist_lock, r)
-        self.candidates = RequestHistograms(
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.candidates = Histogram(
             "dsan_sidecar_candidate_nodes", "Candidate nodes per score request",
-            ["api"], NODE_BUCKETS, self._hist_lock, r)
+            ["api"], buckets=NODE_BUCKETS, registry=r)
         self.requests = Counter(
             "dsan_sidecar_requests", "Score, filter and preempt requests served", ["api", "verb"],
             registry=r)
@@ -145,10 +111,10 @@ class SidecarMetrics:
             "dsan_sidecar_explanations", "GET /explain requests by result: ok, not_found, "
             "unexplainable, busy (another one was running), not_ready, bad_request, error",
             "result", r)
-        self.preempt_latency = RequestHistograms(
+        self.preempt_latency = Histogram(
             "dsan_sidecar_preempt_latency_seconds",
-            "Server-side time to answer one preempt request (choose the victims)", [],
-            LATENCY_BUCKETS, self._hist_lock, r)
+            "Server-side time to answer one preempt request (choose the victims)",
+            buckets=LATENCY_BUCKETS, registry=r)
         self.preemptions = ScrapedCounters(
             "dsan_sidecar_preemptions", "Preempt requests answered, by outcome: evict (one "
             "node's victims returned), none (nothing to evict: the pod waits)", "outcome", r)
@@ -177,12 +143,11 @@ class SidecarMetrics:
         self.policy_errors = Gauge(
             "dsan_sidecar_policy_errors", "Requests where the served policy raised and the "
             "fallback policy scored instead", registry=r)
-        # Hot-path series, bound once: per API, the three phases' rows and the candidates'.
-        self._rows = {a: (self.latency.row(a, "featurize"), self.latency.row(a, "model"),
-                          self.latency.row(a, "total"), self.candidates.row(a))
-                      for a in APIS}
-        self._settle_row = self.settle.row()
-        self._preempt_row = self.preempt_latency.row()
+        # Hot-path series, bound once (and so exported from the start): per API, the three
+        # phases' and the candidates'.
+        self._series = {a: (self.latency.labels(a, "featurize"), self.latency.labels(a, "model"),
+                            self.latency.labels(a, "total"), self.candidates.labels(a))
+                        for a in APIS}
         for a in APIS:
             for reason in ERROR_REASONS:
                 self.errors.labels(a, reason)
@@ -190,29 +155,11 @@ class SidecarMetrics:
     def observe(self, api: str, featurize_s: float, model_s: float, total_s: float,
                 candidates: int) -> None:
         """One request's phase latencies and candidate count."""
-        fz, mo, to, ca = self._rows[api]
-        lat, nodes = self.latency.bounds, self.candidates.bounds
-        with self._hist_lock:
-            fz[bisect_left(lat, featurize_s)] += 1
-            fz[-1] += featurize_s
-            mo[bisect_left(lat, model_s)] += 1
-            mo[-1] += model_s
-            to[bisect_left(lat, total_s)] += 1
-            to[-1] += total_s
-            ca[bisect_left(nodes, candidates)] += 1
-            ca[-1] += candidates
-
-    def observe_preempt(self, seconds: float) -> None:
-        with self._hist_lock:
-            row = self._preempt_row
-            row[bisect_left(self.latency.bounds, seconds)] += 1
-            row[-1] += seconds
-
-    def observe_settle(self, settle_s: float) -> None:
-        with self._hist_lock:
-            st = self._settle_row
-            st[bisect_left(self.latency.bounds, settle_s)] += 1
-            st[-1] += settle_s
+        fz, mo, to, ca = self._series[api]
+        fz.observe(featurize_s)
+        mo.observe(model_s)
+        to.observe(total_s)
+        ca.observe(candidates)
 
     def decided(self, node: str) -> None:
         """One assumption made: the pod is charged to ``node`` until it binds (from a

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from dsan.api.types import (
     ANNOTATION_SCORED_BY,
@@ -28,6 +28,7 @@ from dsan.api.types import (
 from sidecar.decisions import Decision, Decisions
 
 log = logging.getLogger("dsan.sidecar.recorder")
+T = TypeVar("T")
 #: Why a binding's Event or annotation was not written (the metric's label values); dropped:
 #: the queue was full.
 FAILURES = ("forbidden", "not_found", "invalid", "unavailable", "error", "dropped")
@@ -218,42 +219,42 @@ def annotations_of(d: Decision | None) -> dict[str, str]:
     return {ANNOTATION_SCORED_BY: str(by)}
 
 
-class Recorder:
-    """Bindings -> Events and annotations, written by one thread at most ``qps`` a second."""
+class QueueWriter(Generic[T]):
+    """Items queued by :meth:`_offer` (a full queue drops one and counts it as "dropped"),
+    handled by one daemon thread off the scoring path. Outcomes are counted by reason in
+    :attr:`counts`; a reason in ``quiet`` is not logged, any other once (a missing RBAC rule
+    fails every write the same way)."""
 
-    def __init__(self, writer: ClusterWriter, decisions: Decisions, instance: str,
-                 qps: float, burst: int, queue_max: int) -> None:
-        self._writer = writer
-        self._decisions = decisions
-        self._instance = instance
-        self._bucket = TokenBucket(qps, burst)
-        self._queue: queue.Queue[Binding] = queue.Queue(maxsize=queue_max)
+    def __init__(self, name: str, maxsize: int, reasons: tuple[str, ...], log: logging.Logger,
+                 what: str, quiet: tuple[str, ...] = ()) -> None:
+        self._name, self._log, self._what, self._quiet = name, log, what, quiet
+        self._queue: queue.Queue[T] = queue.Queue(maxsize=maxsize)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        #: Writes made, by :data:`WRITES`, and failures, by :data:`FAILURES`.
-        self.recorded = dict.fromkeys(WRITES, 0)
-        self.failures = dict.fromkeys(FAILURES, 0)
+        self.counts = dict.fromkeys(reasons, 0)
         self._logged: set[str] = set()
 
-    def offer(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """The cache's ``on_bound``: queued, or dropped and counted when full; never blocks."""
+    def _offer(self, item: T, what: str) -> None:
+        """Queue ``item``, or drop it (counted) when full; never blocks."""
         try:
-            self._queue.put_nowait(Binding(namespace, name, uid, node, time.time()))
+            self._queue.put_nowait(item)
         except queue.Full:
-            self._failed("dropped", f"the queue of {self._queue.maxsize} bindings is full "
-                         "(record_qps too low for the binding rate)")
+            self._count("dropped", f"the queue of {self._queue.maxsize} is full: {what}")
+
+    def _handle(self, item: T) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 2.0) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def idle(self, timeout: float) -> bool:
-        """Wait until every queued binding has been handled (tests); False on timeout."""
+    def idle(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued item has been handled (tests); False on timeout."""
         deadline = time.monotonic() + timeout
         while self._queue.unfinished_tasks:
             if time.monotonic() >= deadline:
@@ -264,17 +265,45 @@ class Recorder:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                b = self._queue.get(timeout=0.2)
+                item = self._queue.get(timeout=0.2)
             except queue.Empty:
                 continue
             try:
-                self._record(b)
+                self._handle(item)
             except Exception as exc:  # a bug here must not end the thread
-                self._failed("error", f"{type(exc).__name__}: {exc}")
+                self._count("error", f"{type(exc).__name__}: {exc}")
             finally:
                 self._queue.task_done()
 
-    def _record(self, b: Binding) -> None:
+    def _count(self, reason: str, message: str) -> str:
+        self.counts[reason] += 1
+        if reason not in self._quiet and reason not in self._logged:
+            self._logged.add(reason)
+            self._log.warning("%s (%s; logged once per reason): %s", self._what, reason,
+                              message)
+        return reason
+
+
+class Recorder(QueueWriter[Binding]):
+    """Bindings -> Events and annotations, written by one thread at most ``qps`` a second."""
+
+    def __init__(self, writer: ClusterWriter, decisions: Decisions, instance: str,
+                 qps: float, burst: int, queue_max: int) -> None:
+        super().__init__("recorder", queue_max, FAILURES, log, "recording a decision failed")
+        self._writer = writer
+        self._decisions = decisions
+        self._instance = instance
+        self._bucket = TokenBucket(qps, burst)
+        #: Writes made, by :data:`WRITES`; failures, by :data:`FAILURES`.
+        self.recorded = dict.fromkeys(WRITES, 0)
+        self.failures = self.counts
+
+    def offer(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """The cache's ``on_bound``: queued, or dropped and counted when full."""
+        self._offer(Binding(namespace, name, uid, node, time.time()),
+                    "record_qps too low for the binding rate")
+
+    def _handle(self, b: Binding) -> None:
         d = self._decisions.note_bound(f"{b.namespace}/{b.name}", b.uid, b.node)
         if d is not None and d.key not in (b.uid, d.name):
             d = None  # a decision about an earlier pod of the same name
@@ -290,13 +319,6 @@ class Recorder:
             try:
                 write()
             except WriteError as exc:
-                self._failed(exc.reason, f"{what} for {b.namespace}/{b.name}: {exc}")
+                self._count(exc.reason, f"{what} for {b.namespace}/{b.name}: {exc}")
                 continue
             self.recorded[what] += 1
-
-    def _failed(self, reason: str, message: str) -> None:
-        self.failures[reason] += 1
-        if reason not in self._logged:  # once per reason: a missing RBAC rule fails them all
-            self._logged.add(reason)
-            log.warning("recording a decision failed (%s; logged once per reason, counted "
-                        "in dsan_sidecar_record_failures_total): %s", reason, message)

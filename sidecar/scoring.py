@@ -1,29 +1,9 @@
 """The scoring engine: one path for every policy, read top to bottom in :meth:`ScoringEngine.score`.
 
 snapshot -> candidate rows -> feasibility -> ``scorer.score(pod, snap, rows)`` ->
-normalise -> tie-break -> reply, then (after the reply) the winner's assumption and
-``scorer.prepare``.
-
-* **candidate rows**: kube-scheduler sends node names (looked up in the published index) or,
-  from the gRPC client, rows of the node table it fetched (:class:`NodeRows`, checked against
-  the table's epoch). An unknown name scores 0; a request with none known is refused.
-* **feasibility** on our view: assumed pods may have filled a node since kube-scheduler's
-  Filter ran; an infeasible candidate scores 0.
-* **telemetry**: for a scorer that reads it (:attr:`Scorer.reads_telemetry`), GPU nodes whose
-  last report is older than ``telemetry_stale_s`` are scored by the fallback instead; a
-  scorer that raises is replaced by the fallback for the request, counted and logged.
-* **normalise**: each scorer's group min-max scaled onto 0..max_score on its own (two
-  scorers' raw scales are not comparable).
-* **tie-break**: one node keeps the top score, the lowest name among the tied ones; the
-  others get one point less. Given equal totals kube-scheduler picks at random, and the
-  policies built on fragmentation (FGD, DSAN) tie often: what they were measured with is a
-  fixed node order for ties. The engine assumes that node.
-
-Deferred bookkeeping (``defer=True``, what both APIs use): the winner's assumption and the
-scorer's :meth:`~dsan.policies.base.Scorer.prepare` wait for :meth:`ScoringEngine.settle`,
-which the servers call once the reply has left; a request that finds one pending applies it
-first, under the same lock, so every request sees the state it would have seen with the
-assumption done inline (at most one is ever pending).
+normalise -> tie-break -> reply, then (after the reply, :meth:`ScoringEngine.settle`) the
+winner's assumption and ``scorer.prepare``. docs/sidecar.md, "One serving path", says why each
+step is as it is.
 """
 
 from __future__ import annotations
@@ -43,9 +23,6 @@ from dsan.core.snapshot import PodSpec
 from dsan.policies.base import MAX_NODE_SCORE, Scorer
 from sidecar.cache import GraphCache
 from sidecar.published import Published
-
-__all__ = ["BadNodeRows", "NoKnownNodes", "NodeRows", "ScoreResult", "ScoringEngine",
-           "StaleNodeTable", "name_rows", "normalize"]
 
 log = logging.getLogger("dsan.sidecar.scoring")
 I64 = npt.NDArray[np.int64]
@@ -85,11 +62,9 @@ class ScoreResult:
     #: Its name ("" when none).
     winner: str
     unknown: int
-    infeasible: int
     fallback: int
     featurize_s: float
     model_s: float
-    total_s: float
     #: ``Published.version`` and ``table_epoch`` of the snapshot scored on.
     version: int
     table_epoch: int
@@ -208,8 +183,6 @@ class ScoringEngine:
         self.policy_errors = 0
         #: settle() calls whose scorer.prepare raised (the assumption stands).
         self.settle_errors = 0
-        #: Deferred assumptions the next request applied first (its settle() came late).
-        self.settled_by_next = 0
         #: Called once per assumption made, with its node (the service counts them in its
         #: metrics, per node).
         self.on_assume: Callable[[str], None] | None = None
@@ -224,7 +197,6 @@ class ScoringEngine:
         # under the GIL parallel scoring would gain nothing anyway.
         with self.cache.scoring_lock:
             if self._pending is not None:  # the previous request's settle() has not run yet
-                self.settled_by_next += 1
                 self._settle_locked()
             t0 = time.perf_counter()
             # --- snapshot
@@ -285,11 +257,10 @@ class ScoringEngine:
                     self._assume(assume, pod, winner)
             return ScoreResult(
                 scores=out, best=best, winner=winner, unknown=n_unknown,
-                infeasible=m - n_unknown - n_ok, fallback=fell_back + (
-                    0 if stale is None else int(np.count_nonzero(stale))),
-                featurize_s=t1 - t0, model_s=t2 - t1, total_s=time.perf_counter() - t0,
-                version=pub.version, table_epoch=pub.table_epoch, rows=rows,
-                names=snap.names, by_fallback=ok if fell_back else stale)
+                fallback=fell_back + (0 if stale is None else int(np.count_nonzero(stale))),
+                featurize_s=t1 - t0, model_s=t2 - t1, version=pub.version,
+                table_epoch=pub.table_epoch, rows=rows, names=snap.names,
+                by_fallback=ok if fell_back else stale)
 
     def _rows(self, pub: Published, names: Sequence[str] | NodeRows) -> tuple[I64, int]:
         """The candidates' rows in ``pub`` (-1 unknown) and how many are unknown."""

@@ -193,18 +193,12 @@ class ScoringService:
             self.metrics.unknown_nodes.inc(res.unknown)
         return res
 
-    def node_table(self) -> tuple[int, list[str]]:
-        """(epoch, names in row order) of the node table gRPC clients may send rows of."""
-        with self.cache.scoring_lock:
-            pub = self.cache.snapshot()
-            return pub.table_epoch, pub.snap.names
-
     def settle(self) -> None:
         """The last request's deferred work: its assumption (:meth:`ScoringEngine.settle`),
         then the queued latency observations. Runs after a reply was sent (and before every
         scrape), so it must never raise into a server thread."""
         t0 = time.perf_counter()
-        _drain(self._settled_s, self.metrics.observe_settle)
+        _drain(self._settled_s, self.metrics.settle.observe)
         try:
             applied = self.engine.settle()
         except Exception:  # the assumption is lost; its pod is scored again if retried
@@ -218,7 +212,7 @@ class ScoringService:
     def exposition(self) -> bytes:
         """/metrics: everything settled first, so a scrape sees every answered request."""
         self.settle()
-        _drain(self._settled_s, self.metrics.observe_settle)
+        _drain(self._settled_s, self.metrics.settle.observe)
         return self.metrics.exposition()
 
     @property

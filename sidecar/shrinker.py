@@ -12,15 +12,11 @@ the owner is read again, up to :data:`ATTEMPTS` times. Results are counted by
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dsan.api.types import ANNOTATION_DESIRED_MEMBERS, ANNOTATION_MIN_MEMBERS, parse_member_count
-from sidecar.recorder import WriteError
+from sidecar.recorder import QueueWriter, WriteError
 
 log = logging.getLogger("dsan.sidecar.shrinker")
 #: How a shrink ended: ok (count lowered), at_minimum (already at dsan.io/min-members or 0),
@@ -60,52 +56,21 @@ def shrink_ops(owner: Mapping[str, Any], members: int) -> tuple[str, list[dict[s
                   {"op": "replace", "path": _PATH, "value": str(new)}]
 
 
-class Shrinker:
+class Shrinker(QueueWriter[tuple[str, str, int]]):
     """Queued shrinks, written by one daemon thread."""
 
     def __init__(self, writer: WorkloadWriter, maxsize: int = 1000) -> None:
+        super().__init__("elastic-shrink", maxsize, RESULTS, log, "elastic shrink not written",
+                         quiet=("ok", "at_minimum"))
         self._writer = writer
-        self._queue: queue.Queue[tuple[str, str, int] | None] = queue.Queue(maxsize)
         #: How shrinks ended, by :data:`RESULTS` (read by the metrics at scrape time).
-        self.results = dict.fromkeys(RESULTS, 0)
-        self._logged: set[str] = set()
-        self._thread: threading.Thread | None = None
+        self.results = self.counts
 
     def offer(self, namespace: str, owner: str, members: int) -> None:
-        try:
-            self._queue.put_nowait((namespace, owner, members))
-        except queue.Full:
-            self._count("dropped", f"queue full: {namespace}/{owner} not shrunk by {members}")
+        self._offer((namespace, owner, members), f"{namespace}/{owner} not shrunk by {members}")
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="elastic-shrink", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join(timeout=5)
-
-    def wait_idle(self, timeout: float = 5.0) -> bool:
-        """For tests: True once everything offered so far was written (or failed)."""
-        deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return True
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                self.shrink(*item)
-            except Exception:  # a bug must not end the thread
-                log.exception("elastic shrink failed")
-            finally:
-                self._queue.task_done()
+    def _handle(self, item: tuple[str, str, int]) -> None:
+        self.shrink(*item)
 
     def shrink(self, namespace: str, owner: str, members: int) -> str:
         """Lower ``owner``'s count by ``members`` now; returns the result (counted)."""
@@ -122,42 +87,3 @@ class Shrinker:
                 if exc.reason != "invalid":  # invalid: the test op failed, read again
                     return self._count(exc.reason, f"{namespace}/{owner}: {exc}")
         return self._count("conflict", f"{namespace}/{owner}: changed under every attempt")
-
-    def _count(self, result: str, message: str) -> str:
-        self.results[result] += 1
-        if result not in ("ok", "at_minimum") and result not in self._logged:
-            self._logged.add(result)  # once per reason: a flood of failures logs one line each
-            log.warning("elastic shrink not written (%s): %s", result, message)
-        return result
-
-
-@dataclass
-class FakeWorkloads:
-    """Pods by (namespace, name) in memory, with JSON patch ``test``/``replace`` semantics on
-    annotations; ``fail`` is raised by every write."""
-
-    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    fail: WriteError | None = None
-    patches: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
-
-    def read_pod(self, namespace: str, name: str) -> Mapping[str, Any]:
-        pod = self.pods.get((namespace, name))
-        if pod is None:
-            raise WriteError("not_found", f"pod {namespace}/{name} not found")
-        return {"metadata": {"annotations": dict(pod["metadata"].get("annotations") or {})}}
-
-    def json_patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
-        if self.fail is not None:
-            raise self.fail
-        pod = self.pods.get((namespace, name))
-        if pod is None:
-            raise WriteError("not_found", f"pod {namespace}/{name} not found")
-        ann = pod["metadata"].setdefault("annotations", {})
-        key = ANNOTATION_DESIRED_MEMBERS
-        for op in ops:
-            if op["op"] == "test" and ann.get(key) != op["value"]:
-                raise WriteError("invalid", "test failed")
-        for op in ops:
-            if op["op"] == "replace":
-                ann[key] = op["value"]
-        self.patches.append((namespace, name, ops))

@@ -1,6 +1,7 @@
-"""Test doubles of the sidecar's two cluster seams: :class:`FakeClusterView` delivers objects
+"""Test doubles of the sidecar's cluster seams: :class:`FakeClusterView` delivers objects
 pushed by test code to the cache like watch events, :class:`FakeClusterWriter` remembers the
-recorder's writes. Each meets the same contract tests as the Kubernetes implementation."""
+recorder's writes, :class:`FakeWorkloads` holds the pods the elastic shrink reads and patches.
+Each meets the same contract tests as the Kubernetes implementation."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsan.api.types import ANNOTATION_DESIRED_MEMBERS
 from sidecar.cache import GraphCache
 from sidecar.clusterview import _dispatch
 from sidecar.recorder import WriteError
@@ -73,3 +75,35 @@ class FakeClusterWriter:
         if self.pods is not None and (namespace, name) not in self.pods:
             raise WriteError("not_found", f"pods {name!r} not found")
         self.annotations.setdefault((namespace, name), {}).update(annotations)
+
+
+@dataclass
+class FakeWorkloads:
+    """Pods by (namespace, name) in memory, with JSON patch ``test``/``replace`` semantics on
+    annotations; ``fail`` is raised by every write."""
+
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    fail: WriteError | None = None
+    patches: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
+
+    def read_pod(self, namespace: str, name: str) -> Mapping[str, Any]:
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise WriteError("not_found", f"pod {namespace}/{name} not found")
+        return {"metadata": {"annotations": dict(pod["metadata"].get("annotations") or {})}}
+
+    def json_patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
+        if self.fail is not None:
+            raise self.fail
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise WriteError("not_found", f"pod {namespace}/{name} not found")
+        ann = pod["metadata"].setdefault("annotations", {})
+        key = ANNOTATION_DESIRED_MEMBERS
+        for op in ops:
+            if op["op"] == "test" and ann.get(key) != op["value"]:
+                raise WriteError("invalid", "test failed")
+        for op in ops:
+            if op["op"] == "replace":
+                ann[key] = op["value"]
+        self.patches.append((namespace, name, ops))

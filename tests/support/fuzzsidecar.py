@@ -52,9 +52,9 @@ def serve(conn: Connection, pending_uids: list[str], healthz_thread: Any) -> Non
     ``("apply", [(resource, event, obj), ...])`` -> per object (bad objects counted by it,
     its name in the node table), ``("meter",)`` -> the meter's readings, ``("stop",)``."""
     from sidecar import extender, grpc_server
-    from sidecar import kubeobjects as ko
     from sidecar.app import Sidecar, load_policies
     from sidecar.config import SidecarConfig
+    from tests.support import kubeobjects as ko
     from tests.support.fakes import FakeClusterView
 
     meter = Meter()

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from sidecar import kubeobjects as ko
 from sidecar.app import Sidecar, load_policies
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from tests.integration.sidecar.harness import GatedView
+from tests.support import kubeobjects as ko
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 from tests.support.procs import Proc, free_port, http_ok, wait_until
 from tests.support.prometheus import PrometheusServer, require_prometheus
 

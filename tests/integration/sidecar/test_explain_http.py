@@ -13,11 +13,11 @@ import pytest
 
 from dsan.api import types as t
 from dsan.cli import main
-from sidecar import kubeobjects as ko
 from sidecar.app import Sidecar, load_policies
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from tests.integration.sidecar.harness import GatedView
+from tests.support import kubeobjects as ko
 from tests.support.fakes import FakeClusterWriter
 
 pytestmark = pytest.mark.integration

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 
 pytestmark = pytest.mark.integration
 NAMES = [f"node-{i:05d}" for i in range(10)]

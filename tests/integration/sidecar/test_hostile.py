@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 
 pytestmark = pytest.mark.integration
 NAMES = [f"node-{i:05d}" for i in range(10)]

@@ -1,5 +1,6 @@
-"""The metrics listener (sidecar/metricsserver.py) in a whole sidecar on loopback: the three
-read-only paths on a port of their own, scoring never reachable through it."""
+"""The metrics listener (sidecar/extender.py's server without an extender) in a whole sidecar
+on loopback: the three read-only paths on a port of their own, scoring never reachable
+through it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from dsan.api import types as t
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 
 pytestmark = pytest.mark.integration
 

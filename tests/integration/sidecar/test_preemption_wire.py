@@ -22,7 +22,6 @@ import pytest
 
 from dsan.policies.reclaim import DefaultReclaimer, ProtectingReclaimer, Reclaimer
 from dsan.policies.registry import make_scorer
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.extender import ExtenderApp
@@ -30,6 +29,7 @@ from sidecar.metrics import SidecarMetrics
 from sidecar.preemption import Reclamation
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
+from tests.support import kubeobjects as ko
 from tests.support.fakes import FakeClusterView
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 from tests.support.prometheus import PrometheusServer, PrometheusUnavailable, find_binary
 
 pytestmark = pytest.mark.integration

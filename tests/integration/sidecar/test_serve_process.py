@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 from tests.support.fakeapiserver import FakeApiServer
 from tests.support.procs import Proc, free_port, http_ok, wait_until
 

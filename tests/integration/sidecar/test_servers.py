@@ -14,7 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from dsan.api.gen.scorer_v1 import scorer_pb2, scorer_pb2_grpc
-from sidecar import kubeobjects as ko
+from tests.support import kubeobjects as ko
 
 pytestmark = pytest.mark.integration
 NAMES = [f"node-{i:05d}" for i in range(50)]

@@ -10,7 +10,6 @@ from typing import Any
 from dsan.core.snapshot import ClusterSnapshot
 from dsan.policies.base import Scorer
 from dsan.policies.registry import make_scorer
-from sidecar import kubeobjects as ko
 from sidecar.app import load_policies
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
@@ -20,6 +19,7 @@ from sidecar.metrics import SidecarMetrics
 from sidecar.podspec import pod_key, podspec_from_pod
 from sidecar.scoring import ScoreResult, ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
+from tests.support import kubeobjects as ko
 from tests.support.fakes import FakeClusterView
 
 NOW = datetime.now(UTC)

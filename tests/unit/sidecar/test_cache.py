@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from dsan.core.snapshot import TELEMETRY_CHANNELS
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.podspec import podspec_from_pod
+from tests.support import kubeobjects as ko
 
 
 class Clock:
@@ -154,6 +154,23 @@ def test_assumptions_past_assume_max_are_uncharged_oldest_first() -> None:
         cache.assume(key, spec, "n0")
     assert cache.assumed_count == 2
     assert cache.snapshot().snap.cpu_used[0] == 2000  # "a" is no longer charged
+
+
+def test_a_renewed_assumption_expires_ttl_after_its_last_score() -> None:
+    cache, clock = make(1, assume_ttl_s=5.0)
+    spec = podspec_from_pod(ko.pod("p", cpu="1"), cache.models)
+    cache.assume("x", spec, "n0")
+    clock.t += 2
+    cache.assume("y", spec, "n0")
+    clock.t += 2
+    cache.assume("x", spec, "n0")  # renewed: now expires after y
+    clock.t += 1.5  # x was first assumed 5.5 s ago, y 3.5 s ago
+    assert cache.snapshot().snap.cpu_used[0] == 2000
+    clock.t += 1.5  # y: 5 s, its deadline has come
+    assert cache.snapshot().snap.cpu_used[0] == 1000 and cache.assumed_count == 1
+    clock.t += 2
+    assert cache.snapshot().snap.cpu_used[0] == 0
+    assert cache.stats.assumptions_ended["expired"] == 2
 
 
 def test_bad_objects_are_counted_not_raised() -> None:

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
+from tests.support import kubeobjects as ko
 from tests.support.fakes import FakeClusterView
 
 Apply = Callable[[str, str, dict[str, Any]], None]

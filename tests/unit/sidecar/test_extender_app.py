@@ -8,13 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsan.policies.registry import make_scorer
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.extender import ExtenderApp, encode_priorities, parse_args
 from sidecar.metrics import SidecarMetrics
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, RequestError, ScoringService
+from tests.support import kubeobjects as ko
 from tests.support.fakes import FakeClusterView
 
 

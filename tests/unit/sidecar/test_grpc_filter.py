@@ -13,7 +13,6 @@ from dsan.api import types as t
 from dsan.api.gen.scorer_v1 import scorer_pb2
 from dsan.policies.dsan_actions import ActionParams, LearnedController
 from dsan.policies.registry import make_scorer
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.extender import ExtenderApp
@@ -21,6 +20,7 @@ from sidecar.grpc_server import ScoreHandler
 from sidecar.metrics import SidecarMetrics
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
+from tests.support import kubeobjects as ko
 from tests.support.fakes import FakeClusterView
 from tests.unit.sidecar.test_grpc_reclaim import Aborted, Context
 

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsan.api.gen.scorer_v1 import scorer_pb2
-from sidecar import kubeobjects as ko
 from sidecar.grpc_server import ScoreHandler
 from sidecar.podspec import PodError, podspec_from_parts
+from tests.support import kubeobjects as ko
 from tests.unit.sidecar.test_extender_app import service
 
 quantities = st.sampled_from(["1", "500m", "2", "16Gi", "1000", "x", "-1", "0.5"])

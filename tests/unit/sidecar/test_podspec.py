@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsan.api.types import TASK_TYPES
-from sidecar import kubeobjects as ko
 from sidecar.podspec import (
     NO_MODEL,
     PodError,
@@ -21,6 +20,7 @@ from sidecar.podspec import (
     podspec_from_parts,
     podspec_from_pod,
 )
+from tests.support import kubeobjects as ko
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ import pytest
 from dsan.api import types as t
 from dsan.policies.reclaim import Candidate, DefaultReclaimer, ProtectingReclaimer, Reclaimer
 from dsan.policies.registry import make_scorer
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.extender import ExtenderApp
@@ -21,8 +20,9 @@ from sidecar.metrics import SidecarMetrics
 from sidecar.preemption import Reclamation, parse_preemption_args
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, RequestError, ScoringService
-from sidecar.shrinker import FakeWorkloads, Shrinker
-from tests.support.fakes import FakeClusterView
+from sidecar.shrinker import Shrinker
+from tests.support import kubeobjects as ko
+from tests.support.fakes import FakeClusterView, FakeWorkloads
 
 STARTED = datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()
 NOW = STARTED + 3600
@@ -196,7 +196,7 @@ def test_evicting_elastic_members_shrinks_their_owner_once() -> None:
         args = meta_args({"n1": ["ex0", "ex1"]})
         assert reply(app.preempt(args)) == {"n1": ["uid-ex0", "uid-ex1"]}
         reply(app.preempt(args))  # kube-scheduler asking again: no second shrink
-        assert shrinker.wait_idle()
+        assert shrinker.idle()
     finally:
         shrinker.stop()
     assert owner["metadata"]["annotations"][t.ANNOTATION_DESIRED_MEMBERS] == "2"

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from dsan.api import types as t
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.decisions import Decisions
@@ -27,6 +26,7 @@ from sidecar.recorder import (
     WriteError,
     event_of,
 )
+from tests.support import kubeobjects as ko
 from tests.support.fakes import FakeClusterView, FakeClusterWriter
 from tests.unit.sidecar.decisionworld import World, world
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.clusterview import KubeClusterView
 from sidecar.config import SidecarConfig
+from tests.support import kubeobjects as ko
 from tests.unit.sidecar.test_clusterview_contract import wait_for
 
 

@@ -18,11 +18,11 @@ from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import default_workload
 from dsan.model.serving import ServingModel
 from dsan.policies.dsan import DSANScorer, quantize_logits
-from sidecar import kubeobjects as ko
 from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.podspec import podspec_from_pod
 from sidecar.scoring import ScoringEngine
+from tests.support import kubeobjects as ko
 
 NODES = ko.cluster(10, seed=3)
 NAMES = [n["metadata"]["name"] for n in NODES]

@@ -8,7 +8,8 @@ import pytest
 
 from dsan.api import types as t
 from sidecar.recorder import WriteError
-from sidecar.shrinker import FakeWorkloads, Shrinker, shrink_ops
+from sidecar.shrinker import Shrinker, shrink_ops
+from tests.support.fakes import FakeWorkloads
 
 
 def owner(**ann: str) -> dict[str, Any]:
