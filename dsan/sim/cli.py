@@ -137,7 +137,13 @@ def _openb_run(args: argparse.Namespace) -> int:
         raise ValueError("--jobs must be >= 1")
     base = OpenbConfig(pods=pods[0], nodes=nodes, policy=policies[0], seed=seeds[0],
                        tune=args.tune, tie_break=args.tie_break)
-    if len(pods) == 1 and len(policies) == 1 and len(seeds) == 1 and args.out is None:
+    single = len(pods) == 1 and len(policies) == 1 and len(seeds) == 1 and args.out is None
+    if args.tune < 1.0 and not (single and args.json):
+        # Table and matrix read each run where the arrived requests reach 100 % of the GPUs;
+        # below --tune 1 no run gets there (a single --json run still gives its curves).
+        raise ValueError(f"--tune {args.tune} never reaches 100 % arrived; use --tune >= 1 "
+                         "(or --json for one run's curves)")
+    if single:
         res = run_openb(base)
         if args.json:
             print(json.dumps(res))

@@ -102,6 +102,19 @@ def test_bad_input_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("extra", [[], ["--seeds", "1-2", "--json"]])
+def test_a_tune_below_one_is_refused_where_the_100_percent_point_is_read(
+        slice_files: tuple[Path, Path], extra: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    nodes, pods = slice_files
+    argv = ["sim", "openb", "--pods", str(pods), "--nodes", str(nodes), "--tune", "0.6"]
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err
+    assert "--tune 0.6 never reaches 100 % arrived" in err and "Traceback" not in err
+    assert main([*argv, "--json"]) == 0  # one run's curves are still there
+    assert json.loads(capsys.readouterr().out)["unallocated_gpu_pct_at_100"] is None
+
+
 def test_unknown_policy(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sim", "openb", "--policy", "nope"]) == 2
     assert "unknown policy 'nope'" in capsys.readouterr().err
