@@ -28,7 +28,7 @@ from dsan.train.csvlog import CsvLog
 from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.rollout import Rollout
 from dsan.train.skipweights import openb_stage
-from dsan.train.teachers import SCENARIO_TEACHERS
+from dsan.train.teachers import Composite
 from dsan.train.updates import imitation_update, ppo_update
 from dsan.train.window import ScenarioReward, WindowConfig, WindowEnv
 
@@ -70,7 +70,6 @@ class ScenarioArgs:
     w_cost: float = 0.2
     w_sla: float = 0.1
     sla_shaping: float = 1.0
-    scenario_teacher: str = "scenario"  # a key of teachers.SCENARIO_TEACHERS
     imitate_gpu_pods: bool = True  # False: GPU pods keep the openb ranking on the scenario too
     class_by_priority: bool = False  # imitation classes are (task type, priority)
     #: Imitation targets: the teacher's nodes within this many points of its best; < 0 = the
@@ -94,9 +93,6 @@ class ScenarioArgs:
             raise ValueError("ScenarioArgs: window_h > 0, start_hours and record_every >= 1")
         if self.iterations < 0 or self.imitation_episodes < 0:
             raise ValueError("ScenarioArgs: iterations and imitation_episodes must be >= 0")
-        if self.scenario_teacher not in SCENARIO_TEACHERS:
-            known = ", ".join(SCENARIO_TEACHERS)
-            raise ValueError(f"ScenarioArgs: scenario_teacher must be one of {known}")
         if self.select_seeds and (
             not self.validate_seeds
             or self.validate_hours <= 0
@@ -129,7 +125,7 @@ def play(
     sim.reset(seed)  # the run's cluster, for its GPU models
     assert sim.engine is not None
     target = TargetWorkload.from_pods(wl.pods, sim.engine.snap.gpu_models)
-    teacher = SCENARIO_TEACHERS[a.scenario_teacher](target)
+    teacher = Composite(target)
     if a.imitation_tolerance >= 0:
         teacher.tolerance = a.imitation_tolerance
     env = WindowEnv(win, a.reward(), seed, cfg, teacher, target, rng)
