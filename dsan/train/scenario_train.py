@@ -19,8 +19,8 @@ import torch
 from dsan.features.target import TargetWorkload
 from dsan.model.export import save
 from dsan.model.net import DSANNet
+from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
-from dsan.sim.scenario.env import ScenarioEnv
 from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
 from dsan.train.collector import collect, softmax_choice
@@ -119,15 +119,12 @@ def play(
 ) -> Rollout:
     """One window of seed ``seed`` starting at ``start_h``, the teacher warming it up."""
     cfg = load_scenario(a.scenario)
-    wl = generate(cfg, seed, False)
-    win = WindowConfig(a.scenario, start_h, a.window_h)
-    sim = ScenarioEnv(cfg, hours=win.start_h + win.len_h)
-    sim.reset(seed)  # the run's cluster, for its GPU models
-    assert sim.engine is not None
-    target = TargetWorkload.from_pods(wl.pods, sim.engine.snap.gpu_models)
+    gpu_models = build_cluster(cfg.cluster, cfg.metrics.telemetry_len).gpu_models
+    target = TargetWorkload.from_pods(generate(cfg, seed).pods, gpu_models)  # the run's own
     teacher = Composite(target)
     if a.imitation_tolerance >= 0:
         teacher.tolerance = a.imitation_tolerance
+    win = WindowConfig(a.scenario, start_h, a.window_h)
     env = WindowEnv(win, a.reward(), seed, cfg, teacher, target, rng)
     every = a.record_every if mode in ("teacher", "dagger") else 1
     # Rows are kept only with a model: the steps keep their node embeddings.
