@@ -10,7 +10,6 @@ drop over ``rollback_threshold`` allocation points restores the last good one.
 
 from __future__ import annotations
 
-import functools
 import os
 import resource
 import time
@@ -107,12 +106,6 @@ def validate(
     return float(np.mean([r.summary["alloc_pct"] for r in ros]))
 
 
-def _gradient_async(
-    workers: list[str], mu: float, sd: float, j: int, params: torch.Tensor, e: int, k: int
-) -> Any:
-    return rpc.rpc_async(workers[j], gradient, args=(params, e, k, mu, sd))
-
-
 #: Per-iteration measures the driver's summary lists.
 MEASURES = ("decisions", "decisions_per_s", "decisions_per_worker_cpu_s", "update_s",
             "iteration_s", "worker_sys_s", "worker_minflt")
@@ -131,7 +124,11 @@ def _step(ps: ParameterServer, a: Args, d: DistConfig, workers: list[str], cfg: 
             for w, ss in zip(workers, seeds, strict=True)]
     shares: list[Share] = [f.wait() for f in futs]
     t_up = time.perf_counter()
-    submit = functools.partial(_gradient_async, workers, *global_moments(shares))
+    mu, sd = global_moments(shares)
+
+    def submit(j: int, params: torch.Tensor, e: int, k: int) -> Any:
+        return rpc.rpc_async(workers[j], gradient, args=(params, e, k, mu, sd))
+
     stats = ppo_rounds(ps.model, ps.opt, submit, [s.minibatches for s in shares])
     n = sum(s.decisions for s in shares)
     m = {"decisions": n, "decisions_per_s": n / (t_up - t0),

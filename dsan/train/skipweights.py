@@ -18,8 +18,6 @@ from dsan.model.net import DSANNet, ModelConfig
 
 #: The searched tie-break weights shipped with the package: the final model's openb stage.
 OPENB_SKIP = Path(__file__).with_name("openb_skip.json")
-#: (features, weights, gpu_weights): the arguments of :func:`apply`.
-SkipArgs = tuple[list[str], list[float], list[float] | None]
 
 
 def apply(
@@ -48,8 +46,11 @@ def apply(
     return net
 
 
-def load_openb_skip(path: str | Path = OPENB_SKIP) -> SkipArgs:
-    """:func:`apply`'s arguments from a tie-break file such as ``openb_skip.json``."""
+def load_openb_skip(
+    path: str | Path = OPENB_SKIP,
+) -> tuple[list[str], list[float], list[float] | None]:
+    """:func:`apply`'s arguments (features, weights, gpu_weights) from a tie-break file such as
+    ``openb_skip.json``."""
     result = json.loads(Path(path).read_text())
     gw = result.get("gpu_weights")
     return (list(result["features"]), [float(v) for v in result["weights"]],
