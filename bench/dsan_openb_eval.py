@@ -19,20 +19,15 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from dsan.features import TargetWorkload
 from dsan.model.export import DEFAULT_DIR, read_manifest
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
-from dsan.train.linear import LinearFGDScorer
-from dsan.train.skipweights import SkipArgs, linear_from_model, skip_args
 
 
 def published_fgd() -> dict[str, tuple[float, float]]:
@@ -48,11 +43,6 @@ def published_fgd() -> dict[str, tuple[float, float]]:
     return out
 
 
-def _fast_scorer(spec: SkipArgs) -> Callable[[TargetWorkload], LinearFGDScorer]:
-    """``run_openb``'s ``make``: the fast linear ranking of a FGD + skip-layers model."""
-    return lambda target: LinearFGDScorer(*spec, target=target)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", nargs="+", default=["default"])
@@ -66,23 +56,6 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LABEL=DIR",
         help="extra DSAN models run side by side as policy LABEL (e.g. dsan-old=dir)",
     )
-    ap.add_argument(
-        "--fast-dsan-models",
-        nargs="*",
-        default=[],
-        metavar="LABEL=DIR",
-        help="DSAN models whose head is FGD + skip only, run as dsan.train.linear."
-        "LinearFGDScorer with the model's skip weights (same ranking, ~5x faster)",
-    )
-    ap.add_argument(
-        "--fast-skip",
-        nargs="*",
-        default=[],
-        metavar="LABEL=JSON",
-        help="a tie-break search result (like dsan/train/openb_skip.json) run as "
-        "LinearFGDScorer, before any model is built from it; its training workloads are "
-        "the JSON's config.workloads",
-    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -93,39 +66,20 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not Path(d, "manifest.json").is_file():
             raise SystemExit(f"--dsan-models wants LABEL=DIR with a manifest.json, got {spec!r}")
         extra[label] = d
-    fast: dict[str, SkipArgs] = {}
-    for spec in args.fast_dsan_models:
-        label, sep, d = spec.partition("=")
-        if not sep or not Path(d, "manifest.json").is_file():
-            raise SystemExit(f"--fast-dsan-models wants LABEL=DIR with a manifest, got {spec!r}")
-        extra[label] = d
-        fast[label] = linear_from_model(d)
-    results: dict[str, dict[str, Any]] = {}
-    for spec in args.fast_skip:
-        label, sep, f = spec.partition("=")
-        if not sep or not Path(f).is_file():
-            raise SystemExit(f"--fast-skip wants LABEL=JSON, got {spec!r}")
-        results[label] = json.loads(Path(f).read_text())
-        extra[label] = ""
-        fast[label] = skip_args(results[label])
     pols += list(extra)
     nodes_path = paths.openb_csv(paths.DEFAULT_NODES)
     nodes = load_nodes(nodes_path)
     pub = published_fgd()
     # The DSAN judged against FGD: the first --dsan-models entry if any, else "dsan".
     judged = next(iter(extra), "dsan")
-    if judged in results:
-        wls = results[judged].get("config", {}).get("workloads", [])
+    d = extra.get(judged) or os.environ.get("DSAN_MODEL_DIR") or DEFAULT_DIR
+    training = read_manifest(d)["training"]
+    train_files = training.get("workloads", [])
+    skip = training.get("openb_skip")
+    if not train_files and skip and Path(skip).is_file():
+        # a two-stage model: its openb tie-breaks were searched on the skip file's workloads
+        wls = json.loads(Path(skip).read_text()).get("config", {}).get("workloads", [])
         train_files = [w if w.endswith(".csv") else f"openb_pod_list_{w}.csv" for w in wls]
-    else:
-        d = extra.get(judged) or os.environ.get("DSAN_MODEL_DIR") or DEFAULT_DIR
-        training = read_manifest(d)["training"]
-        train_files = training.get("workloads", [])
-        skip = training.get("openb_skip")
-        if not train_files and skip and Path(skip).is_file():
-            # a two-stage model: its openb tie-breaks were searched on the skip file's workloads
-            wls = json.loads(Path(skip).read_text()).get("config", {}).get("workloads", [])
-            train_files = [w if w.endswith(".csv") else f"openb_pod_list_{w}.csv" for w in wls]
     if args.out and not args.out.exists():
         header = " | ".join(f"{p} unalloc % @100 (mean ± sd)" for p in pols)
         args.out.write_text(
@@ -146,10 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 before = os.environ.get("DSAN_MODEL_DIR")
                 if p in extra:  # the dsan scorer reads its model from $DSAN_MODEL_DIR
                     os.environ["DSAN_MODEL_DIR"] = extra[p]
-                if p in fast:
-                    r = run_openb(cfg, nodes, pods, make=_fast_scorer(fast[p]))
-                else:
-                    r = run_openb(cfg, nodes, pods)
+                r = run_openb(cfg, nodes, pods)
                 if p in extra:  # restore: "dsan" itself may come from $DSAN_MODEL_DIR
                     os.environ.pop("DSAN_MODEL_DIR", None)
                     if before is not None:

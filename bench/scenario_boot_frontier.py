@@ -5,9 +5,10 @@ start) as soon as more than 1 % of the pods wait for a node boot; below that it 
 next start-up level (9.5 s Spark pull, 17 s notebook pull, 42 s training pull) or to the GPU
 queue. This runs the three baselines and the scenario teachers (``dsan.train.teachers``: the
 packing ``Composite`` that DSAN imitates, the same with a powered-headroom knob (``PreWarm``),
-and the boot-aware ``Anchored`` at several anchor sets and fill targets) on the same seeds in
-one process and prints one markdown row per policy: means over seeds of util / P99 / SLA /
-cost, the P99 per seed, and the tail pods (at or above each seed's P99) by cause.
+and the boot-aware ``Anchored`` of ``scenario_teachers.py`` at several anchor sets and fill
+targets) on the same seeds in one process and prints one markdown row per policy: means over
+seeds of util / P99 / SLA / cost, the P99 per seed, and the tail pods (at or above each
+seed's P99) by cause.
 
 The last two columns are the P99 budget: per seed, the pods with a latency of
 99.5 s or more against the number allowed for a P99 under 99.5 s (n - ceil(0.99 n)), and the
@@ -44,6 +45,7 @@ from typing import Any
 
 import numpy as np
 from scenario_pool_rows import ROWS as POOL_ROWS  # bench/, next to this file
+from scenario_teachers import Anchored, PackingRescue, powered
 
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features.target import TargetWorkload
@@ -52,7 +54,7 @@ from dsan.sim.scenario.config import ScenarioConfig, load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
-from dsan.train.teachers import WEB_TYPE, Anchored, Composite, PackingRescue, powered
+from dsan.train.teachers import WEB_TYPE, Composite
 
 Make = Callable[[TargetWorkload], Scorer]
 

@@ -9,7 +9,7 @@ moves only with the powered set. Two ways to shrink it, measured side by side:
   (``node_name_rank`` is a DSAN feature, so a student could learn the subset); the 32-core
   nodes left out host no web and may run hot, like the 16-core ones.
 * GPU pods (10 nodes, a third of the metric): ``anchored-gpufill``
-  (``dsan.train.teachers``: the fullest powered GPU node first, FGD inside one
+  (``scenario_teachers.py``: the fullest powered GPU node first, FGD inside one
   allocation level), ``GpuOrder`` ``fgd-then-fullest`` (FGD first, the fullest node as its
   tie-break) and ``spread`` (the emptiest powered GPU node first).
 
@@ -26,11 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from scenario_teachers import Anchored, AnchoredGpuFill, gpu_allocated  # bench/, next to this file
 
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.train.teachers import WEB_TYPE, Anchored, AnchoredGpuFill, gpu_allocated
+from dsan.train.teachers import WEB_TYPE
 
 
 class PoolSubset(Anchored):

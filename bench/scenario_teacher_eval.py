@@ -7,7 +7,7 @@ Usage::
     .venv/bin/python bench/scenario_table1_report.py out/t1-teacher.json
 
 Optional ``--cool 0.8 --web-cpu 16000`` vary the teacher's two constants (sensitivity).
-``anchored-teacher`` is the boot-aware variant (``dsan.train.teachers.Anchored``, ``--tau``).
+``anchored-teacher`` is the boot-aware variant (``scenario_teachers.Anchored``, ``--tau``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import json
 import sys
 from typing import Any
 
+from scenario_teachers import Anchored  # bench/, next to this file
+
 from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
 from dsan.sim.cli import TABLE_KEYS
@@ -24,7 +26,7 @@ from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import aggregate, default_factory, run_policy
 from dsan.sim.scenario.workload import Workload
-from dsan.train.teachers import Anchored, Composite
+from dsan.train.teachers import Composite
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
         if name == "scenario-teacher":
             return Composite(target, cool=a.cool, web_cpu_milli=a.web_cpu)
-        if name == "anchored-teacher":  # the boot-aware teacher (dsan.train.teachers.Anchored)
+        if name == "anchored-teacher":  # the boot-aware teacher (scenario_teachers.Anchored)
             return Anchored(target, cool=a.cool, tau=a.tau)
         return default_factory(name, seed, wl, engine)
 

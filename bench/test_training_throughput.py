@@ -8,16 +8,14 @@ best-heuristic parity, measured side by side in one run:
 * ``single-lockstep-mix``: the same, on the training default's four pod files (``Args``):
   a step featurizes each file's episodes in its own batch, so this costs more per decision;
 * ``rpc``: the distributed trainer with 1 and 2 rollout workers on torch.distributed.rpc
-  (TensorPipe, loopback), parameter server and shadow validator in their own processes,
-  ``ship=rollouts`` (workers send their rollouts, the PS takes the PPO step: the first
-  distributed design) and ``ship=gradients`` (workers keep their rollouts and send PPO gradients,
-  :mod:`dsan.train.learner`); throughput = decisions collected / wall time of the collection
-  round (for ``rollouts`` shipping them back to the PS included; for ``gradients`` only counts
-  come back), taken from the second iteration (the first parses the traces). Every row also
+  (TensorPipe, loopback), parameter server and shadow validator in their own processes;
+  workers keep their rollouts and send PPO gradients (:mod:`dsan.train.learner`);
+  throughput = decisions collected / wall time of the collection round (only counts come
+  back), taken from the second iteration (the first parses the traces). Every row also
   records the PPO step's and the whole iteration's wall time (collection + PPO step + shadow
-  validation) and decisions per iteration second; ``gradients`` rows also the workers'
-  system time and minor page faults in the round (a worker writes its rollouts' feature
-  rows into memory reused from the previous round, :class:`dsan.train.rollout.RowStore`).
+  validation), decisions per iteration second, and the workers' system time and minor page
+  faults in the round (a worker writes its rollouts' feature rows into memory reused from
+  the previous round, :class:`dsan.train.rollout.RowStore`).
   Same episodes as the single-process rows (``default`` workload, 96 nodes).
 * every row also records decisions per CPU second of the collecting processes (what a
   busy shared machine inflates much less than wall time);
@@ -91,9 +89,8 @@ def test_collection_single_process(benchmark, path: str) -> None:
 
 
 @pytest.mark.benchmark(group="training-throughput")
-@pytest.mark.parametrize("ship", ["rollouts", "gradients"])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_collection_rpc_workers(benchmark, tmp_path, workers: int, ship: str) -> None:
+def test_collection_rpc_workers(benchmark, tmp_path, workers: int) -> None:
     a = Args(
         out=str(tmp_path),
         n_nodes=N_NODES,
@@ -106,8 +103,7 @@ def test_collection_rpc_workers(benchmark, tmp_path, workers: int, ship: str) ->
         ppo_epochs=1,
         minibatch=1024,  # the PPO step is not measured: keep it short
     )
-    port = 29650 + workers + (10 if ship == "gradients" else 0)
-    d = DistConfig(workers=workers, master_port=port, ship=ship)
+    d = DistConfig(workers=workers, master_port=29660 + workers)
     summary = benchmark.pedantic(run, args=(a, d), rounds=1, iterations=1)
     benchmark.extra_info["decisions_per_s"] = summary["decisions_per_s"][-1]
     benchmark.extra_info["decisions_per_worker_cpu_s"] = summary["decisions_per_worker_cpu_s"][-1]
@@ -117,13 +113,12 @@ def test_collection_rpc_workers(benchmark, tmp_path, workers: int, ship: str) ->
     benchmark.extra_info["decisions_per_iteration_s"] = (
         summary["decisions"][-1] / summary["iteration_s"][-1]
     )
-    if summary.get("worker_sys_s"):  # ship=gradients: kernel time and page faults of the round
-        benchmark.extra_info["worker_sys_s"] = summary["worker_sys_s"][-1]
-        benchmark.extra_info["worker_minflt"] = summary["worker_minflt"][-1]
+    # kernel time and page faults of the round
+    benchmark.extra_info["worker_sys_s"] = summary["worker_sys_s"][-1]
+    benchmark.extra_info["worker_minflt"] = summary["worker_minflt"][-1]
     benchmark.extra_info["workers"] = workers
-    benchmark.extra_info["ship"] = ship
     benchmark.extra_info["load_avg_1min"] = os.getloadavg()[0]
-    assert summary["decisions_per_s"][-1] > 0 and summary["ship"] == ship
+    assert summary["decisions_per_s"][-1] > 0
 
 
 @pytest.mark.benchmark(group="training-throughput")

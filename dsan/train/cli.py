@@ -54,9 +54,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int, default=None, help="this process's rank (multi-host only)")
     p.add_argument("--rollback-threshold", type=float, default=1.0,
                    help="allocation points the shadow tolerates before rolling the PS back")
-    p.add_argument("--ship", choices=("gradients", "rollouts"), default="gradients",
-                   help="what RPC workers send the parameter server: PPO gradients (they keep "
-                   "their rollouts) or the rollouts themselves")
     p.set_defaults(func=run)
     return p
 
@@ -91,8 +88,7 @@ def run(ns: argparse.Namespace) -> int:
             from dsan.train.distributed import run as run_dist
 
             d = DistConfig(workers=ns.workers, master_addr=ns.master_addr,
-                           master_port=ns.master_port, rollback_threshold=ns.rollback_threshold,
-                           ship=ns.ship)
+                           master_port=ns.master_port, rollback_threshold=ns.rollback_threshold)
             summary = run_dist(a, d, ns.rank)
         else:
             from dsan.train.ppo import train

@@ -1,15 +1,15 @@
 """Distributed openb PPO on torch.distributed.rpc (``dsan train --workers N``): rank 0 the
 parameter server (PS), 1..N rollout workers, N+1 a shadow validator.
 
-Per iteration the workers play with the PS's weights; the PPO step takes their gradients
-(``ship="gradients"``, :mod:`dsan.train.learner`) or their rollouts; the shadow scores the
-new version and a drop over ``rollback_threshold`` allocation points restores the last good
-one. ``inject_degraded_at`` corrupts an iteration's weights to prove the rollback (tests).
+Per iteration the workers play with the PS's weights and keep their rollouts; the PPO step
+takes their gradients per minibatch (:mod:`dsan.train.learner`: shipping the rollouts to the
+PS instead cost about as much as collecting them); the shadow scores the new version and a
+drop over ``rollback_threshold`` allocation points restores the last good one.
+``inject_degraded_at`` corrupts an iteration's weights to prove the rollback (tests).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import resource
 import time
@@ -30,10 +30,7 @@ from dsan.train.learner import Grad, LocalLearner, Share, global_moments, ppo_ro
 from dsan.train.openb import EnvConfig, make_episode
 from dsan.train.paramserver import ParameterServer
 from dsan.train.ppo import EVAL_SEED_BASE, PPO_FIELDS, Args
-from dsan.train.rollout import Rollout, RowStore
-from dsan.train.updates import ppo_update
-
-SHIP = ("gradients", "rollouts")
+from dsan.train.rollout import RowStore
 
 
 @dataclass
@@ -44,11 +41,8 @@ class DistConfig:
     rollback_threshold: float = 1.0  # allocation percentage points
     inject_degraded_at: int = -1
     rpc_timeout_s: float = 600.0
-    ship: str = "gradients"  # what workers send back (see the module docstring)
 
     def __post_init__(self) -> None:
-        if self.ship not in SHIP:
-            raise ValueError(f"DistConfig.ship must be one of {SHIP}, not {self.ship!r}")
         if self.workers < 1:
             raise ValueError("DistConfig.workers must be >= 1")
         if self.rollback_threshold < 0:
@@ -67,23 +61,11 @@ def _local_model(cfg: dict[str, Any], state: dict[str, torch.Tensor]) -> DSANNet
     return _MODEL.eval()
 
 
-def play(
-    cfg: dict[str, int], state: dict[str, torch.Tensor], env: EnvConfig, seeds: list[int]
-) -> tuple[list[Rollout], float]:
-    """Worker: one episode per seed in lockstep; the rollouts and the CPU seconds."""
-    torch.set_num_threads(1)
-    model = _local_model(cfg, state)
-    c0 = time.process_time()
-    eps = [make_episode(env, s) for s in seeds]
-    ros = collect(eps, model, "sample", rng=np.random.default_rng(seeds[0] if seeds else 0))
-    return ros, time.process_time() - c0
-
-
 _LEARNER: LocalLearner | None = None
 _ROWS = RowStore()  # the worker's feature rows, reused every round
 
 
-def play_and_keep(
+def play(
     cfg: dict[str, int],
     state: dict[str, torch.Tensor],
     env: EnvConfig,
@@ -91,8 +73,8 @@ def play_and_keep(
     a: Args,
     minibatch: int,
 ) -> Share:
-    """Worker, ``ship="gradients"``: play as :func:`play` but keep the rollouts here; return
-    only what the PS needs to run the rounds."""
+    """Worker: one episode per seed in lockstep, the rollouts kept here; returns only what
+    the PS needs to run the rounds."""
     global _LEARNER
     torch.set_num_threads(1)
     _LEARNER = None  # free the previous iteration's rollouts before playing new ones
@@ -109,8 +91,8 @@ def play_and_keep(
 
 
 def gradient(params: torch.Tensor, epoch: int, k: int, mu: float, sd: float) -> Grad:
-    """Worker, ``ship="gradients"``: the gradient on this worker's k-th minibatch."""
-    assert _LEARNER is not None, "gradient() before play_and_keep()"
+    """Worker: the gradient on this worker's k-th minibatch."""
+    assert _LEARNER is not None, "gradient() before play()"
     return _LEARNER.grad(params, epoch, k, mu, sd)
 
 
@@ -124,13 +106,7 @@ def validate(
     return float(np.mean([r.summary["alloc_pct"] for r in ros]))
 
 
-def _gradient_async(
-    workers: list[str], mu: float, sd: float, j: int, params: torch.Tensor, e: int, k: int
-) -> Any:
-    return rpc.rpc_async(workers[j], gradient, args=(params, e, k, mu, sd))
-
-
-#: Per-iteration measures the driver's summary lists (worker_*: ship=gradients only).
+#: Per-iteration measures the driver's summary lists.
 MEASURES = ("decisions", "decisions_per_s", "decisions_per_worker_cpu_s", "update_s",
             "iteration_s", "worker_sys_s", "worker_minflt")
 
@@ -142,32 +118,25 @@ def _step(ps: ParameterServer, a: Args, d: DistConfig, workers: list[str], cfg: 
     reward, the loss parts and the iteration's measures."""
     state, t0 = ps.weights(), time.perf_counter()
     seeds = [[int(s) for s in rng.integers(10_000, size=a.episodes_per_iter)] for _ in workers]
-    m: dict[str, float] = {}
-    if d.ship == "gradients":
-        # each worker's minibatches hold minibatch / workers steps: a round sees `minibatch`
-        mb = max(1, a.minibatch // d.workers)
-        futs = [rpc.rpc_async(w, play_and_keep, args=(cfg, state, env, ss, a, mb))
-                for w, ss in zip(workers, seeds, strict=True)]
-        shares: list[Share] = [f.wait() for f in futs]
-        t_up = time.perf_counter()
-        submit = functools.partial(_gradient_async, workers, *global_moments(shares))
-        stats = ppo_rounds(ps.model, ps.opt, submit, [s.minibatches for s in shares])
-        n, cpu = sum(s.decisions for s in shares), sum(s.cpu_s for s in shares)
-        rewards = [r for s in shares for r in s.episode_rewards]
-        m["worker_sys_s"] = sum(s.sys_s for s in shares)
-        m["worker_minflt"] = sum(s.minflt for s in shares)
-    else:
-        futs = [rpc.rpc_async(w, play, args=(cfg, state, env, ss))
-                for w, ss in zip(workers, seeds, strict=True)]
-        results = [f.wait() for f in futs]
-        t_up = time.perf_counter()
-        ros = [r for rs, _ in results for r in rs]
-        stats = ppo_update(ps.model, ps.opt, ros, a, rng)
-        n, cpu = sum(len(r) for r in ros), sum(c for _, c in results)
-        rewards = [sum(r.reward) for r in ros]
-    m.update(decisions=n, decisions_per_s=n / (t_up - t0),
-             decisions_per_worker_cpu_s=n / max(cpu, 1e-9), update_s=time.perf_counter() - t_up)
-    return rewards, stats, m
+    # each worker's minibatches hold minibatch / workers steps: a round sees `minibatch`
+    mb = max(1, a.minibatch // d.workers)
+    futs = [rpc.rpc_async(w, play, args=(cfg, state, env, ss, a, mb))
+            for w, ss in zip(workers, seeds, strict=True)]
+    shares: list[Share] = [f.wait() for f in futs]
+    t_up = time.perf_counter()
+    mu, sd = global_moments(shares)
+
+    def submit(j: int, params: torch.Tensor, e: int, k: int) -> Any:
+        return rpc.rpc_async(workers[j], gradient, args=(params, e, k, mu, sd))
+
+    stats = ppo_rounds(ps.model, ps.opt, submit, [s.minibatches for s in shares])
+    n = sum(s.decisions for s in shares)
+    m = {"decisions": n, "decisions_per_s": n / (t_up - t0),
+         "decisions_per_worker_cpu_s": n / max(sum(s.cpu_s for s in shares), 1e-9),
+         "update_s": time.perf_counter() - t_up,
+         "worker_sys_s": sum(s.sys_s for s in shares),
+         "worker_minflt": sum(s.minflt for s in shares)}
+    return [r for s in shares for r in s.episode_rewards], stats, m
 
 
 def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
@@ -211,7 +180,6 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
                   f"rolled back to v{ps.good_version}", flush=True)
     summary = {
         "workers": d.workers,
-        "ship": d.ship,
         "versions": ps.version,
         "good_version": ps.good_version,
         "good_score": ps.good_score,

@@ -16,7 +16,7 @@ from torch.nn.utils import parameters_to_vector
 
 from dsan.model.net import DSANNet
 from dsan.train.rollout import Rollout
-from dsan.train.updates import PPOConfig, advantages, batch, ppo_loss
+from dsan.train.updates import PPOConfig, advantages, batch, minibatches, ppo_loss
 
 STATS = ("pg", "vf", "ent", "kl")
 # flat gradient, steps it averages over, per-parameter "got a gradient", loss parts
@@ -47,15 +47,9 @@ class LocalLearner:
         self.model, self.ros, self.a = model, rollouts, a
         self.gae = [advantages(ro, a.gamma, a.gae_lambda) for ro in rollouts]
         # Drawn in ppo_update's order (epoch, rollout, permutation): one worker = ppo_update.
-        self.plan = [
-            [
-                (i, steps)
-                for i, ro in enumerate(rollouts)
-                for steps in np.array_split(rng.permutation(len(ro)), max(1, len(ro) // minibatch))
-                if len(steps)  # an episode without decisions has nothing to learn from
-            ]
-            for _ in range(a.ppo_epochs)
-        ]
+        # An episode without decisions has nothing to learn from.
+        self.plan = [[(i, s) for i, s in minibatches(rollouts, 1, minibatch, rng) if len(s)]
+                     for _ in range(a.ppo_epochs)]
 
     def share(self, cpu_s: float = 0.0, sys_s: float = 0.0, minflt: int = 0) -> Share:
         adv = np.concatenate([g[0] for g in self.gae]) if self.gae else np.zeros(0)

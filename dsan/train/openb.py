@@ -79,9 +79,8 @@ def _path(name: str) -> Path:
 
 @dataclass
 class OpenbEnv:
-    """One openb episode, an :class:`~dsan.train.env.Env`. :meth:`next_decision` and
-    :meth:`place` (= :meth:`bind` + :meth:`settle`) are the raw steps; :meth:`decision` and
-    :meth:`step` charge pods that fail between two decisions to the earlier one."""
+    """One openb episode, an :class:`~dsan.train.env.Env`; a step is charged the pods that
+    fail before the next decision (the first step also those before it)."""
 
     fixed_nodes: ClassVar[bool] = True
 
@@ -107,45 +106,9 @@ class OpenbEnv:
         self._started = False
         self._carry = 0.0  # SLA penalty waiting for the next step's reward
 
-    def next_decision(self) -> tuple[PodSpec, npt.NDArray[np.int64], float] | None:
-        """The next pod with >= 2 feasible nodes, its candidates and the SLA penalty of pods
-        that failed on the way; pods with one candidate are bound here."""
-        sla = 0.0
-        while self.pos < len(self.order):
-            pod = self.pods[int(self.order[self.pos])]
-            self.pos += 1
-            cand = feasible_nodes(pod, self.snap)
-            if cand.size == 0:
-                self.failed += 1
-                sla -= 1.0 / len(self.order)
-                continue
-            if cand.size == 1:
-                node = int(cand[0])
-                gpus = fgd_select_gpus(pod, self.snap, node, self.target, self.frag.access)
-                allocate(self.snap, pod, node, gpus)
-                self.alloc += pod.gpu_total_milli
-                self.frag.refresh(self.snap, [node])
-                continue
-            return pod, cand, sla
-        return None
-
-    def place(self, pod: PodSpec, node: int) -> npt.NDArray[np.float64]:
-        """Bind ``pod`` to ``node``; returns reward parts (util, completion, cost, dPhi)."""
-        bound = self.bind(pod, node)
-        self.frag.refresh(self.snap, [node])
-        return self.settle(bound)
-
-    def bind(self, pod: PodSpec, node: int) -> Bound:
-        """FGD's GPUs for ``pod`` on ``node``, allocated; the node's fragmentation stays stale
-        until :func:`refresh_bound` (or ``frag.refresh``)."""
-        snap = self.snap
-        bound = Bound(node, snap.cpu_used[node] == 0, float(self.frag.frag[node]), pod)
-        gpus = fgd_select_gpus(pod, snap, node, self.target, self.frag.access)
-        allocate(snap, pod, node, gpus)
-        return bound
-
     def settle(self, b: Bound) -> npt.NDArray[np.float64]:
-        """The second half of :meth:`place`, once the node's fragmentation is current."""
+        """A bound pod's reward parts (util, completion, cost, dPhi), once the node's
+        fragmentation is current."""
         milli = b.pod.gpu_total_milli
         self.alloc += milli
         self.decisions += 1
@@ -191,11 +154,11 @@ class OpenbEnv:
         return a, best
 
     def step(self, node: int) -> float:
-        return self._close(self.place(self._now().pod, node))
+        return self.step_all([self], [node])[0]
 
     @classmethod
     def step_all(cls, envs: Sequence[OpenbEnv], nodes: Sequence[int]) -> list[float]:
-        """:meth:`step` of each, bit for bit, with batched binds and fragmentation refresh."""
+        """:meth:`step` of each, with batched binds and fragmentation refresh."""
         pods = [e._now().pod for e in envs]
         bound = bind_many(envs, pods, nodes)
         refresh_bound(envs, nodes)
@@ -209,16 +172,28 @@ class OpenbEnv:
         return self._pending
 
     def _advance(self) -> float:
-        """Move to the next decision; the SLA penalty of the pods that failed on the way."""
-        nxt = self.next_decision()
-        if nxt is None:
-            self._pending = None
-            return 0.0
-        pod, cand, sla = nxt
-        # the tracker's current fragmentation is every what-if's "before"
-        self.cache.adopt_fragmentation(self.frag.frag)
-        self._pending = Decision(pod, self.snap, cand)
-        return sla
+        """Move to the next pod with >= 2 feasible nodes, binding pods with one and dropping
+        pods with none on the way; the SLA penalty of those (0 once no decision is left)."""
+        self._pending, sla = None, 0.0
+        while self.pos < len(self.order):
+            pod = self.pods[int(self.order[self.pos])]
+            self.pos += 1
+            cand = feasible_nodes(pod, self.snap)
+            if cand.size == 0:
+                self.failed += 1
+                sla -= 1.0 / len(self.order)
+            elif cand.size == 1:
+                node = int(cand[0])
+                gpus = fgd_select_gpus(pod, self.snap, node, self.target, self.frag.access)
+                allocate(self.snap, pod, node, gpus)
+                self.alloc += pod.gpu_total_milli
+                self.frag.refresh(self.snap, [node])
+            else:
+                # the tracker's current fragmentation is every what-if's "before"
+                self.cache.adopt_fragmentation(self.frag.frag)
+                self._pending = Decision(pod, self.snap, cand)
+                return sla
+        return 0.0
 
     def _close(self, parts: npt.NDArray[np.float64]) -> float:
         """The placement's reward plus the failures before it (first step) and until the next
@@ -232,7 +207,7 @@ class OpenbEnv:
 
 @dataclass
 class Bound:
-    """A pod bound by :meth:`OpenbEnv.bind` whose reward waits for the node's fragmentation."""
+    """A pod bound by :func:`bind_many` whose reward waits for the node's fragmentation."""
 
     node: int
     was_idle: bool
@@ -243,7 +218,8 @@ class Bound:
 def bind_many(
     eps: Sequence[OpenbEnv], pods: Sequence[PodSpec], nodes: Sequence[int]
 ) -> list[Bound]:
-    """:meth:`OpenbEnv.bind` of one pod in each episode, FGD's GPU choices batched per target."""
+    """One pod bound in each episode, FGD's GPU choices batched per target; the nodes'
+    fragmentation stays stale until :func:`refresh_bound`."""
     bound = [
         Bound(n, ep.snap.cpu_used[n] == 0, float(ep.frag.frag[n]), pod)
         for ep, pod, n in zip(eps, pods, nodes, strict=True)

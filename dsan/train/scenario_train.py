@@ -19,8 +19,8 @@ import torch
 from dsan.features.target import TargetWorkload
 from dsan.model.export import save
 from dsan.model.net import DSANNet
+from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
-from dsan.sim.scenario.env import ScenarioEnv
 from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
 from dsan.train.collector import collect, softmax_choice
@@ -28,7 +28,7 @@ from dsan.train.csvlog import CsvLog
 from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.rollout import Rollout
 from dsan.train.skipweights import openb_stage
-from dsan.train.teachers import SCENARIO_TEACHERS
+from dsan.train.teachers import Composite
 from dsan.train.updates import imitation_update, ppo_update
 from dsan.train.window import ScenarioReward, WindowConfig, WindowEnv
 
@@ -70,7 +70,6 @@ class ScenarioArgs:
     w_cost: float = 0.2
     w_sla: float = 0.1
     sla_shaping: float = 1.0
-    scenario_teacher: str = "scenario"  # a key of teachers.SCENARIO_TEACHERS
     imitate_gpu_pods: bool = True  # False: GPU pods keep the openb ranking on the scenario too
     class_by_priority: bool = False  # imitation classes are (task type, priority)
     #: Imitation targets: the teacher's nodes within this many points of its best; < 0 = the
@@ -94,9 +93,6 @@ class ScenarioArgs:
             raise ValueError("ScenarioArgs: window_h > 0, start_hours and record_every >= 1")
         if self.iterations < 0 or self.imitation_episodes < 0:
             raise ValueError("ScenarioArgs: iterations and imitation_episodes must be >= 0")
-        if self.scenario_teacher not in SCENARIO_TEACHERS:
-            known = ", ".join(SCENARIO_TEACHERS)
-            raise ValueError(f"ScenarioArgs: scenario_teacher must be one of {known}")
         if self.select_seeds and (
             not self.validate_seeds
             or self.validate_hours <= 0
@@ -123,15 +119,12 @@ def play(
 ) -> Rollout:
     """One window of seed ``seed`` starting at ``start_h``, the teacher warming it up."""
     cfg = load_scenario(a.scenario)
-    wl = generate(cfg, seed, False)
-    win = WindowConfig(a.scenario, start_h, a.window_h)
-    sim = ScenarioEnv(cfg, hours=win.start_h + win.len_h)
-    sim.reset(seed)  # the run's cluster, for its GPU models
-    assert sim.engine is not None
-    target = TargetWorkload.from_pods(wl.pods, sim.engine.snap.gpu_models)
-    teacher = SCENARIO_TEACHERS[a.scenario_teacher](target)
+    gpu_models = build_cluster(cfg.cluster, cfg.metrics.telemetry_len).gpu_models
+    target = TargetWorkload.from_pods(generate(cfg, seed).pods, gpu_models)  # the run's own
+    teacher = Composite(target)
     if a.imitation_tolerance >= 0:
         teacher.tolerance = a.imitation_tolerance
+    win = WindowConfig(a.scenario, start_h, a.window_h)
     env = WindowEnv(win, a.reward(), seed, cfg, teacher, target, rng)
     every = a.record_every if mode in ("teacher", "dagger") else 1
     # Rows are kept only with a model: the steps keep their node embeddings.

@@ -79,7 +79,7 @@ def class_weights(ro: Rollout, steps: np.ndarray, by_priority: bool = False) -> 
     return torch.tensor(w, dtype=torch.float32)
 
 
-def _minibatches(
+def minibatches(
     ros: Sequence[Rollout], epochs: int, minibatch: int, rng: np.random.Generator
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(rollout index, steps): every epoch, each rollout's steps shuffled into minibatches."""
@@ -106,7 +106,7 @@ def imitation_update(
         raise ValueError(f"imitation balance {balance!r} is not one of {BALANCE}")
     losses = []
     ros = [r for r in rollouts if len(r)]  # a quiet episode may hold no decision
-    for r, steps in _minibatches(ros, epochs, minibatch, rng):
+    for r, steps in minibatches(ros, epochs, minibatch, rng):
         ro = ros[r]
         logp, seg, _, _ = batch(model, ro, steps)
         best = torch.from_numpy(np.concatenate([ro.teacher[i] for i in steps]))
@@ -191,7 +191,7 @@ def ppo_update(
     allv = np.concatenate([g[0] for g in gae])
     mu, sd = allv.mean(), allv.std() + 1e-8
     stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
-    for i, steps in _minibatches(ros, a.ppo_epochs, a.minibatch, rng):
+    for i, steps in minibatches(ros, a.ppo_epochs, a.minibatch, rng):
         ro, (adv, ret) = ros[i], gae[i]
         logp, seg, first, values = batch(model, ro, steps)
         loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)

@@ -244,16 +244,16 @@ def test_fast_featurize_matches_the_reference_along_an_openb_episode() -> None:
     ep = make_episode(EnvConfig(n_nodes=48), 3)
     cache = PlacementCache(ep.target)
     for step in range(80):
-        nxt = ep.next_decision()
-        if nxt is None:
+        d = ep.decision()
+        if d is None:
             break
-        pod, cand, _ = nxt
+        pod, cand = d.pod, d.cand
         if step % 2:  # the rollout's path: the episode's tracker supplies "before"
             cache.adopt_fragmentation(ep.frag.frag)
         want, _ = _reference_featurize(pod, ep.snap, cand, ep.target)
         got, _ = featurize(pod, ep.snap, cand, ep.target, cache=cache)
         np.testing.assert_array_equal(got, want)
-        ep.place(pod, int(cand[int(np.argmax(want[:, -24]))]))
+        ep.step(int(cand[int(np.argmax(want[:, -24]))]))
 
 
 @settings(max_examples=25, deadline=None)

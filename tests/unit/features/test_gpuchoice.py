@@ -12,8 +12,8 @@ def test_batched_fgd_gpu_choice_is_fgd_select_gpus_on_every_candidate() -> None:
     sharing = 0
     for seed in (1, 2):
         ep = make_episode(EnvConfig(n_nodes=24), seed)
-        while (nxt := ep.next_decision()) is not None:
-            pod, cand, _ = nxt
+        while (d := ep.decision()) is not None:
+            pod, cand = d.pod, d.cand
             want = [fgd_select_gpus(pod, ep.snap, int(n), ep.target, ep.frag.access) for n in cand]
             got = fgd_select_gpus_many(
                 [pod] * len(cand),
@@ -24,5 +24,5 @@ def test_batched_fgd_gpu_choice_is_fgd_select_gpus_on_every_candidate() -> None:
             )
             assert got == want
             sharing += pod.is_sharing and len({g for g in want}) > 1
-            ep.place(pod, int(cand[len(cand) // 2]))
+            ep.step(int(cand[len(cand) // 2]))
     assert sharing > 20  # many decisions where the slot depends on the node

@@ -165,16 +165,11 @@ def test_imitation_tolerance_narrows_the_teacher_labels() -> None:
     model, _ = load(DEFAULT_DIR)  # rows are kept only with a model (features, embeddings)
     labels = {}
     for tol in (-1.0, 0.0):
-        a = ScenarioArgs(
-            scenario_teacher="anchored-drivers",
-            window_h=0.02,
-            record_every=1,
-            imitation_tolerance=tol,
-        )
-        ro = play(a, 3, 0.0, model, "teacher", np.random.default_rng(0))
+        a = ScenarioArgs(window_h=0.05, record_every=1, imitation_tolerance=tol)
+        ro = play(a, 3, 10.0, model, "teacher", np.random.default_rng(0))
         labels[tol] = ro.teacher
-    assert len(labels[-1.0]) == len(labels[0.0]) > 5  # the web replicas' placements at 0 h
+    assert len(labels[-1.0]) == len(labels[0.0]) > 5  # the placements at the 10 h peak
     for wide, exact in zip(labels[-1.0], labels[0.0], strict=True):
         assert exact.any() and not (exact & ~wide).any()  # a subset of the teacher's class
-    # 2 points (the teacher's own tolerance) also admit the 32-core nodes for a web replica
+    # 2 points (the teacher's own tolerance) also admit powered nodes a little less full
     assert sum(int(w.sum()) for w in labels[-1.0]) > sum(int(e.sum()) for e in labels[0.0])

@@ -60,7 +60,6 @@ def test_cli_registers_train(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--workers" in out and "--rollback-threshold" in out and "--resume" in out
-    assert "--ship" in out
 
 
 def test_train_checkpoints_and_resumes(tmp_path: Path) -> None:

@@ -11,8 +11,7 @@ from dsan.train.ppo import Args
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("ship", "port"), [("gradients", 29611), ("rollouts", 29613)])
-def test_rpc_training_rejects_an_injected_degraded_version(tmp_path, ship: str, port: int) -> None:
+def test_rpc_training_rejects_an_injected_degraded_version(tmp_path) -> None:
     a = Args(
         out=str(tmp_path),
         n_nodes=16,
@@ -23,8 +22,7 @@ def test_rpc_training_rejects_an_injected_degraded_version(tmp_path, ship: str, 
         progress=False,
         hidden=8,
     )
-    d = DistConfig(workers=1, master_port=port, rollback_threshold=0.5, inject_degraded_at=0,
-                   ship=ship)
+    d = DistConfig(workers=1, master_port=29611, rollback_threshold=0.5, inject_degraded_at=0)
     summary = run(a, d)
     assert summary["rollbacks"] and summary["rollbacks"][0]["from_version"] == 1
     assert summary["final_weights_equal_good"]
@@ -33,7 +31,8 @@ def test_rpc_training_rejects_an_injected_degraded_version(tmp_path, ship: str, 
     json.dumps(summary)
 
 
-def test_dist_config_refuses_an_unknown_ship_mode() -> None:
-    with pytest.raises(ValueError, match="ship"):
-        DistConfig(ship="weights")
-    assert DistConfig().ship == "gradients"
+def test_dist_config_refuses_no_workers_and_a_negative_threshold() -> None:
+    with pytest.raises(ValueError, match="workers"):
+        DistConfig(workers=0)
+    with pytest.raises(ValueError, match="rollback_threshold"):
+        DistConfig(rollback_threshold=-1.0)
