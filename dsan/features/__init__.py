@@ -31,14 +31,14 @@ from dsan.features.schema import (
     schema_hash,
 )
 from dsan.features.target import TargetWorkload
-from dsan.features.whatif import Placement, PlacementCache, free_after, placement
+from dsan.features.whatif import Placement, PlacementCache, placement
 
 __all__ = [
     "AGE_COLUMNS", "CPU_SCALE", "FEATURES", "FEATURE_NAMES", "GPU_SCALE", "MEM_SCALE",
     "NODE_FEATURES", "N_FEATURES", "N_NODE_FEATURES", "RELATIVE_COLUMNS", "TOP_SHAPES",
     "FragTracker", "Placement", "PlacementCache", "TargetWorkload", "age_columns",
     "cpu_bound_factor", "default_workload", "extremes", "featurize", "featurize_batch",
-    "fgd_select_gpus", "fgd_select_gpus_many", "fragmentation", "free_after", "node_block",
+    "fgd_select_gpus", "fgd_select_gpus_many", "fragmentation", "node_block",
     "node_frag", "placement", "pod_rows", "relative_columns", "room_factor", "schema_hash",
     "telemetry_of",
 ]

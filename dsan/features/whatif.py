@@ -1,5 +1,5 @@
 """What placing a pod on each candidate node would do: FGD's fragmentation before and after
-(:func:`placement`), or just the free share per slot afterwards (:func:`free_after`, cheaper).
+(:func:`placement`).
 Every row's value is independent of its batch, so :class:`PlacementCache` keeps them across
 pods (per pod shape and node, recomputed only where the allocation changed) and
 :func:`cached_placements` batches several decisions into one what-if call.
@@ -97,39 +97,6 @@ def placement(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkload
         np.full(m, pod.num_gpu, dtype=np.int64), np.full(m, pod.gpu_milli, dtype=np.int64),
         acc, w, before)
     return Placement(before, after, free_after, slot)
-
-
-def free_after(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkload, access: BOOL,
-               shares: npt.ArrayLike) -> I64:
-    """Free GPU share per slot after placing ``pod`` on each of ``nodes``: :func:`placement`'s
-    ``free_after`` wherever it matters for counting GPUs that still fit each share in
-    ``shares`` (``free // share`` per slot). Where every fitting GPU loses as many pieces for
-    every share, the (costly) slot choice cannot change the counts and the first slot stands in.
-    """
-    free = snap.gpu_free[nodes].astype(np.int64)
-    if not pod.is_sharing:
-        return _whole_gpus_taken(free, pod.num_gpu if pod.gpu_milli > 0 else 0)
-    g = pod.gpu_milli
-    valid = (free >= g) & snap.gpu_present[nodes]
-    has: BOOL = np.asarray(valid.any(axis=1), dtype=bool)
-    out = free.copy()
-    rows = np.flatnonzero(has)
-    out[rows, np.argmax(valid, axis=1)[rows]] -= g
-    milli = np.maximum(np.asarray(shares, dtype=np.int64), 1)[:, None, None]
-    if milli.size == 0:
-        return out
-    lost = free[None] // milli - (free[None] - g) // milli  # (S, m, 8) on fitting slots
-    hi = np.where(valid[None], lost, -1).max(axis=2)
-    lo = np.where(valid[None], lost, np.iinfo(np.int64).max).min(axis=2)
-    differ = np.not_equal(hi, lo) & has[None, :]
-    amb = np.flatnonzero(differ.any(axis=0))
-    if amb.size:
-        sub = nodes[amb]
-        cpu_after = snap.cpu_cap[sub] - snap.cpu_used[sub] - pod.cpu_milli
-        _, _, fa = _sharing_whatif(np.full(amb.size, g, dtype=np.int64), snap.gpu_present[sub],
-                                   free[amb], cpu_after, access[:, sub], w, np.zeros(amb.size))
-        out[amb] = fa
-    return out
 
 
 class PlacementCache:
