@@ -6,10 +6,12 @@ Why: the two trainers share one env/rollout/update core (:mod:`dsan.train.env`,
 :mod:`dsan.train.rollout`, :mod:`dsan.train.updates`); a change there that moves a number
 of either trainer shows here. Timings (``wall_s``, ``decisions_per_s``) are left out. The
 numbers depend on torch's and numpy's kernels, so they are compared only under the versions
-that recorded them, and floats to 1e-4 relative or 1e-6 absolute (a KL near 0): on another
-CPU the same float32 kernels round differently (seen: the 7th digit of a PPO loss), while a
-change in the core moves them by far more (decisions, rewards and evaluations flip). Weights
-are compared by each tensor's sum and sum of squares. Re-record, after checking why they moved, with
+that recorded them; on another CPU the same float32 kernels round differently, so floats are
+compared to tolerances (``REL`` etc. below) that pass on an AMD EPYC against a recording made
+on Intel. What they still catch, measured: a GAE lambda of 0.9 instead of 0.95 fails; an
+entropy coefficient of 0.004 instead of 0.003 or a PPO clip of 0.25 instead of 0.2 moves the
+numbers less than another CPU does and passes. Weights are compared by each tensor's sum and
+sum of squares. Re-record, after checking why they moved, with
 ``python tests/unit/train/test_trainer_numbers.py --record``.
 """
 
@@ -32,8 +34,27 @@ DATA = ROOT / "tests" / "data" / "trainer_numbers.json"
 TIMINGS = ("wall_s", "decisions_per_s", "parity_wall_s")
 
 
-#: Tolerances on every recorded float (see the module's docstring).
+#: Tolerances on the recorded floats (see the module's docstring): decisions, rewards and
+#: evaluations to 1e-4; the PPO loss terms and the weights drift further on another CPU
+#: (measured on an AMD EPYC against an Intel recording: a value loss by 1e-3 relative,
+#: weight sums by up to 0.004 absolute / 0.3 % relative after 2 iterations), while a change
+#: in the core moves the evaluations themselves.
 REL, ABS = 1e-4, 1e-6
+LOSS_REL, LOSS_ABS = 5e-3, 1e-5
+WEIGHT_REL, WEIGHT_ABS = 2e-2, 1e-2
+LOSSES = ("loss", "pg", "vf", "ent", "kl")
+
+
+def assert_same_run(got: dict[str, Any], want: dict[str, Any]) -> None:
+    def split(run: dict[str, Any]) -> tuple[Any, Any]:
+        rows = [{k: v for k, v in r.items() if k not in LOSSES} for r in run["metrics"]]
+        losses = [{k: v for k, v in r.items() if k in LOSSES} for r in run["metrics"]]
+        return {"metrics": rows, "summary": run["summary"]}, losses
+
+    (g, g_loss), (w, w_loss) = split(got), split(want)
+    assert_matches(g, w, rel=REL, abs_=ABS)
+    assert_matches(g_loss, w_loss, rel=LOSS_REL, abs_=LOSS_ABS)
+    assert_matches(got["weights"], want["weights"], rel=WEIGHT_REL, abs_=WEIGHT_ABS)
 
 
 def _weights(path: Path) -> dict[str, list[float]]:
@@ -114,13 +135,13 @@ def _recorded(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("name", ["openb", "scenario", "scenario-10h"])
 def test_trainer_numbers_are_the_recorded_ones(name: str, tmp_path: Path) -> None:
     want = _recorded(name)
-    assert_matches(RUNS[name](tmp_path), want, rel=REL, abs_=ABS)
+    assert_same_run(RUNS[name](tmp_path), want)
 
 
 @pytest.mark.slow
 def test_distributed_numbers_are_the_recorded_ones(tmp_path: Path) -> None:
     want = _recorded("distributed-gradients")
-    assert_matches(RUNS["distributed-gradients"](tmp_path), want, rel=REL, abs_=ABS)
+    assert_same_run(RUNS["distributed-gradients"](tmp_path), want)
 
 
 if __name__ == "__main__":
