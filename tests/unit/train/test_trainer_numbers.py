@@ -8,7 +8,7 @@ of either trainer shows here. Timings (``wall_s``, ``decisions_per_s``) are left
 numbers depend on torch's and numpy's kernels, so they are compared only under the versions
 that recorded them; on another CPU the same float32 kernels round differently, so floats are
 compared to tolerances (``REL`` etc. below) that pass on an AMD EPYC against a recording made
-on Intel. What they still catch, measured: a GAE lambda of 0.9 instead of 0.95 fails; an
+on another CPU. What they still catch, measured: a GAE lambda of 0.9 instead of 0.95 fails; an
 entropy coefficient of 0.004 instead of 0.003 or a PPO clip of 0.25 instead of 0.2 moves the
 numbers less than another CPU does and passes. Weights are compared by each tensor's sum and
 sum of squares. Re-record, after checking why they moved, with
@@ -36,7 +36,7 @@ TIMINGS = ("wall_s", "decisions_per_s", "parity_wall_s")
 
 #: Tolerances on the recorded floats (see the module's docstring): decisions, rewards and
 #: evaluations to 1e-4; the PPO loss terms and the weights drift further on another CPU
-#: (measured on an AMD EPYC against an Intel recording: a value loss by 1e-3 relative,
+#: (measured on an AMD EPYC against a recording from another CPU: a value loss by 1e-3 relative,
 #: weight sums by up to 0.004 absolute / 0.3 % relative after 2 iterations), while a change
 #: in the core moves the evaluations themselves.
 REL, ABS = 1e-4, 1e-6
