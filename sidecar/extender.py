@@ -151,8 +151,12 @@ class ExtenderApp:
             if self.reclamation is None:
                 raise RequestError("bad_request", "this extender serves no preempt verb")
             pod, proposals = parse_preemption_args(body)
-            priority = self._specs.get(pod, self.service.cache.models).priority
-            out = encode_result(self.reclamation.choose(priority, proposals))
+            spec = self._specs.get(pod, self.service.cache.models)
+            # kube-scheduler's preemption dry run never asks an extender's filter, so a node
+            # the quota refuses can be proposed; the gRPC Filter keeps it out in plugin mode.
+            _, refused = self.service.engine.filter(spec, [p.node for p in proposals],
+                                                    fit=False)
+            out = encode_result(self.reclamation.choose(spec.priority, proposals, refused))
             self.service.metrics.preempt_latency.observe(time.perf_counter() - t0)
             return out, None
 

@@ -121,7 +121,8 @@ class SidecarMetrics:
         self.preempt_candidates = ScrapedCounters(
             "dsan_sidecar_preempt_candidates", "Preemption candidates (nodes with victims), by "
             "result: offered by kube-scheduler, unknown_victim (dropped: a victim the informer "
-            "does not show bound on that node), chosen", "result", r)
+            "does not show bound on that node), quota_refused (dropped: the served policy's "
+            "quota refuses the pod that node), chosen", "result", r)
         self.preempt_victims = ScrapedCounters(
             "dsan_sidecar_preempt_victims", "Victims returned for eviction, by task type",
             "task_type", r)

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +35,9 @@ from sidecar.victims import PodRecord, record
 log = logging.getLogger("dsan.sidecar.preemption")
 #: How candidates ended, by :data:`CANDIDATE_RESULTS` (the metric's label values):
 #: offered by kube-scheduler, dropped for a victim the cache does not show bound on that node,
-#: chosen by the reclaimer.
-CANDIDATE_RESULTS = ("offered", "unknown_victim", "chosen")
+#: dropped because the served policy's quota refuses the preemptor that node, chosen by the
+#: reclaimer.
+CANDIDATE_RESULTS = ("offered", "unknown_victim", "quota_refused", "chosen")
 #: Preempt requests by outcome: some node's victims returned, or none (the pod waits).
 OUTCOMES = ("evict", "none")
 #: Victim UIDs whose workload was already shrunk, remembered so that kube-scheduler asking
@@ -133,11 +134,14 @@ class Reclamation:
         self._shrunk: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def choose(self, priority: int, proposals: list[Proposal]) -> Proposal | None:
-        """The proposal whose victims to evict for a pod of ``priority``, or None."""
+    def choose(self, priority: int, proposals: list[Proposal],
+               refused: Collection[str] = ()) -> Proposal | None:
+        """The proposal whose victims to evict for a pod of ``priority``, or None; none on a
+        node in ``refused`` (the nodes the quota refuses the pod)."""
         now = self._wall()
         known: list[tuple[Proposal, list[PodRecord]]] = []
-        for p in proposals:
+        allowed = [p for p in proposals if p.node not in refused]
+        for p in allowed:
             recs = self._records(p)
             if recs is not None:
                 known.append((p, recs))
@@ -152,7 +156,8 @@ class Reclamation:
             pick = None
         with self._lock:
             self.candidates["offered"] += len(proposals)
-            self.candidates["unknown_victim"] += len(proposals) - len(known)
+            self.candidates["quota_refused"] += len(proposals) - len(allowed)
+            self.candidates["unknown_victim"] += len(allowed) - len(known)
             self.outcomes["evict" if pick is not None else "none"] += 1
             if pick is None:
                 return None

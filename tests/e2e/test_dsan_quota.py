@@ -1,5 +1,7 @@
 """DSAN's ``ls_headroom`` quota on a real control plane: kube-scheduler's extender ``filter``
-call reaches the sidecar's quota, which keeps an elastic pod off the node of a web pod.
+call reaches the sidecar's quota, which keeps an elastic pod off the node of a web pod, and
+the ``preempt`` verb drops the candidates the quota refuses (the preemption dry run never asks
+the filter verb).
 
 The real sidecar serves the shipped DSAN model with its actions.json rewritten to
 ``ls_headroom=0.75`` (the shipped 0.93 needs a fuller node); a second kube-scheduler runs
@@ -9,6 +11,7 @@ scheduler-config/dsan-scheduler.yaml with the ``filterVerb`` the Helm chart adds
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -125,3 +128,43 @@ def test_an_elastic_pod_keeps_off_the_web_pods_node_past_the_headroom(stack: Sta
     assert stack.bound("web2") == A
     replies = stack.filter_replies("web2")
     assert replies and all(A in r["NodeNames"] for r in replies), replies
+
+
+def test_a_node_the_quota_refuses_is_no_preemption_candidate(stack: Stack) -> None:
+    """C: a 1-core web pod and a 6-core batch pod; D: batch pods of 4 and 3 cores; a 6-core
+    urgent batch pod fits neither. kube-scheduler's preemption dry run never asks the filter
+    verb, so it proposes both nodes; evicting C's one pod would lose the least work, but the
+    urgent pod beside the web pod would take (1 + 6) / 8 = 0.875 > 0.75 of C's cores, so the
+    preempt verb drops C and D's two pods make room."""
+    sel = {"dsan.io/e2e": "quota-preempt"}
+    add_nodes(stack.core, [node_manifest(n, NodeShape(cpu=8, gpus=0), sel)
+                           for n in ("qp-c", "qp-d")], "dsan.io/e2e=quota-preempt")
+    batch = {t.ANNOTATION_TASK_TYPE: "batch"}
+    stack.pod("qp-web", "1", {t.ANNOTATION_TASK_TYPE: "web"}, node="qp-c")
+    for name, cpu, node in (("qp-c-low", "6", "qp-c"), ("qp-d-low1", "4", "qp-d"),
+                            ("qp-d-low2", "3", "qp-d")):
+        stack.pod(name, cpu, batch, node=node)
+    probe = pod_manifest("probe", cpu="2", memory="100Mi")
+    eventually("the sidecar's cache saw the bound pods", lambda: set(stack.sidecar.filter(
+        probe, ["qp-c", "qp-d"])["FailedNodes"]) == {"qp-c", "qp-d"}, 30)
+    sched: Any = client.SchedulingV1Api(stack.core.api_client)
+    with contextlib.suppress(client.exceptions.ApiException):  # another module made it
+        sched.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind":
+                                     "PriorityClass", "metadata": {"name": "dsan-e2e-high"},
+                                     "value": 1000})
+    urgent = pod_manifest("qp-urgent", scheduler=t.SCHEDULER_NAME, cpu="6", memory="100Mi",
+                          annotations=batch, node_selector=sel)
+    urgent["spec"]["priorityClassName"] = "dsan-e2e-high"
+    stack.core.create_namespaced_pod(NS, urgent)
+    assert stack.bound("qp-urgent") == "qp-d"
+    with stack.proxy._lock:
+        calls = [(a, r) for a, r in stack.proxy.preempts
+                 if a["Pod"]["metadata"]["name"] == "qp-urgent"]
+    assert calls, "kube-scheduler never called the preempt verb"
+    args, reply = calls[0]
+    assert set(args["NodeNameToMetaVictims"]) == {"qp-c", "qp-d"}, args
+    assert set(reply["NodeNameToMetaVictims"]) == {"qp-d"}, reply
+    m = stack.sidecar.metrics()
+    assert 'dsan_sidecar_preempt_candidates_total{result="quota_refused"} 1.0' in m
+    # C's batch pod was never evicted for a node the pod could not have had.
+    assert stack.core.read_namespaced_pod("qp-c-low", NS).metadata.deletion_timestamp is None

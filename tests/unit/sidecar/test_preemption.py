@@ -117,7 +117,30 @@ def test_a_candidate_with_a_victim_the_cache_does_not_know_is_dropped_not_guesse
     # A victim the cache shows on another node than proposed is not known there either.
     assert reply(app.preempt(meta_args({"n0": ["be-a"]}))) == {}
     assert app.reclamation is not None
-    assert app.reclamation.candidates == {"offered": 3, "unknown_victim": 2, "chosen": 1}
+    assert app.reclamation.candidates == {"offered": 3, "unknown_victim": 2,
+                                         "quota_refused": 0, "chosen": 1}
+
+
+def test_a_node_the_quota_refuses_the_preemptor_is_no_candidate() -> None:
+    """kube-scheduler's preemption dry run never asks the extender's filter, so it proposes
+    n0, where the preemptor would sit beside the web pod past the quota's CPU headroom even
+    once the batch pod is gone ((1 + 2) / 4 > 0.5 of the cores); the verb drops it, as the
+    gRPC Filter keeps it out in plugin mode. kube-scheduler's own pick would have taken it."""
+    from dsan.policies.dsan_actions import ActionParams, LearnedController
+
+    pods = [bound("web", "n0", 100, "web", cpu="1"), bound("be", "n0", 100, "batch", cpu="3"),
+            bound("be-a", "n1", 100, "batch"), bound("be-b", "n1", 100, "batch")]
+    offered = {"n0": ["be"], "n1": ["be-a", "be-b"]}
+
+    def preempt(ls_headroom: float) -> dict[str, list[str]]:
+        app, svc, _ = world(pods)
+        svc.engine.scorer.controller = LearnedController(ActionParams(ls_headroom=ls_headroom))
+        body = json.loads(meta_args(offered))
+        body["Pod"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+        return reply(app.preempt(json.dumps(body).encode()))
+
+    assert preempt(ls_headroom=1.0) == {"n0": ["uid-be"]}  # one victim: kube-scheduler's pick
+    assert preempt(ls_headroom=0.5) == {"n1": ["uid-be-a", "uid-be-b"]}
 
 
 def test_a_deleted_victim_is_forgotten() -> None:
