@@ -20,10 +20,9 @@ from dsan.api import telemetry as tele_api
 from dsan.core.snapshot import PodSpec
 from sidecar.allocations import ENDINGS, Allocations
 from sidecar.config import SidecarConfig
-from sidecar.nodetable import NodeTable, parse_node
+from sidecar.nodetable import BadTelemetry, NodeTable, parse_node
 from sidecar.podspec import pod_key, pod_name, podspec_from_pod
 from sidecar.published import Published, Publisher
-from sidecar.telemetry import BadTelemetry
 from sidecar.victims import PodRecord, record
 
 _TERMINAL = ("Succeeded", "Failed")
