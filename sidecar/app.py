@@ -103,13 +103,13 @@ class Sidecar:
             self.metrics.elastic_shrinks.counts = self.shrinker.results
         reclaimer = RECLAIMERS[cfg.reclaimer]() if cfg.reclaimer else scorer.reclaimer
         self.reclamation = Reclamation(self.cache, reclaimer, self.shrinker)
-        m, stats = self.metrics, self.cache.stats
+        m = self.metrics
         m.preemptions.counts = self.reclamation.outcomes
         m.preempt_candidates.counts = self.reclamation.candidates
         m.preempt_victims.counts = self.reclamation.victims
         m.explanations.counts = self.explainer.results
-        m.bad_objects.counts = stats.bad_objects
-        m.assumptions_ended.counts = stats.assumptions_ended
+        m.bad_objects.counts = self.cache.bad_objects
+        m.assumptions_ended.counts = self.cache.assumptions_ended
         m.assumptions_skipped.counts = self.service.assume_skipped
         # Gauges read at scrape time: nothing on the hot path maintains them.
         m.cache_age.set_function(lambda: max(0.0, time.time() - self.cache.last_change_wall))

@@ -13,34 +13,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from dsan.api import telemetry as tele_api
 from dsan.core.snapshot import PodSpec
 from sidecar.allocations import ENDINGS, Allocations
 from sidecar.config import SidecarConfig
-from sidecar.nodetable import NodeTable, parse_node
+from sidecar.nodetable import BadTelemetry, NodeTable, parse_node
 from sidecar.podspec import pod_key, pod_name, podspec_from_pod
 from sidecar.published import Published, Publisher
-from sidecar.telemetry import BadTelemetry
 from sidecar.victims import PodRecord, record
 
 _TERMINAL = ("Succeeded", "Failed")
 #: Bad objects remembered as already logged (then forgotten all at once, and logged again).
 _LOGGED_MAX = 10_000
 log = logging.getLogger("dsan.sidecar.cache")
-
-
-@dataclass
-class CacheStats:
-    """Counters the metrics export; plain ints, read without the lock."""
-
-    bad_objects: dict[str, int] = field(default_factory=lambda: {"node": 0, "pod": 0,
-                                                                  "telemetry": 0})
-    #: How assumptions ended, by sidecar.allocations.ENDINGS.
-    assumptions_ended: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(ENDINGS, 0))
 
 
 class GraphCache:
@@ -52,10 +39,13 @@ class GraphCache:
         self._clock = clock
         self._wall = wall
         self._lock = threading.RLock()
-        self.stats = CacheStats()
+        #: Counters the metrics export (plain ints, read without the lock): malformed
+        #: objects skipped by kind, and how assumptions ended (sidecar.allocations.ENDINGS).
+        self.bad_objects = {"node": 0, "pod": 0, "telemetry": 0}
+        self.assumptions_ended = dict.fromkeys(ENDINGS, 0)
         self._table = NodeTable(cfg.telemetry_window)
         self._alloc = Allocations(self._table, cfg.assume_ttl_s, cfg.assume_max, clock,
-                                  self.stats.assumptions_ended)
+                                  self.assumptions_ended)
         self._publisher = Publisher(self._table, cfg.snapshot_max_age_s, wall)
         #: Held by whoever reads a published snapshot (see snapshot()).
         self.scoring_lock = threading.Lock()
@@ -81,7 +71,7 @@ class GraphCache:
 
     def _bad(self, kind: str, obj: Any, exc: BaseException) -> None:
         """Count a malformed object and log it once per resourceVersion; it is skipped."""
-        self.stats.bad_objects[kind] += 1
+        self.bad_objects[kind] += 1
         ident, rv = _ident(obj)
         key = (kind, ident, rv)
         if key in self._logged:

@@ -6,6 +6,7 @@ stable line goes to stdout: ``serving extender on <url> grpc on <host:port>``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import queue
 import signal
@@ -47,7 +48,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
     base = SidecarConfig.from_yaml(args.config) if getattr(args, "config", None) else \
         SidecarConfig()
     given = {f.name: getattr(args, f.name) for f in fields(SidecarConfig) if hasattr(args, f.name)}
-    return base.replace(**given)
+    return dataclasses.replace(base, **given)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,6 @@ onto these fields.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,9 +168,6 @@ class SidecarConfig:
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"sidecar config: cannot read {path}: {exc}") from exc
         return cls.from_mapping(data)
-
-    def replace(self, **changes: Any) -> SidecarConfig:
-        return dataclasses.replace(self, **changes)
 
 
 #: Fields that must lie within [lo, hi].

@@ -84,8 +84,6 @@ class Decisions:
     """The ``kept`` most recent decisions by namespace/name; thread-safe."""
 
     def __init__(self, kept: int, held_max_age_s: float = 30.0) -> None:
-        if kept < 1:
-            raise ValueError(f"Decisions.kept must be >= 1, got {kept}")
         self.kept = kept
         #: A held decision older than this is not confirmed (the sidecar passes assume_ttl_s:
         #: an assumption that old would have expired anyway).

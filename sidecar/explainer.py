@@ -201,7 +201,9 @@ class Explainer:
                                 streams.reshape(len(rows), -1).astype(np.float64)], axis=1)
             dec = ExplainedDecision(d.spec, st.snap, scorer, rows, logits, chosen, runner_up,
                                      tie_by_rank=True)  # ties: the lowest name
-            expl = explain_rows(dec, runtime, z, self._shap, stop=self._over_budget())
+            t0, budget = time.thread_time(), self._budget
+            expl = explain_rows(dec, runtime, z, self._shap,
+                                stop=lambda: time.thread_time() - t0 > budget)
             top = int(np.argmax(logits))
             if logits[top] > logits[chosen] + 1e-4:
                 st.notes.append(f"on the current state {st.snap.names[int(rows[top])]} scores "
@@ -216,11 +218,6 @@ class Explainer:
         dec = ExplainedDecision(d.spec, st.snap, fresh, rows, scores, chosen, runner_up,
                                  tie_by_rank=True)
         return explain_terms(dec)
-
-    def _over_budget(self) -> Callable[[], bool]:
-        t0 = time.thread_time()
-        budget = self._budget
-        return lambda: time.thread_time() - t0 > budget
 
 
 def parse_path(rest: str) -> tuple[str, str]:

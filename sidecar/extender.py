@@ -1,10 +1,5 @@
-"""The kube-scheduler extender HTTP API, plus /healthz, /readyz, /metrics and /explain.
-
-Wire format: k8s.io/kube-scheduler/extender/v1 (Go types without JSON tags: capitalised
-keys). ``ExtenderArgs`` in (``Nodes.items`` read when NodeNames is absent); ``prioritize``
-answers a ``HostPriorityList`` (scores 0..10), ``filter`` an ``ExtenderFilterResult``.
-``preempt`` takes ``ExtenderPreemptionArgs`` and answers ``ExtenderPreemptionResult``
-(sidecar/preemption.py).
+"""The kube-scheduler extender HTTP API (docs/sidecar.md), plus /healthz, /readyz, /metrics
+and /explain.
 
 Server: the stdlib's threading HTTP server with HTTP/1.1 keep-alive, Nagle disabled and every
 response sent in one write: without both, a keep-alive client stalls ~44 ms per request.
@@ -147,7 +142,6 @@ class ExtenderApp:
 
     def preempt(self, body: bytes) -> tuple[int, bytes]:
         def serve() -> tuple[bytes, None]:
-            t0 = time.perf_counter()
             if self.reclamation is None:
                 raise RequestError("bad_request", "this extender serves no preempt verb")
             pod, proposals = parse_preemption_args(body)
@@ -156,9 +150,7 @@ class ExtenderApp:
             # the quota refuses can be proposed; the gRPC Filter keeps it out in plugin mode.
             _, refused = self.service.engine.filter(spec, [p.node for p in proposals],
                                                     fit=False)
-            out = encode_result(self.reclamation.choose(spec.priority, proposals, refused))
-            self.service.metrics.preempt_latency.observe(time.perf_counter() - t0)
-            return out, None
+            return encode_result(self.reclamation.choose(spec.priority, proposals, refused)), None
 
         return _reply(self.service.handle("http", "preempt", serve))
 
@@ -180,38 +172,29 @@ _CHUNK_LINE_MAX = 1024
 _TRAILERS_MAX = 64
 
 
-class FramingError(Exception):
-    """Body framing refused (RFC 9112 section 6): answered with ``status`` and the connection
-    closed, since where the next request starts is unknown."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.reason, self.message = status, reason, message
-
-
 def body_length(headers: Message) -> int:
-    """The request body's length, or :data:`CHUNKED`; FramingError for conflicting or
+    """The request body's length, or :data:`CHUNKED`; a RequestError for conflicting or
     malformed framing (a length must be 1*DIGIT: ``int()`` would take ``+5`` or ``5_0``)."""
     lengths = headers.get_all("Content-Length")
     codings = headers.get_all("Transfer-Encoding")
     if codings is not None:
         if lengths is not None:
-            raise FramingError(400, "bad_request", "both Content-Length and Transfer-Encoding "
+            raise RequestError("bad_request", "both Content-Length and Transfer-Encoding "
                                "are set: conflicting framing")
         coding = [c.strip().lower() for v in codings for c in v.split(",")]
         if coding != ["chunked"]:
-            raise FramingError(501, "bad_request", f"Transfer-Encoding {', '.join(coding)!r} "
-                               "is not supported (only chunked)")
+            raise RequestError("bad_request", f"Transfer-Encoding {', '.join(coding)!r} "
+                               "is not supported (only chunked)", http_status=501)
         return CHUNKED
     if lengths is None:
-        raise FramingError(411, "bad_request", "Content-Length is required")
+        raise RequestError("bad_request", "Content-Length is required", http_status=411)
     values = {v.strip() for h in lengths for v in h.split(",")}
     if len(values) != 1:
-        raise FramingError(400, "bad_request", "conflicting Content-Length values: "
+        raise RequestError("bad_request", "conflicting Content-Length values: "
                            + ", ".join(sorted(v[:20] for v in values)[:4]))
     value = values.pop()
     if not (value.isascii() and value.isdigit()) or len(value) > 18:
-        raise FramingError(400, "bad_request", f"bad Content-Length {value[:20]!r}")
+        raise RequestError("bad_request", f"bad Content-Length {value[:20]!r}")
     return int(value)
 
 
@@ -296,16 +279,17 @@ class _Handler(BaseHTTPRequestHandler):
                 body = self._read_chunked(srv.max_body)
             elif n > srv.max_body:
                 # Refuse without reading: the body may be huge; closing drops the rest.
-                raise FramingError(413, "too_large", f"request body of {n} bytes exceeds "
+                raise RequestError("too_large", f"request body of {n} bytes exceeds "
                                    f"the limit of {srv.max_body}")
             else:
                 body = self.rfile.read(n)
                 if len(body) < n:
-                    raise FramingError(400, "bad_request", f"request body ended after "
+                    raise RequestError("bad_request", f"request body ended after "
                                        f"{len(body)} of {n} bytes")
-        except FramingError as err:
+        except RequestError as err:
+            # Framing refused (RFC 9112 section 6): where the next request starts is unknown.
             srv.count_error(err.reason)
-            self._send(err.status, _error_body(err.message), close=True)
+            self._send(err.http_status, _error_body(err.message), close=True)
             return
         route = srv.post_routes.get(self.path.split("?", 1)[0])
         if route is None:
@@ -328,16 +312,16 @@ class _Handler(BaseHTTPRequestHandler):
             size = line.split(b";", 1)[0].strip()
             if (not line.endswith(b"\n") or not size or len(size) > 8
                     or size.strip(b"0123456789abcdefABCDEF")):
-                raise FramingError(400, "bad_request", "malformed chunked body")
+                raise RequestError("bad_request", "malformed chunked body")
             n = int(size, 16)
             if n == 0:
                 break
             if len(body) + n > limit:
-                raise FramingError(413, "too_large", "chunked request body exceeds the limit "
+                raise RequestError("too_large", "chunked request body exceeds the limit "
                                    f"of {limit} bytes")
             chunk = rfile.read(n)
             if len(chunk) < n or rfile.readline(3) not in (b"\r\n", b"\n"):
-                raise FramingError(400, "bad_request", "malformed chunked body")
+                raise RequestError("bad_request", "malformed chunked body")
             body += chunk
         for _ in range(_TRAILERS_MAX):
             line = rfile.readline(_CHUNK_LINE_MAX + 1)
@@ -345,7 +329,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return bytes(body)
             if not line.endswith(b"\n"):
                 break
-        raise FramingError(400, "bad_request", "malformed chunked body (trailers)")
+        raise RequestError("bad_request", "malformed chunked body (trailers)")
 
     def do_GET(self) -> None:
         self._serving(self._get)

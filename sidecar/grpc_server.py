@@ -1,10 +1,4 @@
-"""The gRPC Score service (proto/scorer/v1/scorer.proto) and the standard gRPC health service.
-
-Reclaim is the framework plugin's preemption call (scheduler-plugin/pkg/dsanpreemption): the
-candidates become the same :class:`~sidecar.preemption.Proposal` objects the extender's
-preempt verb builds, and the same :class:`~sidecar.preemption.Reclamation` chooses. Filter is
-the framework plugin's node quota: the same :meth:`~sidecar.scoring.ScoringEngine.filter` that
-answers the extender's filter verb.
+"""The gRPC Scorer service (proto/scorer/v1/scorer.proto) and the standard gRPC health service.
 
 Methods take raw bytes, so a wrong protobuf gets an INVALID_ARGUMENT that says so (and is
 counted), not grpcio's generic "Exception deserializing request".
@@ -12,7 +6,6 @@ counted), not grpcio's generic "Exception deserializing request".
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from concurrent import futures
 from typing import Protocol, TypeVar
@@ -90,7 +83,6 @@ class ScoreHandler:
                                                     lambda: self._reclaim(raw)))
 
     def _reclaim(self, raw: bytes) -> tuple[bytes, None]:
-        t0 = time.perf_counter()
         if self.reclamation is None:
             raise RequestError("bad_request", "this sidecar serves no Reclaim")
         req = _decode(scorer_pb2.ReclaimRequest, raw)
@@ -99,7 +91,6 @@ class ScoreHandler:
         chosen = self.reclamation.choose(req.pod.priority, proposals(req))
         out = scorer_pb2.ReclaimResponse(node="" if chosen is None else chosen.node,
                                          reclaimer=self.reclamation.reclaimer.name)
-        self.service.metrics.preempt_latency.observe(time.perf_counter() - t0)
         return out.SerializeToString(), None
 
     def filter(self, raw: bytes, context: grpc.ServicerContext) -> bytes:

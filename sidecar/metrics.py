@@ -173,8 +173,5 @@ class SidecarMetrics:
     def error(self, api: str, reason: str) -> None:
         self.errors.labels(api, reason).inc()
 
-    def set_policy(self, policy: str, version: str, fallback: str) -> None:
-        self.policy.info({"policy": policy, "version": version, "fallback": fallback})
-
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

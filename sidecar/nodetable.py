@@ -1,7 +1,8 @@
 """The node table: one row per node, every column a numpy array, updated in place.
 
 Arrays have spare capacity and a deleted row is swap-removed, so the columns stay dense.
-Topology labels become cluster-wide ids, GPU models indices into :attr:`NodeTable.models`.
+Topology labels become cluster-wide ids, GPU models indices into :attr:`NodeTable.models`,
+GPUTelemetry objects windows in a per-node ring.
 Nothing here locks: the cache serialises calls.
 """
 
@@ -23,8 +24,15 @@ from dsan.api.types import (
     Topology,
     parse_float_label,
 )
-from dsan.core.snapshot import MAX_GPUS
-from sidecar.telemetry import CHANNELS, new_windows
+from dsan.core.snapshot import MAX_GPUS, TELEMETRY_CHANNELS
+
+CHANNELS = len(TELEMETRY_CHANNELS)
+
+
+class BadTelemetry(ValueError):
+    """GPUTelemetry series that cannot be combined (ragged across GPUs); the object is
+    skipped."""
+
 
 #: (cpu_used, mem_used, pod_count, ls_pods, gpu_count, gpu_free): what a charge writes.
 Columns = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int32],
@@ -202,18 +210,40 @@ class NodeTable:
         return True
 
     def append_telemetry(self, i: int, tel: tele_api.GPUTelemetry, power_ref_w: float) -> bool:
-        """Append the windows newer than what row ``i``'s ring holds; False if none.
-        Raises :class:`sidecar.telemetry.BadTelemetry` for series that cannot be combined."""
-        cpu_frac = self.cpu_used[i] / self.cpu_cap[i] if self.cpu_cap[i] > 0 else 0.0
-        mem_frac = self.mem_used[i] / self.mem_cap[i] if self.mem_cap[i] > 0 else 0.0
-        got = new_windows(tel, float(self.tele_time[i]), self.window, cpu_frac, mem_frac,
-                          power_ref_w)
-        if got is None:
+        """Append the windows of ``tel`` newer than what row ``i``'s ring holds; False if
+        none. Each window is averaged over the node's GPUs, in the channel order of
+        :data:`dsan.core.snapshot.TELEMETRY_CHANNELS`; the CPU and memory channels are the
+        node's requested share (the CR carries GPU series only)."""
+        if not tel.available or not tel.statuses:
             return False
-        windows, end = got
-        slots = (self.tele_pos[i] + np.arange(len(windows))) % self.window
+        try:
+            util = np.array([s.series("util") for s in tel.statuses], dtype=np.float64)
+            mem = np.array([s.series("memoryUsedMiB") for s in tel.statuses], dtype=np.float64)
+            power = np.array([s.series("powerW") for s in tel.statuses], dtype=np.float64)
+        except ValueError as exc:  # GPUs with series of different lengths
+            raise BadTelemetry(f"{tel.node_name}: ragged GPU series: {exc}") from None
+        length = util.shape[1] if util.ndim == 2 else 0
+        if length == 0:
+            return False
+        end = tel.sampled_at.timestamp()
+        last_end = float(self.tele_time[i])
+        k = length if not math.isfinite(last_end) else round((end - last_end) / tel.window_seconds)
+        k = min(max(k, 0), length, self.window)
+        if k == 0:
+            return False
+        total = {g.uuid: g.memory_total_mib for g in tel.gpus}
+        mem_total = np.array([[max(1, total.get(s.uuid, 0))] for s in tel.statuses], np.float64)
+        windows = np.empty((k, CHANNELS), dtype=np.float32)
+        windows[:, 0] = self.cpu_used[i] / self.cpu_cap[i] if self.cpu_cap[i] > 0 else 0.0
+        windows[:, 1] = self.mem_used[i] / self.mem_cap[i] if self.mem_cap[i] > 0 else 0.0
+        windows[:, 2] = util[:, -k:].mean(axis=0) / 100.0
+        windows[:, 3] = (mem / mem_total)[:, -k:].mean(axis=0) if mem.shape == util.shape else 0.0
+        windows[:, 4] = (power[:, -k:].mean(axis=0) / power_ref_w if power.shape == util.shape
+                         else 0.0)
+        np.clip(windows, 0.0, 1.0, out=windows)
+        slots = (self.tele_pos[i] + np.arange(k)) % self.window
         self.tele[i, slots] = windows
-        self.tele_pos[i] = (self.tele_pos[i] + len(windows)) % self.window
+        self.tele_pos[i] = (self.tele_pos[i] + k) % self.window
         self.tele_time[i] = end
         self.tele_version += 1
         return True

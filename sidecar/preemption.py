@@ -1,14 +1,7 @@
 """The extender's preempt verb: which of kube-scheduler's preemption candidates to evict.
 
-kube-scheduler (v1.36, ``framework/preemption``) dry-runs preemption, then sends every
-candidate node's victims in an ``ExtenderPreemptionArgs``: with ``nodeCacheCapable`` only
-their UIDs (``NodeNameToMetaVictims``), else whole pods (``NodeNameToVictims``). It takes back
-``ExtenderPreemptionResult.NodeNameToMetaVictims`` and converts every UID to a pod on that node
-(``convertToVictims``: an unknown node or a UID not on it fails the whole preemption), refuses
-a node with no victims, and evicts for the best of the nodes returned; an empty map evicts
-nothing. So the reply holds at most one node, the served policy's reclaimer's choice, with the
-victims exactly as kube-scheduler proposed them.
-
+The reply holds at most one node, the served policy's reclaimer's choice, with its victims
+exactly as kube-scheduler proposed them: docs/sidecar.md ("Preemption") says why that shape.
 A victim the informer does not show bound on that node drops its candidate: its cost is
 unknown, and guessing it could evict what the policy protects.
 """

@@ -253,15 +253,6 @@ class QueueWriter(Generic[T]):
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def idle(self, timeout: float = 5.0) -> bool:
-        """Wait until every queued item has been handled (tests); False on timeout."""
-        deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return True
-
     def _run(self) -> None:
         while not self._stop.is_set():
             try:

@@ -54,12 +54,15 @@ class RequestError(Exception):
         "internal": (500, "INTERNAL"),
     }
 
-    def __init__(self, reason: str, message: str, request_id: str = "") -> None:
+    def __init__(self, reason: str, message: str, request_id: str = "",
+                 http_status: int = 0) -> None:
+        """``http_status`` replaces the reason's own (body framing refused with 411 or 501)."""
         super().__init__(message)
         if reason not in self.CODES:
             raise ValueError(f"unknown error reason {reason!r}")
         self.reason, self.message = reason, message
-        self.http_status, self.grpc_code = self.CODES[reason]
+        status, self.grpc_code = self.CODES[reason]
+        self.http_status = http_status or status
         #: Set on an internal error: the id its log line carries, for the reply to carry too.
         self.request_id = request_id
 
@@ -103,7 +106,8 @@ class ScoringService:
         self.engine = engine
         self.metrics = metrics
         self.policy = policy
-        metrics.set_policy(policy.name, policy.version, policy.fallback)
+        metrics.policy.info({"policy": policy.name, "version": policy.version,
+                             "fallback": policy.fallback})
         engine.on_assume = metrics.decided
         cache.on_pending = self.pod_pending
         #: Request counters by (api, verb), bound once: no label lookup per request.
@@ -122,7 +126,8 @@ class ScoringService:
     def handle(self, api: str, verb: str,
                serve: Callable[[], tuple[bytes, ScoreResult | None]]) -> bytes | RequestError:
         """One request: ``serve()`` once the sidecar is ready, returning the reply and, for a
-        score, its result (whose latency is queued for :meth:`settle`). A refusal (a PodError
+        score, its result (whose latency is queued for :meth:`settle`; a preemption's is
+        observed at once). A refusal (a PodError
         is a bad_pod) or a bug comes back as the RequestError to answer with, counted."""
         t0 = time.perf_counter()
         try:
@@ -141,7 +146,9 @@ class ScoringService:
         if served is None:
             served = self._served[api, verb] = self.metrics.requests.labels(api, verb)
         served.inc()
-        if res is not None:
+        if verb in ("preempt", "reclaim"):
+            self.metrics.preempt_latency.observe(time.perf_counter() - t0)
+        elif res is not None:
             self._observed.append((api, res.featurize_s, res.model_s,
                                    time.perf_counter() - t0, len(res.scores)))
         return out

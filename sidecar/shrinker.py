@@ -1,12 +1,7 @@
-"""Elastic shrink: when the preempt verb evicts elastic members of a workload, lower its owner's
-``dsan.io/desired-members`` by as many, so the workload's own controller does not recreate them.
-
-The owner is a pod in the members' namespace (a Spark-driver-like pod) whose controller reads
-the annotation; the sidecar changes nothing else of it. Writes run on one background thread,
-off the verb's reply (kube-scheduler's extender timeout covers the reply only), each as a JSON
-patch whose ``test`` op makes it a compare-and-swap against concurrent writers: on a conflict
-the owner is read again, up to :data:`ATTEMPTS` times. Results are counted by
-:data:`RESULTS`; a failure is logged, and the eviction goes ahead regardless.
+"""Elastic shrink: lower a workload owner's ``dsan.io/desired-members`` by the elastic members
+the preempt verb evicts, so its own controller does not recreate them (docs/sidecar.md,
+"Elastic shrink"). Writes run off the verb's reply, since kube-scheduler's extender timeout
+covers the reply only.
 """
 
 from __future__ import annotations

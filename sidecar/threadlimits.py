@@ -13,8 +13,6 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["blas_threads", "limit_threads", "pool_sizes"]
-
 
 def limit_threads(torch_threads: int, blas_threads: int) -> Any:
     """Hold torch's intra-op pool (if torch is imported) and every loaded BLAS library to

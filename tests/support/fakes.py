@@ -13,7 +13,7 @@ from typing import Any
 from dsan.api.types import ANNOTATION_DESIRED_MEMBERS
 from sidecar.cache import GraphCache
 from sidecar.clusterview import _dispatch
-from sidecar.recorder import WriteError
+from sidecar.recorder import QueueWriter, WriteError
 
 
 class FakeClusterView:
@@ -107,3 +107,13 @@ class FakeWorkloads:
             if op["op"] == "replace":
                 ann[key] = op["value"]
         self.patches.append((namespace, name, ops))
+
+
+def idle(writer: QueueWriter[Any], timeout: float = 5.0) -> bool:
+    """Wait until every item queued to ``writer`` has been handled; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while writer._queue.unfinished_tasks:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True

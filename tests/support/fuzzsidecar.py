@@ -94,13 +94,13 @@ def serve(conn: Connection, pending_uids: list[str], healthz_thread: Any) -> Non
             if cmd[0] == "apply":
                 out = []
                 for resource, event, obj in cmd[1]:
-                    before = sum(cache.stats.bad_objects.values())
+                    before = sum(cache.bad_objects.values())
                     try:
                         view.apply(resource, event, obj)
                         raised = ""
                     except Exception as exc:  # reported to the test, which fails on it
                         raised = repr(exc)
-                    bad = sum(cache.stats.bad_objects.values()) - before
+                    bad = sum(cache.bad_objects.values()) - before
                     pub = cache.snapshot()
                     name = obj.get("metadata", {}).get("name") if isinstance(obj, dict) and \
                         isinstance(obj.get("metadata"), dict) else None
@@ -110,7 +110,7 @@ def serve(conn: Connection, pending_uids: list[str], healthz_thread: Any) -> Non
             elif cmd[0] == "meter":
                 conn.send({"cpu_max": meter.cpu_max, "worst": meter.worst,
                            "requests": meter.requests, "synced": view.synced(),
-                           "bad_objects": dict(cache.stats.bad_objects)})
+                           "bad_objects": dict(cache.bad_objects)})
             else:
                 break
     finally:

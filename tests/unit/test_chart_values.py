@@ -8,7 +8,7 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,8 @@ def test_sidecar_values_are_exactly_the_sidecar_config_with_its_defaults() -> No
     assert set(cfg) == {f.name for f in fields(SidecarConfig)}
     # Validated exactly as `dsan serve --config` would, and no default silently forked: the
     # chart's own values are the named, documented ones.
-    assert SidecarConfig.from_mapping(cfg) == SidecarConfig().replace(
-        **chartschema.SIDECAR_CHART_DEFAULTS)
+    assert SidecarConfig.from_mapping(cfg) == replace(SidecarConfig(),
+                                                      **chartschema.SIDECAR_CHART_DEFAULTS)
 
 
 def test_the_values_schema_is_generated_from_the_dataclasses_and_current() -> None:

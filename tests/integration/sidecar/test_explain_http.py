@@ -18,7 +18,7 @@ from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from tests.integration.sidecar.harness import GatedView
 from tests.support import kubeobjects as ko
-from tests.support.fakes import FakeClusterWriter
+from tests.support.fakes import FakeClusterWriter, idle
 
 pytestmark = pytest.mark.integration
 NODES = ko.cluster(16, gpu_every=4)
@@ -77,7 +77,7 @@ def test_a_placed_pod_gets_its_event_annotation_and_explanation(
     assert doc["policy"].startswith("dsan@")
     total = sum(f["impact"] for f in doc["decision_factors"])
     assert abs(total - (doc["score"] - doc["base_value"])) < 1e-6
-    assert sc.recorder is not None and sc.recorder.idle(5)
+    assert sc.recorder is not None and idle(sc.recorder, 5)
     [(ns, ev)] = writer.events
     assert ns == "default" and f"best {node} 10/10" in ev["note"]
     assert writer.annotations[("default", "web")] == {t.ANNOTATION_SCORED_BY: doc["policy"]}

@@ -144,7 +144,7 @@ def test_assumption_expires_after_ttl() -> None:
     assert cache.snapshot().snap.cpu_used[0] == 4000
     clock.t += 2.0
     assert cache.snapshot().snap.cpu_used[0] == 0
-    assert cache.stats.assumptions_ended["expired"] == 1 and cache.assumed_count == 0
+    assert cache.assumptions_ended["expired"] == 1 and cache.assumed_count == 0
 
 
 def test_assumptions_past_assume_max_are_uncharged_oldest_first() -> None:
@@ -170,7 +170,7 @@ def test_a_renewed_assumption_expires_ttl_after_its_last_score() -> None:
     assert cache.snapshot().snap.cpu_used[0] == 1000 and cache.assumed_count == 1
     clock.t += 2
     assert cache.snapshot().snap.cpu_used[0] == 0
-    assert cache.stats.assumptions_ended["expired"] == 2
+    assert cache.assumptions_ended["expired"] == 2
 
 
 def test_bad_objects_are_counted_not_raised() -> None:
@@ -183,7 +183,7 @@ def test_bad_objects_are_counted_not_raised() -> None:
                            "status": {"allocatable": {"cpu": cpu, "memory": mem}}})
     cache.upsert_pod({"metadata": {"uid": "u"}, "spec": {"nodeName": "n0", "containers": 5}})
     cache.upsert_telemetry({"kind": "GPUTelemetry", "metadata": {"name": "n0"}})
-    assert cache.stats.bad_objects == {"node": 4, "pod": 1, "telemetry": 1}
+    assert cache.bad_objects == {"node": 4, "pod": 1, "telemetry": 1}
     assert len(cache) == 1
 
 
@@ -253,7 +253,7 @@ def test_ragged_telemetry_is_counted_not_raised() -> None:
     for key in list(obj["status"]["gpus"][1]["windows"]):
         obj["status"]["gpus"][1]["windows"][key] = [1.0]  # GPU 1 shorter than GPU 0
     cache.upsert_telemetry(obj)
-    assert cache.stats.bad_objects["telemetry"] == 1
+    assert cache.bad_objects["telemetry"] == 1
 
 
 def test_unchanged_node_updates_are_free_and_capacity_changes_renew_the_snapshot() -> None:
@@ -357,7 +357,7 @@ def test_on_pending_hears_each_pod_of_ours_once_when_first_seen_pending() -> Non
 def test_an_assumption_ends_at_the_first_informer_event_for_its_pod_and_is_counted() -> None:
     cache, clock = make(2, assume_ttl_s=5.0, assume_max=2)
     spec = podspec_from_pod(ko.pod("p", cpu="1"), cache.models)
-    ended = cache.stats.assumptions_ended
+    ended = cache.assumptions_ended
     cache.assume("uid-p", spec, "n0")
     cache.upsert_pod(ko.pod("p"))  # updated while still pending: scheduling was retried
     assert cache.assumed_count == 0 and ended["informer_event"] == 1

@@ -22,7 +22,7 @@ from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, RequestError, ScoringService
 from sidecar.shrinker import Shrinker
 from tests.support import kubeobjects as ko
-from tests.support.fakes import FakeClusterView, FakeWorkloads
+from tests.support.fakes import FakeClusterView, FakeWorkloads, idle
 
 STARTED = datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()
 NOW = STARTED + 3600
@@ -219,7 +219,7 @@ def test_evicting_elastic_members_shrinks_their_owner_once() -> None:
         args = meta_args({"n1": ["ex0", "ex1"]})
         assert reply(app.preempt(args)) == {"n1": ["uid-ex0", "uid-ex1"]}
         reply(app.preempt(args))  # kube-scheduler asking again: no second shrink
-        assert shrinker.idle()
+        assert idle(shrinker)
     finally:
         shrinker.stop()
     assert owner["metadata"]["annotations"][t.ANNOTATION_DESIRED_MEMBERS] == "2"

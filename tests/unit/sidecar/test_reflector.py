@@ -180,7 +180,7 @@ def test_malformed_objects_are_counted_logged_once_and_never_block_sync(
         try:
             assert wait_for(pods.done.is_set, 5) and wait_for(v.synced, 5)
             assert v.relists("pods") == 2 and v.relists("nodes") == 1
-            assert cache.stats.bad_objects == {"node": 3, "pod": 7, "telemetry": 1}
+            assert cache.bad_objects == {"node": 3, "pod": 7, "telemetry": 1}
             assert sorted(cache.snapshot().index) == ["a"]
             assert cache.snapshot().snap.cpu_used[0] == 3000  # "ok" and "fine" are charged
         finally:
