@@ -26,7 +26,7 @@ def torch_logits(model: DSANNet, pod: PodSpec, snap: ClusterSnapshot,
                  nodes: np.ndarray) -> np.ndarray:
     """DSANNet.forward over the whole snapshot: the definition."""
     every = np.arange(len(snap), dtype=np.int64)
-    x, _ = featurize(pod, snap, nodes)
+    x = featurize(pod, snap, nodes)
     ei, ew = build_graph(snap)
     with torch.inference_mode():
         logit, _ = model(torch.from_numpy(x), torch.from_numpy(node_block(snap, every)),
@@ -41,7 +41,7 @@ def runtime_logits(rt: Runtime, pod: PodSpec, snap: ClusterSnapshot,
     every = np.arange(len(snap), dtype=np.int64)
     cols = node_block(snap, every)
     rt.set_streams(rt.temporal(telemetry_of(snap, every)), rt.spatial(cols, Graph.of(snap)))
-    x, _ = featurize(pod, snap, nodes)
+    x = featurize(pod, snap, nodes)
     return rt.logits(x, nodes)
 
 

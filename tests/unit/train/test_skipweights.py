@@ -58,7 +58,7 @@ def test_applied_model_scores_fgd_plus_the_weighted_features(mode: str) -> None:
     cols = [FEATURE_NAMES.index(n) for n in names]
     for pod in PODS:
         nodes = feasible_nodes(pod, snap)
-        x, _ = featurize(pod, snap, nodes, target)
+        x = featurize(pod, snap, nodes, target)
         w = np.asarray(weights) + (np.asarray(extra) if extra and pod.num_gpu else 0.0)
         fgd = FGDScorer(target).score(pod, snap, nodes)
         want = fgd + x[:, cols].astype(np.float64) @ w
