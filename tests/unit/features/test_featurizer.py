@@ -175,9 +175,8 @@ def test_sharing_whatif_equals_node_frag_on_every_explicit_variant() -> None:
 
 
 def test_placement_cache_gives_the_same_features_as_a_fresh_computation() -> None:
-    from dsan.core.filtering import allocate, feasible_nodes
+    from dsan.core.filtering import allocate, best_fit_gpus, feasible_nodes
     from dsan.features import PlacementCache
-    from dsan.policies.base import best_fit_gpus
 
     rng = np.random.default_rng(1)
     n = 20
