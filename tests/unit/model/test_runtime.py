@@ -15,11 +15,12 @@ from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import featurize, node_block, telemetry_of
 from dsan.model import artifact
 from dsan.model.artifact import BadModel, SchemaMismatch, load_serving
-from dsan.model.export import numpy_runtime, save
+from dsan.model.export import save
 from dsan.model.graph import Graph, build_graph
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.runtime import NumpyRuntime, Runtime, TorchScriptRuntime, load_runtime
 from tests.support.headworld import PODS, random_residual, random_snapshot
+from tests.support.models import numpy_runtime
 
 
 def torch_logits(model: DSANNet, pod: PodSpec, snap: ClusterSnapshot,

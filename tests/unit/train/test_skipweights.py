@@ -12,12 +12,12 @@ from dsan.core.filtering import feasible_nodes
 from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.features import FEATURE_NAMES, NODE_FEATURES, featurize, node_block
 from dsan.features.target import TargetWorkload
-from dsan.model.export import serving_model
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.fgd import FGDScorer
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes
 from dsan.train.skipweights import apply, load_openb_skip
+from tests.support.models import serving_model
 
 PODS = [
     PodSpec("share", 4000, 8000, 1, 450),
