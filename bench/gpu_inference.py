@@ -132,7 +132,7 @@ def run(sizes: list[int], budget_s: float) -> dict[str, Any]:
         node_x = torch.from_numpy(node_block(snap, nodes))
         tele = torch.from_numpy(telemetry_of(snap, nodes))
         ei, ew = (torch.from_numpy(a) for a in build_graph(snap))
-        x_np, _ = featurize(POD, snap, nodes)
+        x_np = featurize(POD, snap, nodes)
         x = torch.from_numpy(x_np)
         mask = torch.ones(n, dtype=torch.bool)
         nodes_t = torch.from_numpy(nodes)

@@ -181,7 +181,7 @@ class Allocations:
 def charge_row(cols: Columns, i: int, cpu_milli: float, mem_mib: float, num_gpu: int,
               gpu_milli: int, ls: bool = False) -> tuple[int, ...]:
     """Add one pod's requests (``ls``: a latency-sensitive pod) to row ``i``; returns the GPU
-    slots taken, ascending: by best fit as :func:`dsan.policies.base.best_fit_gpus`, or the
+    slots taken, ascending: by best fit as :func:`dsan.core.filtering.best_fit_gpus`, or the
     freest (never below 0) when too few fit (a stale view, an over-sharing device plugin)."""
     cpu_used, mem_used, pod_count, ls_pods, gpu_count, gpu_free = cols
     # Python scalars (.item()): numpy's arithmetic without a numpy scalar per operation.

@@ -194,7 +194,7 @@ class Explainer:
             runtime = scorer.serving.runtime
             cols = st.node_cols[keep]
             cols[:, AGE_COLUMNS] = age_columns(st.snap, rows)
-            x, _ = featurize(d.spec, st.snap, rows, scorer.serving.workload, node_cols=cols)
+            x = featurize(d.spec, st.snap, rows, scorer.serving.workload, node_cols=cols)
             streams = st.streams[keep]
             logits = runtime.head(x, streams)  # the served function on every candidate
             z = np.concatenate([x.astype(np.float64),

@@ -220,16 +220,14 @@ def featurize(
     workload: TargetWorkload | None = None,
     node_cols: F32 | None = None,
     cache: PlacementCache | None = None,
-) -> tuple[F32, F32]:
-    """Features of ``pod`` on candidate ``nodes``: ``(m, 128)`` float32 and telemetry ``(m, T, C)``.
+) -> F32:
+    """Features of ``pod`` on candidate ``nodes``: ``(m, 128)`` float32.
 
     ``node_cols`` may pass :func:`node_block` of ``nodes`` precomputed (it only changes with
     telemetry), and ``cache`` a :class:`PlacementCache` kept across pods: together they
     remove most of the per-pod cost on the hot path.
     """
-    nodes = np.asarray(nodes, dtype=np.int64)
-    x = featurize_batch([pod], [snap], [nodes], workload, [node_cols], [cache])
-    return x, telemetry_of(snap, nodes)
+    return featurize_batch([pod], [snap], [nodes], workload, [node_cols], [cache])
 
 
 def pod_values(pod: PodSpec) -> list[Any]:

@@ -14,7 +14,6 @@ from torch.export import Dim, export
 
 from dsan.core.snapshot import TELEMETRY_CHANNELS
 from dsan.features import N_FEATURES, N_NODE_FEATURES, schema_hash
-from dsan.features.target import TargetWorkload
 from dsan.model.artifact import (
     DEFAULT_DIR,
     EXPORTED,
@@ -28,8 +27,6 @@ from dsan.model.artifact import (
     read_manifest,
 )
 from dsan.model.net import DSANNet
-from dsan.model.runtime import NumpyRuntime
-from dsan.model.serving import ServingModel
 
 
 def example_inputs(n: int = 16, m: int = 8, e: int = 24, t: int = 6) -> tuple[torch.Tensor, ...]:
@@ -107,15 +104,3 @@ def load_torchscript(model_dir: str | Path = DEFAULT_DIR
 def load_exported(model_dir: str | Path = DEFAULT_DIR) -> tuple[torch.nn.Module, dict[str, Any]]:
     manifest = read_manifest(model_dir)
     return torch.export.load(Path(model_dir) / EXPORTED).module(), manifest
-
-
-def numpy_runtime(model: DSANNet) -> NumpyRuntime:
-    """The numpy runtime of ``model``'s current weights (what ``model.npz`` would serve)."""
-    return NumpyRuntime(serving_arrays(model), model.cfg)
-
-
-def serving_model(model: DSANNet, workload: TargetWorkload | None = None,
-                  **kwargs: Any) -> ServingModel:
-    """A :class:`~dsan.model.serving.ServingModel` of ``model``'s current weights, as served
-    after :func:`save`; a later update of ``model`` is not seen."""
-    return ServingModel(numpy_runtime(model), workload, **kwargs)

@@ -351,7 +351,7 @@ class ServingModel:
         self.refresh(snap)
         cols = self.embeddings.node_cols[nodes]
         cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
-        return featurize(pod, snap, nodes, self.workload, node_cols=cols)[0]
+        return featurize(pod, snap, nodes, self.workload, node_cols=cols)
 
     def reference(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F64:
         """What :meth:`logits` returns, without its caches (tests)."""

@@ -22,8 +22,6 @@ from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.policies.reclaim import DefaultReclaimer, Reclaimer
 
-__all__ = ["MAX_NODE_SCORE", "Controller", "Scorer", "StaticController", "best_fit_gpus"]
-
 MAX_NODE_SCORE = 100
 
 

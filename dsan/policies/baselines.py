@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import F64, I32, I64, MAX_GPUS, ClusterSnapshot, PodSpec
-from dsan.policies.base import MAX_NODE_SCORE, Scorer, best_fit_gpus
+from dsan.policies.base import MAX_NODE_SCORE, Scorer
 
 #: The FGD simulator's normalisers: the largest node spec (``MaxSpecCpu``, ``MaxSpecGpu``).
 MAX_SPEC_CPU = 128_000

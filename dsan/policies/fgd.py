@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
 from dsan.features.frag import node_frag
 from dsan.features.target import TargetWorkload
-from dsan.policies.base import MAX_NODE_SCORE, Scorer, best_fit_gpus
+from dsan.policies.base import MAX_NODE_SCORE, Scorer
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
 

@@ -14,7 +14,6 @@ import os
 import resource
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,12 +24,12 @@ import torch.multiprocessing as mp
 from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.collector import collect
-from dsan.train.csvlog import CsvLog
 from dsan.train.learner import Grad, LocalLearner, Share, global_moments, ppo_rounds
 from dsan.train.openb import EnvConfig, make_episode
 from dsan.train.paramserver import ParameterServer
 from dsan.train.ppo import EVAL_SEED_BASE, PPO_FIELDS, Args
 from dsan.train.rollout import RowStore
+from dsan.train.rundir import RunDir
 
 
 @dataclass
@@ -140,11 +139,8 @@ def _step(ps: ParameterServer, a: Args, d: DistConfig, workers: list[str], cfg: 
 
 
 def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
-    torch.set_num_threads(1)
-    torch.manual_seed(a.seed)
-    rng = np.random.default_rng(a.seed)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    run = RunDir(a.out, PPO_FIELDS, a.seed, resume=False)
+    rng = run.rng
     env = a.env()
     model = DSANNet(ModelConfig(hidden=a.hidden, head=a.head))
     opt = torch.optim.Adam(model.parameters(), lr=a.ppo_lr)
@@ -152,8 +148,6 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
     cfg = model.cfg.to_dict()
     workers = [f"worker{i}" for i in range(1, d.workers + 1)]
     eval_seeds = [EVAL_SEED_BASE + i for i in range(a.eval_episodes)]
-    log = CsvLog(out / "metrics.csv", PPO_FIELDS, resume=False)
-    t0 = time.perf_counter()
     ps.judge(rpc.rpc_sync("shadow", validate, args=(cfg, ps.weights(), env, eval_seeds)))
     hist: dict[str, list[float]] = {k: [] for k in MEASURES}
     for it in range(a.iterations):
@@ -169,10 +163,10 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         m["iteration_s"] = time.perf_counter() - t_it  # collection + PPO step + validation
         for k, x in m.items():
             hist[k].append(x)
-        log.write({"iteration": it, "phase": "ppo-dist",
+        run.log.write({"iteration": it, "phase": "ppo-dist",
                    "reward": float(np.mean(rewards)) if rewards else 0.0,
                    "eval_alloc_pct": score, "decisions_per_s": m["decisions_per_s"],
-                   "wall_s": time.perf_counter() - t0,
+                   "wall_s": run.wall_s(),
                    "event": "accept" if ok else f"rollback v{v}->v{ps.good_version}", **stats})
         if not ok:
             print(f"[dsan train] shadow rejected version {v} (alloc {score:.2f}% < "
@@ -185,11 +179,11 @@ def _driver(a: Args, d: DistConfig) -> dict[str, Any]:
         "good_score": ps.good_score,
         "rollbacks": ps.rollbacks,
         **{k: hist[k] for k in MEASURES[:5]},
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": run.wall_s(),
         **{k: hist[k] for k in MEASURES[5:]},
         "final_weights_equal_good": ps.holds_good_weights(),
     }
-    save(ps.model, out / "model", version=f"dsan-dist-{ps.good_version}", training=asdict(a),
+    save(ps.model, run.path / "model", version=f"dsan-dist-{ps.good_version}", training=asdict(a),
          evaluation={"eval_alloc_pct": ps.good_score}, exports=a.export)
     return summary
 

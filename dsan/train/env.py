@@ -82,13 +82,10 @@ class Env(Protocol):
         """A teacher's choice given its ``scores`` and the candidates imitation should raise."""
         ...
 
-    def step(self, node: int) -> float:
-        """Place the pending pod on ``node``; the reward of all until the next decision."""
-        ...
-
     @classmethod
     def step_all(cls, envs: Sequence[Self], nodes: Sequence[int]) -> list[float]:
-        """:meth:`step` of each of ``envs`` on its node, in lockstep."""
+        """Place each of ``envs``' pending pod on its node, in lockstep; each one's reward of
+        all until its next decision."""
         ...
 
     def summary(self) -> dict[str, float]:

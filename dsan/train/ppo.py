@@ -6,21 +6,18 @@ openb episodes (:mod:`dsan.train.openb`). Logs ``metrics.csv``; ``ckpt.pt`` allo
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from dsan.model.export import save
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.collector import collect
-from dsan.train.csvlog import CsvLog
 from dsan.train.openb import EnvConfig, RewardWeights, make_episode
+from dsan.train.rundir import RunDir
 from dsan.train.teachers import OPENB_TEACHERS, make_teacher
 from dsan.train.updates import imitation_update, ppo_update
 
@@ -99,26 +96,13 @@ PPO_FIELDS = ("iteration", "phase", "loss", "reward", "eval_alloc_pct", "decisio
 
 
 def train(a: Args) -> dict[str, Any]:
-    torch.set_num_threads(1)  # 2 shared cores: intra-op threads only add contention here
-    torch.manual_seed(a.seed)
-    rng = np.random.default_rng(a.seed)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    run = RunDir(a.out, PPO_FIELDS, a.seed, a.resume)
     env = a.env()
     model = DSANNet(ModelConfig(hidden=a.hidden, head=a.head))
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     eval_seeds = [EVAL_SEED_BASE + i for i in range(a.eval_episodes)]
-    start_it, state = 0, {}
-    ckpt = out / "ckpt.pt"
-    t0 = time.perf_counter()
-    log = CsvLog(out / "metrics.csv", PPO_FIELDS, resume=a.resume)
-    if a.resume and ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start_it = state["iteration"] + 1
-        rng = np.random.default_rng(state["rng_seed"])
-        torch.manual_seed(state["rng_seed"])
+    state = run.restore(model, opt)
+    rng = run.rng
     baselines = state.get("baselines") or {
         p: evaluate(None, env, eval_seeds, p) for p in TEACHERS_AUTO
     }
@@ -128,7 +112,7 @@ def train(a: Args) -> dict[str, Any]:
     parity_at = max(baselines.values())  # "best-heuristic parity"
     parity_s = state.get("parity_s")
     best = -1.0  # the warm start's score once imitation ran, else the resumed model's
-    if start_it == 0:
+    if run.start_it == 0:
         eps = []
         for _ in range(a.imitation_episodes):
             ep = make_episode(env, int(rng.integers(10_000)))
@@ -136,16 +120,16 @@ def train(a: Args) -> dict[str, Any]:
         il = imitation_update(model, opt, eps, a.imitation_epochs, a.minibatch, rng)
         score = best = evaluate(model, env, eval_seeds)
         if parity_s is None and score >= parity_at - 1e-9:
-            parity_s = time.perf_counter() - t0
-        log.write({"iteration": -1, "phase": "imitation", "loss": il, "eval_alloc_pct": score,
-                   "wall_s": time.perf_counter() - t0})
+            parity_s = run.wall_s()
+        run.log.write({"iteration": -1, "phase": "imitation", "loss": il,
+                       "eval_alloc_pct": score, "wall_s": run.wall_s()})
         for g in opt.param_groups:
             g["lr"] = a.ppo_lr
         # The warm-started model is the first "best": PPO must beat it to replace it.
-        torch.save(model.state_dict(), out / "best.pt")
-    if start_it:
+        run.save_best(model)
+    else:
         best = evaluate(model, env, eval_seeds)
-    bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo")
+    bar = tqdm(range(run.start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:
         t_col = time.perf_counter()
         todo = [make_episode(env, int(rng.integers(10_000))) for _ in range(a.episodes_per_iter)]
@@ -155,37 +139,24 @@ def train(a: Args) -> dict[str, Any]:
         st = ppo_update(model, opt, ros, a, rng)
         score = evaluate(model, env, eval_seeds)
         if parity_s is None and score >= parity_at - 1e-9:
-            parity_s = time.perf_counter() - t0
+            parity_s = run.wall_s()
         rew = float(np.mean([sum(r.reward) for r in ros]))
         bar.set_postfix(reward=f"{rew:.3f}", alloc=f"{score:.2f}",
                         teacher=f"{baselines[teacher]:.2f}")
-        log.write({"iteration": it, "phase": "ppo", "reward": rew, "eval_alloc_pct": score,
-                   "decisions_per_s": decisions / col_s, "wall_s": time.perf_counter() - t0,
-                   **st})
+        run.log.write({"iteration": it, "phase": "ppo", "reward": rew, "eval_alloc_pct": score,
+                       "decisions_per_s": decisions / col_s, "wall_s": run.wall_s(), **st})
         if score >= best:
             best = score
-            torch.save(model.state_dict(), out / "best.pt")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
-                    "rng_seed": int(rng.integers(1 << 31)), "baselines": baselines,
-                    "parity_s": parity_s}, ckpt)
-    if (out / "best.pt").is_file():
-        model.load_state_dict(torch.load(out / "best.pt", weights_only=True))
-    final = evaluate(model, env, eval_seeds)
+            run.save_best(model)
+        run.checkpoint(model, opt, it, baselines=baselines, parity_s=parity_s)
+    run.load_best(model)
     summary = {
-        "eval_alloc_pct": final,
+        "eval_alloc_pct": evaluate(model, env, eval_seeds),
         "baselines_alloc_pct": baselines,
         "teacher": teacher,
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": run.wall_s(),
         "parity_wall_s": parity_s,
         "eval_seeds": eval_seeds,
     }
-    save(
-        model,
-        a.model_dir or out / "model",
-        version=f"dsan-{a.seed}-{int(time.time())}",
-        training=asdict(a),
-        evaluation=summary,
-        exports=a.export,
-    )
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
+    return run.finish(model, summary, a.model_dir, f"dsan-{a.seed}-{int(time.time())}",
+                      asdict(a), a.export)

@@ -6,27 +6,24 @@ and the residual gated off without telemetry (:mod:`dsan.train.gate`).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from dsan.features.target import TargetWorkload
-from dsan.model.export import save
 from dsan.model.net import DSANNet
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.workload import generate
 from dsan.train.anchor import AnchorConfig, OpenbAnchor
 from dsan.train.collector import collect, softmax_choice
-from dsan.train.csvlog import CsvLog
 from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.rollout import Rollout
+from dsan.train.rundir import RunDir
 from dsan.train.skipweights import openb_stage
 from dsan.train.teachers import Composite
 from dsan.train.updates import imitation_update, ppo_update
@@ -148,27 +145,15 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
-    torch.set_num_threads(1)
-    torch.manual_seed(a.seed)
-    rng = np.random.default_rng(a.seed)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    run = RunDir(a.out, SCENARIO_FIELDS, a.seed, a.resume)
     model, manifest = openb_stage(a.init_model, a.seed, a.openb_skip)
     gate(model)
     params = freeze(model.train())
     anchor = OpenbAnchor(model, AnchorConfig(episodes=a.anchor_episodes, coef=a.anchor_coef))
     opt = torch.optim.Adam(params, lr=a.lr)
-    ckpt, t0, start_it = out / "ckpt.pt", time.perf_counter(), 0
-    log = CsvLog(out / "metrics.csv", SCENARIO_FIELDS, a.resume and ckpt.is_file())
-    tb = SummaryWriter(str(out / "tb"))
-    state: dict[str, Any] = {}
-    if a.resume and ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start_it = state["iteration"] + 1
-        rng = np.random.default_rng(state["rng_seed"])
-        torch.manual_seed(state["rng_seed"])
+    tb = SummaryWriter(str(run.path / "tb"))
+    state = run.restore(model, opt)
+    rng = run.rng
     teacher_eval = state.get("teacher_eval") or evaluate(a, None)
     balance = "task-priority" if a.class_by_priority else "task"
     extra = partial(anchor.loss, model, rng)  # the openb anchor: 0 unless anchor_coef > 0
@@ -190,14 +175,14 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
             ]
             loss = imitation_update(model, opt, ros, 1, a.minibatch, rng, balance, extra)
         ev = evaluate(a, model)
-        log.write({"iteration": -1, "phase": "imitation", "loss": loss, **_eval(ev),
-                   "wall_s": time.perf_counter() - t0}, tb)
+        run.log.write({"iteration": -1, "phase": "imitation", "loss": loss, **_eval(ev),
+                       "wall_s": run.wall_s()}, tb)
         for g in opt.param_groups:
             g["lr"] = a.ppo_lr
-        torch.save(model.state_dict(), out / "best.pt")
+        run.save_best(model)
         state = {"best": ev.get("reward", -np.inf)}
     best = float(state.get("best", -np.inf))
-    bar = tqdm(range(start_it, a.iterations), disable=not a.progress, desc="ppo-scenario")
+    bar = tqdm(range(run.start_it, a.iterations), disable=not a.progress, desc="ppo-scenario")
     for it in bar:
         ros = [
             play(
@@ -210,20 +195,18 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
         rew = float(np.mean([sum(r.reward) for r in ros]))
         bar.set_postfix(reward=f"{rew:.3f}", util=f"{ev['utilization_pct']:.1f}",
                         sla=f"{ev['sla_violation_pct']:.2f}")
-        log.write({"iteration": it, "phase": "ppo", "reward": rew, **_eval(ev), **st,
-                   "wall_s": time.perf_counter() - t0}, tb)
+        run.log.write({"iteration": it, "phase": "ppo", "reward": rew, **_eval(ev), **st,
+                       "wall_s": run.wall_s()}, tb)
         if ev["reward"] >= best:
             best = ev["reward"]
-            torch.save(model.state_dict(), out / "best.pt")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
-                    "rng_seed": int(rng.integers(1 << 31)), "teacher_eval": teacher_eval,
-                    "best": best}, ckpt)
+            run.save_best(model)
+        run.checkpoint(model, opt, it, teacher_eval=teacher_eval, best=best)
     tb.close()
-    model.load_state_dict(torch.load(out / "best.pt", weights_only=True))
+    run.load_best(model)
     summary = {
         "eval": evaluate(a, model),
         "teacher_eval": teacher_eval,
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": run.wall_s(),
         "init_model": manifest.get("version"),
         **anchor.check(model),
         "openb_gate_margin": max(
@@ -231,16 +214,8 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
             default=float("-inf"),
         ),
     }
-    save(
-        model,
-        a.model_dir or out / "model",
-        version=f"dsan-scenario-{a.seed}-{int(time.time())}",
-        training={**manifest.get("training", {}), "scenario_stage": asdict(a)},
-        evaluation=summary,
-        exports=a.export,
-    )
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
+    return run.finish(model, summary, a.model_dir, f"dsan-scenario-{a.seed}-{int(time.time())}",
+                      {**manifest.get("training", {}), "scenario_stage": asdict(a)}, a.export)
 
 
 def _eval(ev: dict[str, float]) -> dict[str, float]:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dsan.core.filtering import allocate, release
+from dsan.core.filtering import allocate, best_fit_gpus, release
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
-from dsan.policies.base import Controller, Scorer, StaticController, best_fit_gpus
+from dsan.policies.base import Controller, Scorer, StaticController
 from dsan.policies.reclaim import Reclaimer
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import ScenarioConfig

@@ -38,9 +38,9 @@ def pod() -> PodSpec:
 
 @pytest.fixture
 def dsan_scorer():
-    from dsan.model.export import serving_model
     from dsan.model.net import DSANNet, ModelConfig
     from dsan.policies.dsan import DSANScorer
+    from tests.support.models import serving_model
 
     torch.manual_seed(0)
     return DSANScorer(serving_model(DSANNet(ModelConfig(hidden=8))))

@@ -91,7 +91,7 @@ def test_the_column_is_shape1_room_only_for_multi_gpu_pods_in_a_gpu_bound_cluste
 ) -> None:
     snap = _cluster(2, 16000.0 if bound else 48000.0)
     nodes = np.arange(2, dtype=np.int64)
-    x, _ = featurize(pod, snap, nodes, _target())
+    x = featurize(pod, snap, nodes, _target())
     assert x[:, SHAPE1].min() > 0  # room left on both nodes: the column is not 0 by accident
     want = x[:, SHAPE1] if bound and pod is WHOLE else np.zeros(2, dtype=np.float32)
     np.testing.assert_array_equal(x[:, ROOM], want)
@@ -104,7 +104,7 @@ def test_the_column_reads_the_whole_cluster_not_the_candidates() -> None:
     """Node 1 alone is a candidate; node 0's usage still decides the bit."""
     one = np.array([1], dtype=np.int64)
     for cpu_used, bound in ((16000.0, True), (48000.0, False)):
-        x, _ = featurize(WHOLE, _cluster(2, cpu_used), one, _target())
+        x = featurize(WHOLE, _cluster(2, cpu_used), one, _target())
         assert bool(x[0, ROOM] > 0) is bound
 
 
@@ -166,7 +166,7 @@ def test_cpu_bound_column_is_cpu_per_gpu_only_for_cpu_pods_in_a_cpu_bound_cluste
     snap = _cluster(2, 48000.0 if bound else 16000.0)  # used CPU 0.375 vs GPU 0.25, or 0.125
     assert cluster_cpu_bound(snap) is bound
     nodes = np.arange(2, dtype=np.int64)
-    x, _ = featurize(pod, snap, nodes, _target())
+    x = featurize(pod, snap, nodes, _target())
     assert x[:, NODE_CPG].min() > 0
     want = x[:, NODE_CPG] if pod is CPU_ONLY and bound else np.zeros(2, dtype=np.float32)
     np.testing.assert_array_equal(x[:, CPG], want)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
-from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus, fragmentation
+from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus, fragmentation, telemetry_of
 from dsan.features.frag import FragTracker
 from dsan.features.target import TargetWorkload
 from dsan.policies.fgd import FGDScorer
@@ -32,8 +32,9 @@ def _target() -> TargetWorkload:
 def test_hand_computed_values() -> None:
     snap = _two_nodes()
     pod = PodSpec("p", cpu_milli=8000, mem_mib=16384, num_gpu=1, gpu_milli=700)
-    x, tel = featurize(pod, snap, np.array([0, 1]), _target())
-    assert x.shape == (2, 128) and x.dtype == np.float32 and tel.shape == (2, 6, 5)
+    x = featurize(pod, snap, np.array([0, 1]), _target())
+    assert x.shape == (2, 128) and x.dtype == np.float32
+    assert telemetry_of(snap, np.array([0, 1])).shape == (2, 6, 5)
 
     def f(name: str) -> np.ndarray:
         return x[:, COL[name]].astype(np.float64)
@@ -68,10 +69,10 @@ def test_cpu_bound_cpu_per_gpu_by_hand() -> None:
     snap = _two_nodes()  # CPU used 16000 / 160000 = 0.1, GPU used 700 / 6000 = 0.117
     pod = PodSpec("c", cpu_milli=8000, mem_mib=16384)
     col = COL["cpu_bound_cpu_per_gpu"]
-    x, _ = featurize(pod, snap, np.array([0, 1]), _target())
+    x = featurize(pod, snap, np.array([0, 1]), _target())
     np.testing.assert_array_equal(x[:, col], [0, 0])
     snap.cpu_used[1] = 40000  # CPU used 0.35 > 1.1 x 0.117: CPU-bound
-    x, _ = featurize(pod, snap, np.array([0, 1]), _target())
+    x = featurize(pod, snap, np.array([0, 1]), _target())
     np.testing.assert_allclose(x[:, col], [64000 / 2 / 128000, 96000 / 4 / 128000])
     np.testing.assert_array_equal(x[:, col], x[:, COL["node_cpu_per_gpu"]])
 
@@ -119,8 +120,8 @@ def test_rows_do_not_depend_on_other_candidates_except_relative_columns() -> Non
     )
     snap.gpu_free[:] = np.where(snap.gpu_present, rng.choice([0, 500, 1000], (n, 8)), 0)
     pod = PodSpec("p", 4000, 8000, 1, 450)
-    full, _ = featurize(pod, snap, np.arange(n))
-    part, _ = featurize(pod, snap, np.array([3, 7, 11]))
+    full = featurize(pod, snap, np.arange(n))
+    part = featurize(pod, snap, np.array([3, 7, 11]))
     absolute = [
         i for i, name in enumerate(FEATURE_NAMES) if not name.startswith(("rel_", "is_best"))
     ]
@@ -174,9 +175,8 @@ def test_sharing_whatif_equals_node_frag_on_every_explicit_variant() -> None:
 
 
 def test_placement_cache_gives_the_same_features_as_a_fresh_computation() -> None:
-    from dsan.core.filtering import allocate, feasible_nodes
+    from dsan.core.filtering import allocate, best_fit_gpus, feasible_nodes
     from dsan.features import PlacementCache
-    from dsan.policies.base import best_fit_gpus
 
     rng = np.random.default_rng(1)
     n = 20
@@ -193,8 +193,8 @@ def test_placement_cache_gives_the_same_features_as_a_fresh_computation() -> Non
     pods = [PodSpec(f"p{i}", 2000, 100, 1, int(rng.choice([300, 500, 1000]))) for i in range(30)]
     for pod in pods:
         nodes = feasible_nodes(pod, snap)
-        fresh, _ = featurize(pod, snap, nodes, target)
-        cached, _ = featurize(pod, snap, nodes, target, cache=cache)
+        fresh = featurize(pod, snap, nodes, target)
+        cached = featurize(pod, snap, nodes, target, cache=cache)
         np.testing.assert_array_equal(fresh, cached)
         node = int(nodes[int(rng.integers(len(nodes)))])
         allocate(snap, pod, node, best_fit_gpus(pod, snap, node))

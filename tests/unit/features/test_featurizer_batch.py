@@ -25,7 +25,6 @@ from dsan.features import (
     featurize_batch,
     node_block,
     placement,
-    telemetry_of,
 )
 from dsan.features.target import TargetWorkload
 
@@ -50,8 +49,8 @@ def _reference_featurize(
     workload: TargetWorkload | None = None,
     node_cols: F32 | None = None,
     cache: PlacementCache | None = None,
-) -> tuple[F32, F32]:
-    """Features of ``pod`` on candidate ``nodes``: ``(m, 128)`` float32 and telemetry ``(m, T, C)``.
+) -> F32:
+    """Features of ``pod`` on candidate ``nodes``: ``(m, 128)`` float32.
 
     ``node_cols`` may pass :func:`node_block` of ``nodes`` precomputed (it only changes with
     telemetry), and ``cache`` a :class:`PlacementCache` kept across pods: together they
@@ -170,7 +169,7 @@ def _reference_featurize(
     x = np.concatenate([blk, np.stack(b + d, axis=1).astype(np.float32)], axis=1)
     if x.shape[1] != N_FEATURES:
         raise AssertionError(f"featurizer produced {x.shape[1]} columns, schema has {N_FEATURES}")
-    return x, telemetry_of(snap, nodes)
+    return x
 
 
 def _random_snapshot(rng: np.random.Generator, n: int, extras: bool) -> ClusterSnapshot:
@@ -227,15 +226,14 @@ def test_fast_featurize_is_bit_identical_to_the_reference(seed: int, n: int, ext
     for i in range(4):
         pod = _random_pod(rng, i)
         nodes = np.sort(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False))
-        want, _ = _reference_featurize(pod, snap, nodes, target)
-        got, tel = featurize(pod, snap, nodes, target)
+        want = _reference_featurize(pod, snap, nodes, target)
+        got = featurize(pod, snap, nodes, target)
         assert got.dtype == np.float32 and got.shape == (len(nodes), N_FEATURES)
         np.testing.assert_array_equal(got, want)
-        cached, _ = featurize(
+        cached = featurize(
             pod, snap, nodes, target, node_block(snap, nodes), PlacementCache(target)
         )
         np.testing.assert_array_equal(cached, want)
-        np.testing.assert_array_equal(tel, telemetry_of(snap, nodes))
 
 
 def test_fast_featurize_matches_the_reference_along_an_openb_episode() -> None:
@@ -250,8 +248,8 @@ def test_fast_featurize_matches_the_reference_along_an_openb_episode() -> None:
         pod, cand = d.pod, d.cand
         if step % 2:  # the rollout's path: the episode's tracker supplies "before"
             cache.adopt_fragmentation(ep.frag.frag)
-        want, _ = _reference_featurize(pod, ep.snap, cand, ep.target)
-        got, _ = featurize(pod, ep.snap, cand, ep.target, cache=cache)
+        want = _reference_featurize(pod, ep.snap, cand, ep.target)
+        got = featurize(pod, ep.snap, cand, ep.target, cache=cache)
         np.testing.assert_array_equal(got, want)
         ep.step(int(cand[int(np.argmax(want[:, -24]))]))
 
@@ -271,7 +269,7 @@ def test_batched_decisions_equal_each_decision_alone(seed: int, k: int) -> None:
     ]
     want = np.concatenate(
         [
-            _reference_featurize(p, sn, nd, target)[0]
+            _reference_featurize(p, sn, nd, target)
             for p, sn, nd in zip(pods, snaps, nodes, strict=True)
         ]
     )

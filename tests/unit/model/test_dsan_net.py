@@ -9,9 +9,9 @@ import torch
 from dsan.core.filtering import feasible_nodes
 from dsan.core.snapshot import PodSpec, empty_snapshot
 from dsan.features import N_FEATURES, N_NODE_FEATURES
-from dsan.model.export import serving_model
 from dsan.model.graph import build_graph
 from dsan.model.net import DSANNet, ModelConfig
+from tests.support.models import serving_model
 
 
 def _inputs(n: int = 20, m: int = 12, seed: int = 0) -> tuple[torch.Tensor, ...]:

@@ -12,11 +12,11 @@ from torch_geometric.nn import GraphConv
 
 from dsan.core.snapshot import ClusterSnapshot
 from dsan.features import node_block, telemetry_of
-from dsan.model.export import numpy_runtime
 from dsan.model.graph import MeanAdjacency, build_graph
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import NodeEmbeddings
 from tests.support.headworld import random_snapshot
+from tests.support.models import numpy_runtime
 
 
 def _snap(n: int) -> ClusterSnapshot:

@@ -15,18 +15,19 @@ from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import featurize, node_block, telemetry_of
 from dsan.model import artifact
 from dsan.model.artifact import BadModel, SchemaMismatch, load_serving
-from dsan.model.export import numpy_runtime, save
+from dsan.model.export import save
 from dsan.model.graph import Graph, build_graph
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.runtime import NumpyRuntime, Runtime, TorchScriptRuntime, load_runtime
 from tests.support.headworld import PODS, random_residual, random_snapshot
+from tests.support.models import numpy_runtime
 
 
 def torch_logits(model: DSANNet, pod: PodSpec, snap: ClusterSnapshot,
                  nodes: np.ndarray) -> np.ndarray:
     """DSANNet.forward over the whole snapshot: the definition."""
     every = np.arange(len(snap), dtype=np.int64)
-    x, _ = featurize(pod, snap, nodes)
+    x = featurize(pod, snap, nodes)
     ei, ew = build_graph(snap)
     with torch.inference_mode():
         logit, _ = model(torch.from_numpy(x), torch.from_numpy(node_block(snap, every)),
@@ -41,7 +42,7 @@ def runtime_logits(rt: Runtime, pod: PodSpec, snap: ClusterSnapshot,
     every = np.arange(len(snap), dtype=np.int64)
     cols = node_block(snap, every)
     rt.set_streams(rt.temporal(telemetry_of(snap, every)), rt.spatial(cols, Graph.of(snap)))
-    x, _ = featurize(pod, snap, nodes)
+    x = featurize(pod, snap, nodes)
     return rt.logits(x, nodes)
 
 

@@ -11,11 +11,11 @@ from dsan.core.filtering import allocate, feasible_nodes, release
 from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features import default_workload, fgd_select_gpus, schema_hash
 from dsan.model import serving
-from dsan.model.export import numpy_runtime, serving_model
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.model.serving import ServingModel
 from dsan.policies.dsan import DSANScorer
 from tests.support.headworld import PODS, random_residual, random_snapshot
+from tests.support.models import numpy_runtime, serving_model
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from dsan.features.target import TargetWorkload
-from dsan.model.export import serving_model
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.base import Scorer
 from dsan.policies.dsan import DSANScorer
@@ -18,6 +17,7 @@ from dsan.policies.fgd import FGDScorer
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.scheduler import schedule_one
+from tests.support.models import serving_model
 
 
 def _slice(tmp: Path, src: Path, rows: int, seed: int) -> Path:

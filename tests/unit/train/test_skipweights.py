@@ -12,12 +12,12 @@ from dsan.core.filtering import feasible_nodes
 from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
 from dsan.features import FEATURE_NAMES, NODE_FEATURES, featurize, node_block
 from dsan.features.target import TargetWorkload
-from dsan.model.export import serving_model
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.policies.fgd import FGDScorer
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes
 from dsan.train.skipweights import apply, load_openb_skip
+from tests.support.models import serving_model
 
 PODS = [
     PodSpec("share", 4000, 8000, 1, 450),
@@ -58,7 +58,7 @@ def test_applied_model_scores_fgd_plus_the_weighted_features(mode: str) -> None:
     cols = [FEATURE_NAMES.index(n) for n in names]
     for pod in PODS:
         nodes = feasible_nodes(pod, snap)
-        x, _ = featurize(pod, snap, nodes, target)
+        x = featurize(pod, snap, nodes, target)
         w = np.asarray(weights) + (np.asarray(extra) if extra and pod.num_gpu else 0.0)
         fgd = FGDScorer(target).score(pod, snap, nodes)
         want = fgd + x[:, cols].astype(np.float64) @ w

@@ -239,7 +239,7 @@ class _Flat(Scorer):
         return np.zeros(len(nodes))
 
     def select_gpus(self, pod: PodSpec, snap: Any, node: int) -> tuple[int, ...]:
-        from dsan.policies.base import best_fit_gpus
+        from dsan.core.filtering import best_fit_gpus
 
         return best_fit_gpus(pod, snap, node)
 

@@ -1,4 +1,4 @@
-"""A training run's metrics.csv (dsan.train.csvlog): the header, resume, the columns kept,
+"""A training run's metrics.csv (dsan.train.rundir.CsvLog): the header, resume, the columns kept,
 and the floats sent to TensorBoard."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from dsan.train.csvlog import CsvLog
 from dsan.train.ppo import PPO_FIELDS
+from dsan.train.rundir import CsvLog
 from dsan.train.scenario_train import SCENARIO_FIELDS
 
 
