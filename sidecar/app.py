@@ -29,7 +29,7 @@ from sidecar.preemption import Reclamation
 from sidecar.recorder import ClusterWriter, KubeClusterWriter, Recorder
 from sidecar.scoring import ScoringEngine
 from sidecar.service import PolicyInfo, ScoringService
-from sidecar.shrinker import Shrinker, WorkloadWriter
+from sidecar.shrinker import Granter, Shrinker, WorkloadWriter
 from sidecar.threadlimits import limit_threads, pool_sizes
 
 log = logging.getLogger("dsan.sidecar")
@@ -101,6 +101,17 @@ class Sidecar:
         if cfg.elastic_shrink and (workloads is not None or api is not None):
             self.shrinker = Shrinker(workloads or KubeClusterWriter(api))
             self.metrics.elastic_shrinks.counts = self.shrinker.results
+        self.granter: Granter | None = None
+        if cfg.elastic_grant and (workloads is not None or api is not None):
+            self.granter = granter = Granter(workloads or KubeClusterWriter(api))
+            self.metrics.elastic_grants.counts = granter.counts
+
+            def grant(namespace: str, name: str, uid: str, task: str, lo: int, hi: int) -> None:
+                n = engine.scorer.controller.grant(task, lo, hi)
+                if lo <= n <= hi:  # a controller's bug grants nothing rather than too much
+                    granter.offer(namespace, name, uid, n)
+
+            self.cache.on_owner = grant
         reclaimer = RECLAIMERS[cfg.reclaimer]() if cfg.reclaimer else scorer.reclaimer
         self.reclamation = Reclamation(self.cache, reclaimer, self.shrinker)
         m = self.metrics
@@ -151,7 +162,7 @@ class Sidecar:
 
     def start(self) -> None:
         for part in (self.http, self.grpc, self.metrics_http, self.recorder, self.shrinker,
-                     self.view):
+                     self.granter, self.view):
             if part is not None:
                 part.start()
         threading.Thread(target=self._watch_ready, name="readiness", daemon=True).start()
@@ -186,8 +197,8 @@ class Sidecar:
             left = self.http.drain(drain_s)
             if stopped is not None:
                 stopped.wait(drain_s + 1)
-        for part in (self.view, self.recorder, self.shrinker, self.http, self.grpc,
-                     self.metrics_http):
+        for part in (self.view, self.recorder, self.shrinker, self.granter, self.http,
+                     self.grpc, self.metrics_http):
             if part is not None:
                 part.stop()
         return left

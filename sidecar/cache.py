@@ -16,6 +16,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dsan.api import telemetry as tele_api
+from dsan.api.types import (
+    ANNOTATION_DESIRED_MEMBERS,
+    ANNOTATION_MAX_MEMBERS,
+    ANNOTATION_MIN_MEMBERS,
+    ANNOTATION_TASK_TYPE,
+    parse_member_count,
+    parse_task_type,
+)
 from dsan.core.snapshot import PodSpec
 from sidecar.allocations import ENDINGS, Allocations
 from sidecar.config import SidecarConfig
@@ -62,6 +70,10 @@ class GraphCache:
         #: Called with (key, namespace/name) when a pod is first seen pending for our
         #: scheduler (on the informer's thread, this cache's lock held: it may assume).
         self.on_pending: Callable[[str, str], None] | None = None
+        #: Called with (namespace, name, uid, task type, minimum, maximum) on every event of
+        #: a live workload owner of our scheduler that carries dsan.io/max-members and no
+        #: desired count yet (on the informer's thread: it must not block).
+        self.on_owner: Callable[[str, str, str, str, int, int], None] | None = None
         self._version = 0
         #: Wall time of the last change applied (for the cache-age metric).
         self.last_change_wall = wall()
@@ -141,6 +153,9 @@ class GraphCache:
         spec = obj.get("spec") or {}
         node = spec.get("nodeName")
         phase = (obj.get("status") or {}).get("phase")
+        if (self.on_owner is not None and phase not in _TERMINAL
+                and spec.get("schedulerName") == self._cfg.scheduler_name):
+            self._owner(meta)
         with self._lock:
             pending = not node and phase not in _TERMINAL
             was_ours = key in self._ours or key in self._ours_before_relist
@@ -170,6 +185,19 @@ class GraphCache:
         if was_ours and self.on_bound is not None:  # the dsan-scheduler placed it
             self.on_bound(str(meta.get("namespace", "default")), str(meta.get("name", "")),
                           str(meta.get("uid") or ""), str(node))
+
+    def _owner(self, meta: Mapping[str, Any]) -> None:
+        ann = meta.get("annotations")
+        if not isinstance(ann, Mapping):
+            return
+        top = parse_member_count(ann.get(ANNOTATION_MAX_MEMBERS))
+        if top is None or ANNOTATION_DESIRED_MEMBERS in ann or self.on_owner is None:
+            return
+        base = parse_member_count(ann.get(ANNOTATION_MIN_MEMBERS)) or 0
+        if base <= top:  # an owner whose minimum passes its maximum is granted nothing
+            self.on_owner(str(meta.get("namespace", "default")), str(meta.get("name", "")),
+                          str(meta.get("uid") or ""),
+                          parse_task_type(ann.get(ANNOTATION_TASK_TYPE)), base, top)
 
     def delete_pod(self, obj: Mapping[str, Any]) -> None:
         try:

@@ -119,6 +119,9 @@ class SidecarConfig:
     #: When the chosen victims include elastic members (dsan.io/elastic), lower their
     #: workload owner's dsan.io/desired-members by as many (a pod patch; docs/sidecar.md).
     elastic_shrink: bool = True
+    #: Write the served policy's grant into a workload owner's dsan.io/desired-members when it
+    #: shows up for this scheduler with a dsan.io/max-members and no count (a pod patch).
+    elastic_grant: bool = True
     #: Log level of the sidecar's logger.
     log_level: str = "INFO"
 

@@ -126,6 +126,10 @@ class SidecarMetrics:
         self.preempt_victims = ScrapedCounters(
             "dsan_sidecar_preempt_victims", "Victims returned for eviction, by task type",
             "task_type", r)
+        self.elastic_grants = ScrapedCounters(
+            "dsan_sidecar_elastic_grants", "Workload owners granted a dsan.io/desired-members "
+            "from their dsan.io/max-members, by result: ok, already_set, conflict, dropped, or "
+            "the API's refusal (forbidden, not_found, invalid, unavailable, error)", "result", r)
         self.elastic_shrinks = ScrapedCounters(
             "dsan_sidecar_elastic_shrinks", "Workload owners' dsan.io/desired-members lowered "
             "for evicted elastic members, by result: ok, at_minimum, no_count, conflict, "

@@ -1,12 +1,15 @@
-"""Elastic shrink: lower a workload owner's ``dsan.io/desired-members`` by the elastic members
-the preempt verb evicts, so its own controller does not recreate them (docs/sidecar.md,
-"Elastic shrink"). Writes run off the verb's reply, since kube-scheduler's extender timeout
-covers the reply only.
+"""A workload owner's ``dsan.io/desired-members``, written through its own annotation
+(docs/sidecar.md, "Elastic workloads"): the served policy's grant when the owner first shows
+up with a ``dsan.io/max-members`` and no count, and the shrink by the elastic members the
+preempt verb evicts, so the owner's controller does not recreate them. Writes run off the
+informer's thread and off the verb's reply (kube-scheduler's extender timeout covers the
+reply only).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -19,7 +22,14 @@ log = logging.getLogger("dsan.sidecar.shrinker")
 #: dropped (queue full), or the WriteError reasons of sidecar.recorder.
 RESULTS = ("ok", "at_minimum", "no_count", "conflict", "dropped", "forbidden", "not_found",
            "invalid", "unavailable", "error")
+#: How a grant ended: ok (count written), already_set (the owner has a count: its own, or an
+#: earlier grant), conflict (changed under every attempt), dropped (queue full), or the
+#: WriteError reasons of sidecar.recorder.
+GRANT_RESULTS = ("ok", "already_set", "conflict", "dropped", "forbidden", "not_found",
+                 "invalid", "unavailable", "error")
 ATTEMPTS = 3
+#: Owner UIDs already offered a grant (a pod's every update reaches the hook).
+_GRANTED_MAX = 10_000
 _PATH = "/metadata/annotations/" + ANNOTATION_DESIRED_MEMBERS.replace("~", "~0").replace("/", "~1")
 
 
@@ -80,5 +90,55 @@ class Shrinker(QueueWriter[tuple[str, str, int]]):
                 return self._count("ok", "")
             except WriteError as exc:
                 if exc.reason != "invalid":  # invalid: the test op failed, read again
+                    return self._count(exc.reason, f"{namespace}/{owner}: {exc}")
+        return self._count("conflict", f"{namespace}/{owner}: changed under every attempt")
+
+
+def grant_ops(owner: Mapping[str, Any], count: int) -> tuple[str, list[dict[str, Any]]]:
+    """(result, JSON patch) adding ``owner``'s desired count ``count`` where it has none; the
+    patch tests the resourceVersion it was read at, so a count written meanwhile stands."""
+    meta = owner.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    ann = meta.get("annotations")
+    if not isinstance(ann, Mapping) or ANNOTATION_DESIRED_MEMBERS in ann:
+        return "already_set", []
+    return "ok", [{"op": "test", "path": "/metadata/resourceVersion",
+                   "value": meta.get("resourceVersion")},
+                  {"op": "add", "path": _PATH, "value": str(count)}]
+
+
+class Granter(QueueWriter[tuple[str, str, int]]):
+    """Queued grants, written by one daemon thread, once per owner."""
+
+    def __init__(self, writer: WorkloadWriter, maxsize: int = 1000) -> None:
+        super().__init__("elastic-grant", maxsize, GRANT_RESULTS, log,
+                         "elastic grant not written", quiet=("ok", "already_set"))
+        self._writer = writer
+        self._offered: OrderedDict[str, None] = OrderedDict()
+
+    def offer(self, namespace: str, owner: str, uid: str, count: int) -> None:
+        """Grant ``count`` members to ``owner`` unless it was offered before (by UID)."""
+        if uid in self._offered:
+            return
+        self._offered[uid] = None
+        if len(self._offered) > _GRANTED_MAX:
+            self._offered.popitem(last=False)
+        self._offer((namespace, owner, count), f"{namespace}/{owner} not granted {count}")
+
+    def _handle(self, item: tuple[str, str, int]) -> None:
+        self.grant(*item)
+
+    def grant(self, namespace: str, owner: str, count: int) -> str:
+        """Write ``owner``'s desired count ``count`` now; returns the result (counted)."""
+        for _ in range(ATTEMPTS):
+            try:
+                result, ops = grant_ops(self._writer.read_pod(namespace, owner), count)
+                if result != "ok":
+                    return self._count(result, f"{namespace}/{owner}: {result}")
+                self._writer.json_patch_pod(namespace, owner, ops)
+                log.info("granted %s/%s %d members", namespace, owner, count)
+                return self._count("ok", "")
+            except WriteError as exc:
+                if exc.reason != "invalid":  # invalid: the owner changed (its status), read again
                     return self._count(exc.reason, f"{namespace}/{owner}: {exc}")
         return self._count("conflict", f"{namespace}/{owner}: changed under every attempt")

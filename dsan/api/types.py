@@ -65,6 +65,10 @@ ANNOTATION_WORKLOAD_OWNER: Final = "dsan.io/workload-owner"
 ANNOTATION_DESIRED_MEMBERS: Final = "dsan.io/desired-members"
 #: On a workload owner (optional): the sidecar never lowers the desired count below it.
 ANNOTATION_MIN_MEMBERS: Final = "dsan.io/min-members"
+#: On a workload owner scheduled by dsan-scheduler, without a desired count yet: the most
+#: members it can use (Spark's ``maxExecutors``); the served policy grants it a desired
+#: count between the minimum and this (DSAN's learned share of the growth).
+ANNOTATION_MAX_MEMBERS: Final = "dsan.io/max-members"
 
 #: ``reportingController`` of the sidecar's Events (a qualified name, as the API requires).
 EVENT_CONTROLLER: Final = "dsan.io/sidecar"
@@ -112,7 +116,8 @@ def parse_lost_seconds(value: str | None) -> float | None:
 
 
 def parse_member_count(value: str | None) -> int | None:
-    """:data:`ANNOTATION_DESIRED_MEMBERS` or :data:`ANNOTATION_MIN_MEMBERS`: a count of
+    """:data:`ANNOTATION_DESIRED_MEMBERS`, :data:`ANNOTATION_MIN_MEMBERS` or
+    :data:`ANNOTATION_MAX_MEMBERS`: a count of
     ASCII digits, 0..1_000_000, or None when absent or malformed."""
     if not isinstance(value, str) or not (0 < len(value) <= 7 and value.isascii()
                                           and value.isdigit()):

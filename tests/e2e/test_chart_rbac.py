@@ -303,12 +303,19 @@ def test_the_device_plugin_writes_only_its_own_nodes_gpu_telemetry(
 def test_the_scheduler_patches_only_the_scored_by_annotation_of_a_pod(
     installed: Rendered, control_plane: Any, tmp_path: Path
 ) -> None:
-    """With the scheduler's token: the sidecar's annotation may be set and a workload owner's
-    desired-members lowered (the elastic shrink); a label, another annotation, raising or
-    adding a count, or a spec field is refused by the admission policy (RBAC allows them)."""
+    """With the scheduler's token: the sidecar's annotation may be set, a workload owner's
+    desired-members lowered (the elastic shrink) or, where it declares max-members and has
+    none, added within its bounds (the elastic grant); a label, another annotation, raising a
+    count or adding one elsewhere, or a spec field is refused by the admission policy (RBAC
+    allows them)."""
     from kubernetes import client, config
 
-    from dsan.api.types import ANNOTATION_DESIRED_MEMBERS, ANNOTATION_SCORED_BY
+    from dsan.api.types import (
+        ANNOTATION_DESIRED_MEMBERS,
+        ANNOTATION_MAX_MEMBERS,
+        ANNOTATION_MIN_MEMBERS,
+        ANNOTATION_SCORED_BY,
+    )
 
     sa = f"{RELEASE}-dsan-scheduler"
     with control_plane.api_client() as admin:
@@ -357,6 +364,24 @@ def test_the_scheduler_patches_only_the_scored_by_annotation_of_a_pod(
                     raise AssertionError("adding a desired-members count was allowed")
                 except client.exceptions.ApiException as exc:
                     assert exc.status == 403, exc
+            # The elastic grant: a count may be added where the owner declares a maximum and
+            # has none, within its min-members..max-members, once.
+            core.create_namespaced_pod(NS, {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "grantee", "annotations": {
+                    ANNOTATION_MIN_MEMBERS: "2", ANNOTATION_MAX_MEMBERS: "6"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}})
+            with config.new_client_from_config(config_file=str(kc)) as api:
+                grantee: Any = client.CoreV1Api(api)
+                for n, allowed in (("7", False), ("1", False), ("x", False), ("5", True),
+                                   ("6", False)):
+                    try:
+                        grantee.patch_namespaced_pod("grantee", NS, count(n))
+                        assert allowed, f"granting {n} of 2..6 was allowed"
+                    except client.exceptions.ApiException as exc:
+                        # "x" breaks the policy's int(): an evaluation error, 422 Invalid
+                        assert not allowed and exc.status == (422 if n == "x" else 403), (n, exc)
+            assert core.read_namespaced_pod("grantee", NS).metadata.annotations[
+                ANNOTATION_DESIRED_MEMBERS] == "5"
             got = core.read_namespaced_pod("annotated", NS)
             assert got.metadata.annotations == {"team": "a", ANNOTATION_SCORED_BY: "dsan@v1",
                                                 ANNOTATION_DESIRED_MEMBERS: "3"}

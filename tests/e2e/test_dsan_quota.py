@@ -1,7 +1,7 @@
 """DSAN's ``ls_headroom`` quota on a real control plane: kube-scheduler's extender ``filter``
 call reaches the sidecar's quota, which keeps an elastic pod off the node of a web pod, and
 the ``preempt`` verb drops the candidates the quota refuses (the preemption dry run never asks
-the filter verb).
+the filter verb); the learned grant reaches a workload owner's desired-members.
 
 The real sidecar serves the shipped DSAN model with its actions.json rewritten to
 ``ls_headroom=0.75`` (the shipped 0.93 needs a fuller node); a second kube-scheduler runs
@@ -168,3 +168,21 @@ def test_a_node_the_quota_refuses_is_no_preemption_candidate(stack: Stack) -> No
     assert 'dsan_sidecar_preempt_candidates_total{result="quota_refused"} 1.0' in m
     # C's batch pod was never evicted for a node the pod could not have had.
     assert stack.core.read_namespaced_pod("qp-c-low", NS).metadata.deletion_timestamp is None
+
+
+def test_a_workload_owner_is_granted_dsans_learned_share_of_its_growth(stack: Stack) -> None:
+    """A Spark-driver-like owner for dsan-scheduler declares 2..12 executors and no count: the
+    sidecar writes the served model's grant into its desired-members (the shipped
+    batch_growth, 0.90: 2 + round(0.90 x 10) = 11), through the real apiserver's JSON patch."""
+    from dsan.model.artifact import DEFAULT_DIR
+    from dsan.policies.dsan_actions import load_actions
+
+    _, controller, _ = load_actions(DEFAULT_DIR)
+    want = controller.grant("batch", 2, 12)
+    assert 2 < want < 12  # a grant that is neither Kubernetes' "all" nor the minimum
+    stack.pod("qp-driver", "1", {t.ANNOTATION_TASK_TYPE: "batch", t.ANNOTATION_MIN_MEMBERS: "2",
+                                 t.ANNOTATION_MAX_MEMBERS: "12"})
+    eventually("the driver granted its count", lambda: (stack.core.read_namespaced_pod(
+        "qp-driver", NS).metadata.annotations or {}).get(t.ANNOTATION_DESIRED_MEMBERS)
+        == str(want), 30)
+    assert 'dsan_sidecar_elastic_grants_total{result="ok"} 1.0' in stack.sidecar.metrics()

@@ -79,8 +79,9 @@ class FakeClusterWriter:
 
 @dataclass
 class FakeWorkloads:
-    """Pods by (namespace, name) in memory, with JSON patch ``test``/``replace`` semantics on
-    annotations; ``fail`` is raised by every write."""
+    """Pods by (namespace, name) in memory, with JSON patch ``test``/``replace``/``add``
+    semantics on the desired-members annotation and on ``metadata.resourceVersion`` (bumped by
+    every patch); ``fail`` is raised by every write."""
 
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     fail: WriteError | None = None
@@ -90,7 +91,9 @@ class FakeWorkloads:
         pod = self.pods.get((namespace, name))
         if pod is None:
             raise WriteError("not_found", f"pod {namespace}/{name} not found")
-        return {"metadata": {"annotations": dict(pod["metadata"].get("annotations") or {})}}
+        meta = pod["metadata"]
+        return {"metadata": {"annotations": dict(meta.get("annotations") or {}),
+                             "resourceVersion": meta.setdefault("resourceVersion", "1")}}
 
     def json_patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
         if self.fail is not None:
@@ -98,14 +101,18 @@ class FakeWorkloads:
         pod = self.pods.get((namespace, name))
         if pod is None:
             raise WriteError("not_found", f"pod {namespace}/{name} not found")
-        ann = pod["metadata"].setdefault("annotations", {})
+        meta = pod["metadata"]
+        ann = meta.setdefault("annotations", {})
+        rv = meta.setdefault("resourceVersion", "1")
         key = ANNOTATION_DESIRED_MEMBERS
         for op in ops:
-            if op["op"] == "test" and ann.get(key) != op["value"]:
+            now = rv if op["path"] == "/metadata/resourceVersion" else ann.get(key)
+            if op["op"] == "test" and now != op["value"]:
                 raise WriteError("invalid", "test failed")
         for op in ops:
-            if op["op"] == "replace":
+            if op["op"] in ("replace", "add"):
                 ann[key] = op["value"]
+        meta["resourceVersion"] = str(int(rv) + 1)
         self.patches.append((namespace, name, ops))
 
 
