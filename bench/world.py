@@ -18,8 +18,10 @@ from __future__ import annotations
 import gc
 import itertools
 import random
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sidecar.app import Sidecar, load_policies
@@ -27,6 +29,9 @@ from sidecar.cache import GraphCache
 from sidecar.config import SidecarConfig
 from sidecar.podspec import podspec_from_pod
 
+# Run as a script (bench/ first on sys.path), this checkout's tests/ is not importable; after
+# PYTHONPATH, so that a tree given there keeps its own.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 try:  # the tree on PYTHONPATH, which may predate the move of the builders to tests/
     from tests.support import kubeobjects as ko
 except ImportError:
