@@ -1,5 +1,5 @@
 """openb episodes: lockstep stepping (batched binds and fragmentation refresh; the batched FGD
-GPU choice is tests/unit/features/test_gpuchoice.py's) is stepping one by one and keeps every
+GPU choice is tests/unit/features/test_frag.py's) is stepping one by one and keeps every
 node's fragmentation current, and a step's reward carries the SLA penalty of the pods that
 failed before the next decision."""
 
