@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from dsan.api.types import ANNOTATION_DESIRED_MEMBERS, ANNOTATION_MIN_MEMBERS, parse_member_count
@@ -61,13 +61,40 @@ def shrink_ops(owner: Mapping[str, Any], members: int) -> tuple[str, list[dict[s
                   {"op": "replace", "path": _PATH, "value": str(new)}]
 
 
-class Shrinker(QueueWriter[tuple[str, str, int]]):
+class _CountWriter(QueueWriter[tuple[str, str, int]]):
+    """Writes of a workload owner's desired count, by compare-and-swap."""
+
+    def __init__(self, writer: WorkloadWriter, name: str, maxsize: int,
+                 reasons: tuple[str, ...], what: str, quiet: tuple[str, ...]) -> None:
+        super().__init__(name, maxsize, reasons, log, what, quiet=quiet)
+        self._writer = writer
+
+    def _patch(self, namespace: str, owner: str,
+               make_ops: Callable[[Mapping[str, Any]], tuple[str, list[dict[str, Any]]]]
+               ) -> tuple[str, list[dict[str, Any]]]:
+        """Read ``owner`` and apply ``make_ops``' patch, read again when its ``test`` op
+        fails (the owner changed meanwhile), at most :data:`ATTEMPTS` times; the result is
+        counted. Returns (result, the patch applied or [])."""
+        where = f"{namespace}/{owner}"
+        for _ in range(ATTEMPTS):
+            try:
+                result, ops = make_ops(self._writer.read_pod(namespace, owner))
+                if result != "ok":
+                    return self._count(result, f"{where}: {result}"), []
+                self._writer.json_patch_pod(namespace, owner, ops)
+                return self._count("ok", ""), ops
+            except WriteError as exc:
+                if exc.reason != "invalid":  # invalid: a test op failed, read again
+                    return self._count(exc.reason, f"{where}: {exc}"), []
+        return self._count("conflict", f"{where}: changed under every attempt"), []
+
+
+class Shrinker(_CountWriter):
     """Queued shrinks, written by one daemon thread."""
 
     def __init__(self, writer: WorkloadWriter, maxsize: int = 1000) -> None:
-        super().__init__("elastic-shrink", maxsize, RESULTS, log, "elastic shrink not written",
-                         quiet=("ok", "at_minimum"))
-        self._writer = writer
+        super().__init__(writer, "elastic-shrink", maxsize, RESULTS,
+                         "elastic shrink not written", ("ok", "at_minimum"))
         #: How shrinks ended, by :data:`RESULTS` (read by the metrics at scrape time).
         self.results = self.counts
 
@@ -79,19 +106,11 @@ class Shrinker(QueueWriter[tuple[str, str, int]]):
 
     def shrink(self, namespace: str, owner: str, members: int) -> str:
         """Lower ``owner``'s count by ``members`` now; returns the result (counted)."""
-        for _ in range(ATTEMPTS):
-            try:
-                result, ops = shrink_ops(self._writer.read_pod(namespace, owner), members)
-                if result != "ok":
-                    return self._count(result, f"{namespace}/{owner}: {result}")
-                self._writer.json_patch_pod(namespace, owner, ops)
-                log.info("shrank %s/%s by %d (%s -> %s)", namespace, owner, members,
-                         ops[0]["value"], ops[1]["value"])
-                return self._count("ok", "")
-            except WriteError as exc:
-                if exc.reason != "invalid":  # invalid: the test op failed, read again
-                    return self._count(exc.reason, f"{namespace}/{owner}: {exc}")
-        return self._count("conflict", f"{namespace}/{owner}: changed under every attempt")
+        result, ops = self._patch(namespace, owner, lambda pod: shrink_ops(pod, members))
+        if result == "ok":
+            log.info("shrank %s/%s by %d (%s -> %s)", namespace, owner, members,
+                     ops[0]["value"], ops[1]["value"])
+        return result
 
 
 def grant_ops(owner: Mapping[str, Any], count: int) -> tuple[str, list[dict[str, Any]]]:
@@ -107,13 +126,12 @@ def grant_ops(owner: Mapping[str, Any], count: int) -> tuple[str, list[dict[str,
                   {"op": "add", "path": _PATH, "value": str(count)}]
 
 
-class Granter(QueueWriter[tuple[str, str, int]]):
+class Granter(_CountWriter):
     """Queued grants, written by one daemon thread, once per owner."""
 
     def __init__(self, writer: WorkloadWriter, maxsize: int = 1000) -> None:
-        super().__init__("elastic-grant", maxsize, GRANT_RESULTS, log,
-                         "elastic grant not written", quiet=("ok", "already_set"))
-        self._writer = writer
+        super().__init__(writer, "elastic-grant", maxsize, GRANT_RESULTS,
+                         "elastic grant not written", ("ok", "already_set"))
         self._offered: OrderedDict[str, None] = OrderedDict()
 
     def offer(self, namespace: str, owner: str, uid: str, count: int) -> None:
@@ -130,15 +148,7 @@ class Granter(QueueWriter[tuple[str, str, int]]):
 
     def grant(self, namespace: str, owner: str, count: int) -> str:
         """Write ``owner``'s desired count ``count`` now; returns the result (counted)."""
-        for _ in range(ATTEMPTS):
-            try:
-                result, ops = grant_ops(self._writer.read_pod(namespace, owner), count)
-                if result != "ok":
-                    return self._count(result, f"{namespace}/{owner}: {result}")
-                self._writer.json_patch_pod(namespace, owner, ops)
-                log.info("granted %s/%s %d members", namespace, owner, count)
-                return self._count("ok", "")
-            except WriteError as exc:
-                if exc.reason != "invalid":  # invalid: the owner changed (its status), read again
-                    return self._count(exc.reason, f"{namespace}/{owner}: {exc}")
-        return self._count("conflict", f"{namespace}/{owner}: changed under every attempt")
+        result, _ = self._patch(namespace, owner, lambda pod: grant_ops(pod, count))
+        if result == "ok":
+            log.info("granted %s/%s %d members", namespace, owner, count)
+        return result
