@@ -6,9 +6,11 @@ and the residual gated off without telemetry (:mod:`dsan.train.gate`).
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,7 @@ import torch
 
 from dsan.features.target import TargetWorkload
 from dsan.model.net import DSANNet
+from dsan.policies.dsan_actions import ACTIONS, load_actions
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.workload import generate
@@ -76,6 +79,10 @@ class ScenarioArgs:
     anchor_coef: float = 0.0  # the gate keeps openb; the anchor then only checks
     resume: bool = False
     model_dir: str = ""
+    #: A model directory whose ``actions.json`` (the actions beyond node choice,
+    #: :mod:`dsan.train.actions_search`) ships beside the node model: the selection's
+    #: validation days play with it; "" = Kubernetes' actions.
+    actions_from: str = ""
     export: bool = True
     progress: bool = True
     #: Train each of these seeds and ship the one best on full validation days
@@ -100,6 +107,10 @@ class ScenarioArgs:
                 "ScenarioArgs: --select-seeds needs distinct seeds, --validate-seeds, "
                 "--validate-hours > 0 and --select-jobs >= 1"
             )
+        if self.actions_from:  # a missing or bad file fails now, not after the training
+            if not (Path(self.actions_from) / ACTIONS).is_file():
+                raise ValueError(f"ScenarioArgs: {self.actions_from} has no {ACTIONS}")
+            load_actions(self.actions_from)
 
     def reward(self) -> ScenarioReward:
         return ScenarioReward(self.w_util, self.w_completion, self.w_cost, self.w_sla,
@@ -214,8 +225,12 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
             default=float("-inf"),
         ),
     }
-    return run.finish(model, summary, a.model_dir, f"dsan-scenario-{a.seed}-{int(time.time())}",
-                      {**manifest.get("training", {}), "scenario_stage": asdict(a)}, a.export)
+    out = run.finish(model, summary, a.model_dir, f"dsan-scenario-{a.seed}-{int(time.time())}",
+                     {**manifest.get("training", {}), "scenario_stage": asdict(a)}, a.export)
+    src, dst = Path(a.actions_from) / ACTIONS, Path(a.model_dir or run.path / "model") / ACTIONS
+    if a.actions_from and src.resolve() != dst.resolve():
+        shutil.copyfile(src, dst)
+    return out
 
 
 def _eval(ev: dict[str, float]) -> dict[str, float]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dsan.model.export import DEFAULT_DIR
+from dsan.policies.dsan_actions import ACTIONS, ActionParams, save_actions
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.runner import run_policy
 from dsan.train.scenario_train import ScenarioArgs
@@ -45,8 +46,20 @@ def test_select_args_are_checked() -> None:
         ScenarioArgs(select_seeds=(1, 2), select_jobs=0)
 
 
+def test_actions_from_must_name_a_good_actions_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"has no actions\.json"):
+        ScenarioArgs(actions_from=str(tmp_path))
+    (tmp_path / ACTIONS).write_text('{"params": {"w_count": 1.0}}')
+    with pytest.raises(ValueError, match="want the keys"):
+        ScenarioArgs(actions_from=str(tmp_path))
+
+
 def test_select_trains_each_seed_ships_the_best_and_resumes(tmp_path: Path) -> None:
+    src = tmp_path / "actions-src"
+    src.mkdir()
+    actions = save_actions(src, ActionParams(w_count=2.0, ls_headroom=0.8), {})
     a = ScenarioArgs(
+        actions_from=str(actions.parent),
         out=str(tmp_path),
         start_hours=(0.0,),
         window_h=0.01,
@@ -70,11 +83,14 @@ def test_select_trains_each_seed_ships_the_best_and_resumes(tmp_path: Path) -> N
         cached = json.loads((seed_dir / "validation.json").read_text())
         assert cached["model_dir"] == str(seed_dir / "model")
         assert r["sla_violation_pct"] == cached["sla_violation_pct"]
+        # validated with the actions it ships with
+        assert (seed_dir / "model" / ACTIONS).read_bytes() == actions.read_bytes()
     best = min(rows, key=rank_key)
     assert got["chosen_seed"] == best["training_seed"]
     shipped = tmp_path / "model"
     chosen = tmp_path / f"seed{best['training_seed']}" / "model"
     assert (shipped / "weights.pt").read_bytes() == (chosen / "weights.pt").read_bytes()
+    assert (shipped / ACTIONS).read_bytes() == actions.read_bytes()
     manifest = json.loads((shipped / "manifest.json").read_text())
     assert manifest["eval"]["selection"]["chosen_seed"] == best["training_seed"]
     assert manifest["version"].startswith(f"dsan-scenario-{best['training_seed']}-")
