@@ -8,7 +8,7 @@ export DSAN_CACHE := $(CACHE)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: help venv deps demo test test-unit test-fast go-test lint bench proto cluster cluster-down cluster-demo control-plane images images-build train-actions clean
+.PHONY: help venv deps demo test test-unit test-fast go-test lint bench proto cluster cluster-down cluster-demo control-plane images images-build train train-actions clean
 
 help:
 	@echo "make demo     short openb reproduction on embedded defaults (installs what it needs)"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench    pytest-benchmark suites under bench/"
 	@echo "make cluster  a local control plane (etcd, kube-apiserver, kube-scheduler, kwok) on 127.0.0.1"
 	@echo "make images   the sidecar, device plugin and kube-scheduler images (podman, no registry), smoke-tested"
+	@echo "make train    rebuild the shipped model dsan/model/default: actions, node model, actions"
 	@echo "make train-actions  re-learn DSAN's actions beyond node choice into dsan/model/default (~16 min)"
 
 $(STAMP): pyproject.toml
@@ -78,13 +79,28 @@ cluster-demo: venv control-plane
 # DSAN's actions beyond node choice (dsan/model/default/actions.json), both search stages
 # (docs/results/table1.md, "How the actions were learned"): the eight numbers with
 # k8s-default's node choice on 12 h episodes, then the headroom with DSAN's own on whole days.
+# The shipped model's two parts: the actions beyond node choice (two searches, the second
+# with DSAN's node choice in the loop) and the node model trained on seed-table1-v3, its
+# training seeds validated with the first search's actions (docs/model.md).
+ACTIONS_FIRST = $(BIN)/python -m dsan.train.actions_search --out out/actions --seeds 101 102 103 \
+	--hours 12 --population 6 --iterations 3 --jobs 2 --model-dir dsan/model/default \
+	--search w_gpu_h w_core_h w_count w_stop train_growth batch_growth gpu_reserve age_s
+ACTIONS_SECOND = $(BIN)/python -m dsan.train.actions_search --out out/actions-ls \
+	--seeds 101 102 103 --hours 24 --population 5 --iterations 3 --init-sd 0.6 \
+	--node-policy dsan --jobs 2 --init-from dsan/model/default --search ls_headroom \
+	--model-dir dsan/model/default
+NODE_MODEL = $(BIN)/dsan train --scenario seed-table1-v3 --openb-skip dsan/train/openb_skip.json \
+	--imitation-tolerance 0.1 --select-seeds 1 2 3 4 --select-jobs 2 \
+	--actions-from dsan/model/default --out out/train-default --model-dir dsan/model/default
+
+train: venv
+	$(ACTIONS_FIRST)
+	$(NODE_MODEL)
+	$(ACTIONS_SECOND)
+
 train-actions: venv
-	$(BIN)/python -m dsan.train.actions_search --out out/actions --seeds 101 102 103 --hours 12 \
-	    --population 6 --iterations 3 --jobs 2 --model-dir dsan/model/default \
-	    --search w_gpu_h w_core_h w_count w_stop train_growth batch_growth gpu_reserve age_s
-	$(BIN)/python -m dsan.train.actions_search --out out/actions-ls --seeds 101 102 103 --hours 24 \
-	    --population 5 --iterations 3 --init-sd 0.6 --node-policy dsan --jobs 2 \
-	    --init-from dsan/model/default --search ls_headroom --model-dir dsan/model/default
+	$(ACTIONS_FIRST)
+	$(ACTIONS_SECOND)
 
 clean:
 	rm -rf out .pytest_cache .mypy_cache .ruff_cache

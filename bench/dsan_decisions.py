@@ -3,11 +3,11 @@ builds can be compared on: ``tests/unit/policies/test_dsan_decisions.py`` checks
 code against ``tests/data/dsan_decisions.json``, recorded by this script.
 
     DSAN_TRACES=../shared/traces .venv/bin/python bench/dsan_decisions.py \\
-        tests/data/dsan_decisions.json [--pods 1000] [--full]
+        tests/data/dsan_decisions.json [--pods 1000]
 
 openb: the FGD protocol's first ``--pods`` pods of each workload and seed (nodes permuted and
 pods shuffled by the seed, as ``dsan sim openb``), each placement's node index, or -1 when
-no node fits. ``--full`` runs every pod and adds ``unallocated_gpu_pct_at_100`` (slow).
+no node fits.
 seed-table1: the scenario's first simulated hour, its metrics.
 """
 

@@ -1,7 +1,9 @@
-"""The served DSAN places pods exactly as the code before the one-path rewrite did: the first
-1,000 pods of four openb workloads (FGD's protocol, one seed each) node for node, and the
-first simulated hour of seed-table1 metric for metric (tests/data/dsan_decisions.json,
-recorded with that code by bench/dsan_decisions.py)."""
+"""The served DSAN places pods as recorded in tests/data/dsan_decisions.json
+(bench/dsan_decisions.py): the first 1,000 pods of four openb workloads (FGD's protocol, one
+seed each) node for node, as the code before the one-path rewrite placed them and as every
+shipped model since does (the scenario stage's residual is gated off without telemetry), and
+the first simulated hour of seed-table1 metric for metric, recorded with the shipped model
+(re-recorded when it is retrained)."""
 
 from __future__ import annotations
 
