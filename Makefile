@@ -17,7 +17,7 @@ help:
 	@echo "make bench    pytest-benchmark suites under bench/"
 	@echo "make cluster  a local control plane (etcd, kube-apiserver, kube-scheduler, kwok) on 127.0.0.1"
 	@echo "make images   the sidecar, device plugin and kube-scheduler images (podman, no registry), smoke-tested"
-	@echo "make train    rebuild the shipped model dsan/model/default: actions, node model, actions"
+	@echo "make train    rebuild the shipped model dsan/model/default: actions, node model, headroom (~1 h)"
 	@echo "make train-actions  re-learn DSAN's actions beyond node choice into dsan/model/default (~16 min)"
 
 $(STAMP): pyproject.toml
@@ -76,12 +76,11 @@ cluster-down:
 cluster-demo: venv control-plane
 	$(BIN)/python -m tests.e2e.demo
 
-# DSAN's actions beyond node choice (dsan/model/default/actions.json), both search stages
-# (docs/results/table1.md, "How the actions were learned"): the eight numbers with
-# k8s-default's node choice on 12 h episodes, then the headroom with DSAN's own on whole days.
-# The shipped model's two parts: the actions beyond node choice (two searches, the second
-# with DSAN's node choice in the loop) and the node model trained on seed-table1-v3, its
-# training seeds validated with the first search's actions (docs/model.md).
+# The shipped model's two parts (docs/model.md, "The shipped model"): DSAN's actions beyond
+# node choice (actions.json; docs/results/table1.md, "How the actions were learned": the eight
+# numbers with k8s-default's node choice on 12 h episodes, then the headroom with DSAN's own
+# on whole days) and the node model trained on seed-table1-v3, whose training seeds are
+# validated with the first search's actions; the headroom search needs that node model.
 ACTIONS_FIRST = $(BIN)/python -m dsan.train.actions_search --out out/actions --seeds 101 102 103 \
 	--hours 12 --population 6 --iterations 3 --jobs 2 --model-dir dsan/model/default \
 	--search w_gpu_h w_core_h w_count w_stop train_growth batch_growth gpu_reserve age_s
