@@ -132,48 +132,50 @@ def main(a: Args) -> dict[str, Any]:
     free = np.array([not a.search or n in a.search for n in names])
     mean, sd = start.vector(), free * a.init_sd * (hi - lo)
     pool = ProcessPoolExecutor(a.jobs) if a.jobs > 1 else None
-    run = pool.map if pool is not None else map
-    base_seeds = sorted(set(a.seeds[:a.iterations]))
-    base = dict(zip(base_seeds, run(play, [a] * len(base_seeds), [None] * len(base_seeds),
-                                    base_seeds), strict=True))
-    t0 = time.perf_counter()
-    best: dict[str, Any] = {"score": -np.inf}
-    curve = []
-    with (out / "search.csv").open("w", newline="") as fh:
-        log = csv.writer(fh)
-        log.writerow(["iteration", "seed", "member", "score", "reward", "utilization_pct",
-                      "jct_s", "sla_violation_pct", "p99_task_latency_s", "burst_queued",
-                      "reclaim_gpu_s", *(f.name for f in fields(ActionParams)), "wall_s"])
-        for it in range(a.iterations):
-            seed = a.seeds[it % len(a.seeds)]
-            # Draws for the searched fields only, so a search over a subset draws what a search
-            # over just those fields always drew.
-            z = np.zeros((a.population, mean.size))
-            z[:, free] = rng.standard_normal((a.population, int(free.sum())))
-            xs = np.clip(mean + sd * z, lo, hi)
-            if a.init_from:  # a continued search: the current mean competes unperturbed
-                xs[0] = np.clip(mean, lo, hi)
-            scores = []
-            ps = [ActionParams.from_vector(x) for x in xs]
-            for i, (p, r) in enumerate(zip(ps, run(play, [a] * len(ps), ps, [seed] * len(ps)),
-                                           strict=True)):
-                score = r["reward"] - base[seed]["reward"]
-                scores.append(score)
-                log.writerow([it, seed, i, score, *(r[k] for k in (
-                    "reward", "utilization_pct", "jct_s", "sla_violation_pct",
-                    "p99_task_latency_s", "burst_queued", "reclaim_gpu_s")),
-                    *asdict(p).values(), time.perf_counter() - t0])
-                fh.flush()
-                if score > best["score"]:
-                    best = {"score": score, "params": p, "iteration": it, "seed": seed, **r}
-            elite = xs[np.argsort(scores)[::-1][:a.elite]]
-            mean = elite.mean(axis=0)
-            sd = free * np.maximum(elite.std(axis=0), 0.05 * (hi - lo))
-            curve.append({"iteration": it, "seed": seed, "best": max(scores),
-                          "mean": float(np.mean(scores))})
-            print(json.dumps(curve[-1]), flush=True)
-    if pool is not None:
-        pool.shutdown()
+    try:
+        run = pool.map if pool is not None else map
+        base_seeds = sorted(set(a.seeds[:a.iterations]))
+        base = dict(zip(base_seeds, run(play, [a] * len(base_seeds), [None] * len(base_seeds),
+                                        base_seeds), strict=True))
+        t0 = time.perf_counter()
+        best: dict[str, Any] = {"score": -np.inf}
+        curve = []
+        with (out / "search.csv").open("w", newline="") as fh:
+            log = csv.writer(fh)
+            log.writerow(["iteration", "seed", "member", "score", "reward", "utilization_pct",
+                          "jct_s", "sla_violation_pct", "p99_task_latency_s", "burst_queued",
+                          "reclaim_gpu_s", *(f.name for f in fields(ActionParams)), "wall_s"])
+            for it in range(a.iterations):
+                seed = a.seeds[it % len(a.seeds)]
+                # Draws for the searched fields only, so a search over a subset draws what a search
+                # over just those fields always drew.
+                z = np.zeros((a.population, mean.size))
+                z[:, free] = rng.standard_normal((a.population, int(free.sum())))
+                xs = np.clip(mean + sd * z, lo, hi)
+                if a.init_from:  # a continued search: the current mean competes unperturbed
+                    xs[0] = np.clip(mean, lo, hi)
+                scores = []
+                ps = [ActionParams.from_vector(x) for x in xs]
+                for i, (p, r) in enumerate(zip(ps, run(play, [a] * len(ps), ps, [seed] * len(ps)),
+                                               strict=True)):
+                    score = r["reward"] - base[seed]["reward"]
+                    scores.append(score)
+                    log.writerow([it, seed, i, score, *(r[k] for k in (
+                        "reward", "utilization_pct", "jct_s", "sla_violation_pct",
+                        "p99_task_latency_s", "burst_queued", "reclaim_gpu_s")),
+                        *asdict(p).values(), time.perf_counter() - t0])
+                    fh.flush()
+                    if score > best["score"]:
+                        best = {"score": score, "params": p, "iteration": it, "seed": seed, **r}
+                elite = xs[np.argsort(scores)[::-1][:a.elite]]
+                mean = elite.mean(axis=0)
+                sd = free * np.maximum(elite.std(axis=0), 0.05 * (hi - lo))
+                curve.append({"iteration": it, "seed": seed, "best": max(scores),
+                              "mean": float(np.mean(scores))})
+                print(json.dumps(curve[-1]), flush=True)
+    finally:  # a failed episode must not leave the workers behind
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     p = best.pop("params")
     manifest = {"version": f"dsan-actions-{int(time.time())}",
                 "trained_by": "python -m dsan.train.actions_search " + _flags(a),

@@ -79,3 +79,26 @@ def test_parallel_episodes_give_the_same_search(
     assert one == two and len(one) == 6
     assert (json.loads((tmp_path / "1" / ACTIONS).read_text())["params"]
             == json.loads((tmp_path / "2" / ACTIONS).read_text())["params"])
+
+
+def failing_play(a: search.Args, p: ActionParams | None, seed: int) -> dict[str, Any]:
+    if p is not None:
+        raise RuntimeError("episode failed")
+    return stub_play(a, p, seed)
+
+
+def test_a_failed_episode_shuts_the_workers_down(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "play", failing_play)
+    shutdowns: list[bool] = []
+
+    class Recorded(search.ProcessPoolExecutor):
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            shutdowns.append(cancel_futures)
+            super().shutdown(wait, cancel_futures=cancel_futures)
+
+    monkeypatch.setattr(search, "ProcessPoolExecutor", Recorded)
+    with pytest.raises(RuntimeError, match="episode failed"):
+        search.main(search.Args(out=str(tmp_path), population=3, iterations=1,
+                                search=("w_count",), jobs=2))
+    assert shutdowns == [True]
