@@ -93,9 +93,17 @@ def test_opted_in_pods_bind_to_the_node_the_sidecar_scored_highest(stack: Stack)
     bound = stack.run_pods(
         ns, [pod_manifest(n, scheduler=t.SCHEDULER_NAME, gpus=1, node_selector=sel) for n in names]
     )
+    # A reply near the 100 ms httpTimeout may reach kube-scheduler too late (the extender is
+    # ignorable: it then binds to any node, the profile's own scores all tie here; seen once
+    # in a loaded CI run, whose late reply scored a node the later pods had filled); such a
+    # pod proves nothing about the binding, but most must be answered in time.
+    late = stack.proxy.late & set(names)
+    assert len(late) <= 2, f"sidecar replies near the httpTimeout for {sorted(late)}"
     for name in names:
         scores = stack.proxy.scores.get(name)
         assert scores, f"the dsan-scheduler never asked the sidecar about {name}"
+        if name in late:
+            continue
         top = max(scores.values())
         best = {node for node, s in scores.items() if s == top}
         assert bound[name] in best, (
@@ -103,7 +111,8 @@ def test_opted_in_pods_bind_to_the_node_the_sidecar_scored_highest(stack: Stack)
         )
     # bestfit packs: the preloaded node fills up first (3 free GPUs -> 3 of our pods).
     assert sum(node == "top-0003" for node in bound.values()) == 3, bound
-    assert len(set(bound.values())) <= 3, f"pods spread out instead of packing: {bound}"
+    spread = len(set(bound.values())) - len(late)  # a late pod lands on any tied node
+    assert spread <= 3, f"pods spread out instead of packing: {bound}"
 
 
 def test_the_pods_it_scores_are_assumed_until_their_binding_arrives(stack: Stack) -> None:

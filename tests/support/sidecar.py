@@ -141,11 +141,16 @@ def _post(port: int, path: str, body: bytes, timeout: float = 10.0) -> tuple[int
 class RecordingProxy:
     """Forwards extender POSTs to the sidecar unchanged and records {pod name: {node: score}},
     every answered filter call as (ExtenderArgs, ExtenderFilterResult) and every answered
-    preempt call as (ExtenderPreemptionArgs, ExtenderPreemptionResult)."""
+    preempt call as (ExtenderPreemptionArgs, ExtenderPreemptionResult). ``late`` names the
+    pods whose prioritize reply took at least ``LATE_S``: kube-scheduler may have given up on
+    it (httpTimeout 100 ms, ``ignorable``) and scored without the sidecar."""
+
+    LATE_S = 0.08
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.scores: dict[str, dict[str, int]] = {}
+        self.late: set[str] = set()
         self.filters: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.preempts: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self._lock = threading.Lock()
@@ -157,6 +162,7 @@ class RecordingProxy:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
+                started = time.perf_counter()
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 try:
                     status, reply = _post(proxy.upstream_port, self.path, body)
@@ -166,6 +172,8 @@ class RecordingProxy:
                     pod = json.loads(body)["Pod"]["metadata"]["name"]
                     with proxy._lock:
                         proxy.scores[pod] = {e["Host"]: int(e["Score"]) for e in json.loads(reply)}
+                        if time.perf_counter() - started >= proxy.LATE_S:
+                            proxy.late.add(pod)
                 if status == 200 and self.path.endswith("/filter"):
                     with proxy._lock:
                         proxy.filters.append((json.loads(body), json.loads(reply)))
