@@ -197,12 +197,10 @@ class Explainer:
             x = featurize(d.spec, st.snap, rows, scorer.serving.workload, node_cols=cols)
             streams = st.streams[keep]
             logits = runtime.head(x, streams)  # the served function on every candidate
-            z = np.concatenate([x.astype(np.float64),
-                                streams.reshape(len(rows), -1).astype(np.float64)], axis=1)
             dec = ExplainedDecision(d.spec, st.snap, scorer, rows, logits, chosen, runner_up,
                                      tie_by_rank=True)  # ties: the lowest name
             t0, budget = time.thread_time(), self._budget
-            expl = explain_rows(dec, runtime, z, self._shap,
+            expl = explain_rows(dec, runtime, x, streams, self._shap,
                                 stop=lambda: time.thread_time() - t0 > budget)
             top = int(np.argmax(logits))
             if logits[top] > logits[chosen] + 1e-4:
@@ -239,7 +237,7 @@ def parse_path(rest: str) -> tuple[str, str]:
 def document(d: Decision, label: str, e: Explanation, notes: list[str], lock_s: float,
              cpu_s: float) -> dict[str, Any]:
     """The JSON answer: the decision, its factors (largest |impact| first) and the cost."""
-    order = np.argsort(-np.abs(e.contrib_chosen), kind="stable")
+    order = e.top(len(e.names), "chosen")
     factors = [{
         "feature": e.names[i],
         "value": float(e.value_chosen[i]),

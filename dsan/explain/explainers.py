@@ -25,28 +25,21 @@ from dsan.core.snapshot import F64, I64
 from dsan.explain.decision import Decision, ExplainError, Explanation
 from dsan.explain.shapley import permutation_shapley
 from dsan.features import FEATURES, N_FEATURES, default_workload, placement
+from dsan.model.graph import F32
 from dsan.model.runtime import Runtime
 from dsan.policies.base import MAX_NODE_SCORE
 from dsan.policies.baselines import DEFAULT_MEMORY_MIB, DEFAULT_MILLI_CPU
 from dsan.policies.dsan import DSANScorer
 from dsan.policies.fgd import FGDScorer
 
-#: Policies with a closed-form breakdown.
-TERM_POLICIES = ("k8s-default", "fgd")
-#: Policies ``dsan explain`` can explain.
-EXPLAINABLE = ("dsan", *TERM_POLICIES)
+#: Policies ``dsan explain`` can explain: SHAP for dsan, a closed-form breakdown for the others.
+EXPLAINABLE = ("dsan", "k8s-default", "fgd")
 EMBEDDING_PLAYER = "node_embedding (LSTM + GNN streams)"
 
 
 def explain(d: Decision, shap: DSANShapConfig | None = None) -> Explanation:
-    """SHAP for ``dsan``, the per-term breakdown for the heuristics in TERM_POLICIES."""
-    name = d.scorer.name
-    if name == "dsan":
-        return explain_dsan(d, shap)
-    if name in TERM_POLICIES:
-        return explain_terms(d)
-    raise ExplainError(f"cannot explain policy {name!r}: "
-                       f"explainable policies are {', '.join(EXPLAINABLE)}")
+    """SHAP for ``dsan``, the per-term breakdown for the heuristics."""
+    return explain_dsan(d, shap) if d.scorer.name == "dsan" else explain_terms(d)
 
 
 # --- DSAN: SHAP of the served logit ------------------------------------------------------------
@@ -71,21 +64,18 @@ def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
         raise ExplainError(f"scorer {d.scorer.name!r} has no DSAN model to explain")
     serving = d.scorer.serving
     x = serving.features(d.pod, d.snap, d.candidates)
-    e = serving.runtime.streams(d.candidates).reshape(len(d.candidates), -1)
-    z = np.concatenate([x.astype(np.float64), e.astype(np.float64)], axis=1)
-    return explain_rows(d, serving.runtime, z, cfg)
+    return explain_rows(d, serving.runtime, x, serving.runtime.streams(d.candidates), cfg)
 
 
-def explain_rows(d: Decision, runtime: Runtime, z: F64, cfg: DSANShapConfig | None = None,
+def explain_rows(d: Decision, runtime: Runtime, x: F32, streams: F32,
+                 cfg: DSANShapConfig | None = None,
                  stop: Callable[[], bool] | None = None) -> Explanation:
-    """SHAP of ``d`` from its candidates' rows ``z``, ``[features (128), embedding (2 H)]``
-    (:func:`explain_dsan`'s; the sidecar assembles them from a copy of its state). ``stop``:
+    """SHAP of ``d`` from its candidates' features ``x`` (m, 128) and embedding ``streams``
+    (m, 2, H) (:func:`explain_dsan`'s; the sidecar copies them from its state). ``stop``:
     :func:`~dsan.explain.shapley.permutation_shapley`'s."""
     cfg = cfg or DSANShapConfig()
     hidden = runtime.cfg.hidden
-    if z.shape[1] != N_FEATURES + 2 * hidden:
-        raise ExplainError(f"model expects {N_FEATURES + 2 * hidden} columns, featurizer gave "
-                           f"{z.shape[1]}")
+    z = np.concatenate([x, streams.reshape(len(x), -1)], axis=1).astype(np.float64)
 
     def f(rows: F64) -> F64:  # the batched explained function: rows of z -> served logits
         x = np.ascontiguousarray(rows[:, :N_FEATURES], dtype=np.float32)
@@ -120,7 +110,7 @@ def _least(req: F64, cap: F64) -> F64:
     return np.where((cap == 0) | (req > cap), 0.0, score)
 
 
-def _k8s_terms(d: Decision, idx: I64) -> tuple[F64, list[tuple[str, str, F64]]]:
+def _k8s_terms(d: Decision, idx: I64) -> Explanation:
     pod, snap = d.pod, d.snap
     cpu_cap, mem_cap = np.floor(snap.cpu_cap[idx]), snap.mem_cap[idx]
     cpu_nz = pod.cpu_milli if pod.cpu_milli > 0 else DEFAULT_MILLI_CPU
@@ -133,57 +123,52 @@ def _k8s_terms(d: Decision, idx: I64) -> tuple[F64, list[tuple[str, str, F64]]]:
     f_mem = np.minimum((snap.mem_used[idx] + pod.mem_mib) / snap.mem_cap[idx], 1.0)
     balanced = np.trunc((1.0 - np.abs(f_cpu - f_mem) / 2.0) * MAX_NODE_SCORE)
     contrib = np.stack([fit, balanced], axis=1)
-    context = [
-        ("LeastAllocated cpu term", "score 0..100", fit_cpu),
-        ("LeastAllocated memory term", "score 0..100", fit_mem),
-        ("cpu used fraction after", "fraction", f_cpu),
-        ("memory used fraction after", "fraction", f_mem),
-    ]
-    return contrib, context
+    return _terms(
+        d, "closed form: k8s v1.31 default score plugins, weight 1 each",
+        ("NodeResourcesFit (LeastAllocated)", "NodeResourcesBalancedAllocation"),
+        ("score 0..100", "score 0..100"), contrib, contrib, 0.0, [
+            ("LeastAllocated cpu term", "score 0..100", fit_cpu),
+            ("LeastAllocated memory term", "score 0..100", fit_mem),
+            ("cpu used fraction after", "fraction", f_cpu),
+            ("memory used fraction after", "fraction", f_mem),
+        ])
 
 
-def _fgd_terms(d: Decision, idx: I64) -> tuple[F64, list[tuple[str, str, F64]]]:
+def _fgd_terms(d: Decision, idx: I64) -> Explanation:
     target = d.scorer.target if isinstance(d.scorer, FGDScorer) else default_workload()
     pl = placement(d.pod, d.snap, idx, target)
     delta = pl.frag_before - pl.frag_after
     score = np.floor(1.0 / (1.0 + np.exp(-delta / 1000.0)) * MAX_NODE_SCORE)
-    contrib = (score - MAX_NODE_SCORE / 2)[:, None]
-    context = [
-        ("fragmentation before", "GPU milli", pl.frag_before),
-        ("fragmentation after", "GPU milli", pl.frag_after),
-        ("fragmentation reduction (before - after)", "GPU milli", delta),
-        ("GPU slot chosen (sharing pods)", "slot", pl.slot.astype(np.float64)),
-        ("free GPU milli on node", "GPU milli",
-         d.snap.gpu_free[idx].sum(axis=1).astype(np.float64)),
-    ]
-    return contrib, context
+    return _terms(
+        d, "closed form: FGD score = 50 (no fragmentation change) + delta term",
+        ("fragmentation reduction: floor(100 sigmoid(dF/1000)) - 50",),
+        ("value: GPU milli (before - after); contribution: score",), delta[:, None],
+        (score - MAX_NODE_SCORE / 2)[:, None], MAX_NODE_SCORE / 2, [
+            ("fragmentation before", "GPU milli", pl.frag_before),
+            ("fragmentation after", "GPU milli", pl.frag_after),
+            ("fragmentation reduction (before - after)", "GPU milli", delta),
+            ("GPU slot chosen (sharing pods)", "slot", pl.slot.astype(np.float64)),
+            ("free GPU milli on node", "GPU milli",
+             d.snap.gpu_free[idx].sum(axis=1).astype(np.float64)),
+        ])
 
 
-def explain_terms(d: Decision, tolerance: float = 1e-9) -> Explanation:
-    """The per-term breakdown of a heuristic's decision (see the module docstring)."""
-    name = d.scorer.name
-    idx = np.array([d.chosen_node, d.runner_up_node], dtype=np.int64)
-    names: tuple[str, ...]
-    units: tuple[str, ...]
-    if name == "k8s-default":
-        contrib, context = _k8s_terms(d, idx)
-        names = ("NodeResourcesFit (LeastAllocated)", "NodeResourcesBalancedAllocation")
-        units = ("score 0..100", "score 0..100")
-        values = contrib
-        base = 0.0
-        method = "closed form: k8s v1.31 default score plugins, weight 1 each"
-    elif name == "fgd":
-        contrib, context = _fgd_terms(d, idx)
-        names = ("fragmentation reduction: floor(100 sigmoid(dF/1000)) - 50",)
-        units = ("value: GPU milli (before - after); contribution: score",)
-        values = np.array([[context[2][2][0]], [context[2][2][1]]])
-        base = MAX_NODE_SCORE / 2
-        method = "closed form: FGD score = 50 (no fragmentation change) + delta term"
-    else:
-        raise ExplainError(
-            f"no closed-form breakdown for policy {name!r}: supported {', '.join(TERM_POLICIES)}"
-        )
+def _terms(d: Decision, method: str, names: tuple[str, ...], units: tuple[str, ...],
+           values: F64, contrib: F64, base: float,
+           context: list[tuple[str, str, F64]]) -> Explanation:
     outputs = (base + float(contrib[0].sum()), base + float(contrib[1].sum()))
     return d.explanation(
-        method, names, units, values, contrib, base, outputs, tolerance=tolerance,
+        method, names, units, values, contrib, base, outputs, tolerance=1e-9,
         context=tuple((n, u, float(v[0]), float(v[1])) for n, u, v in context))
+
+
+_TERMS = {"k8s-default": _k8s_terms, "fgd": _fgd_terms}
+
+
+def explain_terms(d: Decision) -> Explanation:
+    """The per-term breakdown of a heuristic's decision (see the module docstring)."""
+    terms = _TERMS.get(d.scorer.name)
+    if terms is None:
+        raise ExplainError(f"no closed-form breakdown for policy {d.scorer.name!r}: "
+                           f"explainable policies are {', '.join(EXPLAINABLE)}")
+    return terms(d, np.array([d.chosen_node, d.runner_up_node], dtype=np.int64))
