@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dsan.explain import DSANShapConfig, explain, replay_openb
+from dsan.explain.decision import replay_openb
+from dsan.explain.explainers import DSANShapConfig, explain
 from dsan.sim import paths
 from dsan.sim.protocol import OpenbConfig
 

@@ -23,8 +23,9 @@ import orjson
 
 from dsan.core.filtering import feasible, release
 from dsan.core.snapshot import ClusterSnapshot
-from dsan.explain import EXPLAINABLE, DSANShapConfig, Explanation, explain_rows, explain_terms
-from dsan.explain import Decision as ExplainedDecision
+from dsan.explain.decision import Decision as ExplainedDecision
+from dsan.explain.decision import Explanation
+from dsan.explain.explainers import EXPLAINABLE, DSANShapConfig, explain_rows, explain_terms
 from dsan.features import AGE_COLUMNS, age_columns, featurize
 from dsan.policies.base import Scorer
 from dsan.policies.dsan import DSANScorer

@@ -84,7 +84,7 @@ def test_end_to_end_writes_markdown_and_png(traces, model_dir, tmp_path, capsys,
 
 def test_replay_follows_the_protocol(traces) -> None:
     from dsan.core.filtering import allocate
-    from dsan.explain import replay_openb
+    from dsan.explain.decision import replay_openb
     from dsan.sim.protocol import OpenbConfig
 
     nodes, pods = traces

@@ -9,7 +9,8 @@ import pytest
 
 from dsan.core.filtering import feasible_nodes
 from dsan.core.snapshot import PodSpec
-from dsan.explain import ExplainError, decide, explain
+from dsan.explain.decision import ExplainError, decide
+from dsan.explain.explainers import explain
 from dsan.policies.registry import make_scorer
 from dsan.sim.scheduler import select_node
 

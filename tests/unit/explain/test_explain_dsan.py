@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsan.explain import ExplainError, decide, explain
-from dsan.explain.explainers import EMBEDDING_PLAYER, DSANShapConfig
+from dsan.explain.decision import ExplainError, decide
+from dsan.explain.explainers import EMBEDDING_PLAYER, DSANShapConfig, explain
 from dsan.features import FEATURE_NAMES
 from dsan.policies.registry import make_scorer
 
@@ -50,7 +50,7 @@ def test_deterministic_for_a_seed(snap, pod, dsan_scorer) -> None:
 
 
 def test_a_heuristic_scorer_has_no_model_to_shap(snap, pod) -> None:
-    from dsan.explain import explain_dsan
+    from dsan.explain.explainers import explain_dsan
 
     with pytest.raises(ExplainError, match="no DSAN model"):
         explain_dsan(decide(pod, snap, make_scorer("fgd")), CFG)
