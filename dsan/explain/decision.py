@@ -92,9 +92,7 @@ class Explanation:
         """Indices of the k players with the largest |contribution| (``diff``, ``chosen``,
         ``runner_up``), largest first, ties by column order."""
         col = {"diff": self.contrib_diff, "chosen": self.contrib_chosen,
-               "runner_up": self.contrib_runner_up}.get(by)
-        if col is None:
-            raise ValueError(f"unknown ranking {by!r}: diff, chosen or runner_up")
+               "runner_up": self.contrib_runner_up}[by]
         return np.argsort(-np.abs(col), kind="stable")[: max(0, k)].astype(np.int64)
 
 

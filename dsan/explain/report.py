@@ -125,8 +125,6 @@ def bar_chart(e: Explanation, path: Path, top_k: int = 10) -> Path:
 
 def write_report(e: Explanation, out_dir: Path, top_k: int = 10, stem: str = "explain") -> Path:
     """``<out_dir>/<stem>.md`` and ``<stem>.png``; returns the Markdown path."""
-    if top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}")
     out_dir.mkdir(parents=True, exist_ok=True)
     png = bar_chart(e, out_dir / f"{stem}.png", top_k)
     md = out_dir / f"{stem}.md"
