@@ -12,17 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
-import numpy.typing as npt
 import orjson
 
 from dsan.core.filtering import feasible, release
-from dsan.core.snapshot import ClusterSnapshot
 from dsan.explain.decision import Decision as ExplainedDecision
 from dsan.explain.decision import Explanation
 from dsan.explain.explainers import EXPLAINABLE, DSANShapConfig, explain_rows, explain_terms
@@ -33,7 +30,6 @@ from sidecar.cache import GraphCache
 from sidecar.decisions import Decision, Decisions
 from sidecar.scoring import ScoringEngine
 
-I64 = npt.NDArray[np.int64]
 #: Outcomes of /explain requests (the metric's label values).
 RESULTS = ("ok", "not_found", "unexplainable", "busy", "not_ready", "bad_request", "error")
 #: The longest namespace or pod name Kubernetes allows (a DNS subdomain).
@@ -46,21 +42,6 @@ class ExplainRefused(Exception):
     def __init__(self, status: int, result: str, message: str) -> None:
         super().__init__(message)
         self.status, self.result, self.message = status, result, message
-
-
-@dataclass
-class _State:
-    """Copied under the scoring lock: the cluster (the pod's charge taken off), the
-    candidates' rows in it, and for DSAN their embedding rows."""
-
-    snap: ClusterSnapshot
-    rows: I64
-    chosen: int
-    runner_up: int
-    node_cols: npt.NDArray[np.float32] | None
-    streams: npt.NDArray[np.float32] | None
-    lock_s: float
-    notes: list[str]
 
 
 class Explainer:
@@ -123,8 +104,7 @@ class Explainer:
             fallback = label != d.policy
             scorer = self._engine.fallback if fallback else self._engine.scorer
             t0 = time.thread_time()
-            state = self._copy(d, scorer, fallback)
-            expl = self._compute(d, state, scorer, policy)
+            expl, notes, lock_s = self._compute(d, scorer, fallback, policy)
             cpu_s = time.thread_time() - t0
         except ExplainRefused:
             raise
@@ -133,10 +113,13 @@ class Explainer:
                                  f"{type(exc).__name__}: {exc}") from exc
         finally:
             self._slot.release()
-        return document(d, label, expl, state.notes, state.lock_s, cpu_s)
+        return document(d, label, expl, notes, lock_s, cpu_s)
 
-    def _copy(self, d: Decision, scorer: Scorer, fallback: bool) -> _State:
-        """Under the scoring lock: copies only."""
+    def _compute(self, d: Decision, scorer: Scorer, fallback: bool, policy: str
+                 ) -> tuple[Explanation, list[str], float]:
+        """Under the scoring lock copies only (the cluster, for DSAN the candidates' embedding
+        rows); outside it, featurize and SHAP (DSAN) or the per-term breakdown. Also the notes
+        and the seconds the lock was held."""
         cache = self._cache
         fb = d.result.by_fallback
         rows_then = d.result.rows
@@ -146,7 +129,7 @@ class Explainer:
         names_then = d.result.names
         ru_name = d.name_at(d.runner_up(among=group))  # the best other of the same group
         wanted = [names_then[int(r)] for r in rows_then[group].tolist()]
-        node_cols = streams = None
+        node_cols = all_streams = None
         with cache.scoring_lock:
             t0 = time.perf_counter()
             pub, charge = cache.snapshot_with_charge(
@@ -159,7 +142,7 @@ class Explainer:
                 # what the next request would do anyway: embeddings for this node set
                 serving.refresh(pub.snap, due=serving.min_refresh_s == 0)
                 node_cols = serving.embeddings.node_cols[rows_now]
-                streams = serving.runtime.streams(rows_now)
+                all_streams = serving.runtime.streams(rows_now)
             lock_s = time.perf_counter() - t0
         gone = [n for n, r in zip(wanted, rows_now.tolist(), strict=True) if r < 0]
         if gone:
@@ -175,48 +158,44 @@ class Explainer:
             notes.append("the pod's own charge was not found (bound elsewhere since, deleted "
                          "or not yet seen): nothing was taken off")
         chosen_pos = wanted.index(d.winner)
-        ru_pos = wanted.index(ru_name) if ru_name else -1
-        return _State(snap, rows_now, chosen_pos, ru_pos, node_cols, streams, lock_s, notes)
-
-    def _compute(self, d: Decision, st: _State, scorer: Scorer, policy: str) -> Explanation:
-        """Outside the lock: featurize and SHAP (DSAN) or the per-term breakdown."""
-        if st.runner_up < 0:
+        if not ru_name:
             raise ExplainRefused(404, "unexplainable",
                                  f"{d.name}: no other node was scored by {policy}")
+        ru_pos = wanted.index(ru_name)
         # the engine's candidates: those that fit (an infeasible one scored 0 without a model)
-        fits = feasible(d.spec, st.snap)[st.rows]
-        fits[[st.chosen, st.runner_up]] = True
+        fits = feasible(d.spec, snap)[rows_now]
+        fits[[chosen_pos, ru_pos]] = True
         keep = np.flatnonzero(fits)
-        rows = st.rows[keep]
-        chosen = int(np.flatnonzero(keep == st.chosen)[0])
-        runner_up = int(np.flatnonzero(keep == st.runner_up)[0])
+        rows = rows_now[keep]
+        chosen = int(np.flatnonzero(keep == chosen_pos)[0])
+        runner_up = int(np.flatnonzero(keep == ru_pos)[0])
         if isinstance(scorer, DSANScorer):
-            assert st.node_cols is not None and st.streams is not None
+            assert node_cols is not None and all_streams is not None
             runtime = scorer.serving.runtime
-            cols = st.node_cols[keep]
-            cols[:, AGE_COLUMNS] = age_columns(st.snap, rows)
-            x = featurize(d.spec, st.snap, rows, scorer.serving.workload, node_cols=cols)
-            streams = st.streams[keep]
+            cols = node_cols[keep]
+            cols[:, AGE_COLUMNS] = age_columns(snap, rows)
+            x = featurize(d.spec, snap, rows, scorer.serving.workload, node_cols=cols)
+            streams = all_streams[keep]
             logits = runtime.head(x, streams)  # the served function on every candidate
-            dec = ExplainedDecision(d.spec, st.snap, scorer, rows, logits, chosen, runner_up,
+            dec = ExplainedDecision(d.spec, snap, scorer, rows, logits, chosen, runner_up,
                                      tie_by_rank=True)  # ties: the lowest name
             t0, budget = time.thread_time(), self._budget
             expl = explain_rows(dec, runtime, x, streams, self._shap,
                                 stop=lambda: time.thread_time() - t0 > budget)
             top = int(np.argmax(logits))
             if logits[top] > logits[chosen] + 1e-4:
-                st.notes.append(f"on the current state {st.snap.names[int(rows[top])]} scores "
-                                "above the recommended node")
-            return expl
+                notes.append(f"on the current state {snap.names[int(rows[top])]} scores "
+                             "above the recommended node")
+            return expl, notes, lock_s
         if policy not in self._heuristics:
             from dsan.policies.registry import make_scorer
 
             self._heuristics[policy] = make_scorer(policy)
         fresh = self._heuristics[policy]
-        scores = np.asarray(fresh.score(d.spec, st.snap, rows), dtype=np.float64)
-        dec = ExplainedDecision(d.spec, st.snap, fresh, rows, scores, chosen, runner_up,
+        scores = np.asarray(fresh.score(d.spec, snap, rows), dtype=np.float64)
+        dec = ExplainedDecision(d.spec, snap, fresh, rows, scores, chosen, runner_up,
                                  tie_by_rank=True)
-        return explain_terms(dec)
+        return explain_terms(dec), notes, lock_s
 
 
 def parse_path(rest: str) -> tuple[str, str]:
