@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from dsan.api.types import ANNOTATION_SCORED_BY
-from dsan.explain.explainers import EXPLAINABLE
-from dsan.explain.report import PodInfo, table
+from dsan.explain.decision import replay_openb, replay_scenario
+from dsan.explain.explainers import EXPLAINABLE, DSANShapConfig, explain
+from dsan.explain.report import PodInfo, table, write_report
 
 DEFAULT_SIDECAR = "http://127.0.0.1:8888"
 
@@ -187,41 +188,30 @@ def read_pod(kubeconfig: str, namespace: str, name: str) -> PodInfo:
                    str((meta.get("annotations") or {}).get(ANNOTATION_SCORED_BY, "")))
 
 
-def _scorer_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    if args.policy not in EXPLAINABLE:
-        raise ValueError(f"cannot explain policy {args.policy!r}: "
-                         f"explainable policies are {', '.join(EXPLAINABLE)}")
-    if args.policy != "dsan":
-        return {}
-    from dsan.model.artifact import DEFAULT_DIR, SchemaMismatch, read_manifest
-
-    model_dir = args.model_dir or os.environ.get("DSAN_MODEL_DIR") or str(DEFAULT_DIR)
-    try:
-        read_manifest(model_dir)  # fail before replaying, not after
-    except FileNotFoundError as exc:
-        raise FileNotFoundError(f"{exc} (pass --model-dir, set DSAN_MODEL_DIR or train one "
-                                "with `dsan train`)") from None
-    except SchemaMismatch as exc:
-        raise ValueError(str(exc)) from None
-    return {"model_dir": model_dir}
-
-
 def _explain(args: argparse.Namespace) -> Path:
-    from dsan.explain.decision import replay_openb, replay_scenario
-    from dsan.explain.explainers import explain
-    from dsan.explain.report import write_report
-
     if args.top_k < 1:
         raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
     if args.decision < 0:
         raise ValueError(f"--decision must be >= 0, got {args.decision}")
-    kwargs = _scorer_kwargs(args)
+    if args.policy not in EXPLAINABLE:
+        raise ValueError(f"cannot explain policy {args.policy!r}: "
+                         f"explainable policies are {', '.join(EXPLAINABLE)}")
+    kwargs = {}
     shap_cfg = None
     if args.policy == "dsan":
         from threadpoolctl import threadpool_limits
 
-        from dsan.explain.explainers import DSANShapConfig
+        from dsan.model.artifact import DEFAULT_DIR, SchemaMismatch, read_manifest
 
+        model_dir = args.model_dir or os.environ.get("DSAN_MODEL_DIR") or str(DEFAULT_DIR)
+        try:
+            read_manifest(model_dir)  # fail before replaying, not after
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{exc} (pass --model-dir, set DSAN_MODEL_DIR or train one "
+                                    "with `dsan train`)") from None
+        except SchemaMismatch as exc:
+            raise ValueError(str(exc)) from None
+        kwargs["model_dir"] = model_dir
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         threadpool_limits(args.threads)
