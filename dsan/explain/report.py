@@ -23,7 +23,7 @@ def _pod_line(e: Explanation) -> str:
     return f"`{p.name}`: {p.cpu_milli:g} millicores, {p.mem_mib:g} MiB, {gpu}"
 
 
-def markdown(e: Explanation, top_k: int = 10, chart: str | None = None) -> str:
+def markdown(e: Explanation, top_k: int, chart: str) -> str:
     ea, eb, ed = e.additivity_errors()
     sa, sb = e.score_errors()
     ok = "PASS" if e.consistent else "FAIL"
@@ -92,8 +92,7 @@ def markdown(e: Explanation, top_k: int = 10, chart: str | None = None) -> str:
             "|---|---|---|---|",
         ]
         out += [f"| {n} | {u} | {_f(a)} | {_f(b)} |" for n, u, a, b in e.context]
-    if chart:
-        out += ["", f"![why {e.chosen} over {e.runner_up}]({chart})"]
+    out += ["", f"![why {e.chosen} over {e.runner_up}]({chart})"]
     return "\n".join(out) + "\n"
 
 

@@ -126,8 +126,7 @@ def permutation_shapley(
     tri = np.tri(d + 1, d, k=-1, dtype=bool)  # row j: the first j positions of an ordering
     base = 0.0
     outputs = np.zeros(x.shape[0])
-    p = 0
-    for _ in range(permutations):
+    for p in range(1, permutations + 1):
         fwd = rng.permutation(d)
         pair = np.zeros_like(phi)
         for order in (fwd, fwd[::-1]):
@@ -138,7 +137,6 @@ def permutation_shapley(
             base, outputs = float(v[0, 0]), v[:, -1]
         phi += pair
         sq += pair**2
-        p += 1
         if stop is not None and p < permutations and stop():
             break
     mean = phi / p
