@@ -96,11 +96,11 @@ class Sidecar:
                                      cfg.record_queue)
             self.cache.on_bound = self.recorder.offer
             self.metrics.decisions_recorded.counts = self.recorder.recorded
-            self.metrics.record_failures.counts = self.recorder.failures
+            self.metrics.record_failures.counts = self.recorder.counts
         self.shrinker: Shrinker | None = None
         if cfg.elastic_shrink and (workloads is not None or api is not None):
             self.shrinker = Shrinker(workloads or KubeClusterWriter(api))
-            self.metrics.elastic_shrinks.counts = self.shrinker.results
+            self.metrics.elastic_shrinks.counts = self.shrinker.counts
         self.granter: Granter | None = None
         if cfg.elastic_grant and (workloads is not None or api is not None):
             self.granter = granter = Granter(workloads or KubeClusterWriter(api))

@@ -8,6 +8,7 @@ current snapshot so the next request skips the O(n) republish.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import secrets
 from collections.abc import Callable, Mapping
@@ -19,6 +20,9 @@ import numpy.typing as npt
 
 from dsan.core.snapshot import ClusterSnapshot
 from sidecar.nodetable import NodeTable
+
+#: The columns a charge writes (every published snapshot has them all).
+_CHARGED = ("cpu_used", "mem_used", "pod_count", "ls_pods", "gpu_free")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,21 +110,12 @@ class Publisher:
         (the caller checked :meth:`is_current` before the writes and holds the scoring lock)."""
         pub = self.current
         assert pub is not None
-        t = self._table
-        snap = pub.snap
-        pairs: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = [
-            (snap.cpu_used, t.cpu_used), (snap.mem_used, t.mem_used), (snap.gpu_free, t.gpu_free)]
-        if snap.pod_count is not None:
-            pairs.append((snap.pod_count, t.pod_count))
-        if snap.ls_pods is not None:
-            pairs.append((snap.ls_pods, t.ls_pods))
-        for dst, src in pairs:  # an assumption's one or two rows
+        for col in _CHARGED:  # an assumption's one or two rows
+            dst, src = getattr(pub.snap, col), getattr(self._table, col)
             for r in rows:
                 dst[r] = src[r]
-        snap.version = version
-        self.current = Published(
-            snap=snap, index=pub.index, models=pub.models, telemetry_time=pub.telemetry_time,
-            at=pub.at, version=version, table_epoch=pub.table_epoch)
+        pub.snap.version = version
+        self.current = dataclasses.replace(pub, version=version)
 
     def _ages(self, tele_time: npt.NDArray[np.float64],
               out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:

@@ -61,7 +61,7 @@ class World:
         obj = self.pods[name]
         spec = podspec_from_pod(obj, self.cache.models)
         key = self.service.assume_key(pod_key(obj), "dsan-scheduler")
-        res = self.service.score("http", spec, key, names or NAMES, 10, defer=True)
+        res = self.service.score("http", spec, key, names or NAMES, 10)
         self.service.settle()  # the reply left
         return res
 
