@@ -89,21 +89,22 @@ class Sidecar:
         self.explainer = Explainer(self.cache, engine, self.decisions, self.service.ready,
                                    cfg.explain_background, cfg.explain_permutations,
                                    cfg.explain_cpu_budget_s)
+        kube = None if api is None else KubeClusterWriter(api)
+        writer, workloads = writer or kube, workloads or kube
         self.recorder: Recorder | None = None
-        if cfg.record_decisions and (writer is not None or api is not None):
-            self.recorder = Recorder(writer or KubeClusterWriter(api), self.decisions,
-                                     socket.gethostname(), cfg.record_qps, cfg.record_burst,
-                                     cfg.record_queue)
+        if cfg.record_decisions and writer is not None:
+            self.recorder = Recorder(writer, self.decisions, socket.gethostname(),
+                                     cfg.record_qps, cfg.record_burst, cfg.record_queue)
             self.cache.on_bound = self.recorder.offer
             self.metrics.decisions_recorded.counts = self.recorder.recorded
             self.metrics.record_failures.counts = self.recorder.counts
         self.shrinker: Shrinker | None = None
-        if cfg.elastic_shrink and (workloads is not None or api is not None):
-            self.shrinker = Shrinker(workloads or KubeClusterWriter(api))
+        if cfg.elastic_shrink and workloads is not None:
+            self.shrinker = Shrinker(workloads)
             self.metrics.elastic_shrinks.counts = self.shrinker.counts
         self.granter: Granter | None = None
-        if cfg.elastic_grant and (workloads is not None or api is not None):
-            self.granter = granter = Granter(workloads or KubeClusterWriter(api))
+        if cfg.elastic_grant and workloads is not None:
+            self.granter = granter = Granter(workloads)
             self.metrics.elastic_grants.counts = granter.counts
 
             def grant(namespace: str, name: str, uid: str, task: str, lo: int, hi: int) -> None:
