@@ -86,7 +86,7 @@ class Sidecar:
         self.decisions = Decisions(cfg.decisions_kept, cfg.assume_ttl_s)
         self.service = ScoringService(self.cache, self.view, engine, self.metrics, info,
                                       self.decisions)
-        self.explainer = Explainer(self.cache, engine, self.decisions, self.service.ready,
+        self.explainer = Explainer(self.cache, engine, self.decisions, self.view.synced,
                                    cfg.explain_background, cfg.explain_permutations,
                                    cfg.explain_cpu_budget_s)
         kube = None if api is None else KubeClusterWriter(api)
@@ -137,7 +137,7 @@ class Sidecar:
         extender = ExtenderApp(self.service, self.reclamation)
         self.http = ExtenderServer(
             cfg.bind_address, cfg.http_port, cfg.url_prefix, extender, cfg.max_body_bytes,
-            ready=self.service.ready, metrics_body=self.service.exposition,
+            ready=self.view.synced, metrics_body=self.service.exposition,
             count_error=lambda reason: self.metrics.error("http", reason),
             backlog=cfg.http_backlog, explain=self.explainer.http, preempt=extender.preempt)
         handler = ScoreHandler(self.service, self.reclamation)
@@ -148,7 +148,7 @@ class Sidecar:
         self.metrics_http: ExtenderServer | None = None
         if cfg.metrics_port >= 0:
             self.metrics_http = ExtenderServer(
-                cfg.metrics_address, cfg.metrics_port, "", None, 0, ready=self.service.ready,
+                cfg.metrics_address, cfg.metrics_port, "", None, 0, ready=self.view.synced,
                 metrics_body=self.service.exposition)
         self._stop = threading.Event()
         self._ready = threading.Event()

@@ -32,8 +32,6 @@ class Published:
     snap: ClusterSnapshot
     #: node name -> row of ``snap``; shared between publishes while the node set is unchanged.
     index: Mapping[str, int]
-    #: GPU model name -> index into ``snap.gpu_models``.
-    models: Mapping[str, int]
     #: Wall time (epoch s) of each node's newest telemetry window; -inf = never.
     telemetry_time: npt.NDArray[np.float64]
     #: Monotonic time of publication.
@@ -99,9 +97,8 @@ class Publisher:
         # Ages alone do not count: stale telemetry is the fallback's business.
         snap.telemetry_version = t.tele_version + t.static_version
         self._tele_in_snap = self._tele_pub[0]
-        pub = Published(snap=snap, index=self._index_pub, models=t.models_pub,
-                        telemetry_time=tele_time, at=now, version=version,
-                        table_epoch=self._epoch_base + self._index_pub_version)
+        pub = Published(snap=snap, index=self._index_pub, telemetry_time=tele_time, at=now,
+                        version=version, table_epoch=self._epoch_base + self._index_pub_version)
         self.current = pub
         return pub
 

@@ -120,9 +120,6 @@ class ScoringService:
         #: Scored pods not assumed, by reason (assume_key).
         self.assume_skipped = dict.fromkeys(ASSUME_SKIPS, 0)
 
-    def ready(self) -> bool:
-        return self.view.synced()
-
     def handle(self, api: str, verb: str,
                serve: Callable[[], tuple[bytes, ScoreResult | None]]) -> bytes | RequestError:
         """One request: ``serve()`` once the sidecar is ready, returning the reply and, for a

@@ -91,7 +91,7 @@ def world(policy: str = "dsan", telemetry: bool = True, budget_s: float = 5.0,
                            wall=lambda: NOW.timestamp() + 5)
     decisions = Decisions(kept)
     service = ScoringService(cache, view, engine, SidecarMetrics(), info, decisions)
-    explainer = Explainer(cache, engine, decisions, service.ready, background, permutations,
+    explainer = Explainer(cache, engine, decisions, view.synced, background, permutations,
                           budget_s)
     return World(cache, view, engine, service, decisions, explainer)
 
