@@ -70,7 +70,7 @@ class ScoreHandler:
         if not pod.name:
             raise RequestError("bad_pod", "ScoreRequest.pod.name is empty")
         spec = self._podspec(pod)
-        # gRPC pods carry no schedulerName: the plugin only asks about its own scheduler's.
+        # No assume_key: a gRPC pod carries no schedulerName to check, unlike the extender's.
         res = self.service.score("grpc", spec, pod.uid or spec.name, candidates(req), 100)
         tail = scorer_pb2.ScoreResponse(
             policy=self.service.policy.version, snapshot_version=res.version,
