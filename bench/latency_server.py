@@ -121,7 +121,7 @@ def main() -> int:
             for _ in range(k):
                 key, names = next(reqs)
                 t0 = time.perf_counter_ns()
-                svc.score("inprocess", spec, key, names, 100, defer=True)
+                svc.score("inprocess", spec, key, names, 100)
                 t1 = time.perf_counter_ns()
                 svc.settle()
                 ns.append(t1 - t0)

@@ -125,7 +125,6 @@ class Allocations:
     def find(self, keys: Iterable[str], name: str, nodes: Iterable[str]) -> Charge | None:
         """The charge of a pod (bound first, then assumed) under one of ``keys``, else the
         one charged to one of ``nodes`` whose requests are named ``name``."""
-        keys = list(keys)
         for key in keys:
             c = self.bound.get(key) or self._assumed.get(key)
             if c is not None:

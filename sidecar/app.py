@@ -86,24 +86,25 @@ class Sidecar:
         self.decisions = Decisions(cfg.decisions_kept, cfg.assume_ttl_s)
         self.service = ScoringService(self.cache, self.view, engine, self.metrics, info,
                                       self.decisions)
-        self.explainer = Explainer(self.cache, engine, self.decisions, self.service.ready,
+        self.explainer = Explainer(self.cache, engine, self.decisions, self.view.synced,
                                    cfg.explain_background, cfg.explain_permutations,
                                    cfg.explain_cpu_budget_s)
+        kube = None if api is None else KubeClusterWriter(api)
+        writer, workloads = writer or kube, workloads or kube
         self.recorder: Recorder | None = None
-        if cfg.record_decisions and (writer is not None or api is not None):
-            self.recorder = Recorder(writer or KubeClusterWriter(api), self.decisions,
-                                     socket.gethostname(), cfg.record_qps, cfg.record_burst,
-                                     cfg.record_queue)
+        if cfg.record_decisions and writer is not None:
+            self.recorder = Recorder(writer, self.decisions, socket.gethostname(),
+                                     cfg.record_qps, cfg.record_burst, cfg.record_queue)
             self.cache.on_bound = self.recorder.offer
             self.metrics.decisions_recorded.counts = self.recorder.recorded
-            self.metrics.record_failures.counts = self.recorder.failures
+            self.metrics.record_failures.counts = self.recorder.counts
         self.shrinker: Shrinker | None = None
-        if cfg.elastic_shrink and (workloads is not None or api is not None):
-            self.shrinker = Shrinker(workloads or KubeClusterWriter(api))
-            self.metrics.elastic_shrinks.counts = self.shrinker.results
+        if cfg.elastic_shrink and workloads is not None:
+            self.shrinker = Shrinker(workloads)
+            self.metrics.elastic_shrinks.counts = self.shrinker.counts
         self.granter: Granter | None = None
-        if cfg.elastic_grant and (workloads is not None or api is not None):
-            self.granter = granter = Granter(workloads or KubeClusterWriter(api))
+        if cfg.elastic_grant and workloads is not None:
+            self.granter = granter = Granter(workloads)
             self.metrics.elastic_grants.counts = granter.counts
 
             def grant(namespace: str, name: str, uid: str, task: str, lo: int, hi: int) -> None:
@@ -136,7 +137,7 @@ class Sidecar:
         extender = ExtenderApp(self.service, self.reclamation)
         self.http = ExtenderServer(
             cfg.bind_address, cfg.http_port, cfg.url_prefix, extender, cfg.max_body_bytes,
-            ready=self.service.ready, metrics_body=self.service.exposition,
+            ready=self.view.synced, metrics_body=self.service.exposition,
             count_error=lambda reason: self.metrics.error("http", reason),
             backlog=cfg.http_backlog, explain=self.explainer.http, preempt=extender.preempt)
         handler = ScoreHandler(self.service, self.reclamation)
@@ -147,7 +148,7 @@ class Sidecar:
         self.metrics_http: ExtenderServer | None = None
         if cfg.metrics_port >= 0:
             self.metrics_http = ExtenderServer(
-                cfg.metrics_address, cfg.metrics_port, "", None, 0, ready=self.service.ready,
+                cfg.metrics_address, cfg.metrics_port, "", None, 0, ready=self.view.synced,
                 metrics_body=self.service.exposition)
         self._stop = threading.Event()
         self._ready = threading.Event()

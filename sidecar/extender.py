@@ -120,8 +120,7 @@ class ExtenderApp:
         def serve() -> tuple[bytes, ScoreResult]:
             pod, spec, names = self._parse(body)
             key = self.service.assume_key(pod_key(pod), _scheduler_name(pod))
-            res = self.service.score("http", spec, key, names, MAX_EXTENDER_PRIORITY,
-                                     defer=True)
+            res = self.service.score("http", spec, key, names, MAX_EXTENDER_PRIORITY)
             return encode_priorities(names, res.scores), res
 
         return _reply(self.service.handle("http", "prioritize", serve))

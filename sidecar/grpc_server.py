@@ -70,8 +70,8 @@ class ScoreHandler:
         if not pod.name:
             raise RequestError("bad_pod", "ScoreRequest.pod.name is empty")
         spec = self._podspec(pod)
-        key = self.service.assume_key(pod.uid or f"{pod.namespace or 'default'}/{pod.name}")
-        res = self.service.score("grpc", spec, key, candidates(req), 100, defer=True)
+        # No assume_key: a gRPC pod carries no schedulerName to check, unlike the extender's.
+        res = self.service.score("grpc", spec, pod.uid or spec.name, candidates(req), 100)
         tail = scorer_pb2.ScoreResponse(
             policy=self.service.policy.version, snapshot_version=res.version,
             fallback_nodes=res.fallback, unknown_nodes=res.unknown,

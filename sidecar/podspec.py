@@ -68,7 +68,7 @@ def _container_requests(c: Any, where: str) -> dict[str, Decimal]:
         req = res.get("limits") or {}  # Kubernetes defaults requests to limits
     if not isinstance(req, Mapping):
         raise PodError(f"{where}.resources.requests: expected an object")
-    return {str(k): parse_quantity(v, f"{where}.resources.requests[{_name(k)}]")
+    return {str(k): parse_quantity(v, f"{where}.resources.requests[{_short(k)}]")
             for k, v in req.items()}
 
 
@@ -90,7 +90,7 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     if isinstance(overhead, Mapping):
         for k, v in overhead.items():
             total[str(k)] = total.get(str(k), Decimal(0)) + parse_quantity(
-                v, f"Pod.spec.overhead[{_name(k)}]")
+                v, f"Pod.spec.overhead[{_short(k)}]")
     return total
 
 
@@ -190,7 +190,7 @@ def podspec_from_parts(name: str, requests: Mapping[str, Any], annotations: Mapp
     alone means N whole GPUs; a ``dsan.io/gpu-milli`` share (resource or annotation, 1..999)
     makes a one-GPU sharing pod, as in openb."""
     req = {
-        str(k): v if isinstance(v, Decimal) else parse_quantity(v, f"requests[{_name(k)}]")
+        str(k): v if isinstance(v, Decimal) else parse_quantity(v, f"requests[{_short(k)}]")
         for k, v in requests.items()
     }
     if priority is None:
@@ -242,8 +242,8 @@ def _annotation(annotations: Mapping[str, Any], key: str) -> str | None:
     raise PodError(f"annotations[{key}]: expected a string, got {_show(v)}")
 
 
-def _name(key: Any) -> str:
-    """A map key as it appears in an error message, cut short."""
+def _short(key: Any) -> str:
+    """A map key (or a repr) as it appears in an error message, cut short."""
     text = str(key)
     return text if len(text) <= 64 else text[:61] + "..."
 
@@ -254,6 +254,5 @@ def _show(value: Any) -> str:
         return f"an integer of {value.bit_length()} bits"
     if isinstance(value, dict | list):
         return f"a JSON {type(value).__name__}"
-    text = repr(value)
-    return text if len(text) <= 64 else text[:61] + "..."
+    return _short(repr(value))
 

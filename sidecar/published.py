@@ -8,6 +8,7 @@ current snapshot so the next request skips the O(n) republish.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import secrets
 from collections.abc import Callable, Mapping
@@ -20,6 +21,9 @@ import numpy.typing as npt
 from dsan.core.snapshot import ClusterSnapshot
 from sidecar.nodetable import NodeTable
 
+#: The columns a charge writes (every published snapshot has them all).
+_CHARGED = ("cpu_used", "mem_used", "pod_count", "ls_pods", "gpu_free")
+
 
 @dataclass(frozen=True, slots=True)
 class Published:
@@ -28,8 +32,6 @@ class Published:
     snap: ClusterSnapshot
     #: node name -> row of ``snap``; shared between publishes while the node set is unchanged.
     index: Mapping[str, int]
-    #: GPU model name -> index into ``snap.gpu_models``.
-    models: Mapping[str, int]
     #: Wall time (epoch s) of each node's newest telemetry window; -inf = never.
     telemetry_time: npt.NDArray[np.float64]
     #: Monotonic time of publication.
@@ -95,9 +97,8 @@ class Publisher:
         # Ages alone do not count: stale telemetry is the fallback's business.
         snap.telemetry_version = t.tele_version + t.static_version
         self._tele_in_snap = self._tele_pub[0]
-        pub = Published(snap=snap, index=self._index_pub, models=t.models_pub,
-                        telemetry_time=tele_time, at=now, version=version,
-                        table_epoch=self._epoch_base + self._index_pub_version)
+        pub = Published(snap=snap, index=self._index_pub, telemetry_time=tele_time, at=now,
+                        version=version, table_epoch=self._epoch_base + self._index_pub_version)
         self.current = pub
         return pub
 
@@ -106,21 +107,12 @@ class Publisher:
         (the caller checked :meth:`is_current` before the writes and holds the scoring lock)."""
         pub = self.current
         assert pub is not None
-        t = self._table
-        snap = pub.snap
-        pairs: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]] = [
-            (snap.cpu_used, t.cpu_used), (snap.mem_used, t.mem_used), (snap.gpu_free, t.gpu_free)]
-        if snap.pod_count is not None:
-            pairs.append((snap.pod_count, t.pod_count))
-        if snap.ls_pods is not None:
-            pairs.append((snap.ls_pods, t.ls_pods))
-        for dst, src in pairs:  # an assumption's one or two rows
+        for col in _CHARGED:  # an assumption's one or two rows
+            dst, src = getattr(pub.snap, col), getattr(self._table, col)
             for r in rows:
                 dst[r] = src[r]
-        snap.version = version
-        self.current = Published(
-            snap=snap, index=pub.index, models=pub.models, telemetry_time=pub.telemetry_time,
-            at=pub.at, version=version, table_epoch=pub.table_epoch)
+        pub.snap.version = version
+        self.current = dataclasses.replace(pub, version=version)
 
     def _ages(self, tele_time: npt.NDArray[np.float64],
               out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:

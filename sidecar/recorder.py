@@ -285,9 +285,8 @@ class Recorder(QueueWriter[Binding]):
         self._decisions = decisions
         self._instance = instance
         self._bucket = TokenBucket(qps, burst)
-        #: Writes made, by :data:`WRITES`; failures, by :data:`FAILURES`.
+        #: Writes made, by :data:`WRITES` (failures: ``counts``, by :data:`FAILURES`).
         self.recorded = dict.fromkeys(WRITES, 0)
-        self.failures = self.counts
 
     def offer(self, namespace: str, name: str, uid: str, node: str) -> None:
         """The cache's ``on_bound``: queued, or dropped and counted when full."""

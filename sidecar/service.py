@@ -120,9 +120,6 @@ class ScoringService:
         #: Scored pods not assumed, by reason (assume_key).
         self.assume_skipped = dict.fromkeys(ASSUME_SKIPS, 0)
 
-    def ready(self) -> bool:
-        return self.view.synced()
-
     def handle(self, api: str, verb: str,
                serve: Callable[[], tuple[bytes, ScoreResult | None]]) -> bytes | RequestError:
         """One request: ``serve()`` once the sidecar is ready, returning the reply and, for a
@@ -153,10 +150,9 @@ class ScoringService:
                                    time.perf_counter() - t0, len(res.scores)))
         return out
 
-    def assume_key(self, key: str, scheduler_name: str | None = None) -> str:
-        """``key``, or "" (counted) if the request names another scheduler (None: gRPC,
-        whose pods carry none)."""
-        if scheduler_name is not None and scheduler_name != self.cache.scheduler_name:
+    def assume_key(self, key: str, scheduler_name: str) -> str:
+        """``key``, or "" (counted) if the request names another scheduler."""
+        if scheduler_name != self.cache.scheduler_name:
             self.assume_skipped["other_scheduler"] += 1
             return ""
         return key
@@ -172,15 +168,15 @@ class ScoringService:
             self.metrics.decided(d.winner)
 
     def score(self, api: str, spec: PodSpec, key: str, names: Sequence[str] | NodeRows,
-              max_score: int, defer: bool = False) -> ScoreResult:
-        """Score one pod's candidates and charge the pod to the winner until it binds
-        (with ``defer``, in :meth:`settle`); ``key`` "" assumes nothing."""
+              max_score: int) -> ScoreResult:
+        """Score one pod's candidates and charge the pod to the winner until it binds (in
+        :meth:`settle`, after the reply); ``key`` "" assumes nothing."""
         if not names:
             raise RequestError("bad_request", "no candidate node names in the request")
         ours = bool(key) and self.cache.may_assume(key)
         try:
             res = self.engine.score(spec, names, max_score=max_score,
-                                    assume=key if ours else "", defer=defer)
+                                    assume=key if ours else "", defer=True)
         except NoKnownNodes as exc:
             raise RequestError("unknown_nodes", str(exc)) from None
         except StaleNodeTable as exc:

@@ -95,8 +95,6 @@ class Shrinker(_CountWriter):
     def __init__(self, writer: WorkloadWriter, maxsize: int = 1000) -> None:
         super().__init__(writer, "elastic-shrink", maxsize, RESULTS,
                          "elastic shrink not written", ("ok", "at_minimum"))
-        #: How shrinks ended, by :data:`RESULTS` (read by the metrics at scrape time).
-        self.results = self.counts
 
     def offer(self, namespace: str, owner: str, members: int) -> None:
         self._offer((namespace, owner, members), f"{namespace}/{owner} not shrunk by {members}")

@@ -36,12 +36,9 @@ class PodRecord:
     """One bound pod as the informer last showed it."""
 
     namespace: str
-    name: str
     node: str
-    priority: int
-    #: GPUs held (a shared GPU as its fraction) and cores requested.
-    gpus: float
-    cores: float
+    #: What the cache charged it with.
+    spec: PodSpec
     #: ``status.startTime`` as the API wrote it (RFC 3339), or "" before the pod started.
     start: str
     #: The values of :data:`_KEYS` that are strings, raw.
@@ -55,9 +52,10 @@ class PodRecord:
         start = parse_start(self.start)
         start = now if start is None else min(start, now)
         lost = parse_lost_seconds(ann.get(ANNOTATION_LOST_SECONDS))
-        return Victim(priority=self.priority,
+        spec = self.spec  # a shared GPU counts as its fraction
+        return Victim(priority=spec.priority,
                       task_type=parse_task_type(ann.get(ANNOTATION_TASK_TYPE)),
-                      gpus=self.gpus, cores=self.cores,
+                      gpus=spec.num_gpu * spec.gpu_milli / 1000.0, cores=spec.cpu_milli / 1000.0,
                       lost_s=now - start if lost is None else lost,
                       elastic=parse_elastic(ann.get(ANNOTATION_ELASTIC)), start=start)
 
@@ -89,7 +87,5 @@ def record(pod: Mapping[str, Any], node: str, spec: PodSpec) -> PodRecord:
                  if isinstance(ann, Mapping) and isinstance(v := ann.get(k), str))
     status = pod.get("status")
     start = status.get("startTime") if isinstance(status, Mapping) else None
-    return PodRecord(namespace=str(meta.get("namespace", "default")),
-                     name=str(meta.get("name", "")), node=node, priority=spec.priority,
-                     gpus=spec.num_gpu * spec.gpu_milli / 1000.0, cores=spec.cpu_milli / 1000.0,
+    return PodRecord(namespace=str(meta.get("namespace", "default")), node=node, spec=spec,
                      start=start if isinstance(start, str) else "", annotations=kept)

@@ -61,7 +61,7 @@ class World:
         obj = self.pods[name]
         spec = podspec_from_pod(obj, self.cache.models)
         key = self.service.assume_key(pod_key(obj), "dsan-scheduler")
-        res = self.service.score("http", spec, key, names or NAMES, 10, defer=True)
+        res = self.service.score("http", spec, key, names or NAMES, 10)
         self.service.settle()  # the reply left
         return res
 
@@ -91,7 +91,7 @@ def world(policy: str = "dsan", telemetry: bool = True, budget_s: float = 5.0,
                            wall=lambda: NOW.timestamp() + 5)
     decisions = Decisions(kept)
     service = ScoringService(cache, view, engine, SidecarMetrics(), info, decisions)
-    explainer = Explainer(cache, engine, decisions, service.ready, background, permutations,
+    explainer = Explainer(cache, engine, decisions, view.synced, background, permutations,
                           budget_s)
     return World(cache, view, engine, service, decisions, explainer)
 

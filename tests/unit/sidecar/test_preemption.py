@@ -223,7 +223,7 @@ def test_evicting_elastic_members_shrinks_their_owner_once() -> None:
     finally:
         shrinker.stop()
     assert owner["metadata"]["annotations"][t.ANNOTATION_DESIRED_MEMBERS] == "2"
-    assert len(fake.patches) == 1 and shrinker.results["ok"] == 1
+    assert len(fake.patches) == 1 and shrinker.counts["ok"] == 1
 
 
 @pytest.mark.parametrize(("body", "reason", "words"), [

@@ -253,8 +253,8 @@ def test_a_full_queue_drops_and_counts_without_blocking_the_informer() -> None:
     finally:
         release.set()
         rec.stop()
-    assert rec.failures["dropped"] >= 3
-    assert len(writer.events) + rec.failures["dropped"] == 6
+    assert rec.counts["dropped"] >= 3
+    assert len(writer.events) + rec.counts["dropped"] == 6
 
 
 def test_failures_are_counted_and_logged_once_per_reason(caplog: pytest.LogCaptureFixture
@@ -270,7 +270,7 @@ def test_failures_are_counted_and_logged_once_per_reason(caplog: pytest.LogCaptu
             assert idle(rec, 5)
     finally:
         rec.stop()
-    assert rec.failures["forbidden"] == 3 and rec.recorded == {"event": 0, "annotation": 3}
+    assert rec.counts["forbidden"] == 3 and rec.recorded == {"event": 0, "annotation": 3}
     assert len([r for r in caplog.records if "forbidden" in r.getMessage()]) == 1
 
 

@@ -64,7 +64,7 @@ def test_a_concurrent_change_is_read_again_and_applied_on_top() -> None:
         t.ANNOTATION_DESIRED_MEMBERS] == "4"  # 4 -> 5 by the other writer, -> 4 by us
     fake.races = 5
     s = Shrinker(fake)
-    assert s.shrink("ns", "driver", 1) == "conflict" and s.results["conflict"] == 1
+    assert s.shrink("ns", "driver", 1) == "conflict" and s.counts["conflict"] == 1
 
 
 def test_failures_are_counted_by_reason_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -75,7 +75,7 @@ def test_failures_are_counted_by_reason_and_logged_once(caplog: pytest.LogCaptur
         assert s.shrink("ns", "driver", 1) == "forbidden"
         assert s.shrink("ns", "driver", 1) == "forbidden"
         assert s.shrink("ns", "gone", 1) == "not_found"
-    assert s.results["forbidden"] == 2 and s.results["not_found"] == 1
+    assert s.counts["forbidden"] == 2 and s.counts["not_found"] == 1
     assert len(caplog.records) == 2
 
 
@@ -83,7 +83,7 @@ def test_a_full_queue_drops_and_counts() -> None:
     s = Shrinker(FakeWorkloads(), maxsize=1)
     s.offer("ns", "a", 1)
     s.offer("ns", "b", 1)
-    assert s.results["dropped"] == 1
+    assert s.counts["dropped"] == 1
 
 
 @pytest.mark.parametrize(("ann", "result"), [
