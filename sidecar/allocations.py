@@ -46,8 +46,9 @@ class Allocations:
                  clock: Callable[[], float], ended: dict[str, int]) -> None:
         self._table = table
         self._ttl, self._maxsize, self._clock = ttl, maxsize, clock
-        #: Rows written since the caller last cleared it.
-        self.touched: list[int] = []
+        #: Rows written since the caller last cleared it; a set, so informer charges between
+        #: two assumptions (the only clearer) stay bounded by the node count.
+        self.touched: set[int] = set()
         #: How assumptions ended, by :data:`ENDINGS`.
         self._ended = ended
         #: Bound pods by key (namespace/name).
@@ -62,7 +63,7 @@ class Allocations:
         return len(self._assumed)
 
     def _charge(self, i: int, c: Charge) -> None:
-        self.touched.append(i)
+        self.touched.add(i)
         spec = c.spec
         c.gpus = charge_row(self._table.charge_columns, i, spec.cpu_milli, spec.mem_mib,
                             spec.num_gpu, spec.gpu_milli,
@@ -73,7 +74,7 @@ class Allocations:
         i = t.index.get(c.node)
         if i is None:
             return
-        self.touched.append(i)
+        self.touched.add(i)
         spec = c.spec
         uncharge_row(t.charge_columns, i, spec.cpu_milli, spec.mem_mib, spec.gpu_milli, c.gpus,
                      spec.task_type in LATENCY_SENSITIVE_INDICES)

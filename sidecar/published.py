@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +102,7 @@ class Publisher:
         self.current = pub
         return pub
 
-    def patch(self, rows: list[int], version: int) -> None:
+    def patch(self, rows: Iterable[int], version: int) -> None:
         """Copy the allocation columns of ``rows`` into the current snapshot, as ``version``
         (the caller checked :meth:`is_current` before the writes and holds the scoring lock)."""
         pub = self.current

@@ -303,6 +303,17 @@ def test_an_assumption_is_patched_into_the_published_snapshot() -> None:
     np.testing.assert_array_equal(d.snap.cpu_used, cache._table.cpu_used[:4])
 
 
+def test_informer_churn_without_assumptions_keeps_the_touched_rows_bounded() -> None:
+    """Only an assumption clears the rows an assumption must patch; a sidecar whose scheduler
+    rarely assumes still hears every bind and delete, so the record must not grow per event."""
+    cache, _ = make(3)
+    for k in range(500):
+        pod = ko.pod(f"p{k}", cpu="1", node_name=f"n{k % 3}", phase="Running")
+        cache.upsert_pod(pod)
+        cache.delete_pod(pod)
+    assert len(cache._alloc.touched) <= 3
+
+
 def test_telemetry_ages_move_on_a_coarse_clock_and_never_go_negative() -> None:
     cache, clock = make(2, snapshot_max_age_s=1.0)
     clock.t = 1000.3
