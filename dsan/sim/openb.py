@@ -88,7 +88,7 @@ class PodTrace:
         pos = {m: i for i, m in enumerate(gpu_models)}
         return [PodSpec(name=name, cpu_milli=float(self.cpu_milli[i]),
                         mem_mib=float(self.memory_mib[i]), num_gpu=int(self.num_gpu[i]),
-                        gpu_milli=int(self.gpu_milli[i]) if self.num_gpu[i] > 0 else 0,
+                        gpu_milli=int(self.gpu_milli[i]),
                         gpu_models=tuple(sorted(pos[m] for m in self.gpu_spec[i])))
                 for i, name in enumerate(self.names)]
 
