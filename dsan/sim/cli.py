@@ -182,7 +182,7 @@ def _one(job: tuple[ScenarioConfig, str, int, bool, float | None]) -> dict[str, 
     return run_policy(cfg, policy, seed, burst=burst, hours=hours)
 
 
-def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> Path:
+def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -204,7 +204,6 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> Pa
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return path
 
 
 def _scenario(args: argparse.Namespace) -> int:
