@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from dsan.policies.registry import POLICY_NAMES, PUBLISHED_POLICIES, make_scorer
 from dsan.sim import paths
 from dsan.sim.matrix import expand, run_matrix, write_reports
-from dsan.sim.openb import TraceError, load_nodes, load_pods
+from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
 from dsan.sim.scenario.config import ScenarioConfig, load
 from dsan.sim.scenario.runner import aggregate, run_policy
@@ -123,7 +122,7 @@ def _pod_path(arg: str) -> Path:
 def _openb(args: argparse.Namespace) -> int:
     try:
         return _openb_run(args)
-    except (TraceError, paths.TracesNotFound, ValueError) as exc:
+    except (paths.TracesNotFound, ValueError) as exc:  # a TraceError is a ValueError
         print(f"dsan sim openb: error: {exc}", file=sys.stderr)
         return 2
 
@@ -156,7 +155,7 @@ def _openb_run(args: argparse.Namespace) -> int:
     for p in pods:
         load_pods(p, known)
     out = args.out or Path("out") / "openb"
-    results = run_matrix(expand(base, pods, policies, seeds), jobs=args.jobs)
+    results = run_matrix(run_openb, expand(base, pods, policies, seeds), args.jobs, "openb")
     try:
         published = paths.published("derived_summary_by_policy.csv")
     except paths.TracesNotFound:
@@ -183,22 +182,7 @@ def _one(job: tuple[ScenarioConfig, str, int, bool, float | None]) -> dict[str, 
     return run_policy(cfg, policy, seed, burst=burst, hours=hours)
 
 
-def run_scenarios(cfg: ScenarioConfig, policies: list[str], seeds: list[int], burst: bool,
-                  hours: float, jobs: int = 1) -> dict[str, list[dict[str, Any]]]:
-    """Every (policy, seed) run in ``jobs`` processes, with a tqdm bar of runs on stderr."""
-    from tqdm import tqdm
-
-    todo = [(cfg, p, s, burst, hours) for p in policies for s in seeds]
-    results: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        runs = pool.map(_one, todo) if jobs > 1 else map(_one, todo)
-        for r in tqdm(runs, total=len(todo), unit="run", file=sys.stderr,
-                      desc="burst" if burst else "seed-table1"):
-            results[r["policy"]].append(r)
-    return results
-
-
-def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> Path:
+def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -220,7 +204,6 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> Pa
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return path
 
 
 def _scenario(args: argparse.Namespace) -> int:
@@ -238,7 +221,10 @@ def _scenario(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"dsan sim {args.scenario_cmd}: {exc}", file=sys.stderr)
         return 2
-    results = run_scenarios(cfg, policies, seeds, args.burst, hours, args.jobs)
+    todo = [(cfg, p, s, args.burst, hours) for p in policies for s in seeds]
+    results: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
+    for r in run_matrix(_one, todo, args.jobs, args.scenario_cmd):
+        results[r["policy"]].append(r)
     table: dict[str, Any] = {}
     for p, runs in results.items():
         if len(runs) == 1:

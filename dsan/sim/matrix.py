@@ -7,27 +7,30 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from dsan.policies.registry import PUBLISHED_LABELS, PUBLISHED_POLICIES
-from dsan.sim.protocol import CURVE_MAX, OpenbConfig, run_openb
+from dsan.sim.protocol import CURVE_MAX, OpenbConfig
 
 Result = dict[str, Any]
+T = TypeVar("T")
 
 
-def run_matrix(configs: Sequence[OpenbConfig], jobs: int = 2) -> list[Result]:
-    """Run every config; ``jobs`` worker processes (1 = in this process)."""
+def run_matrix(run: Callable[[T], Result], items: Sequence[T], jobs: int, desc: str
+               ) -> list[Result]:
+    """``run`` over every item in ``jobs`` worker processes (1: in this one), with a tqdm bar
+    of runs on stderr (openb runs, and the scenario CLI's policy x seed runs)."""
     from tqdm import tqdm
 
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        runs = pool.map(run_openb, configs) if jobs > 1 else map(run_openb, configs)
-        return list(tqdm(runs, total=len(configs), unit="run", desc="openb"))
+        runs = pool.map(run, items) if jobs > 1 else map(run, items)
+        return list(tqdm(runs, total=len(items), unit="run", desc=desc))
 
 
 def expand(base: OpenbConfig, pods: Iterable[Path], policies: Iterable[str],

@@ -21,17 +21,8 @@ NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
 
-class TraceError(ValueError):
+class TraceError(InputFileError):
     """A trace file that cannot be used; the message names file, line and column."""
-
-    def __init__(self, path: Path | str, message: str, line: int | None = None,
-                 column: str | None = None):
-        where = str(path)
-        if line is not None:
-            where += f", line {line}"
-        if column is not None:
-            where += f", column {column!r}"
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass(frozen=True)
@@ -88,17 +79,13 @@ class PodTrace:
         pos = {m: i for i, m in enumerate(gpu_models)}
         return [PodSpec(name=name, cpu_milli=float(self.cpu_milli[i]),
                         mem_mib=float(self.memory_mib[i]), num_gpu=int(self.num_gpu[i]),
-                        gpu_milli=int(self.gpu_milli[i]) if self.num_gpu[i] > 0 else 0,
+                        gpu_milli=int(self.gpu_milli[i]),
                         gpu_models=tuple(sorted(pos[m] for m in self.gpu_spec[i])))
                 for i, name in enumerate(self.names)]
 
 
 def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    try:
-        text = read_text(path)
-    except InputFileError as exc:
-        raise TraceError(path, exc.message, exc.line) from None
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(read_text(path, TraceError), newline=""))
     try:
         header = next(reader)
     except StopIteration:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-OPENB_CSV = Path("alibaba-gpu-v2023-openb") / "csv"
-PUBLISHED = Path("fgd-atc23-published-results")
 DEFAULT_NODES = "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = "openb_pod_list_default.csv"
 
@@ -33,8 +31,8 @@ def traces_root() -> Path:
 
 
 def openb_csv(name: str) -> Path:
-    return traces_root() / OPENB_CSV / name
+    return traces_root() / "alibaba-gpu-v2023-openb" / "csv" / name
 
 
 def published(name: str) -> Path:
-    return traces_root() / PUBLISHED / name
+    return traces_root() / "fgd-atc23-published-results" / name

@@ -7,7 +7,6 @@ the published numbers far better than FGD's lowest-name rule (docs/results/openb
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ import numpy.typing as npt
 from dsan.core.snapshot import ClusterSnapshot
 from dsan.features.frag import FragTracker
 from dsan.features.target import TargetWorkload
-from dsan.policies.base import Scorer
 from dsan.policies.registry import POLICY_NAMES, make_scorer
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.scheduler import name_rank, schedule_one
@@ -96,10 +94,9 @@ def discrete_curve(arrived_pct: npt.NDArray[np.float64], values: npt.NDArray[np.
                         np.where(near_c > 0, near_s / near_c, np.nan))
 
 
-def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None,
-              make: Callable[[TargetWorkload], Scorer] | None = None) -> dict[str, Any]:
-    """Run the protocol once; returns the JSON-ready result. ``make(target_workload)``, when
-    given, builds the scorer instead of ``cfg.policy`` (for unregistered candidate policies)."""
+def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None
+              ) -> dict[str, Any]:
+    """Run the protocol once; returns the JSON-ready result."""
     t0 = time.perf_counter()
     nodes = nodes if nodes is not None else load_nodes(cfg.nodes)
     pods = pods if pods is not None else load_pods(cfg.pods, nodes.gpu_models)
@@ -113,8 +110,7 @@ def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace |
         raise ValueError(f"{cfg.nodes}: the node list has no GPUs")
     req = pods.gpu_request_milli()
     order = tuned_order(req, capacity, cfg.tune, rng)
-    scorer = make(target) if make else make_scorer(cfg.policy, seed=cfg.seed,
-                                                   target_workload=target)
+    scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target)
     tracker = FragTracker(snap, target)
     tie_rank = tie_ranks(cfg.tie_break, snap)
 

@@ -41,11 +41,10 @@ def build_cluster(cfg: ClusterConfig, telemetry_len: int) -> ClusterSnapshot:
     n = len(names)
     per_rack = math.ceil(n / cfg.racks)
     rack = np.empty(n, dtype=np.int32)
-    n_domains = domain
     gpu_racks = min(2, cfg.racks)
     filled = np.zeros(cfg.racks, dtype=np.int64)
     for i in range(n_gpu_nodes):
-        r = min(gpu_racks - 1, nvlink[i] * gpu_racks // max(n_domains, 1))
+        r = min(gpu_racks - 1, nvlink[i] * gpu_racks // max(domain, 1))
         rack[i] = r
         filled[r] += 1
     r = 0

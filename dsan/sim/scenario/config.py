@@ -375,8 +375,7 @@ def load(name_or_path: str, settings: Sequence[str] = ()) -> ScenarioConfig:
         try:
             text = read_text(path)
         except InputFileError as exc:
-            line = "" if exc.line is None else f", line {exc.line}"
-            raise ValueError(f"scenario file {path}{line}: {exc.message}") from None
+            raise ValueError(f"scenario file {exc}") from None
         where = str(path)
     else:
         res = resources.files("dsan").joinpath("scenarios", f"{name_or_path}.yaml")

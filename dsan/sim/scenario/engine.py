@@ -17,7 +17,7 @@ from dsan.sim.scenario import preemption
 from dsan.sim.scenario.metrics import billed_seconds, p99, queued_mean_wait, utilization
 from dsan.sim.scenario.progress import ProgressMixin
 from dsan.sim.scenario.scheduling import SchedulingMixin
-from dsan.sim.scenario.state import ARRIVE, READY, RUNNING, STARTING, WAKE, WINDOW, Decision
+from dsan.sim.scenario.state import ARRIVE, READY, RUNNING, STARTING, WINDOW, Decision
 from dsan.sim.scenario.workload import BATCH, BE, KIND_NAMES, TRAIN, WEB
 
 #: Version 3's P99 task latency is over these classes' jobs; best effort is reported apart.
@@ -135,8 +135,6 @@ class Engine(SchedulingMixin, ProgressMixin):
         elif kind == READY:
             if self.pod_epoch[a] == b and self.pod_state[a] == STARTING:
                 self._ready(a)
-        elif kind == WAKE:
-            pass  # the rates are recomputed after every event batch
         elif kind == WINDOW:
             self._window()
             nxt = self.now + self.cfg.metrics.web_window_s
@@ -276,17 +274,10 @@ class Engine(SchedulingMixin, ProgressMixin):
         ends = submit[idx] + np.array([j.stage_work[0] for j in jobs])
         # Offered peak: the most GPU share the burst holds at once at speed 1, no waiting.
         edges = sorted([(float(t), float(g)) for t, g in zip(submit[idx], share, strict=True)]
-                       + [(float(t), -float(g)) for t, g in zip(ends, share, strict=True)],
-                       key=lambda e: (e[0], e[1]))
-        level = peak = 0.0
-        for _, g in edges:
-            level += g
-            peak = max(peak, level)
+                       + [(float(t), -float(g)) for t, g in zip(ends, share, strict=True)])
+        peak = float(np.cumsum([g for _, g in edges]).max(initial=0.0))
         return {
-            "jobs": len(jobs),
-            "jobs_started": int((~np.isnan(self.job_start[idx])).sum()),
-            "queued_jobs": int((w > thr).sum()),
-            "mean_job_wait_s": float(w.mean()) if w.size else 0.0,
+            **self._burst_jobs(w, ~np.isnan(self.job_start[idx])),
             "mean_wait_queued_s": queued_mean_wait(w, thr),
             "gpu_milli_requested": float(share.sum()),
             "peak_gpu_milli_offered": peak,
@@ -309,17 +300,17 @@ class Engine(SchedulingMixin, ProgressMixin):
         causes = (("queued", queued), ("boot", boot), ("pull", pull), ("start", start))
         return {k: int((tail & m).sum()) for k, m in causes}
 
-    def _burst_summary(self) -> dict[str, float]:
+    def _burst_summary(self) -> dict[str, object]:
         """Job-level view of the burst: a gang binds at once, so its wait is its first pod's."""
         jobs = [j for j in self.wl.jobs if j.burst]
         first = np.array([self.pod_bind[j.pods[0]] for j in jobs])
-        submit = np.array([j.submit for j in jobs])
-        wait = np.where(np.isnan(first), self.horizon, first) - submit
+        wait = np.where(np.isnan(first), self.horizon, first) - np.array([j.submit for j in jobs])
+        return {**self._burst_jobs(wait, ~np.isnan(first)),
+                "gpus_requested": int(sum(len(j.pods) for j in jobs))}
+
+    def _burst_jobs(self, wait: np.ndarray, started: np.ndarray) -> dict[str, object]:
+        """What both versions report of the burst's jobs, from each one's wait and start."""
         thr = self.cfg.metrics.queue_threshold_s
-        return {
-            "jobs": len(jobs),
-            "jobs_started": int((~np.isnan(first)).sum()),
-            "queued_jobs": int((wait > thr).sum()),
-            "mean_job_wait_s": float(wait.mean()),
-            "gpus_requested": int(sum(len(j.pods) for j in jobs)),
-        }
+        return {"jobs": int(wait.size), "jobs_started": int(started.sum()),
+                "queued_jobs": int((wait > thr).sum()),
+                "mean_job_wait_s": float(wait.mean()) if wait.size else 0.0}

@@ -147,11 +147,8 @@ def plan(pods: list[PodSpec], snap: ClusterSnapshot, bound: Bound,
             counts = np.bincount(bn, minlength=n)[cands]
             # In node order, so that a reclaimer's "first candidate" is the lowest node.
             cands = np.sort(cands[np.argsort(counts, kind="stable")[:MAX_CANDIDATES]])
-            sets: list[tuple[int, list[int]]] = []
-            for c in cands:
-                vs = _greedy(pod, int(c), idx[bn == c], bound, cpu_free, mem_free, gpu_free)
-                if vs is not None:
-                    sets.append((int(c), vs))
+            sets = [(int(c), vs) for c in cands if (vs := _greedy(
+                pod, int(c), idx[bn == c], bound, cpu_free, mem_free, gpu_free)) is not None]
             offered = [Candidate(c, tuple(bound.victim(v) for v in vs)) for c, vs in sets]
             pick = reclaimer.choose(prio, offered)
             if pick is None:

@@ -21,7 +21,7 @@ from dsan.sim.scenario.overprovision import PlaceholderPool
 from dsan.sim.scenario.preemption import SimulatorDefault
 from dsan.sim.scenario.workload import BATCH, WEB, Workload, generate
 
-ARRIVE, READY, WINDOW, WAKE = 0, 1, 2, 3  # WAKE: a paused (resizing) job resumes
+ARRIVE, READY, WINDOW, WAKE = 0, 1, 2, 3  # WAKE: no handler; it wakes the loop to recompute rates
 PENDING, STARTING, RUNNING, DONE = 1, 2, 3, 4  # 0: not submitted yet
 EPS = 1e-6
 

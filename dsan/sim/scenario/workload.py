@@ -73,33 +73,28 @@ class WorkloadBuilder:
     def __init__(self, cfg: ScenarioConfig) -> None:
         self.cfg = cfg
         self.hours = cfg.warmup_h + cfg.hours  # arrivals cover the warm-up too
-        self.jobs: list[Job] = []
-        self.pods: list[PodSpec] = []
-        self.pod_job: list[int] = []
-        self.cpu_use: list[float] = []
-        self.gpu_act: list[float] = []
-        self.reclaim: list[bool] = []
+        self.wl = Workload([], [], [], [], [], [], cfg.web.services)
 
     def pod(self, job: Job, spec: PodSpec, cpu_use: float, gpu_act: float, reclaim: bool) -> None:
         """Add ``spec`` to ``job``; a pod past the job's ``base`` (its minimum) is elastic:
         evicting it shrinks the job (best effort has no minimum to shrink to)."""
         if job.kind != BE and job.base and len(job.pods) >= job.base and not spec.elastic:
             spec = replace(spec, elastic=True)
-        job.pods.append(len(self.pods))
-        self.pods.append(spec)
-        self.pod_job.append(job.id)
-        self.cpu_use.append(cpu_use)
-        self.gpu_act.append(gpu_act)
-        self.reclaim.append(reclaim)
+        wl = self.wl
+        job.pods.append(len(wl.pods))
+        wl.pods.append(spec)
+        wl.pod_job.append(job.id)
+        wl.pod_cpu_use.append(cpu_use)
+        wl.pod_gpu_act.append(gpu_act)
+        wl.pod_reclaimable.append(reclaim)
 
     def job(self, kind: int, submit: float, work: list[float], **kw: object) -> Job:
-        j = Job(id=len(self.jobs), kind=kind, submit=submit, pods=[], stage_work=work, **kw)  # type: ignore[arg-type]
-        self.jobs.append(j)
+        j = Job(id=len(self.wl.jobs), kind=kind, submit=submit, pods=[], stage_work=work, **kw)  # type: ignore[arg-type]
+        self.wl.jobs.append(j)
         return j
 
     def build(self) -> Workload:
-        return Workload(self.jobs, self.pods, self.pod_job, self.cpu_use, self.gpu_act,
-                        self.reclaim, self.cfg.web.services)
+        return self.wl
 
     def training(self, rng: np.random.Generator, times: np.ndarray, burst: bool) -> None:
         t = self.cfg.training

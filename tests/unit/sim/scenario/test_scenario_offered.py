@@ -28,7 +28,7 @@ def test_training_moment_matches_the_generator() -> None:
     cfg = load("seed-table1")
     b = WorkloadBuilder(cfg)
     b.training(np.random.default_rng(7), np.zeros(6000), False)
-    gd = np.array([len(j.pods) * j.stage_work[0] for j in b.jobs if j.kind == TRAIN])
+    gd = np.array([len(j.pods) * j.stage_work[0] for j in b.build().jobs if j.kind == TRAIN])
     exd, f = training_moments(cfg.training)
     se = gd.std() / np.sqrt(gd.size)
     assert abs(gd.mean() - exd) < 4 * se
