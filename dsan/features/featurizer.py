@@ -36,7 +36,6 @@ import numpy.typing as npt
 
 from dsan.api.types import TASK_TYPES
 from dsan.core.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
-from dsan.features.frag import node_frag
 from dsan.features.schema import (
     CPU_SCALE,
     DEFAULT_T,
@@ -95,20 +94,17 @@ def cluster_cpu_bound(snap: ClusterSnapshot) -> bool:
             and cpu_used * gpu_cap > CPU_BOUND_RATIO * gpu_used * cpu_cap)
 
 
-def takes_cpu_only(pod: PodSpec) -> bool:
-    """featurize's pod_is_cpu_only: no GPU or no GPU share asked."""
-    return pod.num_gpu == 0 or pod.gpu_milli <= 0
-
-
 def takes_whole_gpus(pod: PodSpec) -> bool:
     """A GPU pod that does not share a GPU."""
     return pod.num_gpu > 0 and pod.gpu_milli >= 1000
 
 
 def cpu_bound_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
-    """1.0 for a CPU-only pod in a :func:`cluster_cpu_bound` cluster, else 0.0: the factor of
-    ``cpu_bound_cpu_per_gpu``. The cluster sums are taken only for CPU-only pods."""
-    return 1.0 if takes_cpu_only(pod) and cluster_cpu_bound(snap) else 0.0
+    """1.0 for a CPU-only pod (featurize's ``pod_is_cpu_only``: no GPU or no GPU share asked)
+    in a :func:`cluster_cpu_bound` cluster, else 0.0: the factor of ``cpu_bound_cpu_per_gpu``.
+    The cluster sums are taken only for CPU-only pods."""
+    cpu_only = pod.num_gpu == 0 or pod.gpu_milli <= 0
+    return 1.0 if cpu_only and cluster_cpu_bound(snap) else 0.0
 
 
 def room_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
@@ -123,15 +119,6 @@ def default_workload() -> TargetWorkload:
     """openb ``default``'s target workload:
     :meth:`dsan.features.target.TargetWorkload.default` (embedded table), built once."""
     return TargetWorkload.default()
-
-
-def fragmentation(
-    snap: ClusterSnapshot, nodes: npt.NDArray[np.int64], workload: TargetWorkload | None = None
-) -> F64:
-    """FGD's expected GPU fragmentation (GPU milli) of each node in ``nodes``."""
-    w = workload or default_workload()
-    acc = w.access(snap)[:, nodes]
-    return node_frag(snap.cpu_cap[nodes] - snap.cpu_used[nodes], snap.gpu_free[nodes], acc, w)
 
 
 def _frac(num: F64, den: F64) -> F64:
