@@ -158,12 +158,8 @@ def node_block(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F32:
     c.append(_group_size(snap.zone, nodes) / 1024)
     price = np.ones(m) if snap.hourly_cost is None else snap.hourly_cost[nodes]
     c.append(price / (1.0 + price))
-    taints = np.zeros(m) if snap.taint_mask is None else snap.taint_mask[nodes]
-    c.append(
-        np.array([bin(int(t)).count("1") for t in taints], dtype=np.float64) / 8
-        if snap.taint_mask is not None and taints.any()
-        else np.zeros(m)
-    )
+    taints = np.zeros(m, np.int64) if snap.taint_mask is None else snap.taint_mask[nodes]
+    c.append(np.bitwise_count(taints) / 8)
     c.append(_frac(snap.cpu_cap[nodes], cnt) / CPU_SCALE)
     c.append(_frac(snap.mem_cap[nodes], cnt) / MEM_SCALE)
     imgs = np.zeros(m) if snap.images is None else np.array([len(snap.images[i]) for i in nodes])
