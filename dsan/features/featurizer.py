@@ -321,7 +321,7 @@ def _columns(
     single = len(nd) == 1
     s = min(TOP_SHAPES, len(w.freq))
     blks, pls, accs, cols, frees = [], [], [], [], []
-    ext = np.empty((4, int(sizes.sum())))  # images, pod count, model allowed, price
+    ext = np.empty((3, int(sizes.sum())))  # images, pod count, price
     pod_vals = []
     # shape1_room_gpu_bound's and cpu_bound_cpu_per_gpu's per-decision factors: cluster-wide,
     # so one number per decision
@@ -374,12 +374,7 @@ def _columns(
             else np.array([pod.image in snap.images[j] for j in idx], dtype=np.float64)
         )
         e[1] = 0.0 if snap.pod_count is None else snap.pod_count[idx] / 64
-        e[2] = (
-            np.isin(snap.gpu_model[idx], np.asarray(pod.gpu_models, dtype=np.int32))
-            if pod.gpu_models
-            else 1.0
-        )
-        e[3] = 1.0 if snap.hourly_cost is None else snap.hourly_cost[idx]
+        e[2] = 1.0 if snap.hourly_cost is None else snap.hourly_cost[idx]
         at += m
         pod_vals.append(pod_values(pod))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
@@ -465,7 +460,7 @@ def _columns(
     r[i + 29] = (gfree > 0) & (gfree < caps[2])
     room_row = i + 30  # shape1_room_gpu_bound, filled once the shape columns are
     share = np.maximum(of_node[0], of_node[2])
-    cost = ext[3] * share
+    cost = ext[2] * share
     v = np.empty((7, m))
     v[0], v[1], v[2], v[3], v[4], v[5], v[6] = delta, bestfit, least, dot, cost, fgd_int, bestfit
     r[i + 31 : i + 37] = 0.0  # relative: relative_columns (featurize_batch)
