@@ -23,9 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
-from dsan.features.frag import fgd_select_gpus, node_frag
+from dsan.features.frag import fgd_score, fgd_select_gpus, node_frag
 from dsan.features.target import TargetWorkload
-from dsan.policies.base import MAX_NODE_SCORE, Scorer
+from dsan.policies.base import Scorer
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
 
@@ -95,14 +95,14 @@ class FGDScorer(Scorer):
             after = free[row] - pod.gpu_milli * _EYE[gpu]  # (v, G)
             frag = node_frag(cpu_after[row], after, access[:, row], self.target)
             score = np.full((len(free), MAX_GPUS), -1.0)
-            score[row, gpu] = np.floor(_sigmoid((before[row] - frag) / 1000.0) * MAX_NODE_SCORE)
+            score[row, gpu] = fgd_score(before[row], frag)
             return score.max(axis=1)
         if pod.num_gpu > 0 and pod.gpu_milli > 0:
             fits = free >= pod.gpu_milli
             take = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu)
             free = free - take * pod.gpu_milli
         frag = node_frag(cpu_after, free, access, self.target)
-        return np.floor(_sigmoid((before - frag) / 1000.0) * MAX_NODE_SCORE)
+        return fgd_score(before, frag)
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
@@ -113,7 +113,3 @@ class FGDScorer(Scorer):
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
         self._sync(snap)
         return fgd_select_gpus(pod, snap, node, self.target, self._access)
-
-
-def _sigmoid(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=np.float64)
