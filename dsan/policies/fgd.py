@@ -4,8 +4,7 @@ GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC'23).
 Score of node i for pod p: ``int(sigmoid((F_i - F_i') / 1000) * 100)`` where ``F_i`` is the
 node's fragment against the target workload (:mod:`dsan.features.frag`) and ``F_i'`` the
 same after placing p. For a GPU-sharing pod every GPU that fits is tried and the best one
-kept (the first on ties: :func:`~dsan.features.frag.fgd_select_gpus`); whole-GPU pods take
-the lowest-indexed free GPUs. This is the FGD
+kept (the first on ties); whole-GPU pods take the lowest-indexed free GPUs. This is the FGD
 simulator's ``FGDScore`` plugin (``pkg/simulator/plugin/fgd_score.go``), integer cast
 included: truncation makes ties, which the caller breaks at random as kube-scheduler does.
 
@@ -22,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
-from dsan.features.frag import fgd_score, fgd_select_gpus, node_frag
+from dsan.features.frag import fgd_score, node_frag
 from dsan.features.target import TargetWorkload
 from dsan.policies.base import Scorer
 
@@ -33,6 +33,7 @@ _EYE = np.eye(MAX_GPUS, dtype=np.int32)
 @dataclass
 class _Entry:
     score: npt.NDArray[np.float64]
+    gpu: npt.NDArray[np.int64]  # best GPU slot for a sharing pod, -1 otherwise
     at: npt.NDArray[np.int64]  # tick at which each node's score was computed
 
 
@@ -66,13 +67,17 @@ class FGDScorer(Scorer):
         entry = self._cache.get(key)
         if entry is None:
             n = len(snap)
-            entry = _Entry(np.zeros(n), np.full(n, -1, dtype=np.int64))
+            entry = _Entry(
+                np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+            )
             self._cache[key] = entry
         stale = self._track.stale(entry.at, nodes)
         if stale.size:
-            entry.score[stale] = self._compute(
+            score, gpu = self._compute(
                 pod, snap.gpu_free[stale], snap.cpu_cap[stale] - snap.cpu_used[stale],
                 self._access[:, stale], self._before[stale])
+            entry.score[stale] = score
+            entry.gpu[stale] = gpu
             entry.at[stale] = self._track.tick
         return entry
 
@@ -84,25 +89,27 @@ class FGDScorer(Scorer):
         cpu_free: npt.NDArray[np.float64],
         access: npt.NDArray[np.bool_],
         before: npt.NDArray[np.float64],
-    ) -> npt.NDArray[np.float64]:
-        """Scores of nodes in state (``free``, ``cpu_free``) whose current fragment is
-        ``before``."""
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+        """Scores and best GPU of nodes in state (``free``, ``cpu_free``) whose current
+        fragment is ``before``."""
         cpu_after = cpu_free - pod.cpu_milli
+        m = len(free)
         if pod.is_sharing:
             # One what-if variant per (node, GPU that fits): the share taken from that GPU.
             valid = free >= pod.gpu_milli  # (m, G)
             row, gpu = np.nonzero(valid)
             after = free[row] - pod.gpu_milli * _EYE[gpu]  # (v, G)
             frag = node_frag(cpu_after[row], after, access[:, row], self.target)
-            score = np.full((len(free), MAX_GPUS), -1.0)
+            score = np.full((m, MAX_GPUS), -1.0)
             score[row, gpu] = fgd_score(before[row], frag)
-            return score.max(axis=1)
+            best = score.argmax(axis=1)  # first maximum = lowest slot, as the plugin's strict ">"
+            return score[np.arange(m), best], np.where(valid.any(axis=1), best, -1)
         if pod.num_gpu > 0 and pod.gpu_milli > 0:
             fits = free >= pod.gpu_milli
             take = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu)
             free = free - take * pod.gpu_milli
         frag = node_frag(cpu_after, free, access, self.target)
-        return fgd_score(before, frag)
+        return fgd_score(before, frag), np.full(m, -1, dtype=np.int64)
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
@@ -111,5 +118,10 @@ class FGDScorer(Scorer):
         return self._entry(pod, snap, nodes).score[nodes].copy()
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-        self._sync(snap)
-        return fgd_select_gpus(pod, snap, node, self.target, self._access)
+        if not pod.is_sharing:
+            # Whole GPUs: the lowest-indexed fully free ones, which best-fit also returns.
+            return best_fit_gpus(pod, snap, node)
+        gpu = int(self._entry(pod, snap, np.array([node], dtype=np.int64)).gpu[node])
+        if gpu < 0:
+            raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPUs")
+        return (gpu,)
