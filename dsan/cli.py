@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dsan import __version__
+
 #: (subcommand, module with ``add_parser(subparsers)`` returning the parser, help text, the
 #: install extra it needs beyond the base install)
 SUBCOMMANDS: tuple[tuple[str, str, str, str], ...] = (
@@ -28,7 +30,7 @@ OUR_PACKAGES = ("dsan", "sidecar", "deviceplugin")
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dsan", description="DSAN Scheduler")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action="version", version=f"dsan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((a for a in argv or () if not a.startswith("-")), None)
     for name, module, help_text, extra in SUBCOMMANDS:
@@ -55,12 +57,6 @@ def _missing(name: str, module: str, need: str) -> Callable[[Any], int]:
         return 2
 
     return run
-
-
-def _version() -> str:
-    from dsan import __version__
-
-    return f"dsan {__version__}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

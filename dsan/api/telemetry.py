@@ -252,7 +252,8 @@ class GPUTelemetry:
             reason=str(status.get("reason", "")),
             window_seconds=_int(spec, "windowSeconds", "spec", default=DEFAULT_WINDOW_S),
             horizon_seconds=_int(spec, "horizonSeconds", "spec", default=DEFAULT_HORIZON_S),
-            sample_interval_seconds=_float(spec, "sampleIntervalSeconds", "spec", default=1.0),
+            sample_interval_seconds=_number(spec.get("sampleIntervalSeconds", 1.0),
+                                            "spec.sampleIntervalSeconds", float),
             pod_attribution=bool(status.get("podAttribution", False)),
         )
 
@@ -287,21 +288,15 @@ def _int(d: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) ->
     return int(v)
 
 
-def _float(d: Mapping[str, Any], key: str, where: str, default: float) -> float:
-    v = d.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise TelemetryError(f"{where}.{key}: expected a finite number, got {v!r}")
-    return float(v)
+def _number(x: Any, where: str, kind: type[int] | type[float]) -> Any:
+    """``x`` as an integer (``kind`` int) or a finite number (as a float)."""
+    ok = int if kind is int else int | float
+    if isinstance(x, bool) or not isinstance(x, ok) or (kind is float and not math.isfinite(x)):
+        want = "an integer" if kind is int else "a finite number"
+        raise TelemetryError(f"{where}: expected {want}, got {x!r}")
+    return kind(x)
 
 
 def _numbers(v: Any, where: str, kind: type[int] | type[float]) -> list[Any]:
-    """The list ``v`` of integers (``kind`` int) or finite numbers (as floats)."""
-    ok = int if kind is int else int | float
-    out = []
-    for i, x in enumerate(_list(v, where)):
-        if isinstance(x, bool) or not isinstance(x, ok) or (
-                kind is float and not math.isfinite(x)):
-            want = "an integer" if kind is int else "a finite number"
-            raise TelemetryError(f"{where}[{i}]: expected {want}, got {x!r}")
-        out.append(kind(x))
-    return out
+    """The list ``v`` of :func:`_number` ``kind``."""
+    return [_number(x, f"{where}[{i}]", kind) for i, x in enumerate(_list(v, where))]

@@ -41,9 +41,7 @@ _FIELD = re.compile(r"^\s*(\w+)\s*:")
 
 
 class _Bad(Exception):
-    def __init__(self, path: str, why: str) -> None:
-        super().__init__(path, why)
-        self.path, self.why = path, why
+    """A bad value: its args are the dotted path and why."""
 
 
 def build(cls: type[T], data: Any, *, what: str, error: type[Exception] = ValueError,
@@ -55,7 +53,7 @@ def build(cls: type[T], data: Any, *, what: str, error: type[Exception] = ValueE
     try:
         kwargs = _kwargs(cls, data, "", preset=overrides)
     except _Bad as bad:
-        raise error(": ".join(p for p in (what, bad.path, bad.why) if p)) from None
+        raise error(": ".join(p for p in (what, *bad.args) if p)) from None
     return cls(**{**kwargs, **overrides})
 
 

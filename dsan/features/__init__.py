@@ -9,7 +9,6 @@ from dsan.features.featurizer import (
     extremes,
     featurize,
     featurize_batch,
-    fragmentation,
     node_block,
     pod_rows,
     relative_columns,
@@ -38,7 +37,7 @@ __all__ = [
     "NODE_FEATURES", "N_FEATURES", "N_NODE_FEATURES", "RELATIVE_COLUMNS", "TOP_SHAPES",
     "FragTracker", "Placement", "PlacementCache", "TargetWorkload", "age_columns",
     "cpu_bound_factor", "default_workload", "extremes", "featurize", "featurize_batch",
-    "fgd_select_gpus", "fgd_select_gpus_many", "fragmentation", "node_block",
+    "fgd_select_gpus", "fgd_select_gpus_many", "node_block",
     "node_frag", "placement", "pod_rows", "relative_columns", "room_factor", "schema_hash",
     "telemetry_of",
 ]

@@ -36,7 +36,6 @@ import numpy.typing as npt
 
 from dsan.api.types import TASK_TYPES
 from dsan.core.snapshot import MAX_GPUS, TELEMETRY_CHANNELS, ClusterSnapshot, PodSpec
-from dsan.features.frag import node_frag
 from dsan.features.schema import (
     CPU_SCALE,
     DEFAULT_T,
@@ -95,20 +94,17 @@ def cluster_cpu_bound(snap: ClusterSnapshot) -> bool:
             and cpu_used * gpu_cap > CPU_BOUND_RATIO * gpu_used * cpu_cap)
 
 
-def takes_cpu_only(pod: PodSpec) -> bool:
-    """featurize's pod_is_cpu_only: no GPU or no GPU share asked."""
-    return pod.num_gpu == 0 or pod.gpu_milli <= 0
-
-
 def takes_whole_gpus(pod: PodSpec) -> bool:
     """A GPU pod that does not share a GPU."""
     return pod.num_gpu > 0 and pod.gpu_milli >= 1000
 
 
 def cpu_bound_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
-    """1.0 for a CPU-only pod in a :func:`cluster_cpu_bound` cluster, else 0.0: the factor of
-    ``cpu_bound_cpu_per_gpu``. The cluster sums are taken only for CPU-only pods."""
-    return 1.0 if takes_cpu_only(pod) and cluster_cpu_bound(snap) else 0.0
+    """1.0 for a CPU-only pod (featurize's ``pod_is_cpu_only``: no GPU or no GPU share asked)
+    in a :func:`cluster_cpu_bound` cluster, else 0.0: the factor of ``cpu_bound_cpu_per_gpu``.
+    The cluster sums are taken only for CPU-only pods."""
+    cpu_only = pod.num_gpu == 0 or pod.gpu_milli <= 0
+    return 1.0 if cpu_only and cluster_cpu_bound(snap) else 0.0
 
 
 def room_factor(pod: PodSpec, snap: ClusterSnapshot) -> float:
@@ -123,15 +119,6 @@ def default_workload() -> TargetWorkload:
     """openb ``default``'s target workload:
     :meth:`dsan.features.target.TargetWorkload.default` (embedded table), built once."""
     return TargetWorkload.default()
-
-
-def fragmentation(
-    snap: ClusterSnapshot, nodes: npt.NDArray[np.int64], workload: TargetWorkload | None = None
-) -> F64:
-    """FGD's expected GPU fragmentation (GPU milli) of each node in ``nodes``."""
-    w = workload or default_workload()
-    acc = w.access(snap)[:, nodes]
-    return node_frag(snap.cpu_cap[nodes] - snap.cpu_used[nodes], snap.gpu_free[nodes], acc, w)
 
 
 def _frac(num: F64, den: F64) -> F64:
@@ -171,12 +158,8 @@ def node_block(snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]) -> F32:
     c.append(_group_size(snap.zone, nodes) / 1024)
     price = np.ones(m) if snap.hourly_cost is None else snap.hourly_cost[nodes]
     c.append(price / (1.0 + price))
-    taints = np.zeros(m) if snap.taint_mask is None else snap.taint_mask[nodes]
-    c.append(
-        np.array([bin(int(t)).count("1") for t in taints], dtype=np.float64) / 8
-        if snap.taint_mask is not None and taints.any()
-        else np.zeros(m)
-    )
+    taints = np.zeros(m, np.int64) if snap.taint_mask is None else snap.taint_mask[nodes]
+    c.append(np.bitwise_count(taints) / 8)
     c.append(_frac(snap.cpu_cap[nodes], cnt) / CPU_SCALE)
     c.append(_frac(snap.mem_cap[nodes], cnt) / MEM_SCALE)
     imgs = np.zeros(m) if snap.images is None else np.array([len(snap.images[i]) for i in nodes])
@@ -338,7 +321,7 @@ def _columns(
     single = len(nd) == 1
     s = min(TOP_SHAPES, len(w.freq))
     blks, pls, accs, cols, frees = [], [], [], [], []
-    ext = np.empty((4, int(sizes.sum())))  # images, pod count, model allowed, price
+    ext = np.empty((3, int(sizes.sum())))  # images, pod count, price
     pod_vals = []
     # shape1_room_gpu_bound's and cpu_bound_cpu_per_gpu's per-decision factors: cluster-wide,
     # so one number per decision
@@ -391,12 +374,7 @@ def _columns(
             else np.array([pod.image in snap.images[j] for j in idx], dtype=np.float64)
         )
         e[1] = 0.0 if snap.pod_count is None else snap.pod_count[idx] / 64
-        e[2] = (
-            np.isin(snap.gpu_model[idx], np.asarray(pod.gpu_models, dtype=np.int32))
-            if pod.gpu_models
-            else 1.0
-        )
-        e[3] = 1.0 if snap.hourly_cost is None else snap.hourly_cost[idx]
+        e[2] = 1.0 if snap.hourly_cost is None else snap.hourly_cost[idx]
         at += m
         pod_vals.append(pod_values(pod))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
@@ -482,7 +460,7 @@ def _columns(
     r[i + 29] = (gfree > 0) & (gfree < caps[2])
     room_row = i + 30  # shape1_room_gpu_bound, filled once the shape columns are
     share = np.maximum(of_node[0], of_node[2])
-    cost = ext[3] * share
+    cost = ext[2] * share
     v = np.empty((7, m))
     v[0], v[1], v[2], v[3], v[4], v[5], v[6] = delta, bestfit, least, dot, cost, fgd_int, bestfit
     r[i + 31 : i + 37] = 0.0  # relative: relative_columns (featurize_batch)

@@ -120,9 +120,14 @@ def fgd_select_gpus_many(pods: Sequence[PodSpec], snaps: Sequence[ClusterSnapsho
         frag = node_frag(np.concatenate(cpu), np.concatenate(rows), np.concatenate(accs, 1), w)
         at = 0
         for i, slots in picks:
-            before, after = frag[at : at + 1], frag[at + 1 : at + 1 + slots.size]
+            score = fgd_score(frag[at : at + 1], frag[at + 1 : at + 1 + slots.size])
             at += 1 + slots.size
-            # FGDScorer's float expression, so the truncation flips at the same points
-            score = np.floor(1.0 / (1.0 + np.exp(-((before - after) / 1000.0))) * 100)
             out[i] = (int(slots[int(np.argmax(score))]),)
     return out
+
+
+def fgd_score(before: F64, after: F64) -> F64:
+    """FGD's integer node score, ``floor(100 sigmoid((before - after) / 1000))``, from the
+    fragmentation before and after a placement: one float expression for the scorer and the
+    GPU choice, so the truncation flips at the same points."""
+    return np.floor(1.0 / (1.0 + np.exp(-((before - after) / 1000.0))) * 100)

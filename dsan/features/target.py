@@ -81,7 +81,8 @@ class TargetWorkload:
     def from_counts(cls, shapes: Counter[Shape]) -> TargetWorkload:
         total = sum(shapes.values())
         # Decreasing count; ties by decreasing shape, as sort.Reverse over Go's Less does.
-        ordered = sorted(shapes.items(), key=lambda kv: (kv[1], _shape_key(kv[0])), reverse=True)
+        ordered = sorted(shapes.items(), key=lambda kv: (kv[1], *kv[0][:3], "|".join(kv[0][3])),
+                         reverse=True)
         chosen: list[tuple[Shape, int]] = []
         cum = 0
         for shape, n in ordered:
@@ -107,7 +108,3 @@ class TargetWorkload:
             if models:
                 out[k] = np.isin(node_names, np.array(models, dtype=object))
         return out
-
-
-def _shape_key(s: Shape) -> tuple[int, int, int, str]:
-    return (s[0], s[1], s[2], "|".join(s[3]))

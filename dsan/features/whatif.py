@@ -80,18 +80,15 @@ class Placement:
     slot: I64  # (m,) chosen slot for a sharing pod, -1 otherwise
 
 
-def placement(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkload,
-              access: BOOL | None = None, before: F64 | None = None) -> Placement:
+def placement(pod: PodSpec, snap: ClusterSnapshot, nodes: I64, w: TargetWorkload) -> Placement:
     """Fragmentation before and after placing ``pod`` on each candidate node. A sharing pod
     takes the GPU with the least fragmentation after (ties: best fit), as FGD does; whole-GPU
-    pods the first fully free GPUs. ``access`` may pass ``w.access(snap)`` and ``before`` the
-    nodes' current fragmentation, precomputed."""
+    pods the first fully free GPUs."""
     free = snap.gpu_free[nodes].astype(np.int64)
-    m, _g = free.shape
+    m = len(free)
     cpu_free = snap.cpu_cap[nodes] - snap.cpu_used[nodes]
-    acc = (w.access(snap) if access is None else access)[:, nodes]
-    if before is None:
-        before = node_frag(cpu_free, free, acc, w)
+    acc = w.access(snap)[:, nodes]
+    before = node_frag(cpu_free, free, acc, w)
     after, slot, free_after = whatif(
         pod.is_sharing, free, snap.gpu_present[nodes], cpu_free - pod.cpu_milli,
         np.full(m, pod.num_gpu, dtype=np.int64), np.full(m, pod.gpu_milli, dtype=np.int64),

@@ -43,12 +43,6 @@ def example_inputs(n: int = 16, m: int = 8, e: int = 24, t: int = 6) -> tuple[to
     )
 
 
-def _dynamic_shapes() -> tuple[dict[int, Any], ...]:
-    n, m = Dim("nodes", min=2, max=1 << 20), Dim("cands", min=2, max=1 << 20)
-    e = Dim("edges", min=1, max=1 << 26)
-    return ({0: m}, {0: n}, {0: n}, {1: e}, {0: e}, {0: m}, {0: m})
-
-
 def save(model: DSANNet, out_dir: str | Path, version: str, training: dict[str, Any] | None = None,
          evaluation: dict[str, Any] | None = None, exports: bool = True) -> Path:
     """Write weights, the serving artifact, the manifest and (``exports``) the TorchScript
@@ -63,7 +57,10 @@ def save(model: DSANNet, out_dir: str | Path, version: str, training: dict[str, 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TorchScript's deprecation notice: we ship both
             torch.jit.save(torch.jit.script(model), str(out / TORCHSCRIPT))
-            exported = export(model, example_inputs(), dynamic_shapes=_dynamic_shapes())
+            n, m = Dim("nodes", min=2, max=1 << 20), Dim("cands", min=2, max=1 << 20)
+            e = Dim("edges", min=1, max=1 << 26)
+            shapes = ({0: m}, {0: n}, {0: n}, {1: e}, {0: e}, {0: m}, {0: m})
+            exported = export(model, example_inputs(), dynamic_shapes=shapes)
             torch.export.save(exported, out / EXPORTED)
     manifest = {
         "version": version,

@@ -83,7 +83,6 @@ MIN_SETS, MAX_SETS = 4, 64
 #: The snapshot columns node_block's non-telemetry, non-age columns are made of.
 _STATIC = ("cpu_cap", "mem_cap", "gpu_count", "gpu_model", "zone", "rack", "nvlink",
            "hourly_cost", "taint_mask")
-_TOPOLOGY = ("zone", "rack", "nvlink")
 
 
 def _copy(a: Any) -> Any:
@@ -111,7 +110,7 @@ class NodeEmbeddings:
         self._ht: F32 = np.zeros((0, 0), dtype=np.float32)
         self._tel: F32 | None = None
         self._static: tuple[Any, ...] | None = None
-        self._topo: tuple[Any, ...] | None = None
+        #: The topology graph, rebuilt by every full recompute (the topology is static columns).
         self._graph: Graph | None = None
 
     def refresh(self, snap: ClusterSnapshot) -> None:
@@ -126,6 +125,7 @@ class NodeEmbeddings:
                 map(_same, static, self._static or ())):
             cols = node_block(snap, nodes)
             ht = rt.temporal(tel)
+            self._graph = Graph.of(snap)
             self.epoch += 1
         else:
             # NaN readings compare unequal: such rows are simply recomputed every time.
@@ -135,7 +135,8 @@ class NodeEmbeddings:
                 cols[changed] = node_block(snap, changed)
                 ht[changed] = rt.temporal(tel[changed])
             cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
-        rt.set_streams(ht, rt.spatial(cols, self._graph_of(snap)))
+        assert self._graph is not None
+        rt.set_streams(ht, rt.spatial(cols, self._graph))
         self.node_cols, self._ht, self._tel, self._static = cols, ht, tel, static
         self.version += 1
 
@@ -146,14 +147,6 @@ class NodeEmbeddings:
                   else np.fromiter(map(len, snap.images), dtype=np.int64, count=len(snap)))
         return (len(snap), list(snap.names), images,
                 *(_copy(getattr(snap, c)) for c in _STATIC))
-
-    def _graph_of(self, snap: ClusterSnapshot) -> Graph:
-        """The topology graph, rebuilt only when the topology's values change."""
-        topo = (len(snap), *(getattr(snap, c) for c in _TOPOLOGY))
-        if self._graph is None or self._topo is None or not all(map(_same, self._topo, topo)):
-            self._graph = Graph.of(snap)
-            self._topo = tuple(_copy(a) if isinstance(a, np.ndarray) else a for a in topo)
-        return self._graph
 
 
 def class_key(pod: PodSpec) -> Hashable:
@@ -212,7 +205,6 @@ class ServingModel:
         self._clock = clock
         self._refreshed_at = -math.inf
         self.embeddings = NodeEmbeddings(runtime)
-        # The objects the embeddings were computed from: replaced objects mean new inputs.
         self._inputs: tuple[Any, ...] | None = None
         self._tver = -1
         self._placements = PlacementCache(self.workload)
@@ -291,11 +283,6 @@ class ServingModel:
             s.version = self.embeddings.version
         return s
 
-    def _ages(self, snap: ClusterSnapshot) -> F64:
-        if snap.telemetry_age_s is None:
-            return np.zeros(len(snap))
-        return snap.telemetry_age_s
-
     def _compute(self, c: _Class, s: _Set, snap: ClusterSnapshot, nodes: I64,
                  ages: F64) -> None:
         """The logits of ``nodes`` under ``s``'s extremes, into ``s``."""
@@ -325,7 +312,7 @@ class ServingModel:
         self._update_rows(c, pod, snap, nodes, key[1:])
         lo, hi = extremes(np.take(c.v, nodes, axis=1))
         s = self._set(c, lo, hi, len(snap))
-        ages = self._ages(snap)
+        ages = np.zeros(len(snap)) if snap.telemetry_age_s is None else snap.telemetry_age_s
         at = np.take(c.at, nodes)
         redo = nodes[(np.take(s.at, nodes) != at) | (np.take(s.age, nodes) != np.take(ages, nodes))]
         if redo.size:

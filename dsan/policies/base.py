@@ -16,7 +16,7 @@ counterparts would be the workload's own setting, Spark's ``maxExecutors`` or
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
@@ -25,7 +25,6 @@ from dsan.policies.reclaim import DefaultReclaimer, Reclaimer
 MAX_NODE_SCORE = 100
 
 
-@runtime_checkable
 class Controller(Protocol):
     #: Shown in metrics and docs, e.g. ``"kubernetes"``.
     name: str

@@ -55,7 +55,6 @@ class DSANScorer(Scorer):
         self.serving = serving
         if model_dir is not None:  # the learned actions beyond node choice, if shipped
             self.reclaimer, self.controller, self.actions = load_actions(model_dir)
-        self.workload = serving.workload
         self._version = f"{serving.manifest.get('version', 'untrained')}+{schema_hash()}"
 
     @property
@@ -71,7 +70,7 @@ class DSANScorer(Scorer):
         self.serving.prepare(pod, snap)
 
     def select_gpus(self, pod: PodSpec, snap: ClusterSnapshot, node: int) -> tuple[int, ...]:
-        return fgd_select_gpus(pod, snap, node, self.workload)
+        return fgd_select_gpus(pod, snap, node, self.serving.workload)
 
 
 def make(model_dir: str | Path | None = None, target_workload: TargetWorkload | None = None,

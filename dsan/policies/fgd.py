@@ -23,9 +23,9 @@ import numpy.typing as npt
 
 from dsan.core.filtering import best_fit_gpus
 from dsan.core.snapshot import MAX_GPUS, AllocationTracker, ClusterSnapshot, PodSpec
-from dsan.features.frag import node_frag
+from dsan.features.frag import fgd_score, node_frag
 from dsan.features.target import TargetWorkload
-from dsan.policies.base import MAX_NODE_SCORE, Scorer
+from dsan.policies.base import Scorer
 
 _EYE = np.eye(MAX_GPUS, dtype=np.int32)
 
@@ -101,7 +101,7 @@ class FGDScorer(Scorer):
             after = free[row] - pod.gpu_milli * _EYE[gpu]  # (v, G)
             frag = node_frag(cpu_after[row], after, access[:, row], self.target)
             score = np.full((m, MAX_GPUS), -1.0)
-            score[row, gpu] = np.floor(_sigmoid((before[row] - frag) / 1000.0) * MAX_NODE_SCORE)
+            score[row, gpu] = fgd_score(before[row], frag)
             best = score.argmax(axis=1)  # first maximum = lowest slot, as the plugin's strict ">"
             return score[np.arange(m), best], np.where(valid.any(axis=1), best, -1)
         if pod.num_gpu > 0 and pod.gpu_milli > 0:
@@ -109,8 +109,7 @@ class FGDScorer(Scorer):
             take = fits & (np.cumsum(fits, axis=1) <= pod.num_gpu)
             free = free - take * pod.gpu_milli
         frag = node_frag(cpu_after, free, access, self.target)
-        score = np.floor(_sigmoid((before - frag) / 1000.0) * MAX_NODE_SCORE)
-        return score, np.full(m, -1, dtype=np.int64)
+        return fgd_score(before, frag), np.full(m, -1, dtype=np.int64)
 
     def score(
         self, pod: PodSpec, snap: ClusterSnapshot, nodes: npt.NDArray[np.int64]
@@ -126,7 +125,3 @@ class FGDScorer(Scorer):
         if gpu < 0:
             raise ValueError(f"node {snap.names[node]} cannot host {pod.name}'s GPUs")
         return (gpu,)
-
-
-def _sigmoid(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=np.float64)

@@ -104,13 +104,10 @@ class ProtectingReclaimer:
 
     name = "protect-latency"
 
-    def __init__(self) -> None:
-        self._default = DefaultReclaimer()
-
     def choose(self, priority: int, candidates: Sequence[Candidate]) -> int | None:
         keep = [i for i, c in enumerate(candidates)
                 if not any(latency_sensitive(v) for v in c.victims)]
-        best = self._default.choose(priority, [candidates[i] for i in keep])
+        best = DefaultReclaimer().choose(priority, [candidates[i] for i in keep])
         return None if best is None else keep[best]
 
 

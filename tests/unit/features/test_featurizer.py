@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dsan.core.snapshot import ClusterSnapshot, PodSpec, empty_snapshot
-from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus, fragmentation, telemetry_of
-from dsan.features.frag import FragTracker
+from dsan.features import FEATURE_NAMES, featurize, fgd_select_gpus, telemetry_of
+from dsan.features.frag import FragTracker, node_frag
 from dsan.features.target import TargetWorkload
 from dsan.policies.fgd import FGDScorer
 
@@ -75,6 +75,12 @@ def test_cpu_bound_cpu_per_gpu_by_hand() -> None:
     x = featurize(pod, snap, np.array([0, 1]), _target())
     np.testing.assert_allclose(x[:, col], [64000 / 2 / 128000, 96000 / 4 / 128000])
     np.testing.assert_array_equal(x[:, col], x[:, COL["node_cpu_per_gpu"]])
+
+
+def fragmentation(snap: ClusterSnapshot, nodes: np.ndarray, w: TargetWorkload) -> np.ndarray:
+    """FGD's expected GPU fragmentation (GPU milli) of each node in ``nodes``."""
+    acc = w.access(snap)[:, nodes]
+    return node_frag(snap.cpu_cap[nodes] - snap.cpu_used[nodes], snap.gpu_free[nodes], acc, w)
 
 
 def test_fragmentation_matches_the_fgd_tracker() -> None:
