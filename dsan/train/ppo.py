@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.collector import collect
-from dsan.train.openb import EnvConfig, RewardWeights, make_episode
+from dsan.train.openb import WORKLOADS, EnvConfig, RewardWeights, make_episode
 from dsan.train.rundir import RunDir
 from dsan.train.teachers import OPENB_TEACHERS, make_teacher
 from dsan.train.updates import imitation_update, ppo_update
@@ -29,12 +29,7 @@ class Args:
     hidden: int = 32
     head: str = "mlp"  # "residual": FGD score x learned scale + zero-init residual
     n_nodes: int = 96
-    workloads: tuple[str, ...] = (
-        "openb_pod_list_default.csv",
-        "openb_pod_list_gpushare40.csv",
-        "openb_pod_list_multigpu20.csv",
-        "openb_pod_list_cpu050.csv",
-    )
+    workloads: tuple[str, ...] = WORKLOADS
     teacher: str = "auto"  # "auto" = the best of TEACHERS_AUTO on held-out training episodes
     imitation_episodes: int = 6
     imitation_epochs: int = 4
