@@ -128,7 +128,7 @@ def play(
     teacher = Composite(target)
     if a.imitation_tolerance >= 0:
         teacher.tolerance = a.imitation_tolerance
-    win = WindowConfig(a.scenario, start_h, a.window_h)
+    win = WindowConfig(start_h, a.window_h)
     reward = ScenarioReward(a.w_util, a.w_completion, a.w_cost, a.w_sla, a.sla_shaping)
     env = WindowEnv(win, reward, seed, cfg, teacher, target, rng)
     # Rows are kept only with a model: the steps keep their node embeddings.

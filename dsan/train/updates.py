@@ -148,10 +148,7 @@ class PPOConfig(Protocol):
 
 
 def ppo_loss(
-    logp: torch.Tensor,
-    seg: torch.Tensor,
-    first: torch.Tensor,
-    values: torch.Tensor,
+    model: DSANNet,
     ro: Rollout,
     steps: np.ndarray,
     adv: np.ndarray,
@@ -160,8 +157,9 @@ def ppo_loss(
     sd: float,
     a: PPOConfig,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped PPO loss of minibatch ``steps`` (``logp`` .. ``values`` from :func:`batch`),
+    """Clipped PPO loss of minibatch ``steps`` of ``ro``,
     ``-min(r A, clip(r) A) + c_v (V - R)^2 - c_e H``, and its parts."""
+    logp, seg, first, values = batch(model, ro, steps)
     new = logp[torch.from_numpy(np.asarray(ro.action)[steps]) + first]
     old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
     ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
@@ -192,9 +190,7 @@ def ppo_update(
     mu, sd = allv.mean(), allv.std() + 1e-8
     stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
     for i, steps in minibatches(ros, a.ppo_epochs, a.minibatch, rng):
-        ro, (adv, ret) = ros[i], gae[i]
-        logp, seg, first, values = batch(model, ro, steps)
-        loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
+        loss, parts = ppo_loss(model, ros[i], steps, *gae[i], mu, sd, a)
         if extra_loss is not None:
             loss = loss + extra_loss()
         _step(model, opt, loss, max_norm=0.5)
