@@ -65,13 +65,8 @@ class OpenbAnchor:
         ro, ref = self.rollouts[i], self.ref[i]
         steps = np.sort(rng.choice(len(ro), size=min(MINIBATCH, len(ro)), replace=False))
         logp, seg, _, _ = batch(model, ro, steps)
-        sizes = np.array([len(ro.cand[s]) for s in steps])
         offsets = np.concatenate([[0], np.cumsum([len(c) for c in ro.cand])])
-        rows = torch.from_numpy(
-            np.concatenate(
-                [np.arange(offsets[s], offsets[s] + n) for s, n in zip(steps, sizes, strict=True)]
-            )
-        )
-        r = ref[rows]
+        rows = np.concatenate([np.arange(offsets[s], offsets[s + 1]) for s in steps])
+        r = ref[torch.from_numpy(rows)]
         kl = torch.zeros(len(steps)).index_add(0, seg, r.exp() * (r - logp))
         return self.coef * (kl.mean() + (logp - r).pow(2).mean())

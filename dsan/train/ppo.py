@@ -106,7 +106,6 @@ def train(a: Args) -> dict[str, Any]:
         baselines[teacher] = evaluate(None, env, eval_seeds, teacher)
     parity_at = max(baselines.values())  # "best-heuristic parity"
     parity_s = state.get("parity_s")
-    best = -1.0  # the warm start's score once imitation ran, else the resumed model's
     if run.start_it == 0:
         eps = []
         for _ in range(a.imitation_episodes):
@@ -122,7 +121,7 @@ def train(a: Args) -> dict[str, Any]:
             g["lr"] = a.ppo_lr
         # The warm-started model is the first "best": PPO must beat it to replace it.
         run.save_best(model)
-    else:
+    else:  # the resumed model is the one to beat
         best = evaluate(model, env, eval_seeds)
     bar = tqdm(range(run.start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:
