@@ -49,18 +49,16 @@ def batch(
     log-probability and step, each step's first row, and the steps' values. Embeddings are
     recomputed from ``ro.nodes`` (encoders training) or read from ``ro.emb`` (frozen)."""
     n = ro.nodes
-    emb = None
     if n is not None:
         emb = model.embed_nodes(
             torch.from_numpy(n.x), torch.from_numpy(n.telemetry), n.edge_index, n.edge_weight
         )
-    x = torch.from_numpy(np.concatenate([ro.x[i] for i in steps]))
-    sizes = np.array([len(ro.x[i]) for i in steps])
-    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
-    if emb is not None:
         e = emb.index_select(0, torch.from_numpy(np.concatenate([ro.cand[i] for i in steps])))
     else:
         e = torch.from_numpy(np.concatenate([ro.emb[i] for i in steps]))
+    x = torch.from_numpy(np.concatenate([ro.x[i] for i in steps]))
+    sizes = np.array([len(ro.x[i]) for i in steps])
+    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
     logits, values = model.score(x, e, torch.ones(len(x), dtype=torch.bool), seg, len(steps))
     logp = segment_log_softmax(logits, seg, len(steps))
     first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
