@@ -142,9 +142,7 @@ class OpenbEnv:
         cand = self._now().cand
         ties = np.flatnonzero(scores >= scores.max())
         a = int(ties[np.argmin(np.asarray(self.snap.names, dtype=object)[cand[ties]])])
-        best = np.zeros(len(cand), dtype=bool)
-        best[a] = True
-        return a, best
+        return a, np.arange(len(cand)) == a
 
     def step(self, node: int) -> float:
         return self.step_all([self], [node])[0]
