@@ -7,8 +7,9 @@ import json
 from dataclasses import fields
 from typing import Any, get_args, get_type_hints
 
-from dsan.train.ppo import Args
+from dsan.train.ppo import Args, train
 from dsan.train.scenario_train import ScenarioArgs
+from dsan.train.scenario_train import train as train_scenario
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -72,8 +73,6 @@ def given(cls: type, ns: argparse.Namespace) -> dict[str, Any]:
 
 def run(ns: argparse.Namespace) -> int:
     if ns.scenario is not None:
-        from dsan.train.scenario_train import train as train_scenario
-
         try:
             sa = ScenarioArgs(**{**given(ScenarioArgs, ns), "scenario": ns.scenario})
         except (TypeError, ValueError) as exc:
@@ -97,8 +96,6 @@ def run(ns: argparse.Namespace) -> int:
                            master_port=ns.master_port, rollback_threshold=ns.rollback_threshold)
             summary = run_dist(a, d, ns.rank)
         else:
-            from dsan.train.ppo import train
-
             summary = train(a)
     print(json.dumps(summary, indent=2, default=str))
     return 0
