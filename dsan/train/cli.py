@@ -10,6 +10,7 @@ from typing import Any, get_args, get_type_hints
 from dsan.train.ppo import Args, train
 from dsan.train.scenario_train import ScenarioArgs
 from dsan.train.scenario_train import train as train_scenario
+from dsan.train.selection import select
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -77,12 +78,7 @@ def run(ns: argparse.Namespace) -> int:
             sa = ScenarioArgs(**{**given(ScenarioArgs, ns), "scenario": ns.scenario})
         except (TypeError, ValueError) as exc:
             raise SystemExit(f"dsan train --scenario: {exc}") from None
-        if sa.select_seeds:
-            from dsan.train.selection import select
-
-            summary = select(sa)
-        else:
-            summary = train_scenario(sa)
+        summary = select(sa) if sa.select_seeds else train_scenario(sa)
     else:
         try:
             a = Args(**given(Args, ns))

@@ -13,14 +13,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from dsan.model.export import MANIFEST
-
-if TYPE_CHECKING:
-    from dsan.train.scenario_train import ScenarioArgs
+from dsan.train.scenario_train import ScenarioArgs, train
 
 #: The per-day metrics a validation keeps (the Table 1 columns plus cost).
 METRICS = ("utilization_pct", "p99_task_latency_s", "sla_violation_pct", "cost")
@@ -52,8 +50,6 @@ def rank_key(v: dict[str, Any]) -> tuple[float, float, float, float]:
 
 def candidate(sub: ScenarioArgs) -> dict[str, Any]:
     """One seed trained and validated (each skipped when ``resume`` finds it done)."""
-    from dsan.train.scenario_train import train
-
     seed_out = Path(sub.out)
     trained = (seed_out / "summary.json").is_file() and (Path(sub.model_dir) / MANIFEST).is_file()
     if not (sub.resume and trained):
