@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from dsan.model.export import MANIFEST
+from dsan.sim.scenario.config import load as load_scenario
+from dsan.sim.scenario.runner import default_factory, run_policy
 from dsan.train.scenario_train import ScenarioArgs, train
 
 #: The per-day metrics a validation keeps (the Table 1 columns plus cost).
@@ -28,9 +30,6 @@ def validate(
     scenario: str, model_dir: str | Path, seeds: tuple[int, ...], hours: float
 ) -> dict[str, Any]:
     """The model at ``model_dir`` on full days of ``scenario``: per-seed rows and means."""
-    from dsan.sim.scenario.config import load as load_scenario
-    from dsan.sim.scenario.runner import default_factory, run_policy
-
     factory = partial(default_factory, model_dir=str(model_dir))
     cfg = load_scenario(scenario)
     days = []
