@@ -201,19 +201,11 @@ def _flags(a: Args) -> str:
 
 
 def parse(argv: list[str] | None = None) -> Args:
+    from dsan.train.cli import add_fields, given
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, bool):
-            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
-        elif isinstance(f.default, tuple):
-            kind = str if f.name == "search" else int
-            ap.add_argument(flag, nargs="+", type=kind, default=f.default)
-        else:
-            ap.add_argument(flag, type=type(f.default), default=f.default)
-    ns = vars(ap.parse_args(argv))
-    ns["seeds"], ns["search"] = tuple(ns["seeds"]), tuple(ns["search"])
-    return Args(**ns)
+    add_fields(ap, {"": Args})
+    return Args(**given(Args, ap.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -6,45 +6,30 @@ the entering model. :meth:`OpenbAnchor.check` measures how far the stage moved t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from dsan.model.net import DSANNet
 from dsan.train.collector import collect
-from dsan.train.openb import EnvConfig, make_episode
+from dsan.train.openb import WORKLOADS, EnvConfig, make_episode
 from dsan.train.rollout import Rollout
 from dsan.train.updates import batch
 
 #: openb episode seeds for the anchor (disjoint from PPO's < 10_000 and eval's 10_000+).
 ANCHOR_SEED_BASE = 20_000
-
-
-@dataclass(frozen=True)
-class AnchorConfig:
-    episodes: int = 2
-    workloads: tuple[str, ...] = (
-        "openb_pod_list_default.csv",
-        "openb_pod_list_gpushare40.csv",
-        "openb_pod_list_multigpu20.csv",
-        "openb_pod_list_cpu050.csv",
-    )
-    n_nodes: int = 96
-    coef: float = 0.0
-    minibatch: int = 64
+MINIBATCH = 64
 
 
 class OpenbAnchor:
     """Reference log-probabilities on openb states and the penalty against them."""
 
-    def __init__(self, model: DSANNet, cfg: AnchorConfig) -> None:
-        self.cfg = cfg
-        env = EnvConfig(workloads=cfg.workloads, n_nodes=cfg.n_nodes)
+    def __init__(self, model: DSANNet, episodes: int, coef: float) -> None:
+        self.coef = coef
+        env = EnvConfig(workloads=WORKLOADS)
         self.rollouts: list[Rollout] = []
         self.ref: list[torch.Tensor] = []
-        for i in range(cfg.episodes):
-            w = cfg.workloads[i % len(cfg.workloads)]
+        for i in range(episodes):
+            w = WORKLOADS[i % len(WORKLOADS)]
             (ro,) = collect([make_episode(env, ANCHOR_SEED_BASE + i, w)], model, "greedy")
             if len(ro) == 0:
                 continue
@@ -52,9 +37,6 @@ class OpenbAnchor:
                 logp, *_ = batch(model, ro, np.arange(len(ro)))
             self.rollouts.append(ro)
             self.ref.append(logp.detach())
-
-    def __len__(self) -> int:
-        return sum(len(r) for r in self.rollouts)
 
     def check(self, model: DSANNet) -> dict[str, float]:
         """The largest change of an openb log-probability and the steps whose greedy choice
@@ -77,19 +59,14 @@ class OpenbAnchor:
 
     def loss(self, model: DSANNet, rng: np.random.Generator) -> torch.Tensor:
         """The penalty on a random minibatch of openb steps (0 without ``coef``)."""
-        if not self.rollouts or self.cfg.coef == 0:
+        if not self.rollouts or self.coef == 0:
             return torch.zeros(())
         i = int(rng.integers(len(self.rollouts)))
         ro, ref = self.rollouts[i], self.ref[i]
-        steps = np.sort(rng.choice(len(ro), size=min(self.cfg.minibatch, len(ro)), replace=False))
+        steps = np.sort(rng.choice(len(ro), size=min(MINIBATCH, len(ro)), replace=False))
         logp, seg, _, _ = batch(model, ro, steps)
-        sizes = np.array([len(ro.cand[s]) for s in steps])
         offsets = np.concatenate([[0], np.cumsum([len(c) for c in ro.cand])])
-        rows = torch.from_numpy(
-            np.concatenate(
-                [np.arange(offsets[s], offsets[s] + n) for s, n in zip(steps, sizes, strict=True)]
-            )
-        )
-        r = ref[rows]
+        rows = np.concatenate([np.arange(offsets[s], offsets[s + 1]) for s in steps])
+        r = ref[torch.from_numpy(rows)]
         kl = torch.zeros(len(steps)).index_add(0, seg, r.exp() * (r - logp))
-        return self.cfg.coef * (kl.mean() + (logp - r).pow(2).mean())
+        return self.coef * (kl.mean() + (logp - r).pow(2).mean())

@@ -7,8 +7,10 @@ import json
 from dataclasses import fields
 from typing import Any, get_args, get_type_hints
 
-from dsan.train.ppo import Args
+from dsan.train.ppo import Args, train
 from dsan.train.scenario_train import ScenarioArgs
+from dsan.train.scenario_train import train as train_scenario
+from dsan.train.selection import select
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -25,28 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="train on this simulator scenario (e.g. seed-table1) instead of openb episodes: "
         "imitation of the per-task-type teacher, then PPO (dsan.train.scenario_train)",
     )
-    # One flag per field of either mode's Args; unset flags take the chosen mode's default.
-    defaults: dict[str, dict[str, Any]] = {}
-    items: dict[str, type] = {}  # a tuple field's element type, from its annotation
-    for cls in (Args, ScenarioArgs):
-        hints = get_type_hints(cls)
-        for f in fields(cls):
-            if f.name != "scenario":
-                defaults.setdefault(f.name, {})[cls.__name__] = f.default
-                if isinstance(f.default, tuple):
-                    items[f.name] = get_args(hints[f.name])[0]
-    for name, by_mode in defaults.items():
-        default = next(iter(by_mode.values()))
-        flag = "--" + name.replace("_", "-")
-        shown = "; ".join(f"{'openb' if k == 'Args' else 'scenario'}: {v}"
-                          for k, v in by_mode.items())
-        kw: dict[str, Any] = {"default": argparse.SUPPRESS, "help": f"default ({shown})"}
-        if isinstance(default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
-        elif isinstance(default, tuple):
-            p.add_argument(flag, nargs="+", type=items[name], **kw)
-        else:
-            p.add_argument(flag, type=type(default), **kw)
+    add_fields(p, {"openb": Args, "scenario": ScenarioArgs}, skip=("scenario",))
     p.add_argument("--workers", type=int, default=0,
                    help="rollout workers on torch.distributed.rpc (0 = single process)")
     p.add_argument("--master-addr", default="127.0.0.1", help="rendezvous address (multi-host)")
@@ -58,7 +39,34 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def _kwargs(cls: type, ns: argparse.Namespace) -> dict[str, Any]:
+def add_fields(
+    p: argparse.ArgumentParser, classes: dict[str, type], skip: tuple[str, ...] = ()
+) -> None:
+    """One flag per field of the dataclasses ``classes`` (by label); a flag not given stays out
+    of the namespace, so :func:`given` leaves the field its class's default."""
+    defaults: dict[str, dict[str, Any]] = {}
+    items: dict[str, type] = {}  # a tuple field's element type, from its annotation
+    for label, cls in classes.items():
+        hints = get_type_hints(cls)
+        for f in fields(cls):
+            if f.name not in skip:
+                defaults.setdefault(f.name, {})[label] = f.default
+                if isinstance(f.default, tuple):
+                    items[f.name] = get_args(hints[f.name])[0]
+    for name, by_label in defaults.items():
+        default = next(iter(by_label.values()))
+        flag = "--" + name.replace("_", "-")
+        shown = "; ".join(f"{k}: {v}" if k else str(v) for k, v in by_label.items())
+        kw: dict[str, Any] = {"default": argparse.SUPPRESS, "help": f"default ({shown})"}
+        if isinstance(default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
+        elif isinstance(default, tuple):
+            p.add_argument(flag, nargs="+", type=items[name], **kw)
+        else:
+            p.add_argument(flag, type=type(default), **kw)
+
+
+def given(cls: type, ns: argparse.Namespace) -> dict[str, Any]:
     """The fields of ``cls`` given on the command line (tuples as tuples)."""
     kw = {f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)}
     return {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
@@ -66,21 +74,14 @@ def _kwargs(cls: type, ns: argparse.Namespace) -> dict[str, Any]:
 
 def run(ns: argparse.Namespace) -> int:
     if ns.scenario is not None:
-        from dsan.train.scenario_train import train as train_scenario
-
         try:
-            sa = ScenarioArgs(**{**_kwargs(ScenarioArgs, ns), "scenario": ns.scenario})
+            sa = ScenarioArgs(**{**given(ScenarioArgs, ns), "scenario": ns.scenario})
         except (TypeError, ValueError) as exc:
             raise SystemExit(f"dsan train --scenario: {exc}") from None
-        if sa.select_seeds:
-            from dsan.train.selection import select
-
-            summary = select(sa)
-        else:
-            summary = train_scenario(sa)
+        summary = select(sa) if sa.select_seeds else train_scenario(sa)
     else:
         try:
-            a = Args(**_kwargs(Args, ns))
+            a = Args(**given(Args, ns))
         except ValueError as exc:
             raise SystemExit(f"dsan train: {exc}") from None
         if ns.workers > 0:
@@ -91,8 +92,6 @@ def run(ns: argparse.Namespace) -> int:
                            master_port=ns.master_port, rollback_threshold=ns.rollback_threshold)
             summary = run_dist(a, d, ns.rank)
         else:
-            from dsan.train.ppo import train
-
             summary = train(a)
     print(json.dumps(summary, indent=2, default=str))
     return 0

@@ -110,19 +110,13 @@ def collect(
         raise ValueError("keeping steps whose node inputs change needs the model's embeddings")
     rng = rng or np.random.default_rng(0)
     tracks = [_Track(e, Rollout(nodes=e.nodes() if e.fixed_nodes else None)) for e in envs]
-    live = [t for t in tracks if t.env.decision() is not None]
-    while live:
-        ds: list[Decision] = []
-        for t in live:
-            d = t.env.decision()
-            assert d is not None
-            ds.append(d)
+    todo = [(t, d) for t in tracks if (d := t.env.decision()) is not None]
+    while todo:
+        live, ds = [t for t, _ in todo], [d for _, d in todo]
         rec = [
             not labelled or (t.k % record_every == 0 and (label_gpu_pods or d.pod.num_gpu == 0))
             for t, d in zip(live, ds, strict=True)
         ]
-        for t in live:
-            t.k += 1
         kept = [keep and r for r in rec]
         need = [j for j in range(len(live)) if acts or kept[j]]
         x = np.zeros((0, 0), np.float32)
@@ -155,6 +149,7 @@ def collect(
         chosen = [int(d.cand[a]) for d, a in zip(ds, picked, strict=True)]
         rewards = type(live[0].env).step_all([t.env for t in live], chosen)
         for j, t in enumerate(live):
+            t.k += 1
             if not rec[j]:
                 t.ro.fold(rewards[j])
                 continue
@@ -163,7 +158,7 @@ def collect(
                 e = None if t.env.fixed_nodes else es[j].numpy()
                 rows = (xs[j], ds[j].cand, e, best[j])
             t.ro.add(rewards[j], picked[j], logps[j], values[j], rows)
-        live = [t for t in live if t.env.decision() is not None]
+        todo = [(t, d) for t in live if (d := t.env.decision()) is not None]
     for t in tracks:
         t.ro.summary = t.env.summary()
     return [t.ro for t in tracks]

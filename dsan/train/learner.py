@@ -16,7 +16,7 @@ from torch.nn.utils import parameters_to_vector
 
 from dsan.model.net import DSANNet
 from dsan.train.rollout import Rollout
-from dsan.train.updates import PPOConfig, advantages, batch, minibatches, ppo_loss
+from dsan.train.updates import PPOConfig, advantages, minibatches, ppo_loss
 
 STATS = ("pg", "vf", "ent", "kl")
 # flat gradient, steps it averages over, per-parameter "got a gradient", loss parts
@@ -71,11 +71,8 @@ class LocalLearner:
             for p, v in zip(ps, torch.split(params, [p.numel() for p in ps]), strict=True):
                 p.copy_(v.view_as(p))
         i, steps = plan[k]
-        adv, ret = self.gae[i]
         self.model.zero_grad(set_to_none=True)
-        logp, seg, first, values = batch(self.model, self.ros[i], steps)
-        loss, parts = ppo_loss(logp, seg, first, values, self.ros[i], steps, adv, ret, mu, sd,
-                               self.a)
+        loss, parts = ppo_loss(self.model, self.ros[i], steps, *self.gae[i], mu, sd, self.a)
         loss.backward()
         g = torch.cat(
             [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in ps]

@@ -26,6 +26,14 @@ from dsan.sim.paths import DEFAULT_NODES, openb_csv
 from dsan.sim.protocol import tuned_order
 from dsan.train.env import F32, Decision, NodeInputs
 
+#: The openb pod lists the trainers draw episodes from.
+WORKLOADS = (
+    "openb_pod_list_default.csv",
+    "openb_pod_list_gpushare40.csv",
+    "openb_pod_list_multigpu20.csv",
+    "openb_pod_list_cpu050.csv",
+)
+
 
 @dataclass(frozen=True)
 class RewardWeights:
@@ -106,21 +114,6 @@ class OpenbEnv:
         self._started = False
         self._carry = 0.0  # SLA penalty waiting for the next step's reward
 
-    def settle(self, b: Bound) -> npt.NDArray[np.float64]:
-        """A bound pod's reward parts (util, completion, cost, dPhi), once the node's
-        fragmentation is current."""
-        milli = b.pod.gpu_total_milli
-        self.alloc += milli
-        self.decisions += 1
-        dphi = -(self.frag.frag[b.node] - b.frag_before) / self.capacity
-        cost = -float(self.price[b.node]) / self.total_price if b.was_idle else 0.0
-        return np.array([milli / self.capacity, 0.0, cost, dphi])
-
-    def reward(self, parts: npt.NDArray[np.float64], sla: float) -> float:
-        w = self.weights
-        u, c, k, f = parts
-        return float(w.util * u + w.completion * c + w.cost * k + w.sla * sla + w.frag_shaping * f)
-
     @property
     def alloc_pct(self) -> float:
         return 100.0 * self.alloc / self.capacity
@@ -149,20 +142,40 @@ class OpenbEnv:
         cand = self._now().cand
         ties = np.flatnonzero(scores >= scores.max())
         a = int(ties[np.argmin(np.asarray(self.snap.names, dtype=object)[cand[ties]])])
-        best = np.zeros(len(cand), dtype=bool)
-        best[a] = True
-        return a, best
+        return a, np.arange(len(cand)) == a
 
     def step(self, node: int) -> float:
         return self.step_all([self], [node])[0]
 
     @classmethod
     def step_all(cls, envs: Sequence[OpenbEnv], nodes: Sequence[int]) -> list[float]:
-        """:meth:`step` of each, with batched binds and fragmentation refresh."""
+        """:meth:`step` of each, FGD's GPU choices and the fragmentation refresh in one call per
+        target (numpy's per-call overhead dominates one-row calls; exact, as ``node_frag`` sums
+        integers)."""
         pods = [e._now().pod for e in envs]
-        bound = bind_many(envs, pods, nodes)
-        refresh_bound(envs, nodes)
-        return [e._close(e.settle(b)) for e, b in zip(envs, bound, strict=True)]
+        idle = [e.snap.cpu_used[n] == 0 for e, n in zip(envs, nodes, strict=True)]
+        before = [float(e.frag.frag[n]) for e, n in zip(envs, nodes, strict=True)]
+        groups: dict[int, list[int]] = {}
+        for i, e in enumerate(envs):
+            groups.setdefault(id(e.target), []).append(i)
+        for idx in groups.values():
+            eps, ps, at = [envs[i] for i in idx], [pods[i] for i in idx], [nodes[i] for i in idx]
+            gpus = fgd_select_gpus_many(ps, [e.snap for e in eps], at, eps[0].target,
+                                        [e.frag.access for e in eps])
+            for e, p, n, g in zip(eps, ps, at, gpus, strict=True):
+                allocate(e.snap, p, n, g)
+            if len(idx) == 1:
+                eps[0].frag.refresh(eps[0].snap, at)
+                continue
+            cpu_free = np.array([e.snap.cpu_cap[n] - e.snap.cpu_used[n]
+                                 for e, n in zip(eps, at, strict=True)])
+            free = np.stack([e.snap.gpu_free[n] for e, n in zip(eps, at, strict=True)])
+            acc = np.stack([e.frag.access[:, n] for e, n in zip(eps, at, strict=True)], axis=1)
+            got = node_frag(cpu_free, free, acc, eps[0].target)
+            for e, n, f in zip(eps, at, got.tolist(), strict=True):
+                e.frag.frag[n] = f
+        return [e._close(p, n, i, b)
+                for e, p, n, i, b in zip(envs, pods, nodes, idle, before, strict=True)]
 
     def summary(self) -> dict[str, float]:
         return {"alloc_pct": self.alloc_pct, "failed": self.failed, "pods": len(self.order)}
@@ -195,65 +208,19 @@ class OpenbEnv:
                 return sla
         return 0.0
 
-    def _close(self, parts: npt.NDArray[np.float64]) -> float:
-        """The placement's reward plus the failures before it (first step) and until the next
-        decision."""
+    def _close(self, pod: PodSpec, node: int, was_idle: bool, frag_before: float) -> float:
+        """The reward of ``pod`` bound to ``node`` (the node's fragmentation current; no pod
+        completes), plus the failures before it (first step) and until the next decision."""
+        milli = pod.gpu_total_milli
+        self.alloc += milli
+        self.decisions += 1
         w = self.weights
-        r = self.reward(parts, 0.0) + w.sla * self._carry
+        dphi = -(self.frag.frag[node] - frag_before) / self.capacity
+        cost = -float(self.price[node]) / self.total_price if was_idle else 0.0
+        r = float(w.util * (milli / self.capacity) + w.cost * cost + w.frag_shaping * dphi)
+        r += w.sla * self._carry
         self._carry = 0.0
-        nxt = self._advance()
-        return r + w.sla * nxt
-
-
-@dataclass
-class Bound:
-    """A pod bound by :func:`bind_many` whose reward waits for the node's fragmentation."""
-
-    node: int
-    was_idle: bool
-    frag_before: float
-    pod: PodSpec
-
-
-def bind_many(
-    eps: Sequence[OpenbEnv], pods: Sequence[PodSpec], nodes: Sequence[int]
-) -> list[Bound]:
-    """One pod bound in each episode, FGD's GPU choices batched per target; the nodes'
-    fragmentation stays stale until :func:`refresh_bound`."""
-    bound = [
-        Bound(n, ep.snap.cpu_used[n] == 0, float(ep.frag.frag[n]), pod)
-        for ep, pod, n in zip(eps, pods, nodes, strict=True)
-    ]
-    groups: dict[int, list[int]] = {}
-    for i, ep in enumerate(eps):
-        groups.setdefault(id(ep.target), []).append(i)
-    for idx in groups.values():
-        gpus = fgd_select_gpus_many([pods[i] for i in idx], [eps[i].snap for i in idx],
-                                    [nodes[i] for i in idx], eps[idx[0]].target,
-                                    [eps[i].frag.access for i in idx])
-        for i, g in zip(idx, gpus, strict=True):
-            allocate(eps[i].snap, pods[i], nodes[i], g)
-    return bound
-
-
-def refresh_bound(eps: Sequence[OpenbEnv], nodes: Sequence[int]) -> None:
-    """``ep.frag.refresh(ep.snap, [node])`` for each pair in one call per target (numpy's
-    per-call overhead dominates one-row calls); exact, as ``node_frag`` sums integers."""
-    groups: dict[int, list[int]] = {}
-    for i, ep in enumerate(eps):
-        groups.setdefault(id(ep.frag.target), []).append(i)
-    for idx in groups.values():
-        if len(idx) == 1:
-            eps[idx[0]].frag.refresh(eps[idx[0]].snap, [nodes[idx[0]]])
-            continue
-        snaps = [eps[i].snap for i in idx]
-        at = [nodes[i] for i in idx]
-        cpu_free = np.array([s.cpu_cap[n] - s.cpu_used[n] for s, n in zip(snaps, at, strict=True)])
-        free = np.stack([s.gpu_free[n] for s, n in zip(snaps, at, strict=True)])
-        acc = np.stack([eps[i].frag.access[:, n] for i, n in zip(idx, at, strict=True)], axis=1)
-        got = node_frag(cpu_free, free, acc, eps[idx[0]].frag.target)
-        for i, n, f in zip(idx, at, got.tolist(), strict=True):
-            eps[i].frag.frag[n] = f
+        return r + w.sla * self._advance()
 
 
 def make_episode(cfg: EnvConfig, seed: int, workload: str | None = None) -> OpenbEnv:

@@ -38,9 +38,7 @@ class ParameterServer:
         """Accept the current version (``score`` at most ``threshold`` below the best accepted
         one) or roll back to the last good version."""
         if score >= self.good_score - self.threshold:
-            self.good_score = (
-                max(self.good_score, score) if self.good_score > -float("inf") else score
-            )
+            self.good_score = max(self.good_score, score)
             self.good_version = self.version
             self._good = self._snapshot()
             return True

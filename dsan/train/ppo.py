@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from dsan.model.net import DSANNet, ModelConfig
 from dsan.train.collector import collect
-from dsan.train.openb import EnvConfig, RewardWeights, make_episode
+from dsan.train.openb import WORKLOADS, EnvConfig, RewardWeights, make_episode
 from dsan.train.rundir import RunDir
 from dsan.train.teachers import OPENB_TEACHERS, make_teacher
 from dsan.train.updates import imitation_update, ppo_update
@@ -29,12 +29,7 @@ class Args:
     hidden: int = 32
     head: str = "mlp"  # "residual": FGD score x learned scale + zero-init residual
     n_nodes: int = 96
-    workloads: tuple[str, ...] = (
-        "openb_pod_list_default.csv",
-        "openb_pod_list_gpushare40.csv",
-        "openb_pod_list_multigpu20.csv",
-        "openb_pod_list_cpu050.csv",
-    )
+    workloads: tuple[str, ...] = WORKLOADS
     teacher: str = "auto"  # "auto" = the best of TEACHERS_AUTO on held-out training episodes
     imitation_episodes: int = 6
     imitation_epochs: int = 4
@@ -111,7 +106,6 @@ def train(a: Args) -> dict[str, Any]:
         baselines[teacher] = evaluate(None, env, eval_seeds, teacher)
     parity_at = max(baselines.values())  # "best-heuristic parity"
     parity_s = state.get("parity_s")
-    best = -1.0  # the warm start's score once imitation ran, else the resumed model's
     if run.start_it == 0:
         eps = []
         for _ in range(a.imitation_episodes):
@@ -127,7 +121,7 @@ def train(a: Args) -> dict[str, Any]:
             g["lr"] = a.ppo_lr
         # The warm-started model is the first "best": PPO must beat it to replace it.
         run.save_best(model)
-    else:
+    else:  # the resumed model is the one to beat
         best = evaluate(model, env, eval_seeds)
     bar = tqdm(range(run.start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:

@@ -22,7 +22,7 @@ from dsan.policies.dsan_actions import ACTIONS, load_actions
 from dsan.sim.scenario.cluster import build_cluster
 from dsan.sim.scenario.config import load as load_scenario
 from dsan.sim.scenario.workload import generate
-from dsan.train.anchor import AnchorConfig, OpenbAnchor
+from dsan.train.anchor import OpenbAnchor
 from dsan.train.collector import collect, softmax_choice
 from dsan.train.gate import freeze, gate, gate_margin
 from dsan.train.rollout import Rollout
@@ -112,10 +112,6 @@ class ScenarioArgs:
                 raise ValueError(f"ScenarioArgs: {self.actions_from} has no {ACTIONS}")
             load_actions(self.actions_from)
 
-    def reward(self) -> ScenarioReward:
-        return ScenarioReward(self.w_util, self.w_completion, self.w_cost, self.w_sla,
-                              self.sla_shaping)
-
 
 def play(
     a: ScenarioArgs,
@@ -132,12 +128,13 @@ def play(
     teacher = Composite(target)
     if a.imitation_tolerance >= 0:
         teacher.tolerance = a.imitation_tolerance
-    win = WindowConfig(a.scenario, start_h, a.window_h)
-    env = WindowEnv(win, a.reward(), seed, cfg, teacher, target, rng)
-    every = a.record_every if mode in ("teacher", "dagger") else 1
+    win = WindowConfig(start_h, a.window_h)
+    reward = ScenarioReward(a.w_util, a.w_completion, a.w_cost, a.w_sla, a.sla_shaping)
+    env = WindowEnv(win, reward, seed, cfg, teacher, target, rng)
     # Rows are kept only with a model: the steps keep their node embeddings.
     (ro,) = collect([env], model, mode, teacher, rng, keep=model is not None,
-                    record_every=every, label_gpu_pods=a.imitate_gpu_pods, choose=softmax_choice)
+                    record_every=a.record_every, label_gpu_pods=a.imitate_gpu_pods,
+                    choose=softmax_choice)
     return ro
 
 
@@ -160,7 +157,7 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
     model, manifest = openb_stage(a.init_model, a.seed, a.openb_skip)
     gate(model)
     params = freeze(model.train())
-    anchor = OpenbAnchor(model, AnchorConfig(episodes=a.anchor_episodes, coef=a.anchor_coef))
+    anchor = OpenbAnchor(model, a.anchor_episodes, a.anchor_coef)
     opt = torch.optim.Adam(params, lr=a.lr)
     tb = SummaryWriter(str(run.path / "tb"))
     state = run.restore(model, opt)
@@ -168,22 +165,21 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
     teacher_eval = state.get("teacher_eval") or evaluate(a, None)
     balance = "task-priority" if a.class_by_priority else "task"
     extra = partial(anchor.loss, model, rng)  # the openb anchor: 0 unless anchor_coef > 0
+
+    def window(mode: str, start: int | None = None) -> Rollout:
+        """A window of a fresh training seed: start hour ``start`` of ``a.start_hours``
+        (cycled, so every window, web placement at 0 h too, is seen), else one drawn."""
+        seed, hours = int(rng.integers(10_000)), a.start_hours
+        h = float(rng.choice(hours)) if start is None else hours[start % len(hours)]
+        return play(a, seed, h, model, mode, rng)
+
     if not state:
-        hours = a.start_hours  # cycled, so every window (web placement at 0 h too) is seen
-        ros = [
-            play(a, int(rng.integers(10_000)), hours[i % len(hours)], model, "teacher", rng)
-            for i in range(a.imitation_episodes)
-        ]
+        ros = [window("teacher", i) for i in range(a.imitation_episodes)]
         loss = imitation_update(
             model, opt, ros, a.imitation_epochs, a.minibatch, rng, balance, extra
         )
         for r in range(a.dagger_rounds):  # the model drives, the teacher labels its states
-            ros += [
-                play(
-                    a, int(rng.integers(10_000)), hours[(r + i) % len(hours)], model, "dagger", rng
-                )
-                for i in range(a.dagger_episodes)
-            ]
+            ros += [window("dagger", r + i) for i in range(a.dagger_episodes)]
             loss = imitation_update(model, opt, ros, 1, a.minibatch, rng, balance, extra)
         ev = evaluate(a, model)
         run.log.write({"iteration": -1, "phase": "imitation", "loss": loss, **_eval(ev),
@@ -195,12 +191,7 @@ def train(a: ScenarioArgs) -> dict[str, Any]:
     best = float(state.get("best", -np.inf))
     bar = tqdm(range(run.start_it, a.iterations), disable=not a.progress, desc="ppo-scenario")
     for it in bar:
-        ros = [
-            play(
-                a, int(rng.integers(10_000)), float(rng.choice(a.start_hours)), model, "sample", rng
-            )
-            for _ in range(a.episodes_per_iter)
-        ]
+        ros = [window("sample") for _ in range(a.episodes_per_iter)]
         st = ppo_update(model, opt, ros, a, rng, extra)
         ev = evaluate(a, model)
         rew = float(np.mean([sum(r.reward) for r in ros]))

@@ -13,14 +13,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from dsan.model.export import MANIFEST
-
-if TYPE_CHECKING:
-    from dsan.train.scenario_train import ScenarioArgs
+from dsan.sim.scenario.config import load as load_scenario
+from dsan.sim.scenario.runner import default_factory, run_policy
+from dsan.train.scenario_train import ScenarioArgs, train
 
 #: The per-day metrics a validation keeps (the Table 1 columns plus cost).
 METRICS = ("utilization_pct", "p99_task_latency_s", "sla_violation_pct", "cost")
@@ -30,9 +30,6 @@ def validate(
     scenario: str, model_dir: str | Path, seeds: tuple[int, ...], hours: float
 ) -> dict[str, Any]:
     """The model at ``model_dir`` on full days of ``scenario``: per-seed rows and means."""
-    from dsan.sim.scenario.config import load as load_scenario
-    from dsan.sim.scenario.runner import default_factory, run_policy
-
     factory = partial(default_factory, model_dir=str(model_dir))
     cfg = load_scenario(scenario)
     days = []
@@ -52,8 +49,6 @@ def rank_key(v: dict[str, Any]) -> tuple[float, float, float, float]:
 
 def candidate(sub: ScenarioArgs) -> dict[str, Any]:
     """One seed trained and validated (each skipped when ``resume`` finds it done)."""
-    from dsan.train.scenario_train import train
-
     seed_out = Path(sub.out)
     trained = (seed_out / "summary.json").is_file() and (Path(sub.model_dir) / MANIFEST).is_file()
     if not (sub.resume and trained):

@@ -49,18 +49,16 @@ def batch(
     log-probability and step, each step's first row, and the steps' values. Embeddings are
     recomputed from ``ro.nodes`` (encoders training) or read from ``ro.emb`` (frozen)."""
     n = ro.nodes
-    emb = None
     if n is not None:
         emb = model.embed_nodes(
             torch.from_numpy(n.x), torch.from_numpy(n.telemetry), n.edge_index, n.edge_weight
         )
-    x = torch.from_numpy(np.concatenate([ro.x[i] for i in steps]))
-    sizes = np.array([len(ro.x[i]) for i in steps])
-    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
-    if emb is not None:
         e = emb.index_select(0, torch.from_numpy(np.concatenate([ro.cand[i] for i in steps])))
     else:
         e = torch.from_numpy(np.concatenate([ro.emb[i] for i in steps]))
+    x = torch.from_numpy(np.concatenate([ro.x[i] for i in steps]))
+    sizes = np.array([len(ro.x[i]) for i in steps])
+    seg = torch.from_numpy(np.repeat(np.arange(len(steps)), sizes))
     logits, values = model.score(x, e, torch.ones(len(x), dtype=torch.bool), seg, len(steps))
     logp = segment_log_softmax(logits, seg, len(steps))
     first = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
@@ -148,10 +146,7 @@ class PPOConfig(Protocol):
 
 
 def ppo_loss(
-    logp: torch.Tensor,
-    seg: torch.Tensor,
-    first: torch.Tensor,
-    values: torch.Tensor,
+    model: DSANNet,
     ro: Rollout,
     steps: np.ndarray,
     adv: np.ndarray,
@@ -160,8 +155,9 @@ def ppo_loss(
     sd: float,
     a: PPOConfig,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped PPO loss of minibatch ``steps`` (``logp`` .. ``values`` from :func:`batch`),
+    """Clipped PPO loss of minibatch ``steps`` of ``ro``,
     ``-min(r A, clip(r) A) + c_v (V - R)^2 - c_e H``, and its parts."""
+    logp, seg, first, values = batch(model, ro, steps)
     new = logp[torch.from_numpy(np.asarray(ro.action)[steps]) + first]
     old = torch.tensor(np.asarray(ro.logp)[steps], dtype=torch.float32)
     ad = torch.tensor((adv[steps] - mu) / sd, dtype=torch.float32)
@@ -192,9 +188,7 @@ def ppo_update(
     mu, sd = allv.mean(), allv.std() + 1e-8
     stats: dict[str, list[float]] = {"pg": [], "vf": [], "ent": [], "kl": []}
     for i, steps in minibatches(ros, a.ppo_epochs, a.minibatch, rng):
-        ro, (adv, ret) = ros[i], gae[i]
-        logp, seg, first, values = batch(model, ro, steps)
-        loss, parts = ppo_loss(logp, seg, first, values, ro, steps, adv, ret, mu, sd, a)
+        loss, parts = ppo_loss(model, ros[i], steps, *gae[i], mu, sd, a)
         if extra_loss is not None:
             loss = loss + extra_loss()
         _step(model, opt, loss, max_norm=0.5)

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsan.features import AGE_COLUMNS, PlacementCache, TargetWorkload, age_columns
-from dsan.sim.scenario.config import ScenarioConfig, load
+from dsan.sim.scenario.config import ScenarioConfig
 from dsan.sim.scenario.env import ScenarioEnv
 from dsan.sim.scenario.metrics import RewardParts
 from dsan.train.env import F32, Decision, NodeInputs
@@ -45,9 +45,8 @@ class ScenarioReward:
 
 @dataclass(frozen=True)
 class WindowConfig:
-    """Which part of which scenario an episode covers."""
+    """Which part of the scenario an episode covers."""
 
-    scenario: str = "seed-table1"
     start_h: float = 9.0
     len_h: float = 1.0
 
@@ -68,14 +67,13 @@ class WindowEnv:
         win: WindowConfig,
         reward: ScenarioReward,
         seed: int,
-        cfg: ScenarioConfig | None = None,
+        cfg: ScenarioConfig,
         teacher: Composite | None = None,
         target: TargetWorkload | None = None,
         rng: np.random.Generator | None = None,
     ) -> None:
-        self.win, self.weights, self.seed = win, reward, seed
+        self.weights, self.cfg = reward, cfg
         self.teacher, self.rng = teacher, rng or np.random.default_rng(0)
-        self.cfg = cfg or load(win.scenario)
         self.env = ScenarioEnv(
             self.cfg,
             hours=win.start_h + win.len_h,

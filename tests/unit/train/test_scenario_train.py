@@ -115,16 +115,16 @@ def test_cli_scenario_mode_builds_scenario_args() -> None:
     ns = p.parse_args(
         ["train", "--scenario", "seed-table1", "--start-hours", "9", "11", "--iterations", "3"]
     )
-    kw = cli._kwargs(ScenarioArgs, ns)
+    kw = cli.given(ScenarioArgs, ns)
     a = ScenarioArgs(**{**kw, "scenario": ns.scenario})
     assert a.start_hours == (9.0, 11.0) and a.iterations == 3 and a.window_h == 1.0
     sel = p.parse_args(
         ["train", "--scenario", "s", "--select-seeds", "1", "2", "--validate-hours", "6"]
     )
-    assert cli._kwargs(ScenarioArgs, sel) == {
+    assert cli.given(ScenarioArgs, sel) == {
         "scenario": "s", "select_seeds": (1, 2), "validate_hours": 6.0
     }
-    b = cli._kwargs(cli.Args, p.parse_args(["train", "--workloads", "x.csv"]))
+    b = cli.given(cli.Args, p.parse_args(["train", "--workloads", "x.csv"]))
     assert b == {"workloads": ("x.csv",)}
 
 
