@@ -14,7 +14,8 @@ The episode reward reuses the scenario stage's weights (:class:`ScenarioReward`:
 0.4, completion 0.3, cost 0.2, SLA 0.1) on the episode's Table 1 metrics: ``0.4 util/100 -
 0.3 mean JCT (h) - 0.2 cost / all-nodes cost - 0.1 SLA violations/100``. The node choice in
 the loop is ``node_policy`` (default ``k8s-default``: DSAN's own model costs 2-6x per run on
-the 2-core machine; ``--node-policy dsan`` searches with it). ``init_from`` continues from a
+the 2-core machine; ``--node-policy dsan`` searches with the node model in ``model_dir``,
+else ``$DSAN_MODEL_DIR`` or the shipped one). ``init_from`` continues from a
 model directory's actions (the current mean competes unperturbed in every iteration). The
 best-scoring candidate is written as ``actions.json`` (into ``model_dir`` when set, e.g.
 ``dsan/model/default``); docs/results/table1.md has the shipped two-stage commands.
@@ -63,7 +64,7 @@ class Args:
     elite: int = 2
     init_sd: float = 0.3  # of each bound's width
     seed: int = 0
-    model_dir: str = ""  # also write actions.json here
+    model_dir: str = ""  # write actions.json here; with node_policy dsan, also its node model
     init_from: str = ""  # start from this model directory's actions.json (default: Kubernetes')
     search: tuple[str, ...] = ()  # the ActionParams fields searched (default: all)
     jobs: int = 1  # episodes played at once (processes); the results do not depend on it
@@ -86,11 +87,13 @@ def episode_reward(r: dict[str, Any], w: ScenarioReward, full_cost: float) -> fl
             - w.w_sla * float(r["sla_violation_pct"]) / 100.0)
 
 
-def with_actions(p: ActionParams | None, node_policy: str) -> ScorerFactory:
+def with_actions(p: ActionParams | None, node_policy: str, model_dir: str = "") -> ScorerFactory:
     """A scorer factory: ``node_policy``'s node choice with ``p``'s actions (None:
-    Kubernetes')."""
+    Kubernetes'); DSAN's node model from ``model_dir`` when given (else as ``dsan sim``)."""
+    options = {"model_dir": model_dir} if node_policy == "dsan" and model_dir else {}
+
     def factory(name: str, seed: int, wl: Workload, engine: Engine) -> Scorer:
-        s = default_factory(node_policy, seed, wl, engine)
+        s = default_factory(node_policy, seed, wl, engine, **options)
         if p is None:
             s.reclaimer, s.controller = DefaultReclaimer(), StaticController()
         else:
@@ -102,7 +105,7 @@ def with_actions(p: ActionParams | None, node_policy: str) -> ScorerFactory:
 def play(a: Args, p: ActionParams | None, seed: int) -> dict[str, Any]:
     cfg = load(a.scenario)
     w = ScenarioReward()
-    f = with_actions(p, a.node_policy)
+    f = with_actions(p, a.node_policy, a.model_dir)
     runs = [run_policy(cfg, a.node_policy, seed, hours=a.hours, factory=f)]
     if a.burst:
         runs.append(run_policy(cfg, a.node_policy, seed, burst=True, hours=cfg.burst.hours,

@@ -102,3 +102,26 @@ def test_a_failed_episode_shuts_the_workers_down(
         search.main(search.Args(out=str(tmp_path), population=3, iterations=1,
                                 search=("w_count",), jobs=2))
     assert shutdowns == [True]
+
+
+def test_a_dsan_search_plays_the_node_model_of_its_model_dir(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--model-dir`` is where the searched actions land; with DSAN's node choice the node
+    model must come from there too, or the actions are tuned for another model (the shipped
+    one) than the one they are written beside."""
+    seen: list[dict[str, Any]] = []
+
+    class Stub:
+        reclaimer: Any = None
+        controller: Any = None
+
+    def factory(name: str, seed: int, wl: Any, engine: Any, **options: Any) -> Stub:
+        seen.append({"name": name, **options})
+        return Stub()
+
+    monkeypatch.setattr(search, "default_factory", factory)
+    search.with_actions(None, "dsan", "out/cand")("dsan", 1, None, None)  # type: ignore[arg-type]
+    search.with_actions(None, "k8s-default", "out/cand")("x", 1, None, None)  # type: ignore[arg-type]
+    search.with_actions(None, "dsan")("dsan", 1, None, None)  # type: ignore[arg-type]
+    assert seen == [{"name": "dsan", "model_dir": "out/cand"}, {"name": "k8s-default"},
+                    {"name": "dsan"}]
