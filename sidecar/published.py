@@ -21,9 +21,6 @@ import numpy.typing as npt
 from dsan.core.snapshot import ClusterSnapshot
 from sidecar.nodetable import NodeTable
 
-#: The columns a charge writes (every published snapshot has them all).
-_CHARGED = ("cpu_used", "mem_used", "pod_count", "ls_pods", "gpu_free")
-
 
 @dataclass(frozen=True, slots=True)
 class Published:
@@ -107,11 +104,14 @@ class Publisher:
         (the caller checked :meth:`is_current` before the writes and holds the scoring lock)."""
         pub = self.current
         assert pub is not None
-        for col in _CHARGED:  # an assumption's one or two rows
-            dst, src = getattr(pub.snap, col), getattr(self._table, col)
-            for r in rows:
+        snap, t = pub.snap, self._table
+        assert snap.pod_count is not None and snap.ls_pods is not None  # publish() fills them
+        for dst, src in ((snap.cpu_used, t.cpu_used), (snap.mem_used, t.mem_used),
+                         (snap.gpu_free, t.gpu_free), (snap.pod_count, t.pod_count),
+                         (snap.ls_pods, t.ls_pods)):
+            for r in rows:  # an assumption's one or two rows
                 dst[r] = src[r]
-        pub.snap.version = version
+        snap.version = version
         self.current = dataclasses.replace(pub, version=version)
 
     def _ages(self, tele_time: npt.NDArray[np.float64],
