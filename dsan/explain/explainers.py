@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from dsan.core.snapshot import F64, I64
 from dsan.explain.decision import Decision, ExplainError, Explanation
 from dsan.explain.shapley import permutation_shapley
 from dsan.features import FEATURES, N_FEATURES, default_workload, placement
-from dsan.model.graph import F32
 from dsan.model.runtime import Runtime
 from dsan.policies.base import MAX_NODE_SCORE
 from dsan.policies.baselines import DEFAULT_MEMORY_MIB, DEFAULT_MILLI_CPU
@@ -67,8 +67,8 @@ def explain_dsan(d: Decision, cfg: DSANShapConfig | None = None) -> Explanation:
     return explain_rows(d, serving.runtime, x, serving.runtime.streams(d.candidates), cfg)
 
 
-def explain_rows(d: Decision, runtime: Runtime, x: F32, streams: F32,
-                 cfg: DSANShapConfig | None = None,
+def explain_rows(d: Decision, runtime: Runtime, x: npt.NDArray[np.float32],
+                 streams: npt.NDArray[np.float32], cfg: DSANShapConfig | None = None,
                  stop: Callable[[], bool] | None = None) -> Explanation:
     """SHAP of ``d`` from its candidates' features ``x`` (m, 128) and embedding ``streams``
     (m, 2, H) (:func:`explain_dsan`'s; the sidecar copies them from its state). ``stop``:

@@ -204,6 +204,8 @@ def _flags(a: Args) -> str:
 
 
 def parse(argv: list[str] | None = None) -> Args:
+    # Here, not at the top: the episode workers import this module, and the trainer CLI's
+    # imports (PPO, selection) are nothing they need.
     from dsan.train.cli import add_fields, given
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
