@@ -9,10 +9,14 @@ Range checks stay in each config.
 :func:`dataclass_schema` writes the schema (values.schema.json) with the same narrowing, so a
 value the schema accepts is one ``build`` accepts too. Each property carries the field's
 default and, as its description, the ``#:`` comment above the field.
+
+:func:`add_fields` and :func:`given` make the same dataclasses command-line flags and back
+(the training tools' ``Args``), with no import of what the tools run.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import inspect
 import re
@@ -176,3 +180,36 @@ def dataclass_schema(cls: type, *, exclude: Collection[str] = (),
         schema.update(extra.get(f.name, {}))
         props[f.name] = schema
     return {"type": "object", "additionalProperties": False, "properties": props}
+
+
+def add_fields(
+    p: argparse.ArgumentParser, classes: dict[str, type], skip: tuple[str, ...] = ()
+) -> None:
+    """One flag per field of the dataclasses ``classes`` (by label); a flag not given stays out
+    of the namespace, so :func:`given` leaves the field its class's default."""
+    defaults: dict[str, dict[str, Any]] = {}
+    items: dict[str, type] = {}  # a tuple field's element type, from its annotation
+    for label, cls in classes.items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.name not in skip:
+                defaults.setdefault(f.name, {})[label] = f.default
+                if isinstance(f.default, tuple):
+                    items[f.name] = typing.get_args(hints[f.name])[0]
+    for name, by_label in defaults.items():
+        default = next(iter(by_label.values()))
+        flag = "--" + name.replace("_", "-")
+        shown = "; ".join(f"{k}: {v}" if k else str(v) for k, v in by_label.items())
+        kw: dict[str, Any] = {"default": argparse.SUPPRESS, "help": f"default ({shown})"}
+        if isinstance(default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
+        elif isinstance(default, tuple):
+            p.add_argument(flag, nargs="+", type=items[name], **kw)
+        else:
+            p.add_argument(flag, type=type(default), **kw)
+
+
+def given(cls: type, ns: argparse.Namespace) -> dict[str, Any]:
+    """The fields of ``cls`` given on the command line (tuples as tuples)."""
+    kw = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls) if hasattr(ns, f.name)}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}

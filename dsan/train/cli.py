@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import fields
-from typing import Any, get_args, get_type_hints
 
+from dsan.core.configload import add_fields, given
 from dsan.train.ppo import Args, train
 from dsan.train.scenario_train import ScenarioArgs
 from dsan.train.scenario_train import train as train_scenario
@@ -37,39 +36,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="allocation points the shadow tolerates before rolling the PS back")
     p.set_defaults(func=run)
     return p
-
-
-def add_fields(
-    p: argparse.ArgumentParser, classes: dict[str, type], skip: tuple[str, ...] = ()
-) -> None:
-    """One flag per field of the dataclasses ``classes`` (by label); a flag not given stays out
-    of the namespace, so :func:`given` leaves the field its class's default."""
-    defaults: dict[str, dict[str, Any]] = {}
-    items: dict[str, type] = {}  # a tuple field's element type, from its annotation
-    for label, cls in classes.items():
-        hints = get_type_hints(cls)
-        for f in fields(cls):
-            if f.name not in skip:
-                defaults.setdefault(f.name, {})[label] = f.default
-                if isinstance(f.default, tuple):
-                    items[f.name] = get_args(hints[f.name])[0]
-    for name, by_label in defaults.items():
-        default = next(iter(by_label.values()))
-        flag = "--" + name.replace("_", "-")
-        shown = "; ".join(f"{k}: {v}" if k else str(v) for k, v in by_label.items())
-        kw: dict[str, Any] = {"default": argparse.SUPPRESS, "help": f"default ({shown})"}
-        if isinstance(default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
-        elif isinstance(default, tuple):
-            p.add_argument(flag, nargs="+", type=items[name], **kw)
-        else:
-            p.add_argument(flag, type=type(default), **kw)
-
-
-def given(cls: type, ns: argparse.Namespace) -> dict[str, Any]:
-    """The fields of ``cls`` given on the command line (tuples as tuples)."""
-    kw = {f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)}
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
 
 
 def run(ns: argparse.Namespace) -> int:
