@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from dsan.policies.registry import POLICY_NAMES
+from dsan.policies.registry import MODEL_FREE
 from dsan.sim import paths
 from dsan.sim.openb import load_nodes, load_pods
 from dsan.sim.protocol import OpenbConfig, run_openb
 
-POLICIES = [p for p in POLICY_NAMES if p != "dsan"]
+POLICIES = list(MODEL_FREE)
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ def build() -> dict[str, Any]:
     from deviceplugin.config import ALLOCATE_MODES, BACKENDS, PluginConfig
     from deviceplugin.fake import TOPOLOGIES
     from dsan.core.configload import dataclass_schema
-    from dsan.policies.registry import POLICY_NAMES
+    from dsan.policies.registry import MODEL_FREE, POLICY_NAMES
     from sidecar.config import SidecarConfig
 
     sidecar_config = dataclass_schema(
@@ -78,7 +78,7 @@ def build() -> dict[str, Any]:
             # The chart's probes and metrics Service need a real port.
             "metrics_port": _port(1),
             "policy": {"enum": list(POLICY_NAMES)},
-            "fallback_policy": {"enum": [p for p in POLICY_NAMES if p != "dsan"]},
+            "fallback_policy": {"enum": list(MODEL_FREE)},
             "log_level": {"enum": ["DEBUG", "INFO", "WARNING", "ERROR"]},
         })
     sidecar_config["description"] = (

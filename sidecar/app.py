@@ -37,25 +37,28 @@ ViewFactory = Callable[[GraphCache], ClusterView]
 
 
 def load_policies(cfg: SidecarConfig) -> tuple[Scorer, Scorer, PolicyInfo]:
-    """The served scorer and the fallback; "dsan" degrades to the fallback when unloadable."""
-    from dsan.policies.registry import make_scorer
+    """The served scorer and the fallback; a policy with a model degrades to the fallback when
+    the model cannot be loaded."""
+    from dsan.policies.registry import MODEL_FREE, make_scorer, needs
 
+    if cfg.fallback_policy not in MODEL_FREE:
+        raise ConfigError(f"sidecar config: fallback_policy: {cfg.fallback_policy!r} is not one "
+                          f"of the policies without a model: {', '.join(MODEL_FREE)}")
+    fallback = make_scorer(cfg.fallback_policy)
     try:
-        fallback = make_scorer(cfg.fallback_policy)
+        model = needs(cfg.policy).model
     except ValueError as exc:
-        raise ConfigError(f"sidecar config: fallback_policy: {exc}") from None
-    try:
-        if cfg.policy == "dsan":
-            scorer = make_scorer("dsan", model_dir=cfg.model_dir,
+        raise ConfigError(f"sidecar config: policy: {exc}") from None
+    if not model:
+        scorer = make_scorer(cfg.policy)
+    else:
+        try:
+            scorer = make_scorer(cfg.policy, model_dir=cfg.model_dir,
                                  embed_refresh_s=cfg.embed_refresh_s, runtime=cfg.runtime)
-        else:
-            scorer = make_scorer(cfg.policy)
-    except Exception as exc:
-        if cfg.policy != "dsan":
-            raise ConfigError(f"sidecar config: policy: {exc}") from None
-        log.warning("policy 'dsan' cannot be loaded (%s); serving %r instead", exc,
-                    cfg.fallback_policy)
-        scorer = fallback
+        except Exception as exc:
+            log.warning("policy %r cannot be loaded (%s); serving %r instead", cfg.policy, exc,
+                        cfg.fallback_policy)
+            scorer = fallback
     limit_threads(cfg.torch_threads, cfg.blas_threads)
     version = scorer.version
     if version != scorer.name:

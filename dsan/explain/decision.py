@@ -24,7 +24,7 @@ from dsan.core.filtering import feasible_nodes
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
 from dsan.features import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.policies.registry import make_scorer
+from dsan.policies.registry import make_scorer, needs
 from dsan.sim.scheduler import schedule_one, select_node
 
 if TYPE_CHECKING:
@@ -216,8 +216,8 @@ def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
     cfg = load(scenario)
     wl = generate(cfg, seed, burst)
     engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
-    fgd_like = policy in ("fgd", "dsan")
-    target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models) if fgd_like else None
+    target = (TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
+              if needs(policy).target_workload else None)
     scorer = make_scorer(policy, seed=seed, target_workload=target, **scorer_kwargs)
     engine.attach(scorer)
     rng = np.random.default_rng(seed)

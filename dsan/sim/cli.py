@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dsan.policies.registry import POLICY_NAMES, PUBLISHED_POLICIES, make_scorer
+from dsan.policies.registry import MODEL_FREE, POLICY_NAMES, PUBLISHED_POLICIES, make_scorer
 from dsan.sim import paths
 from dsan.sim.matrix import expand, run_matrix, write_reports
 from dsan.sim.openb import load_nodes, load_pods
@@ -97,7 +97,7 @@ def parse_seeds(text: str) -> list[int]:
 def parse_policies(text: str) -> list[str]:
     """A comma list of policy names, where ``all`` (every baseline) and ``published`` (the six
     with published results) stand for their members: ``all,dsan`` is every policy."""
-    groups = {"all": [p for p in POLICY_NAMES if p != "dsan"],
+    groups = {"all": list(MODEL_FREE),
               "published": list(PUBLISHED_POLICIES)}
     known = f"known: {', '.join(POLICY_NAMES)}, all, published"
     names: list[str] = []

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from dsan.core.configload import add_fields, given
 from dsan.policies.base import Scorer, StaticController
 from dsan.policies.dsan_actions import (
     ACTIONS,
@@ -44,6 +45,7 @@ from dsan.policies.dsan_actions import (
     save_actions,
 )
 from dsan.policies.reclaim import DefaultReclaimer
+from dsan.policies.registry import needs
 from dsan.sim.scenario.config import load
 from dsan.sim.scenario.engine import Engine
 from dsan.sim.scenario.runner import ScorerFactory, default_factory, run_policy
@@ -90,7 +92,7 @@ def episode_reward(r: dict[str, Any], w: ScenarioReward, full_cost: float) -> fl
 def with_actions(p: ActionParams | None, node_policy: str, model_dir: str = "") -> ScorerFactory:
     """A scorer factory: ``node_policy``'s node choice with ``p``'s actions (None:
     Kubernetes'); DSAN's node model from ``model_dir`` when given (else as ``dsan sim``)."""
-    options = {"model_dir": model_dir} if node_policy == "dsan" and model_dir else {}
+    options = {"model_dir": model_dir} if needs(node_policy).model and model_dir else {}
 
     def factory(name: str, seed: int, wl: Workload, engine: Engine) -> Scorer:
         s = default_factory(node_policy, seed, wl, engine, **options)
@@ -204,10 +206,6 @@ def _flags(a: Args) -> str:
 
 
 def parse(argv: list[str] | None = None) -> Args:
-    # Here, not at the top: the episode workers import this module, and the trainer CLI's
-    # imports (PPO, selection) are nothing they need.
-    from dsan.train.cli import add_fields, given
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_fields(ap, {"": Args})
     return Args(**given(Args, ap.parse_args(argv)))

@@ -24,10 +24,10 @@ def default_factory(name: str, seed: int, wl: Workload, engine: Engine, **option
     """Registry scorers; FGD's and DSAN's target workload is this run's own pod mix. ``options``
     go to the scorer's ``make`` (e.g. DSAN's ``model_dir``, through ``functools.partial``)."""
     from dsan.features.target import TargetWorkload
-    from dsan.policies.registry import make_scorer
+    from dsan.policies.registry import make_scorer, needs
 
     target = None
-    if name in ("fgd", "dsan"):
+    if needs(name).target_workload:
         target = TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
     return make_scorer(name, seed=seed, target_workload=target, **options)
 

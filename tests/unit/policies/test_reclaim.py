@@ -13,7 +13,7 @@ from dsan.policies.reclaim import (
     admissible,
     latency_sensitive,
 )
-from dsan.policies.registry import POLICY_NAMES, make_scorer
+from dsan.policies.registry import MODEL_FREE, make_scorer
 
 
 def v(prio: int, start: float = 0.0, task: str = "other") -> Victim:
@@ -57,7 +57,7 @@ def test_default_reclaimer_is_kube_schedulers_pick_one_node(
     assert r.choose(6, [Candidate(i, c) for i, c in enumerate(cands)]) == want
 
 
-@pytest.mark.parametrize("name", [n for n in POLICY_NAMES if n != "dsan"])
+@pytest.mark.parametrize("name", MODEL_FREE)
 def test_every_heuristic_keeps_kubernetes_choice(name: str) -> None:
     s = make_scorer(name)
     assert isinstance(s, Scorer)

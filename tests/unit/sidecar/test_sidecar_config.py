@@ -88,3 +88,7 @@ def test_unloadable_dsan_falls_back_and_unknown_policies_are_config_errors(
         load_policies(SidecarConfig(policy="no-such-policy"))
     with pytest.raises(ConfigError, match="fallback_policy"):
         load_policies(SidecarConfig(fallback_policy="nope"))
+    # A fallback that needs a model could fail the same way as the policy it stands in for.
+    with pytest.raises(ConfigError, match="fallback_policy: 'dsan' is not one of the policies "
+                                          "without a model: k8s-default"):
+        load_policies(SidecarConfig(fallback_policy="dsan"))
