@@ -23,7 +23,6 @@ from dsan.core.filtering import feasible, release
 from dsan.explain.decision import Decision as ExplainedDecision
 from dsan.explain.decision import Explanation
 from dsan.explain.explainers import EXPLAINABLE, DSANShapConfig, explain_rows, explain_terms
-from dsan.features import AGE_COLUMNS, age_columns, featurize
 from dsan.policies.base import Scorer
 from dsan.policies.dsan import DSANScorer
 from sidecar.cache import GraphCache
@@ -172,9 +171,7 @@ class Explainer:
         if isinstance(scorer, DSANScorer):
             assert node_cols is not None and all_streams is not None
             runtime = scorer.serving.runtime
-            cols = node_cols[keep]
-            cols[:, AGE_COLUMNS] = age_columns(snap, rows)
-            x = featurize(d.spec, snap, rows, scorer.serving.workload, node_cols=cols)
+            x = scorer.serving.features(d.spec, snap, rows, node_cols=node_cols[keep])
             streams = all_streams[keep]
             logits = runtime.head(x, streams)  # the served function on every candidate
             dec = ExplainedDecision(d.spec, snap, scorer, rows, logits, chosen, runner_up,

@@ -331,12 +331,18 @@ class ServingModel:
         if c is not None and c.last is not None:
             self._logits(pod, snap, c.last, key)
 
-    def features(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64) -> F32:
-        """``featurize(pod, snap, nodes)`` with the node columns of the current embeddings,
-        without the caches: the rows :meth:`logits` scores (explanations, tests)."""
+    def features(self, pod: PodSpec, snap: ClusterSnapshot, nodes: I64,
+                 node_cols: F32 | None = None) -> F32:
+        """``featurize(pod, snap, nodes)`` with the nodes' embedding columns, without the
+        caches: the rows :meth:`logits` scores (explanations, tests). ``node_cols``: those
+        columns as copied earlier (the sidecar copies them under its lock); default: the
+        current embeddings', refreshed for ``snap``."""
         nodes = np.asarray(nodes, dtype=np.int64)
-        self.refresh(snap)
-        cols = self.embeddings.node_cols[nodes]
+        if node_cols is None:
+            self.refresh(snap)
+            cols = self.embeddings.node_cols[nodes]
+        else:
+            cols = node_cols.copy()
         cols[:, AGE_COLUMNS] = age_columns(snap, nodes)
         return featurize(pod, snap, nodes, self.workload, node_cols=cols)
 
