@@ -15,6 +15,7 @@ output`` for both (checked), so the rows with the largest difference are *why A 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,9 +23,7 @@ import numpy.typing as npt
 
 from dsan.core.filtering import feasible_nodes
 from dsan.core.snapshot import F64, I64, ClusterSnapshot, PodSpec
-from dsan.features import TargetWorkload
 from dsan.policies.base import Scorer
-from dsan.policies.registry import make_scorer, needs
 from dsan.sim.scheduler import schedule_one, select_node
 
 if TYPE_CHECKING:
@@ -179,27 +178,19 @@ def decide(pod: PodSpec, snap: ClusterSnapshot, scorer: Scorer,
 def replay_openb(cfg: OpenbConfig, decision: int, **scorer_kwargs: Any) -> Decision:
     """The state of ``cfg``'s run just before decision ``decision``, scored (``scorer_kwargs``
     go to the policy's factory)."""
-    from dsan.sim.openb import load_nodes, load_pods
-    from dsan.sim.protocol import tie_ranks, tuned_order
+    from dsan.sim.protocol import start
 
-    nodes = load_nodes(cfg.nodes)
-    pods = load_pods(cfg.pods, nodes.gpu_models)
-    rng = np.random.default_rng(cfg.seed)
-    snap = nodes.snapshot(rng.permutation(len(nodes)))
-    specs = pods.pod_specs(snap.gpu_models)
-    target = TargetWorkload.from_pods(specs, snap.gpu_models)
-    capacity = 1000 * int(snap.gpu_count.sum())
-    if capacity == 0:
-        raise ExplainError(f"{cfg.nodes}: the node list has no GPUs")
-    order = tuned_order(pods.gpu_request_milli(), capacity, cfg.tune, rng)
-    if not 0 <= decision < len(order):
-        raise ExplainError(f"decision {decision} is out of range: this run makes {len(order)} "
-                           f"decisions (0..{len(order) - 1})")
-    scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target, **scorer_kwargs)
-    tie_rank = tie_ranks(cfg.tie_break, snap)
+    try:
+        run = start(cfg, **scorer_kwargs)
+    except ValueError as exc:
+        raise ExplainError(str(exc)) from None
+    if not 0 <= decision < len(run.order):
+        raise ExplainError(f"decision {decision} is out of range: this run makes "
+                           f"{len(run.order)} decisions (0..{len(run.order) - 1})")
     for e in range(decision):
-        schedule_one(specs[order[e]], snap, scorer, rng, tie_rank)
-    return decide(specs[order[decision]], snap, scorer, rng, tie_rank, index=decision)
+        schedule_one(run.specs[run.order[e]], run.snap, run.scorer, run.rng, run.tie_rank)
+    return decide(run.specs[run.order[decision]], run.snap, run.scorer, run.rng, run.tie_rank,
+                  index=decision)
 
 
 def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
@@ -208,26 +199,19 @@ def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
     """Decision ``decision`` of a seed-scenario run, driven as
     :func:`dsan.sim.scenario.runner.run_policy` drives it (same scorer wiring and tie stream)."""
     from dsan.sim.scenario.config import load
-    from dsan.sim.scenario.engine import Engine
-    from dsan.sim.scenario.workload import generate
+    from dsan.sim.scenario.runner import default_factory, start
 
     if decision < 0:
         raise ExplainError(f"decision must be >= 0, got {decision}")
-    cfg = load(scenario)
-    wl = generate(cfg, seed, burst)
-    engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
-    target = (TargetWorkload.from_pods(wl.pods, engine.snap.gpu_models)
-              if needs(policy).target_workload else None)
-    scorer = make_scorer(policy, seed=seed, target_workload=target, **scorer_kwargs)
-    engine.attach(scorer)
-    rng = np.random.default_rng(seed)
+    engine, scorer, rng, tie_rank = start(load(scenario), policy, seed, burst=burst, hours=hours,
+                                          factory=partial(default_factory, **scorer_kwargs))
     gen = engine.decisions()
     try:
         d = next(gen, None)
         for _ in range(decision):
             if d is None:
                 break
-            node = select_node(d.pod, d.snapshot, scorer, rng, d.nodes)
+            node = select_node(d.pod, d.snapshot, scorer, rng, d.nodes, tie_rank)
             d = gen.send(int(node)) if node is not None else None
     except StopIteration:
         d = None
@@ -235,6 +219,6 @@ def replay_scenario(scenario: str, policy: str, seed: int, decision: int,
         gen.close()
         raise ExplainError(f"decision {decision} is out of range: the run ended before it")
     # a copy: closing the generator may let the engine move on with its live snapshot
-    out = decide(d.pod, d.snapshot.copy(), scorer, rng, None, index=decision, nodes=d.nodes)
+    out = decide(d.pod, d.snapshot.copy(), scorer, rng, tie_rank, index=decision, nodes=d.nodes)
     gen.close()
     return out

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsan.core.snapshot import ClusterSnapshot
+from dsan.core.snapshot import ClusterSnapshot, PodSpec
 from dsan.features.frag import FragTracker
 from dsan.features.target import TargetWorkload
+from dsan.policies.base import Scorer
 from dsan.policies.registry import POLICY_NAMES, make_scorer
 from dsan.sim.openb import NodeTrace, PodTrace, load_nodes, load_pods
 from dsan.sim.scheduler import name_rank, schedule_one
@@ -94,25 +95,53 @@ def discrete_curve(arrived_pct: npt.NDArray[np.float64], values: npt.NDArray[np.
                         np.where(near_c > 0, near_s / near_c, np.nan))
 
 
-def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None
-              ) -> dict[str, Any]:
-    """Run the protocol once; returns the JSON-ready result."""
-    t0 = time.perf_counter()
+@dataclass
+class OpenbRun:
+    """One run's state before its first decision (:func:`start`)."""
+
+    snap: ClusterSnapshot
+    specs: list[PodSpec]
+    target: TargetWorkload
+    #: The submitted pods, as indices into ``specs``, and every pod's GPU request.
+    order: npt.NDArray[np.int64]
+    req: npt.NDArray[np.int64]
+    scorer: Scorer
+    tie_rank: npt.NDArray[np.int64] | None
+    rng: np.random.Generator
+    #: The pod trace's workload name.
+    workload: str
+
+
+def start(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None,
+          **scorer_kwargs: Any) -> OpenbRun:
+    """Load the traces, shuffle the nodes, draw the submission order and make the scorer
+    (``scorer_kwargs`` go to its factory), in the order the seeded stream expects."""
     nodes = nodes if nodes is not None else load_nodes(cfg.nodes)
     pods = pods if pods is not None else load_pods(cfg.pods, nodes.gpu_models)
     rng = np.random.default_rng(cfg.seed)
     snap = nodes.snapshot(rng.permutation(len(nodes)))
     specs = pods.pod_specs(snap.gpu_models)
     target = TargetWorkload.from_pods(specs, snap.gpu_models)
-    total_gpus = int(snap.gpu_count.sum())
-    capacity = 1000 * total_gpus
+    capacity = 1000 * int(snap.gpu_count.sum())
     if capacity == 0:
         raise ValueError(f"{cfg.nodes}: the node list has no GPUs")
     req = pods.gpu_request_milli()
     order = tuned_order(req, capacity, cfg.tune, rng)
-    scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target)
+    scorer = make_scorer(cfg.policy, seed=cfg.seed, target_workload=target, **scorer_kwargs)
+    return OpenbRun(snap, specs, target, order, req, scorer, tie_ranks(cfg.tie_break, snap), rng,
+                    pods.workload)
+
+
+def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace | None = None
+              ) -> dict[str, Any]:
+    """Run the protocol once; returns the JSON-ready result."""
+    t0 = time.perf_counter()
+    run = start(cfg, nodes, pods)
+    snap, specs, target, order, req = run.snap, run.specs, run.target, run.order, run.req
+    scorer, rng, tie_rank = run.scorer, run.rng, run.tie_rank
+    total_gpus = int(snap.gpu_count.sum())
+    capacity = 1000 * total_gpus
     tracker = FragTracker(snap, target)
-    tie_rank = tie_ranks(cfg.tie_break, snap)
 
     n = len(order)
     arrived = np.cumsum(req[order]).astype(np.float64)
@@ -141,13 +170,13 @@ def run_openb(cfg: OpenbConfig, nodes: NodeTrace | None = None, pods: PodTrace |
     ratio = np.where(idle > 0, frag * 100.0 / np.maximum(idle, 1), 0.0)
     frag_ratio = discrete_curve(arrived_pct, ratio)
     return {
-        "workload": pods.workload,
+        "workload": run.workload,
         "policy": cfg.policy,
         "seed": cfg.seed,
         "tune": cfg.tune,
         "tie_break": cfg.tie_break,
         "total_gpus": total_gpus,
-        "nodes": len(nodes),
+        "nodes": len(snap),
         "pods_submitted": n,
         "pods_placed": placed,
         "pods_failed": n - placed,

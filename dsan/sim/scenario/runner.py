@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dsan.policies.base import Scorer
 from dsan.sim.scenario.config import ScenarioConfig
@@ -32,17 +33,26 @@ def default_factory(name: str, seed: int, wl: Workload, engine: Engine, **option
     return make_scorer(name, seed=seed, target_workload=target, **options)
 
 
+def start(cfg: ScenarioConfig, policy: str, seed: int, *, burst: bool = False,
+          hours: float | None = None, factory: ScorerFactory = default_factory
+          ) -> tuple[Engine, Scorer, np.random.Generator, npt.NDArray[np.int64] | None]:
+    """The engine with ``policy``'s scorer attached, the seeded tie stream and the tie ranks
+    (``tie_break: name``) that a run places with."""
+    wl = generate(cfg, seed, burst)
+    engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
+    scorer = factory(policy, seed, wl, engine)
+    engine.attach(scorer)
+    tie_rank = name_rank(engine.snap.names) if cfg.tie_break == "name" else None
+    return engine, scorer, np.random.default_rng(seed), tie_rank
+
+
 def run_policy(cfg: ScenarioConfig, policy: str, seed: int, *, burst: bool = False,
                hours: float | None = None, factory: ScorerFactory = default_factory
                ) -> dict[str, Any]:
     """One run: the summary dict of Table 1 metrics plus the utilisation series."""
     started = time.perf_counter()
-    wl = generate(cfg, seed, burst)
-    engine = Engine(cfg, seed, burst=burst, hours=hours, workload=wl)
-    scorer = factory(policy, seed, wl, engine)
-    engine.attach(scorer)
-    rng = np.random.default_rng(seed)
-    tie_rank = name_rank(engine.snap.names) if cfg.tie_break == "name" else None
+    engine, scorer, rng, tie_rank = start(cfg, policy, seed, burst=burst, hours=hours,
+                                          factory=factory)
     gen = engine.decisions()
     decisions = 0
     try:
