@@ -18,6 +18,11 @@ def test_tuned_order_reaches_target_without_crossing() -> None:
     assert total <= 13_000
     assert sorted(order[:5].tolist()) == [0, 1, 2, 3, 4]  # the shuffled original comes first
     assert total + 2000 > 13_000 or total + int(req.max()) > 13_000
+    # Equal requests make "until the next draw would cross" exact whatever is drawn: the
+    # draws stop at the target itself, not one short of it.
+    same = np.full(5, 1000, dtype=np.int64)
+    order = tuned_order(same, capacity_milli=10_000, tune=1.3, rng=np.random.default_rng(1))
+    assert int(same[order].sum()) == 13_000
 
 
 def test_tuned_order_drops_when_trace_is_larger() -> None:
