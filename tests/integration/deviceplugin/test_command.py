@@ -18,6 +18,7 @@ from tests.integration.deviceplugin.podresources_server import (
     LocalPodResources,
     PodResourcesState,
 )
+from tests.support.nvml import nvml_works
 
 pytestmark = pytest.mark.integration
 
@@ -44,25 +45,12 @@ def test_command_registers_serves_metrics_and_stops(kubelet: LocalKubelet, sock_
     assert not (sock_dir / "dsan-gpu.sock").exists()  # removed on the way out
 
 
-def _nvml_works() -> bool:
-    try:
-        import pynvml
-    except ImportError:
-        return False
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:  # no library, no driver, no device
-        return False
-    pynvml.nvmlShutdown()
-    return True
-
-
 def test_command_without_gpu_degrades_or_fails_as_configured(sock_dir: Path) -> None:
     base = [sys.executable, "-m", "deviceplugin", "--plugin-dir", str(sock_dir),
             "--metrics-port", "-1", "--no-crd", "--node-name", "n", "--run-for", "0.2"]
     # Asked of NVML itself, not of the agent: an agent that wrongly claims a GPU must fail
     # here, not skip.
-    if _nvml_works():
+    if nvml_works():
         pytest.skip("NVML works on this machine: nothing to degrade")
     ok = subprocess.run(base, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
