@@ -62,9 +62,17 @@ class NvmlBackend:
         except pynvml.NVMLError as exc:
             raise BackendUnavailable(f"nvmlInit failed: {exc} ({type(exc).__name__})") from exc
         self._nvml = pynvml
-        count = pynvml.nvmlDeviceGetCount()
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-        self._infos = self._discover()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self._infos = self._discover()
+        except pynvml.NVMLError as exc:
+            # A driver that loads but a GPU that does not answer (fallen off the bus, no
+            # permission) is the agent's degraded start too, not an error it does not expect.
+            self._handles, self._infos = [], []
+            self.shutdown()
+            raise BackendUnavailable(
+                f"GPU discovery failed: {exc} ({type(exc).__name__})") from exc
 
     def shutdown(self) -> None:
         if self._nvml is None:
