@@ -8,7 +8,6 @@ degrades. Readings a GPU does not support come back as NaN rather than failing t
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -47,7 +46,6 @@ class NvmlBackend:
         self._handles: list[Any] = []
         self._infos: list[GPUInfo] = []
         self._event_set: Any = None
-        self._lock = threading.Lock()
         #: (kind, gpu) -> (when, counter values) of the last sample, for rates.
         self._counter_prev: dict[tuple[str, int], tuple[float, list[float]]] = {}
         self._pcie_groups: list[int | None] | None = None
