@@ -110,6 +110,7 @@ class HealthMonitor:
         self.manager = manager
         self.poll_s = poll_s
         self.enabled = False
+        self.errors = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -136,7 +137,9 @@ class HealthMonitor:
                     self.manager.apply_events(events)
                 self.manager.recover(self.backend.check)
             except Exception:
-                log.exception("health loop error; continuing")
+                self.errors += 1
+                if self.errors & (self.errors - 1) == 0:  # 1st, 2nd, 4th...: no log flood
+                    log.exception("health loop error; continuing")
                 self._stop.wait(self.poll_s)
 
     @property
