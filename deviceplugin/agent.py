@@ -86,7 +86,7 @@ class Agent:
             self.manager = ResourceManager(infos, numa, cfg, pcie_switches=pcie)
             self.sampler = TelemetrySampler(self.backend, len(infos), cfg.sample_interval_s,
                                             cfg.window_s, cfg.horizon_s)
-            self.sampler.sample_once()  # /metrics and the CR have data from the first scrape
+            self.sampler.try_sample()  # /metrics and the CR have data from the first scrape
             self.sampler.start()
             # Started even with health checking off: Xids are still counted for telemetry,
             # the tracker just never marks a device Unhealthy.
@@ -96,7 +96,7 @@ class Agent:
                 client = self.pod_resources or KubeletPodResources(cfg.pod_resources_socket)
                 self.attribution = PodAttribution(client, infos, cfg.resource_name,
                                                   cfg.pod_resources_interval_s)
-                self.attribution.refresh_once()  # the first scrape and CR already attributed
+                self.attribution.poll()  # the first scrape and CR already attributed
                 self.attribution.start()
             if cfg.mode == "device-plugin":
                 self.plugin = PluginServer(self.manager, cfg)

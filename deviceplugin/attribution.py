@@ -114,14 +114,20 @@ class PodAttribution:
         self.available, self.reason = ok, reason
 
     # --- thread ---------------------------------------------------------------------------
+    def poll(self) -> bool:
+        """:meth:`refresh_once` that never raises: an unexpected error degrades like a failed
+        call."""
+        try:
+            return self.refresh_once()
+        except Exception as exc:  # never let attribution take the agent down
+            self.failures += 1
+            self.pods, self.allocatable = ((),) * self.n, None
+            self._set_state(False, "error", f"{type(exc).__name__}: {exc}")
+            return False
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                self.refresh_once()
-            except Exception as exc:  # never let attribution take the agent down
-                self.failures += 1
-                self.pods, self.allocatable = ((),) * self.n, None
-                self._set_state(False, "error", f"{type(exc).__name__}: {exc}")
+            self.poll()
             self._stop.wait(self.interval_s)
 
     def start(self) -> PodAttribution:

@@ -28,6 +28,8 @@ class DeviceHealth:
     last_bad: float = 0.0
     xid_count: int = 0
     last_xid: int | None = None
+    #: Errors that counted against health: a probe started before the newest one is stale.
+    bad_events: int = 0
 
 
 class HealthTracker:
@@ -66,16 +68,28 @@ class HealthTracker:
         if not self.enabled:
             return False
         st.last_bad = self._clock()
+        st.bad_events += 1
         changed = st.healthy
         st.healthy, st.reason = False, reason
         return changed
 
     def recover(self, check: Callable[[int], bool]) -> list[int]:
         """Bring back devices that were quiet long enough and pass ``check``."""
+        return self.restore([(i, seen) for i, seen in self.due() if check(i)])
+
+    def due(self) -> list[tuple[int, int]]:
+        """(index, ``bad_events``) of each Unhealthy device quiet long enough to be probed."""
         now = self._clock()
+        return [(i, st.bad_events) for i, st in enumerate(self.states)
+                if not st.healthy and now - st.last_bad >= self.quiet_s]
+
+    def restore(self, passed: Iterable[tuple[int, int]]) -> list[int]:
+        """Mark Healthy the devices from :meth:`due` whose probe passed, unless a new error
+        came while they were probed; return those brought back."""
         back = []
-        for i, st in enumerate(self.states):
-            if not st.healthy and now - st.last_bad >= self.quiet_s and check(i):
+        for i, seen in passed:
+            st = self.states[i]
+            if not st.healthy and st.bad_events == seen:
                 st.healthy, st.reason = True, ""
                 back.append(i)
         return back
@@ -96,6 +110,7 @@ class HealthMonitor:
         self.manager = manager
         self.poll_s = poll_s
         self.enabled = False
+        self.errors = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -122,7 +137,9 @@ class HealthMonitor:
                     self.manager.apply_events(events)
                 self.manager.recover(self.backend.check)
             except Exception:
-                log.exception("health loop error; continuing")
+                self.errors += 1
+                if self.errors & (self.errors - 1) == 0:  # 1st, 2nd, 4th...: no log flood
+                    log.exception("health loop error; continuing")
                 self._stop.wait(self.poll_s)
 
     @property

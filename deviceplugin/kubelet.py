@@ -114,6 +114,7 @@ class PluginServer:
                 log.warning("registration failed (%s); retrying", self.last_error)
                 return -1.0  # signal: back off
             self._registered_with = kubelet
+            self.last_error = ""  # answered: /readyz must not give it as the reason later
         return self.config.socket_check_s
 
     def _run(self) -> None:

@@ -8,7 +8,6 @@ degrades. Readings a GPU does not support come back as NaN rather than failing t
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -47,7 +46,6 @@ class NvmlBackend:
         self._handles: list[Any] = []
         self._infos: list[GPUInfo] = []
         self._event_set: Any = None
-        self._lock = threading.Lock()
         #: (kind, gpu) -> (when, counter values) of the last sample, for rates.
         self._counter_prev: dict[tuple[str, int], tuple[float, list[float]]] = {}
         self._pcie_groups: list[int | None] | None = None
@@ -62,9 +60,17 @@ class NvmlBackend:
         except pynvml.NVMLError as exc:
             raise BackendUnavailable(f"nvmlInit failed: {exc} ({type(exc).__name__})") from exc
         self._nvml = pynvml
-        count = pynvml.nvmlDeviceGetCount()
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-        self._infos = self._discover()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self._infos = self._discover()
+        except pynvml.NVMLError as exc:
+            # A driver that loads but a GPU that does not answer (fallen off the bus, no
+            # permission) is the agent's degraded start too, not an error it does not expect.
+            self._handles, self._infos = [], []
+            self.shutdown()
+            raise BackendUnavailable(
+                f"GPU discovery failed: {exc} ({type(exc).__name__})") from exc
 
     def shutdown(self) -> None:
         if self._nvml is None:

@@ -124,9 +124,14 @@ class ResourceManager:
 
     def recover(self, check: Callable[[int], bool]) -> list[int]:
         with self._cond:
-            if all(st.healthy for st in self.tracker.states):
-                return []  # the common case: no probe calls at all
-            back = self.tracker.recover(check)
+            due = self.tracker.due()
+        if not due:
+            return []  # the common case: no probe calls at all
+        # Probed without the lock: an NVML call on a sick GPU can take seconds, and Allocate
+        # and ListAndWatch must not wait for it.
+        passed = [(i, seen) for i, seen in due if check(i)]
+        with self._cond:
+            back = self.tracker.restore(passed)
             for i in back:
                 log.info("GPU %d Healthy again", i)
                 self._publish(i, time.monotonic())

@@ -137,15 +137,21 @@ class TelemetrySampler:
         return now, np.nan_to_num(means, nan=0.0)
 
     # --- thread ----------------------------------------------------------------------------
+    def try_sample(self) -> bool:
+        """:meth:`sample_once` that never raises: a failure is counted and logged."""
+        try:
+            self.sample_once()
+        except Exception:
+            if self.errors & (self.errors - 1) == 0:  # 1st, 2nd, 4th...: no log flood
+                log.exception("sampling failed (%d so far); continuing", self.errors)
+            return False
+        return True
+
     def _run(self) -> None:
         # Deadline-based so the interval does not drift by the sampling time itself.
         next_at = time.monotonic()
         while not self._stop.is_set():
-            try:
-                self.sample_once()
-            except Exception:
-                if self.errors & (self.errors - 1) == 0:  # 1st, 2nd, 4th...: no log flood
-                    log.exception("sampling failed (%d so far); continuing", self.errors)
+            self.try_sample()
             next_at += self.interval_s
             delay = next_at - time.monotonic()
             if delay < 0:  # fell behind (suspended, overloaded): skip, do not burst

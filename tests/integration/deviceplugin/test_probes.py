@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import numpy as np
 import pytest
@@ -114,3 +115,24 @@ def test_routes_content_type_and_a_burst_of_probes(sock_dir: Path) -> None:
         assert codes == [200] * 256
     finally:
         agent.stop()
+
+
+class _RefusesOnce(LocalKubelet):
+    def Register(self, request: Any, context: Any) -> Any:
+        if not getattr(self, "refused", False):
+            self.refused = True
+            context.abort(grpc.StatusCode.UNAVAILABLE, "kubelet still starting")
+        return super().Register(request, context)
+
+
+def test_readyz_reason_is_not_an_error_that_is_over(sock_dir: Path) -> None:
+    kubelet = _RefusesOnce(sock_dir).start()
+    agent = Agent(_cfg(sock_dir, mode="device-plugin"), FakeBackend(2)).start()
+    try:
+        assert _wait_status(agent, "/readyz", 200).text == "ok\n"  # refused once, then in
+        kubelet.stop()
+        r = _wait_status(agent, "/readyz", 503)
+        assert "still starting" not in r.text, r.text  # that refusal was answered long ago
+    finally:
+        agent.stop()
+        kubelet.stop()

@@ -17,10 +17,13 @@ def _bus(h: int) -> str:
     return f"00000000:1{h}:00.0"
 
 
-def make_pynvml(n: int = 4, init_error: bool = False, counters: bool = False) -> Any:
-    """``counters``: the driver keeps cumulative PCIe byte and NVLink KiB counters (Hopper and
-    newer); each GPU h moves ``m.pcie_bps[h]`` bytes/s TX, twice that RX, on the stub's clock
-    ``m.now``, and the 20 ms ``nvmlDeviceGetPcieThroughput`` then fails the test if called."""
+def make_pynvml(n: int = 4, init_error: bool = False, counters: bool = False,
+                lost_at_init: int | None = None) -> Any:
+    """``lost_at_init``: nvmlInit works but that GPU's handle cannot be had (``GpuIsLost``), as
+    when a GPU fell off the bus before the agent started. ``counters``: the driver keeps
+    cumulative PCIe byte and NVLink KiB counters (Hopper and newer); each GPU h moves
+    ``m.pcie_bps[h]`` bytes/s TX, twice that RX, on the stub's clock ``m.now``, and the 20 ms
+    ``nvmlDeviceGetPcieThroughput`` then fails the test if called."""
     m: Any = types.ModuleType("pynvml")
 
     class NVMLError(Exception):
@@ -55,9 +58,20 @@ def make_pynvml(n: int = 4, init_error: bool = False, counters: bool = False) ->
     # GPU0 <-> GPU1 directly; GPU2 and GPU3 each have one link to an NVSwitch.
     links = {(0, 0): _bus(1), (1, 0): _bus(0), (2, 0): SWITCH_BUS, (3, 0): SWITCH_BUS}
 
+    m.initialised = 0
+
     def init() -> None:
         if init_error:
             raise LibraryNotFound("NVML Shared Library Not Found")
+        m.initialised += 1
+
+    def shutdown() -> None:
+        m.initialised -= 1
+
+    def handle(i: int) -> int:
+        if i == lost_at_init:
+            raise GpuIsLost()
+        return i
 
     def link_remote(h: int, link: int) -> Any:
         if (h, link) not in links:
@@ -80,9 +94,9 @@ def make_pynvml(n: int = 4, init_error: bool = False, counters: bool = False) ->
         except queue.Empty:
             raise Timeout() from None
 
-    m.nvmlInit, m.nvmlShutdown = init, lambda: None
+    m.nvmlInit, m.nvmlShutdown = init, shutdown
     m.nvmlDeviceGetCount = lambda: n
-    m.nvmlDeviceGetHandleByIndex = lambda i: i
+    m.nvmlDeviceGetHandleByIndex = handle
     m.nvmlDeviceGetIndex = lambda h: h
     # GPUs 0 and 1 share a PCIe switch, 2 and 3 another; the pairs meet only at the CPU.
     m.nvmlDeviceGetTopologyCommonAncestor = lambda a, b: 10 if a // 2 == b // 2 else 50

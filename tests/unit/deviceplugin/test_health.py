@@ -3,9 +3,16 @@ a quiet period and a passing probe."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
+
+import pytest
+
 from deviceplugin.backend import EventKind, GPUEvent
 from deviceplugin.config import DEFAULT_IGNORED_XIDS
-from deviceplugin.health import HealthTracker
+from deviceplugin.fake import FakeBackend
+from deviceplugin.health import HealthMonitor, HealthTracker
 
 
 class Clock:
@@ -53,3 +60,33 @@ def test_disabled_health_never_marks_unhealthy_but_counts() -> None:
     h = HealthTracker(1, (), enabled=False)
     assert not h.observe(GPUEvent(0, EventKind.XID, 79))
     assert h.states[0].healthy and h.states[0].xid_count == 1
+
+
+def test_a_persistently_failing_event_wait_is_logged_sparsely(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A driver stuck in an error state fails every wait; the loop goes on, the log does not
+    # fill with a traceback every poll.
+    class Broken(FakeBackend):
+        waits = 0
+
+        def wait_events(self, timeout_s: float) -> list[GPUEvent]:
+            self.waits += 1
+            raise RuntimeError("NVML_ERROR_UNKNOWN")
+
+    class Sink:
+        def apply_events(self, events: list[GPUEvent]) -> bool:
+            return False
+
+        def recover(self, check: Callable[[int], bool]) -> list[int]:
+            return []
+
+    backend = Broken(1)
+    mon = HealthMonitor(backend, Sink(), poll_s=0.005)
+    with caplog.at_level(logging.ERROR, logger="deviceplugin.health"):
+        assert mon.start()
+        deadline = time.monotonic() + 5
+        while backend.waits < 64 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        mon.stop()
+    assert backend.waits >= 64 and not mon.crashed
+    assert len(caplog.records) <= 8, len(caplog.records)  # 1st, 2nd, 4th, ... 64th

@@ -31,6 +31,18 @@ def test_init_failure_becomes_backend_unavailable(monkeypatch: pytest.MonkeyPatc
         NvmlBackend().init()
 
 
+def test_gpu_lost_during_discovery_becomes_backend_unavailable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # nvmlInit works, one GPU does not answer: the agent's degraded start (or exit 1 with
+    # fail_on_init_error), not an NVMLError it does not catch; and NVML is shut down again.
+    m = make_pynvml(lost_at_init=2)
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    b = NvmlBackend()
+    with pytest.raises(BackendUnavailable, match="GpuIsLost"):
+        b.init()
+    assert m.initialised == 0 and b.devices() == []
+
+
 def test_discovery_finds_direct_and_nvswitch_links(nvml: Any) -> None:
     b = NvmlBackend()
     b.init()

@@ -92,3 +92,36 @@ def test_requests_kubelet_never_sends_are_refused_with_bounded_messages() -> Non
     with pytest.raises(AllocationError, match="duplicate must-include"):
         m.preferred(ids, [ids[0], ids[0]], 2)
     assert len(m.allocate_request([[ids[0]], [ids[1], ids[2]]])) == 2
+
+
+def test_a_slow_recovery_probe_does_not_hold_up_allocate_or_the_change_feed() -> None:
+    # NVML calls on a sick GPU can take seconds; kubelet's Allocate and ListAndWatch must not
+    # wait for them.
+    m = _manager()
+    ids = [d.uuid for d in m.infos]
+    m.apply_events([GPUEvent(0, EventKind.XID, 79)])
+    probing, release = threading.Event(), threading.Event()
+
+    def slow_check(i: int) -> bool:
+        probing.set()
+        release.wait(5)
+        return True
+
+    back: list[list[int]] = []
+    t = threading.Thread(target=lambda: back.append(m.recover(slow_check)))
+    t.start()
+    try:
+        assert probing.wait(2)
+        done: list[object] = []
+        other = threading.Thread(target=lambda: done.extend(
+            [m.allocate([ids[1]]), m.devices(),
+             m.apply_events([GPUEvent(0, EventKind.XID, 79)])]))  # a new error mid-probe
+        other.start()
+        other.join(1.0)
+        assert len(done) == 3, "Allocate / devices() / apply_events waited for the probe"
+    finally:
+        release.set()
+        t.join(5)
+    # The error that came during the probe is newer than the probe: the GPU stays Unhealthy.
+    assert back == [[]] and m.devices()[0].health == "Unhealthy"
+    assert m.recover(lambda i: True) == [0] and m.devices()[0].health == "Healthy"
