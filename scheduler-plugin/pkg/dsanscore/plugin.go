@@ -131,6 +131,9 @@ func (p *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if err == nil && len(resp.GetScores()) != len(names) {
 		err = fmt.Errorf("reply has %d scores for %d nodes", len(resp.GetScores()), len(names))
 	}
+	if err == nil {
+		err = checkRange(resp.GetScores())
+	}
 	if err != nil {
 		n := p.failures.Add(1)
 		klog.FromContext(ctx).Info("DSAN sidecar unavailable, scoring without it",
@@ -145,17 +148,25 @@ func (p *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	return nil
 }
 
+// checkRange refuses a reply with a score outside 0..100 as a whole: a non-success status
+// from Score (or the framework's own range check after it) fails the pod's scheduling cycle,
+// so one bad score would stop every pod of the profile instead of degrading to Skip.
+func checkRange(s []int32) error {
+	for _, v := range s {
+		if int64(v) < fwk.MinNodeScore || int64(v) > fwk.MaxNodeScore {
+			return fmt.Errorf("sidecar score %d outside 0..100", v)
+		}
+	}
+	return nil
+}
+
 // Score looks up the node's score from PreScore.
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, node fwk.NodeInfo) (int64, *fwk.Status) {
 	data, err := state.Read(stateKey)
 	if err != nil {
 		return 0, nil
 	}
-	s := data.(scores)[node.Node().Name]
-	if s < fwk.MinNodeScore || s > fwk.MaxNodeScore {
-		return 0, fwk.NewStatus(fwk.Error, fmt.Sprintf("sidecar score %d outside 0..100", s))
-	}
-	return s, nil
+	return data.(scores)[node.Node().Name], nil
 }
 
 // ScoreExtensions: scores arrive normalised (0..100) from the sidecar.
