@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -174,15 +174,9 @@ func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
 // PodMessage is the proto Pod of a pod: what Score and Reclaim send.
 func PodMessage(pod *v1.Pod) *scorerv1.Pod {
-	// Summed across containers, as the scheduler's own fit check does.
-	sum := map[v1.ResourceName]resource.Quantity{}
-	for _, c := range pod.Spec.Containers {
-		for name, q := range c.Resources.Requests {
-			total := sum[name]
-			total.Add(q)
-			sum[name] = total
-		}
-	}
+	// The request NodeResourcesFit checks (containers summed, at least each init container,
+	// sidecars and overhead added), so the pod is scored with what it will be charged.
+	sum := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	req := make(map[string]string, len(sum))
 	for name, q := range sum {
 		req[string(name)] = q.String()

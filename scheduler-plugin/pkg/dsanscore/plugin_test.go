@@ -274,3 +274,21 @@ func TestNewConnectsAndFetchesTheNodeTableBeforeTheFirstPod(t *testing.T) {
 		t.Fatalf("%d Score calls before any pod", len(f.seen))
 	}
 }
+
+func TestPodMessageRequestsAreWhatTheFitCheckCharges(t *testing.T) {
+	pod := gpuPod() // containers: cpu 1500m, nvidia.com/gpu 3
+	// An init container runs alone before them: the pod needs at least its request.
+	pod.Spec.InitContainers = []v1.Container{{Name: "fetch", Resources: v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}}}}
+	pod.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}
+	got := PodMessage(pod).GetRequests()
+	want := map[string]string{"cpu": "2250m", "memory": "1Gi", "nvidia.com/gpu": "3"}
+	if len(got) != len(want) {
+		t.Fatalf("requests %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("requests[%s] = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+}
