@@ -24,6 +24,7 @@ package dsanpreemption
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -79,6 +80,7 @@ var (
 	_ fwk.PreEnqueuePlugin  = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}
 	_ preemption.Interface  = &Plugin{}
+	_ io.Closer             = &Plugin{}
 )
 
 // New is the plugin factory registered with app.WithPlugin.
@@ -121,6 +123,10 @@ func defaultPreemptionArgs() *config.DefaultPreemptionArgs {
 
 // Name returns the plugin name.
 func (pl *Plugin) Name() string { return Name }
+
+// Close releases the connection when the scheduler closes its profiles (Scheduler.Run's
+// end, frameworkImpl.Close).
+func (pl *Plugin) Close() error { return pl.conn.Close() }
 
 // plan is pass 1's outcome, read by SelectVictimsOnNode during pass 2.
 type plan struct {

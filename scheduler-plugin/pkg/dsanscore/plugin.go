@@ -15,6 +15,7 @@ package dsanscore
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,7 @@ type Plugin struct {
 var (
 	_ fwk.PreScorePlugin = &Plugin{}
 	_ fwk.ScorePlugin    = &Plugin{}
+	_ io.Closer          = &Plugin{}
 )
 
 // New is the plugin factory registered with app.WithPlugin.
@@ -114,6 +116,10 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 
 // Name returns the plugin name.
 func (p *Plugin) Name() string { return Name }
+
+// Close releases the connection when the scheduler closes its profiles (Scheduler.Run's
+// end, frameworkImpl.Close); it also ends New's background wait for the sidecar.
+func (p *Plugin) Close() error { return p.conn.Close() }
 
 type scores map[string]int64
 
