@@ -45,7 +45,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	scorerv1 "github.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1"
 	"github.com/dsan-scheduler/dsan/scheduler-plugin/pkg/dsanscore"
@@ -87,7 +86,7 @@ var (
 func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 	args := Args{Address: "127.0.0.1:50051", Timeout: dsanscore.Duration{Duration: 100 * time.Millisecond}}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := dsanscore.DecodeArgs(obj, &args); err != nil {
 			return nil, fmt.Errorf("%s args: %w", Name, err)
 		}
 	}

@@ -349,6 +349,7 @@ func TestNewValidatesArgs(t *testing.T) {
 		{"zero timeout", `{"timeout":"0s"}`, "timeout positive"},
 		{"unparsable timeout", `{"timeout":"soon"}`, "timeout:"},
 		{"not JSON", `{"address":`, "DSANPreemption args"},
+		{"misspelt key", `{"adress":"10.0.0.1:9"}`, `unknown field "adress"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(context.Background(), &runtime.Unknown{Raw: []byte(tc.raw), ContentType: runtime.ContentTypeJSON}, nil)

@@ -13,7 +13,9 @@
 package dsanscore
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -65,6 +67,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// DecodeArgs is frameworkruntime.DecodeInto refusing keys that into does not have, so that a
+// misspelt key (`timout: 2s`) fails the scheduler's start instead of leaving the default in
+// force. kube-scheduler hands an out-of-tree plugin's args over as JSON (runtime.Unknown);
+// anything else goes to DecodeInto unchanged.
+func DecodeArgs(obj runtime.Object, into any) error {
+	u, ok := obj.(*runtime.Unknown)
+	if !ok || u.Raw == nil || (u.ContentType != runtime.ContentTypeJSON && u.ContentType != "") {
+		return frameworkruntime.DecodeInto(obj, into)
+	}
+	dec := json.NewDecoder(bytes.NewReader(u.Raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
 // Plugin implements PreScore and Score, and PreFilter and Filter (filter.go).
 type Plugin struct {
 	args     Args
@@ -86,7 +102,7 @@ var (
 func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
 	args := Args{Address: "127.0.0.1:50051", Timeout: Duration{100 * time.Millisecond}}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := DecodeArgs(obj, &args); err != nil {
 			return nil, fmt.Errorf("%s args: %w", Name, err)
 		}
 	}

@@ -115,6 +115,7 @@ func TestNewValidatesArgs(t *testing.T) {
 		{"negative timeout", `{"timeout":"-5ms"}`, "timeout positive", "", 0},
 		{"unparsable timeout", `{"timeout":"soon"}`, "timeout:", "", 0},
 		{"not JSON", `{"address":`, "DSANScore args", "", 0},
+		{"misspelt key", `{"address":"10.0.0.1:9","timout":"2s"}`, `unknown field "timout"`, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := New(context.Background(), args(t, tc.raw), nil)
