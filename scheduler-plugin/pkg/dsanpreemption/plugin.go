@@ -24,6 +24,7 @@ package dsanpreemption
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	scorerv1 "github.com/dsan-scheduler/dsan/scheduler-plugin/gen/scorer/v1"
 	"github.com/dsan-scheduler/dsan/scheduler-plugin/pkg/dsanscore"
@@ -79,13 +79,14 @@ var (
 	_ fwk.PreEnqueuePlugin  = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}
 	_ preemption.Interface  = &Plugin{}
+	_ io.Closer             = &Plugin{}
 )
 
 // New is the plugin factory registered with app.WithPlugin.
 func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 	args := Args{Address: "127.0.0.1:50051", Timeout: dsanscore.Duration{Duration: 100 * time.Millisecond}}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := dsanscore.DecodeArgs(obj, &args); err != nil {
 			return nil, fmt.Errorf("%s args: %w", Name, err)
 		}
 	}
@@ -121,6 +122,10 @@ func defaultPreemptionArgs() *config.DefaultPreemptionArgs {
 
 // Name returns the plugin name.
 func (pl *Plugin) Name() string { return Name }
+
+// Close releases the connection when the scheduler closes its profiles (Scheduler.Run's
+// end, frameworkImpl.Close).
+func (pl *Plugin) Close() error { return pl.conn.Close() }
 
 // plan is pass 1's outcome, read by SelectVictimsOnNode during pass 2.
 type plan struct {

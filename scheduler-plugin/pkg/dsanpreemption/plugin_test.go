@@ -6,6 +6,7 @@ package dsanpreemption
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -347,6 +349,7 @@ func TestNewValidatesArgs(t *testing.T) {
 		{"zero timeout", `{"timeout":"0s"}`, "timeout positive"},
 		{"unparsable timeout", `{"timeout":"soon"}`, "timeout:"},
 		{"not JSON", `{"address":`, "DSANPreemption args"},
+		{"misspelt key", `{"adress":"10.0.0.1:9"}`, `unknown field "adress"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(context.Background(), &runtime.Unknown{Raw: []byte(tc.raw), ContentType: runtime.ContentTypeJSON}, nil)
@@ -354,5 +357,22 @@ func TestNewValidatesArgs(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestCloseClosesTheConnection(t *testing.T) {
+	nodes, pods := webAndBatch()
+	c := newCluster(t, nodes, pods, preemptor(high), deadAddress(t), "100ms")
+	// What frameworkImpl.Close looks for when the scheduler closes its profiles.
+	var p fwk.Plugin = c.pl
+	closer, ok := p.(io.Closer)
+	if !ok {
+		t.Fatal("the plugin holds a gRPC connection but is no io.Closer")
+	}
+	if err := closer.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.pl.conn.GetState(); s != connectivity.Shutdown {
+		t.Fatalf("connection %v after Close, want Shutdown", s)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -198,5 +199,32 @@ func TestWithoutTheSidecarEveryNodeIsAllowed(t *testing.T) {
 				t.Errorf("%d failures counted, want 1", n)
 			}
 		})
+	}
+}
+
+func TestClosingTheFrameworkClosesTheConnection(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var pl *Plugin
+	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := New(ctx, args(t, `{"address":"127.0.0.1:1","timeout":"100ms"}`), h)
+		if err == nil {
+			pl = p.(*Plugin)
+		}
+		return p, err
+	}
+	f, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterPluginAsExtensions(Name, factory, "PreScore", "Score"),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+	}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pl.conn.Close() })
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := pl.conn.GetState(); s != connectivity.Shutdown {
+		t.Fatalf("connection %v after the framework closed, want Shutdown", s)
 	}
 }

@@ -13,16 +13,19 @@
 package dsanscore
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -64,6 +67,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// DecodeArgs is frameworkruntime.DecodeInto refusing keys that into does not have, so that a
+// misspelt key (`timout: 2s`) fails the scheduler's start instead of leaving the default in
+// force. kube-scheduler hands an out-of-tree plugin's args over as JSON (runtime.Unknown);
+// anything else goes to DecodeInto unchanged.
+func DecodeArgs(obj runtime.Object, into any) error {
+	u, ok := obj.(*runtime.Unknown)
+	if !ok || u.Raw == nil || (u.ContentType != runtime.ContentTypeJSON && u.ContentType != "") {
+		return frameworkruntime.DecodeInto(obj, into)
+	}
+	dec := json.NewDecoder(bytes.NewReader(u.Raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
 // Plugin implements PreScore and Score, and PreFilter and Filter (filter.go).
 type Plugin struct {
 	args     Args
@@ -78,13 +95,14 @@ type Plugin struct {
 var (
 	_ fwk.PreScorePlugin = &Plugin{}
 	_ fwk.ScorePlugin    = &Plugin{}
+	_ io.Closer          = &Plugin{}
 )
 
 // New is the plugin factory registered with app.WithPlugin.
 func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
 	args := Args{Address: "127.0.0.1:50051", Timeout: Duration{100 * time.Millisecond}}
 	if obj != nil {
-		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+		if err := DecodeArgs(obj, &args); err != nil {
 			return nil, fmt.Errorf("%s args: %w", Name, err)
 		}
 	}
@@ -115,6 +133,10 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 // Name returns the plugin name.
 func (p *Plugin) Name() string { return Name }
 
+// Close releases the connection when the scheduler closes its profiles (Scheduler.Run's
+// end, frameworkImpl.Close); it also ends New's background wait for the sidecar.
+func (p *Plugin) Close() error { return p.conn.Close() }
+
 type scores map[string]int64
 
 func (s scores) Clone() fwk.StateData { return s }
@@ -131,6 +153,9 @@ func (p *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if err == nil && len(resp.GetScores()) != len(names) {
 		err = fmt.Errorf("reply has %d scores for %d nodes", len(resp.GetScores()), len(names))
 	}
+	if err == nil {
+		err = checkRange(resp.GetScores())
+	}
 	if err != nil {
 		n := p.failures.Add(1)
 		klog.FromContext(ctx).Info("DSAN sidecar unavailable, scoring without it",
@@ -145,17 +170,25 @@ func (p *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	return nil
 }
 
+// checkRange refuses a reply with a score outside 0..100 as a whole: a non-success status
+// from Score (or the framework's own range check after it) fails the pod's scheduling cycle,
+// so one bad score would stop every pod of the profile instead of degrading to Skip.
+func checkRange(s []int32) error {
+	for _, v := range s {
+		if int64(v) < fwk.MinNodeScore || int64(v) > fwk.MaxNodeScore {
+			return fmt.Errorf("sidecar score %d outside 0..100", v)
+		}
+	}
+	return nil
+}
+
 // Score looks up the node's score from PreScore.
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, node fwk.NodeInfo) (int64, *fwk.Status) {
 	data, err := state.Read(stateKey)
 	if err != nil {
 		return 0, nil
 	}
-	s := data.(scores)[node.Node().Name]
-	if s < fwk.MinNodeScore || s > fwk.MaxNodeScore {
-		return 0, fwk.NewStatus(fwk.Error, fmt.Sprintf("sidecar score %d outside 0..100", s))
-	}
-	return s, nil
+	return data.(scores)[node.Node().Name], nil
 }
 
 // ScoreExtensions: scores arrive normalised (0..100) from the sidecar.
@@ -163,15 +196,9 @@ func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
 // PodMessage is the proto Pod of a pod: what Score and Reclaim send.
 func PodMessage(pod *v1.Pod) *scorerv1.Pod {
-	// Summed across containers, as the scheduler's own fit check does.
-	sum := map[v1.ResourceName]resource.Quantity{}
-	for _, c := range pod.Spec.Containers {
-		for name, q := range c.Resources.Requests {
-			total := sum[name]
-			total.Add(q)
-			sum[name] = total
-		}
-	}
+	// The request NodeResourcesFit checks (containers summed, at least each init container,
+	// sidecars and overhead added), so the pod is scored with what it will be charged.
+	sum := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	req := make(map[string]string, len(sum))
 	for name, q := range sum {
 		req[string(name)] = q.String()

@@ -115,6 +115,7 @@ func TestNewValidatesArgs(t *testing.T) {
 		{"negative timeout", `{"timeout":"-5ms"}`, "timeout positive", "", 0},
 		{"unparsable timeout", `{"timeout":"soon"}`, "timeout:", "", 0},
 		{"not JSON", `{"address":`, "DSANScore args", "", 0},
+		{"misspelt key", `{"address":"10.0.0.1:9","timout":"2s"}`, `unknown field "timout"`, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := New(context.Background(), args(t, tc.raw), nil)
@@ -151,15 +152,14 @@ func TestPreScoreAndScore(t *testing.T) {
 		reply func(*scorerv1.ScoreRequest) (*scorerv1.ScoreResponse, error)
 		delay time.Duration
 		down  bool // no server listening at the address
-		// want: PreScore skipped (sidecar unusable), else per-node scores and Score errors.
-		wantSkip  bool
-		want      []int64
-		wantError []bool
+		// want: PreScore skipped (sidecar unusable), else per-node scores.
+		wantSkip bool
+		want     []int64
 	}{
-		{name: "scores map to nodes in order", reply: ok(0, 55, 100), want: []int64{0, 55, 100},
-			wantError: []bool{false, false, false}},
-		{name: "out-of-range score is a Score error", reply: ok(101, -1, 100), want: []int64{0, 0, 100},
-			wantError: []bool{true, true, false}},
+		{name: "scores map to nodes in order", reply: ok(0, 55, 100), want: []int64{0, 55, 100}},
+		// A Score error would fail the pod's scheduling cycle: a bad reply degrades like no reply.
+		{name: "score above 100 skips", reply: ok(0, 101, 100), wantSkip: true},
+		{name: "negative score skips", reply: ok(-1, 50, 100), wantSkip: true},
 		{name: "short reply skips", reply: ok(1, 2), wantSkip: true},
 		{name: "long reply skips", reply: ok(1, 2, 3, 4), wantSkip: true},
 		{name: "gRPC error skips", wantSkip: true,
@@ -200,8 +200,8 @@ func TestPreScoreAndScore(t *testing.T) {
 			}
 			for i, n := range ni {
 				s, sst := p.Score(context.Background(), state, gpuPod(), n)
-				if s != tc.want[i] || sst.IsSuccess() == tc.wantError[i] {
-					t.Errorf("%s: got %d %v, want %d error=%v", nodes[i], s, sst, tc.want[i], tc.wantError[i])
+				if s != tc.want[i] || !sst.IsSuccess() {
+					t.Errorf("%s: got %d %v, want %d", nodes[i], s, sst, tc.want[i])
 				}
 			}
 		})
@@ -273,5 +273,23 @@ func TestNewConnectsAndFetchesTheNodeTableBeforeTheFirstPod(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.seen) != 0 {
 		t.Fatalf("%d Score calls before any pod", len(f.seen))
+	}
+}
+
+func TestPodMessageRequestsAreWhatTheFitCheckCharges(t *testing.T) {
+	pod := gpuPod() // containers: cpu 1500m, nvidia.com/gpu 3
+	// An init container runs alone before them: the pod needs at least its request.
+	pod.Spec.InitContainers = []v1.Container{{Name: "fetch", Resources: v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}}}}
+	pod.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}
+	got := PodMessage(pod).GetRequests()
+	want := map[string]string{"cpu": "2250m", "memory": "1Gi", "nvidia.com/gpu": "3"}
+	if len(got) != len(want) {
+		t.Fatalf("requests %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("requests[%s] = %q, want %q (all: %v)", k, got[k], v, got)
+		}
 	}
 }
