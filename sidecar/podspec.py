@@ -1,14 +1,14 @@
 """Kubernetes Pod -> :class:`dsan.core.snapshot.PodSpec`: the one place that reads a pod's requests.
 
-The extender passes the Pod JSON, the gRPC service the requests summed by its client; the cache
-charges bound pods with the same conversion. The effective request follows kube-scheduler:
-the sum over containers, at least the largest init container, plus the pod overhead.
+The extender passes the Pod JSON, the gRPC service the requests its client computed the same
+way (DSANScore: component-helpers' PodRequests); the cache charges bound pods with the same
+conversion. The effective request follows kube-scheduler: the sum over containers and
+sidecars, at least the largest init container, plus the pod overhead.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from decimal import Decimal
@@ -63,13 +63,20 @@ def _container_requests(c: Any, where: str) -> dict[str, Decimal]:
     res = c.get("resources") or {}
     if not isinstance(res, Mapping):
         raise PodError(f"{where}.resources: expected an object")
-    req = res.get("requests")
-    if req is None:
-        req = res.get("limits") or {}  # Kubernetes defaults requests to limits
+    req, lim = res.get("requests") or {}, res.get("limits") or {}
     if not isinstance(req, Mapping):
         raise PodError(f"{where}.resources.requests: expected an object")
+    if not isinstance(lim, Mapping):
+        raise PodError(f"{where}.resources.limits: expected an object")
+    # The API server defaults each request it is not given to its limit.
     return {str(k): parse_quantity(v, f"{where}.resources.requests[{_short(k)}]")
-            for k, v in req.items()}
+            for k, v in {**lim, **req}.items()}
+
+
+def _add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    for k, v in more.items():
+        into[k] = into.get(k, Decimal(0)) + v
+    return into
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -77,15 +84,32 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
         raise PodError("Pod.spec: missing or not an object")
-    total: dict[str, Decimal] = {}
-    # Containers add up; init containers run one at a time: at least the largest.
-    for part, combine in (("containers", operator.add), ("initContainers", max)):
+    parts = []
+    for part in ("containers", "initContainers"):
         containers = spec.get(part) or []
         if not isinstance(containers, list):
             raise PodError(f"Pod.spec.{part}: expected a list")
-        for i, c in enumerate(containers):
-            for k, v in _container_requests(c, f"Pod.spec.{part}[{i}]").items():
-                total[k] = combine(total.get(k, Decimal(0)), v)
+        parts.append([(c, _container_requests(c, f"Pod.spec.{part}[{i}]"))
+                      for i, c in enumerate(containers)])
+    # As component-helpers' PodRequests: containers add up; a restartable init container (a
+    # sidecar) runs beside them and adds too; the other init containers run one at a time,
+    # each beside the sidecars started before it: the pod needs at least the largest of those.
+    total: dict[str, Decimal] = {}
+    for _, req in parts[0]:
+        _add(total, req)
+    sidecars: dict[str, Decimal] = {}
+    init: dict[str, Decimal] = {}
+    for c, req in parts[1]:
+        if c.get("restartPolicy") == "Always":
+            _add(total, req)
+            _add(sidecars, req)
+            req = sidecars
+        else:
+            req = _add(dict(sidecars), req)
+        for k, v in req.items():
+            init[k] = max(init.get(k, Decimal(0)), v)
+    for k, v in init.items():
+        total[k] = max(total.get(k, Decimal(0)), v)
     overhead = spec.get("overhead") or {}
     if isinstance(overhead, Mapping):
         for k, v in overhead.items():
@@ -178,7 +202,8 @@ def _shape(pod: Any) -> bytes | None:
         return orjson.dumps((
             meta.get("annotations"), spec.get("priority", 0),
             [c.get("resources") for c in spec.get("containers") or ()],
-            [c.get("resources") for c in spec.get("initContainers") or ()],
+            [(c.get("resources"), c.get("restartPolicy"))
+             for c in spec.get("initContainers") or ()],
             spec.get("overhead")))
     except (AttributeError, TypeError, orjson.JSONEncodeError):
         return None

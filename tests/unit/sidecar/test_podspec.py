@@ -50,6 +50,38 @@ def test_requests_sum_containers_take_max_of_init_and_add_overhead() -> None:
     assert req["memory"] == Decimal(4 * 2**30)  # limits stand in for missing requests
 
 
+def test_sidecar_init_containers_add_up_as_kube_scheduler_charges_them() -> None:
+    """component-helpers' PodRequests (what NodeResourcesFit and the DSANScore plugin charge):
+    a restartable init container (a sidecar) runs beside the containers, so it adds to them,
+    and the init containers after it run beside it."""
+    pod = ko.pod("p", cpu="1", memory="1Gi")
+    pod["spec"]["initContainers"] = [
+        {"name": "mesh", "restartPolicy": "Always",
+         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+        {"name": "migrate", "resources": {"requests": {"cpu": "3"}}},
+        {"name": "log", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}]
+    req = pod_requests(pod)
+    assert req["cpu"] == Decimal("3.5")  # max(1 + 0.5 + 0.25, 3 + 0.5)
+    assert req["memory"] == Decimal(2 * 2**30)  # 1Gi + the sidecar's 1Gi
+    # The memo tells a sidecar from a plain init container of the same resources.
+    memo = PodSpecMemo()
+    plain = ko.pod("q", cpu="1")
+    plain["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {"cpu": "1"}}}]
+    side = ko.pod("r", cpu="1")
+    side["spec"]["initContainers"] = [{"name": "i", "restartPolicy": "Always",
+                                       "resources": {"requests": {"cpu": "1"}}}]
+    assert memo.get(plain, {}).cpu_milli == 1000 and memo.get(side, {}).cpu_milli == 2000
+
+
+def test_limits_stand_in_for_each_missing_request() -> None:
+    """As the API server defaults them: per resource, not only when requests is absent."""
+    pod = ko.pod("p")
+    pod["spec"]["containers"] = [{"name": "c", "resources": {
+        "requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "1Gi"}}}]
+    req = pod_requests(pod)
+    assert req["cpu"] == Decimal(1) and req["memory"] == Decimal(2**30)
+
+
 def test_whole_gpu_pod() -> None:
     spec = podspec_from_pod(ko.pod("p", cpu="4", memory="8Gi", gpus=2, namespace="ns"), {})
     assert spec.name == "ns/p"
