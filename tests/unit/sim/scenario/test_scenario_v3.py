@@ -114,6 +114,35 @@ def test_warm_up_is_cut_from_every_metric() -> None:
     assert out["warmup_h"] == pytest.approx(0.1) and out["sim_hours"] == pytest.approx(1000 / 3600)
 
 
+def test_window_edges_never_started_jobs_and_sla_items() -> None:
+    cfg = v3(warmup_h=0.25, hours=1200 / 3600)  # t0 = 900, H = 2100: a web window boundary
+    b = WorkloadBuilder(cfg)
+    train(b, 0.0, 5000.0, 4)  # warm-up gang holds node 0's GPUs past H
+    train(b, 1000.0, 100.0, 8)  # needs all 8 GPUs: never starts, limit passed at 1600 < H
+    train(b, 1600.0, 100.0, 8)  # never starts, its limit (2200) is after H: no SLA item
+    for deadline in (1500.0, 3000.0):  # both run past H; only the first deadline falls in
+        job = b.job(BATCH, 1000.0, [1e9], stage_par=[1], deadline=deadline, base=2)
+        b.pod(job, PodSpec("drv", 1000, 1024, priority=400, task_type=BATCH, image=0), 0.5,
+              0.0, False)
+        b.pod(job, PodSpec("ex0", 4000, 4096, priority=100, task_type=BATCH, image=0), 1.0,
+              0.0, False)
+    web = b.job(WEB, 0.0, [float("inf")], stage_par=[0], service=0, base=1)
+    b.pod(web, PodSpec("w", 2000, 4096, priority=1000, task_type=WEB, image=1), 1.0, 0.0, False)
+    out = drive(Engine(cfg, 0, workload=b.build()))
+    # web checked at 1200, 1500 and 1800 (not at t0 = 900, nor at H = 2100), never missed
+    assert out["sla_by_kind"] == {"batch": {"violations": 1, "items": 1, "pct": 100.0},
+                                  "training": {"violations": 1, "items": 1, "pct": 100.0},
+                                  "web": {"violations": 0, "items": 3, "pct": 0.0}}
+    # measured latency-sensitive jobs: the gangs (H - submission: 1100, 500) and the two
+    # batch jobs (driver 1000 -> 1002 on node 0, image cached; executor 1002 -> 1004): 4 s
+    assert out["p99_task_latency_s"] == pytest.approx(1100.0)
+    assert out["p99_by_kind_s"]["batch"] == pytest.approx(4.0)
+    assert out["queueing_events"] == 2
+    assert out["mean_wait_s"] == pytest.approx((1100.0 + 500.0 + 0.0 + 0.0) / 4)
+    assert out["mean_wait_queued_s"] == pytest.approx(800.0)
+    assert out["jobs_submitted"] == 4 and out["jobs_completed"] == 0
+
+
 def spark(b: WorkloadBuilder, work: float, ex0_cpu: int = 4000) -> Any:
     """A batch job at 0 s: a driver, one guaranteed executor of ``ex0_cpu`` and one
     evictable 4-core executor."""
