@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -276,18 +277,23 @@ class GraphCache:
             return pub, None if charge is None else (charge.node, charge.spec, charge.gpus)
 
     def upsert_telemetry(self, obj: Mapping[str, Any]) -> None:
+        self._upsert_telemetry(obj)
+
+    def _upsert_telemetry(self, obj: Mapping[str, Any]) -> str | None:
+        """Apply one GPUTelemetry object; the node it names (``metadata.name`` of a malformed
+        one), or None."""
         try:
             tel = tele_api.GPUTelemetry.from_dict(obj)
         except Exception as exc:  # TelemetryError names the field; anything else is a bug
             self._bad("telemetry", obj, exc)
-            return
+            return _name(obj)
         with self._lock:
             i = self._table.index.get(tel.node_name)
             if i is None:
                 self._pending_tele[tel.node_name] = tel
-                return
-            if self._apply_telemetry(i, tel, obj):
+            elif self._apply_telemetry(i, tel, obj):
                 self._touch()
+        return tel.node_name or None
 
     def delete_telemetry(self, obj: Mapping[str, Any]) -> None:
         name = _name(obj)
@@ -302,8 +308,23 @@ class GraphCache:
                 self._touch()
 
     def replace_telemetry(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        for obj in objs:
-            self.upsert_telemetry(obj)
+        """A relist: a node whose object is not in it goes stale, as on a deletion; a
+        malformed one keeps what its last good object gave."""
+        with self._lock:
+            seen = set()
+            for obj in objs:
+                name = self._upsert_telemetry(obj)
+                if name is not None:
+                    seen.add(name)
+            for name in [n for n in self._pending_tele if n not in seen]:
+                del self._pending_tele[name]
+            table = self._table
+            gone = [i for i, n in enumerate(table.names)
+                    if n not in seen and math.isfinite(table.tele_time[i])]
+            for i in gone:
+                table.forget_telemetry(i)
+            if gone:
+                self._touch()
 
     def _apply_telemetry(self, i: int, tel: tele_api.GPUTelemetry,
                          obj: Mapping[str, Any] | None = None) -> bool:

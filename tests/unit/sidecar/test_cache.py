@@ -385,3 +385,21 @@ def test_an_assumption_ends_at_the_first_informer_event_for_its_pod_and_is_count
     cache.snapshot()
     assert ended["expired"] == 2 and cache.assumed_count == 0
     assert cache.snapshot().snap.cpu_used.tolist() == [0, 1000]
+
+
+def test_a_telemetry_relist_makes_telemetry_whose_object_is_gone_stale() -> None:
+    """A relist replaces the telemetry as it replaces nodes and pods: a GPUTelemetry deleted
+    while the watch was down goes stale at once, as its DELETED event would have made it,
+    and one held for a node not in the table yet is not applied when the node appears."""
+    cache, clock = make(3)
+    at = datetime.fromtimestamp(clock.t, UTC)
+    cache.replace_telemetry([ko.telemetry(n, util=[[50.0]], sampled_at=at)
+                             for n in ("n0", "n1", "late")])
+    bad = {"kind": "GPUTelemetry", "metadata": {"name": "n1"}}  # no sampledAt: skipped
+    cache.replace_telemetry([ko.telemetry("n2", util=[[50.0]], sampled_at=at), bad])
+    tt = cache.snapshot().telemetry_time
+    assert np.isinf(tt[row(cache, "n0")])
+    assert np.isfinite(tt[row(cache, "n1")])  # malformed now: keeps its last good windows
+    assert np.isfinite(tt[row(cache, "n2")])
+    cache.upsert_node(ko.node("late", gpus=1, model="A100"))
+    assert np.isinf(cache.snapshot().telemetry_time[row(cache, "late")])
