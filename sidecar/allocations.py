@@ -62,6 +62,10 @@ class Allocations:
     def assumed_count(self) -> int:
         return len(self._assumed)
 
+    def assumed_keys(self) -> list[str]:
+        """The keys of the assumed pods, oldest first."""
+        return list(self._assumed)
+
     def _charge(self, i: int, c: Charge) -> None:
         self.touched.add(i)
         spec = c.spec

@@ -61,10 +61,11 @@ class GraphCache:
         #: Telemetry of nodes not in the table yet, applied when the node appears.
         self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
         #: Pods seen pending for cfg.scheduler_name, by UID and by namespace/name (a gRPC
-        #: caller may send either): the only pods a score may assume.
-        self._ours: dict[str, None] = {}
+        #: caller may send either), with the resourceVersion last seen ("" if none): the only
+        #: pods a score may assume.
+        self._ours: dict[str, str] = {}
         #: ``_ours`` as it was when a relist of the pods began (empty otherwise).
-        self._ours_before_relist: dict[str, None] = {}
+        self._ours_before_relist: dict[str, str] = {}
         #: Called with (namespace, name, uid, node) when one of ``_ours`` is seen bound (on
         #: the informer's thread: it must not block).
         self.on_bound: Callable[[str, str, str, str], None] | None = None
@@ -154,14 +155,16 @@ class GraphCache:
         spec = obj.get("spec") or {}
         node = spec.get("nodeName")
         phase = (obj.get("status") or {}).get("phase")
+        rv = str(meta.get("resourceVersion") or "")
         if (self.on_owner is not None and phase not in _TERMINAL
                 and spec.get("schedulerName") == self._cfg.scheduler_name):
             self._owner(meta)
         with self._lock:
             pending = not node and phase not in _TERMINAL
-            was_ours = key in self._ours or key in self._ours_before_relist
+            last_rv = self._ours.get(key, self._ours_before_relist.get(key))
+            was_ours = last_rv is not None
             if pending and spec.get("schedulerName") == self._cfg.scheduler_name:
-                self._ours[key] = self._ours[alias] = None
+                self._ours[key] = self._ours[alias] = rv
             else:
                 self._ours.pop(key, None)
                 self._ours.pop(alias, None)
@@ -172,9 +175,12 @@ class GraphCache:
                 old.record = record(obj, str(node), old.spec)
                 return
             if not node or phase in _TERMINAL:
-                # An event that did not bind an assumed pod ends the assumption.
-                dropped = self._alloc.drop_assumed(key, "informer_event")
-                dropped |= self._alloc.drop_assumed(alias, "informer_event")
+                # An event that did not bind an assumed pod ends the assumption; a relist that
+                # delivers the pending pod as it was is no such event.
+                dropped = False
+                if not (rv and key in self._ours and rv == last_rv):
+                    dropped = self._alloc.drop_assumed(key, "informer_event")
+                    dropped |= self._alloc.drop_assumed(alias, "informer_event")
                 if self._alloc.unbind(key) or dropped:
                     self._touch()
                 if key in self._ours and not was_ours and self.on_pending is not None:
@@ -226,6 +232,10 @@ class GraphCache:
                         seen.add(pod_key(obj))
                 for key in [k for k in self._alloc.bound if k not in seen]:
                     self._alloc.unbind(key)
+                # Every assumed pod is one of ours pending (may_assume); one no longer so
+                # after the relist was deleted (or finished) while the watch was down.
+                for key in [k for k in self._alloc.assumed_keys() if k not in self._ours]:
+                    self._alloc.drop_assumed(key, "deleted")
                 self._touch()
             finally:
                 self._ours_before_relist = {}

@@ -403,3 +403,37 @@ def test_a_telemetry_relist_makes_telemetry_whose_object_is_gone_stale() -> None
     assert np.isfinite(tt[row(cache, "n2")])
     cache.upsert_node(ko.node("late", gpus=1, model="A100"))
     assert np.isinf(cache.snapshot().telemetry_time[row(cache, "late")])
+
+
+def test_a_pods_relist_ends_the_assumption_of_a_pod_it_no_longer_shows() -> None:
+    """A pod assumed, then deleted while the pods watch was down: the relist is the whole
+    truth, so its assumption ends there rather than holding the node for assume_ttl_s."""
+    cache, _ = make(1, assume_ttl_s=30.0)
+    pod = ko.pod("p", cpu="4", namespace="ns")
+    cache.upsert_pod(pod)
+    cache.upsert_pod(ko.pod("q", cpu="4", namespace="ns"))
+    spec = podspec_from_pod(pod, cache.models)
+    cache.assume("uid-p", spec, "n0")
+    cache.assume("ns/q", spec, "n0")  # a gRPC caller without a UID
+    assert cache.snapshot().snap.cpu_used[0] == 8000
+    cache.replace_pods([])
+    assert cache.assumed_count == 0 and cache.snapshot().snap.cpu_used[0] == 0
+    assert cache.assumptions_ended["deleted"] == 2
+
+
+def test_a_pods_relist_keeps_the_assumption_of_a_pod_it_shows_unchanged() -> None:
+    """A relist delivers a pod still pending exactly as the watch last showed it (same
+    resourceVersion): nothing happened to it, so its assumption stands until it binds; a
+    pod that did change while the watch was down (scheduling retried) ends it."""
+    cache, _ = make(1)
+    a, b = ko.pod("a", cpu="4"), ko.pod("b", cpu="2")
+    a["metadata"]["resourceVersion"], b["metadata"]["resourceVersion"] = "5", "6"
+    for p in (a, b):
+        cache.upsert_pod(p)
+        cache.assume(f"uid-{p['metadata']['name']}", podspec_from_pod(p, cache.models), "n0")
+    b_retried = {**b, "metadata": {**b["metadata"], "resourceVersion": "9"}}
+    cache.replace_pods([a, b_retried])
+    assert cache.assumed_count == 1 and cache.snapshot().snap.cpu_used[0] == 4000
+    assert cache.assumptions_ended["informer_event"] == 1
+    cache.upsert_pod({**a, "metadata": {**a["metadata"], "resourceVersion": "12"}})
+    assert cache.assumed_count == 0  # a watch event still ends it
