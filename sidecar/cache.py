@@ -255,7 +255,7 @@ class GraphCache:
         ``patch_published`` (the caller holds :attr:`scoring_lock`), a current published
         snapshot gets the changed rows too: the next request skips the O(n) republish."""
         with self._lock:
-            if key in self._alloc.bound:
+            if key in self._alloc.bound or key in self._alloc.bound_names:
                 return  # already bound: the real charge wins
             current = patch_published and self._publisher.is_current(self._version)
             touched = self._alloc.touched

@@ -437,3 +437,18 @@ def test_a_pods_relist_keeps_the_assumption_of_a_pod_it_shows_unchanged() -> Non
     assert cache.assumptions_ended["informer_event"] == 1
     cache.upsert_pod({**a, "metadata": {**a["metadata"], "resourceVersion": "12"}})
     assert cache.assumed_count == 0  # a watch event still ends it
+
+
+def test_an_assumption_under_namespace_name_after_its_pod_bound_is_not_charged() -> None:
+    """A gRPC caller without a UID assumes under namespace/name; when the bind was seen
+    first (the deferred assumption settles after the reply), the pod is already charged
+    under its UID and the assumption must not charge it a second time."""
+    cache, _ = make(2)
+    cache.upsert_pod(ko.pod("p", cpu="4", namespace="ns"))
+    cache.upsert_pod(ko.pod("p", cpu="4", namespace="ns", node_name="n1"))
+    spec = podspec_from_pod(ko.pod("p", cpu="4", namespace="ns"), cache.models)
+    cache.assume("ns/p", spec, "n0")
+    assert cache.assumed_count == 0 and cache.snapshot().snap.cpu_used.tolist() == [0, 4000]
+    cache.delete_pod(ko.pod("p", namespace="ns", node_name="n1"))
+    cache.assume("ns/p", spec, "n0")  # gone: the name is free again
+    assert cache.assumed_count == 1 and cache._alloc.bound_names == {}
