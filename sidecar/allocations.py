@@ -51,8 +51,11 @@ class Allocations:
         self.touched: set[int] = set()
         #: How assumptions ended, by :data:`ENDINGS`.
         self._ended = ended
-        #: Bound pods by key (namespace/name).
+        #: Bound pods by key (the UID, else namespace/name).
         self.bound: dict[str, Charge] = {}
+        #: namespace/name -> key of each bound pod: an assumption under the name comes too
+        #: late once its pod is bound under the UID.
+        self.bound_names: dict[str, str] = {}
         #: Assumed pods by key, oldest (first to expire) first.
         self._assumed: dict[str, Charge] = {}
         #: Node name -> keys of the pods (bound or assumed) charged to it.
@@ -61,6 +64,10 @@ class Allocations:
     @property
     def assumed_count(self) -> int:
         return len(self._assumed)
+
+    def assumed_keys(self) -> list[str]:
+        """The keys of the assumed pods, oldest first."""
+        return list(self._assumed)
 
     def _charge(self, i: int, c: Charge) -> None:
         self.touched.add(i)
@@ -113,6 +120,7 @@ class Allocations:
             self._detach(key, old)
         charge = Charge(node=node, spec=spec, record=record)
         self.bound[key] = charge
+        self.bound_names[spec.name] = key
         self._attach(key, charge)
 
     def unbind(self, key: str) -> bool:
@@ -120,6 +128,8 @@ class Allocations:
         old = self.bound.pop(key, None)
         if old is None:
             return False
+        if self.bound_names.get(old.spec.name) == key:
+            del self.bound_names[old.spec.name]
         self._detach(key, old)
         return True
 

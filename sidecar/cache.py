@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -60,10 +61,11 @@ class GraphCache:
         #: Telemetry of nodes not in the table yet, applied when the node appears.
         self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
         #: Pods seen pending for cfg.scheduler_name, by UID and by namespace/name (a gRPC
-        #: caller may send either): the only pods a score may assume.
-        self._ours: dict[str, None] = {}
+        #: caller may send either), with the resourceVersion last seen ("" if none): the only
+        #: pods a score may assume.
+        self._ours: dict[str, str] = {}
         #: ``_ours`` as it was when a relist of the pods began (empty otherwise).
-        self._ours_before_relist: dict[str, None] = {}
+        self._ours_before_relist: dict[str, str] = {}
         #: Called with (namespace, name, uid, node) when one of ``_ours`` is seen bound (on
         #: the informer's thread: it must not block).
         self.on_bound: Callable[[str, str, str, str], None] | None = None
@@ -153,14 +155,16 @@ class GraphCache:
         spec = obj.get("spec") or {}
         node = spec.get("nodeName")
         phase = (obj.get("status") or {}).get("phase")
+        rv = str(meta.get("resourceVersion") or "")
         if (self.on_owner is not None and phase not in _TERMINAL
                 and spec.get("schedulerName") == self._cfg.scheduler_name):
             self._owner(meta)
         with self._lock:
             pending = not node and phase not in _TERMINAL
-            was_ours = key in self._ours or key in self._ours_before_relist
+            last_rv = self._ours.get(key, self._ours_before_relist.get(key))
+            was_ours = last_rv is not None
             if pending and spec.get("schedulerName") == self._cfg.scheduler_name:
-                self._ours[key] = self._ours[alias] = None
+                self._ours[key] = self._ours[alias] = rv
             else:
                 self._ours.pop(key, None)
                 self._ours.pop(alias, None)
@@ -171,9 +175,12 @@ class GraphCache:
                 old.record = record(obj, str(node), old.spec)
                 return
             if not node or phase in _TERMINAL:
-                # An event that did not bind an assumed pod ends the assumption.
-                dropped = self._alloc.drop_assumed(key, "informer_event")
-                dropped |= self._alloc.drop_assumed(alias, "informer_event")
+                # An event that did not bind an assumed pod ends the assumption; a relist that
+                # delivers the pending pod as it was is no such event.
+                dropped = False
+                if not (rv and key in self._ours and rv == last_rv):
+                    dropped = self._alloc.drop_assumed(key, "informer_event")
+                    dropped |= self._alloc.drop_assumed(alias, "informer_event")
                 if self._alloc.unbind(key) or dropped:
                     self._touch()
                 if key in self._ours and not was_ours and self.on_pending is not None:
@@ -225,6 +232,10 @@ class GraphCache:
                         seen.add(pod_key(obj))
                 for key in [k for k in self._alloc.bound if k not in seen]:
                     self._alloc.unbind(key)
+                # Every assumed pod is one of ours pending (may_assume); one no longer so
+                # after the relist was deleted (or finished) while the watch was down.
+                for key in [k for k in self._alloc.assumed_keys() if k not in self._ours]:
+                    self._alloc.drop_assumed(key, "deleted")
                 self._touch()
             finally:
                 self._ours_before_relist = {}
@@ -244,7 +255,7 @@ class GraphCache:
         ``patch_published`` (the caller holds :attr:`scoring_lock`), a current published
         snapshot gets the changed rows too: the next request skips the O(n) republish."""
         with self._lock:
-            if key in self._alloc.bound:
+            if key in self._alloc.bound or key in self._alloc.bound_names:
                 return  # already bound: the real charge wins
             current = patch_published and self._publisher.is_current(self._version)
             touched = self._alloc.touched
@@ -276,18 +287,23 @@ class GraphCache:
             return pub, None if charge is None else (charge.node, charge.spec, charge.gpus)
 
     def upsert_telemetry(self, obj: Mapping[str, Any]) -> None:
+        self._upsert_telemetry(obj)
+
+    def _upsert_telemetry(self, obj: Mapping[str, Any]) -> str | None:
+        """Apply one GPUTelemetry object; the node it names (``metadata.name`` of a malformed
+        one), or None."""
         try:
             tel = tele_api.GPUTelemetry.from_dict(obj)
         except Exception as exc:  # TelemetryError names the field; anything else is a bug
             self._bad("telemetry", obj, exc)
-            return
+            return _name(obj)
         with self._lock:
             i = self._table.index.get(tel.node_name)
             if i is None:
                 self._pending_tele[tel.node_name] = tel
-                return
-            if self._apply_telemetry(i, tel, obj):
+            elif self._apply_telemetry(i, tel, obj):
                 self._touch()
+        return tel.node_name or None
 
     def delete_telemetry(self, obj: Mapping[str, Any]) -> None:
         name = _name(obj)
@@ -302,8 +318,23 @@ class GraphCache:
                 self._touch()
 
     def replace_telemetry(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        for obj in objs:
-            self.upsert_telemetry(obj)
+        """A relist: a node whose object is not in it goes stale, as on a deletion; a
+        malformed one keeps what its last good object gave."""
+        with self._lock:
+            seen = set()
+            for obj in objs:
+                name = self._upsert_telemetry(obj)
+                if name is not None:
+                    seen.add(name)
+            for name in [n for n in self._pending_tele if n not in seen]:
+                del self._pending_tele[name]
+            table = self._table
+            gone = [i for i, n in enumerate(table.names)
+                    if n not in seen and math.isfinite(table.tele_time[i])]
+            for i in gone:
+                table.forget_telemetry(i)
+            if gone:
+                self._touch()
 
     def _apply_telemetry(self, i: int, tel: tele_api.GPUTelemetry,
                          obj: Mapping[str, Any] | None = None) -> bool:

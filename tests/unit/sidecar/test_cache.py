@@ -385,3 +385,70 @@ def test_an_assumption_ends_at_the_first_informer_event_for_its_pod_and_is_count
     cache.snapshot()
     assert ended["expired"] == 2 and cache.assumed_count == 0
     assert cache.snapshot().snap.cpu_used.tolist() == [0, 1000]
+
+
+def test_a_telemetry_relist_makes_telemetry_whose_object_is_gone_stale() -> None:
+    """A relist replaces the telemetry as it replaces nodes and pods: a GPUTelemetry deleted
+    while the watch was down goes stale at once, as its DELETED event would have made it,
+    and one held for a node not in the table yet is not applied when the node appears."""
+    cache, clock = make(3)
+    at = datetime.fromtimestamp(clock.t, UTC)
+    cache.replace_telemetry([ko.telemetry(n, util=[[50.0]], sampled_at=at)
+                             for n in ("n0", "n1", "late")])
+    bad = {"kind": "GPUTelemetry", "metadata": {"name": "n1"}}  # no sampledAt: skipped
+    cache.replace_telemetry([ko.telemetry("n2", util=[[50.0]], sampled_at=at), bad])
+    tt = cache.snapshot().telemetry_time
+    assert np.isinf(tt[row(cache, "n0")])
+    assert np.isfinite(tt[row(cache, "n1")])  # malformed now: keeps its last good windows
+    assert np.isfinite(tt[row(cache, "n2")])
+    cache.upsert_node(ko.node("late", gpus=1, model="A100"))
+    assert np.isinf(cache.snapshot().telemetry_time[row(cache, "late")])
+
+
+def test_a_pods_relist_ends_the_assumption_of_a_pod_it_no_longer_shows() -> None:
+    """A pod assumed, then deleted while the pods watch was down: the relist is the whole
+    truth, so its assumption ends there rather than holding the node for assume_ttl_s."""
+    cache, _ = make(1, assume_ttl_s=30.0)
+    pod = ko.pod("p", cpu="4", namespace="ns")
+    cache.upsert_pod(pod)
+    cache.upsert_pod(ko.pod("q", cpu="4", namespace="ns"))
+    spec = podspec_from_pod(pod, cache.models)
+    cache.assume("uid-p", spec, "n0")
+    cache.assume("ns/q", spec, "n0")  # a gRPC caller without a UID
+    assert cache.snapshot().snap.cpu_used[0] == 8000
+    cache.replace_pods([])
+    assert cache.assumed_count == 0 and cache.snapshot().snap.cpu_used[0] == 0
+    assert cache.assumptions_ended["deleted"] == 2
+
+
+def test_a_pods_relist_keeps_the_assumption_of_a_pod_it_shows_unchanged() -> None:
+    """A relist delivers a pod still pending exactly as the watch last showed it (same
+    resourceVersion): nothing happened to it, so its assumption stands until it binds; a
+    pod that did change while the watch was down (scheduling retried) ends it."""
+    cache, _ = make(1)
+    a, b = ko.pod("a", cpu="4"), ko.pod("b", cpu="2")
+    a["metadata"]["resourceVersion"], b["metadata"]["resourceVersion"] = "5", "6"
+    for p in (a, b):
+        cache.upsert_pod(p)
+        cache.assume(f"uid-{p['metadata']['name']}", podspec_from_pod(p, cache.models), "n0")
+    b_retried = {**b, "metadata": {**b["metadata"], "resourceVersion": "9"}}
+    cache.replace_pods([a, b_retried])
+    assert cache.assumed_count == 1 and cache.snapshot().snap.cpu_used[0] == 4000
+    assert cache.assumptions_ended["informer_event"] == 1
+    cache.upsert_pod({**a, "metadata": {**a["metadata"], "resourceVersion": "12"}})
+    assert cache.assumed_count == 0  # a watch event still ends it
+
+
+def test_an_assumption_under_namespace_name_after_its_pod_bound_is_not_charged() -> None:
+    """A gRPC caller without a UID assumes under namespace/name; when the bind was seen
+    first (the deferred assumption settles after the reply), the pod is already charged
+    under its UID and the assumption must not charge it a second time."""
+    cache, _ = make(2)
+    cache.upsert_pod(ko.pod("p", cpu="4", namespace="ns"))
+    cache.upsert_pod(ko.pod("p", cpu="4", namespace="ns", node_name="n1"))
+    spec = podspec_from_pod(ko.pod("p", cpu="4", namespace="ns"), cache.models)
+    cache.assume("ns/p", spec, "n0")
+    assert cache.assumed_count == 0 and cache.snapshot().snap.cpu_used.tolist() == [0, 4000]
+    cache.delete_pod(ko.pod("p", namespace="ns", node_name="n1"))
+    cache.assume("ns/p", spec, "n0")  # gone: the name is free again
+    assert cache.assumed_count == 1 and cache._alloc.bound_names == {}
