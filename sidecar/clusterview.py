@@ -126,10 +126,11 @@ class KubeClusterView:
 
     def _run(self, r: _Reflector) -> None:
         backoff = self.cfg.backoff_initial_s
+        gone = False
         while not self._stop.is_set():
             try:
-                rv = self._list(r)
-                backoff = self.cfg.backoff_initial_s
+                rv = self._list(r, consistent=gone)
+                backoff, gone = self.cfg.backoff_initial_s, False
                 while not self._stop.is_set():
                     started = time.monotonic()
                     new_rv = self._watch(r, rv)
@@ -139,6 +140,7 @@ class KubeClusterView:
                     rv = new_rv
             except _Gone:
                 log.info("%s: resourceVersion expired (410 Gone), relisting", r.resource)
+                gone = True
                 continue
             except Exception as exc:  # an informer must outlive any error
                 if self._stop.is_set():
@@ -151,14 +153,18 @@ class KubeClusterView:
                     self._stop.wait(self.cfg.backoff_max_s)
                     continue
                 if status == 410:
+                    gone = True
                     continue
                 log.warning("%s: list/watch failed (%s), retrying in %.1fs", r.resource,
                             _describe(exc), backoff)
                 self._stop.wait(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, self.cfg.backoff_max_s)
 
-    def _list(self, r: _Reflector) -> str:
-        resp = r.list_fn(resource_version="0", _preload_content=False,
+    def _list(self, r: _Reflector, consistent: bool = False) -> str:
+        """List into the cache; from the watch cache ("0", cheap) unless ``consistent``: after
+        a 410 the watch cache may be no newer than the version that expired, so that relist
+        reads etcd (""), as client-go's reflector does."""
+        resp = r.list_fn(resource_version="" if consistent else "0", _preload_content=False,
                          _request_timeout=(10, 60))
         body = json.loads(resp.data)
         r.replace(body.get("items") or [])
