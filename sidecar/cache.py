@@ -29,7 +29,7 @@ from dsan.core.snapshot import PodSpec
 from sidecar.allocations import ENDINGS, Allocations
 from sidecar.config import SidecarConfig
 from sidecar.nodetable import BadTelemetry, NodeTable, parse_node
-from sidecar.podspec import pod_key, pod_name, podspec_from_pod
+from sidecar.podspec import PodSpecMemo, pod_key, pod_name
 from sidecar.published import Published, Publisher
 from sidecar.victims import PodRecord, record
 
@@ -60,6 +60,9 @@ class GraphCache:
         self.scoring_lock = threading.Lock()
         #: Telemetry of nodes not in the table yet, applied when the node appears.
         self._pending_tele: dict[str, tele_api.GPUTelemetry] = {}
+        #: Bound pods' specs, parsed once per shape: informers resend a pod on every status
+        #: change.
+        self._specs = PodSpecMemo()
         #: Pods seen pending for cfg.scheduler_name, by UID and by namespace/name (a gRPC
         #: caller may send either), with the resourceVersion last seen ("" if none): the only
         #: pods a score may assume.
@@ -170,10 +173,12 @@ class GraphCache:
                 self._ours.pop(alias, None)
             old = self._alloc.bound.get(key)
             if node and phase not in _TERMINAL and old is not None and old.node == node:
-                # A status update: requests of a bound pod do not change, its start time and
-                # annotations may.
-                old.record = record(obj, str(node), old.spec)
-                return
+                # Mostly a status update (start time, annotations); an in-place resize
+                # changes the requests, and then the charge follows.
+                podspec = self._specs.get(obj, self._table.models_pub)
+                if podspec == old.spec:
+                    old.record = record(obj, str(node), old.spec)
+                    return
             if not node or phase in _TERMINAL:
                 # An event that did not bind an assumed pod ends the assumption; a relist that
                 # delivers the pending pod as it was is no such event.
@@ -186,7 +191,7 @@ class GraphCache:
                 if key in self._ours and not was_ours and self.on_pending is not None:
                     self.on_pending(key, alias)
                 return
-            podspec = podspec_from_pod(obj, self._table.models_pub)
+            podspec = self._specs.get(obj, self._table.models_pub)
             self._alloc.bind(key, str(node), podspec, record(obj, str(node), podspec))
             self._touch()
         if was_ours and self.on_bound is not None:  # the dsan-scheduler placed it

@@ -452,3 +452,17 @@ def test_an_assumption_under_namespace_name_after_its_pod_bound_is_not_charged()
     cache.delete_pod(ko.pod("p", namespace="ns", node_name="n1"))
     cache.assume("ns/p", spec, "n0")  # gone: the name is free again
     assert cache.assumed_count == 1 and cache._alloc.bound_names == {}
+
+
+def test_a_bound_pod_resized_in_place_is_charged_its_new_requests() -> None:
+    """In-place resize (the pods/resize subresource) changes a bound pod's requests on the
+    same node: the charge follows, as kube-scheduler's NodeInfo does."""
+    cache, _ = make(1)
+    pod = ko.pod("p", cpu="2", memory="1Gi", gpus=1, node_name="n0", phase="Running")
+    cache.upsert_pod(pod)
+    resized = ko.pod("p", cpu="3", memory="2Gi", gpus=1, node_name="n0", phase="Running")
+    cache.upsert_pod(resized)
+    snap = cache.snapshot().snap
+    assert snap.cpu_used[0] == 3000 and snap.mem_used[0] == 2048
+    assert snap.gpu_free[0, :4].sum() == 3000
+    assert snap.pod_count is not None and snap.pod_count[0] == 1
