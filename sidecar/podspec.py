@@ -111,10 +111,11 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     for k, v in init.items():
         total[k] = max(total.get(k, Decimal(0)), v)
     overhead = spec.get("overhead") or {}
-    if isinstance(overhead, Mapping):
-        for k, v in overhead.items():
-            total[str(k)] = total.get(str(k), Decimal(0)) + parse_quantity(
-                v, f"Pod.spec.overhead[{_short(k)}]")
+    if not isinstance(overhead, Mapping):
+        raise PodError("Pod.spec.overhead: expected an object")
+    for k, v in overhead.items():
+        total[str(k)] = total.get(str(k), Decimal(0)) + parse_quantity(
+            v, f"Pod.spec.overhead[{_short(k)}]")
     return total
 
 

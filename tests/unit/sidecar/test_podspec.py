@@ -125,7 +125,9 @@ def test_task_type_and_priority() -> None:
     ("pod", "where"),
     [({"metadata": {}}, "Pod.spec"), ({"spec": {"containers": "x"}}, "containers"),
      ({"spec": {"containers": [{"resources": {"requests": {"cpu": "x"}}}]}}, r"requests\[cpu\]"),
-     ([], "expected an object"), ({"metadata": [], "spec": {}}, "metadata")],
+     ([], "expected an object"), ({"metadata": [], "spec": {}}, "metadata"),
+     ({"spec": {"containers": [], "overhead": ["cpu"]}}, r"Pod.spec.overhead: expected an object"),
+     ({"spec": {"containers": [{"resources": {"limits": "1"}}]}}, r"limits: expected an object")],
 )
 def test_malformed_pods_name_the_field(pod: object, where: str) -> None:
     with pytest.raises(PodError, match=where):
