@@ -1,0 +1,64 @@
+"""``helm template`` of charts/dsan-scheduler for values the schema lets through: what renders
+must work, what cannot work is refused at render time with the value named. Needs the helm
+binary hack/helm-build.sh builds (skipped where it has not been built yet; the e2e tier
+builds it and runs the chart against a real apiserver, tests/e2e/test_chart.py)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from deviceplugin.cli import add_parser, config_from_args
+from tests.support.helm import CHART, ChartTools, Helm
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    binary = ChartTools.resolve(build=False).helm
+    if not binary.exists():
+        pytest.skip(f"helm not built yet ({binary}: hack/helm-build.sh)")
+    return Helm(binary, tmp_path_factory.mktemp("helm-home"))
+
+
+def render(helm: Helm, *sets: str) -> subprocess.CompletedProcess[str]:
+    """``helm template`` with ``--set`` each, ``--set-string`` for a ``str:`` one."""
+    args = [a for s in sets for a in ("--set-string" if s.startswith("str:") else "--set",
+                                      s.removeprefix("str:"))]
+    return helm.run("template", "r", str(CHART), *args)
+
+
+def objects(helm: Helm, *sets: str) -> list[dict[str, Any]]:
+    out = render(helm, *sets)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def find(objs: list[dict[str, Any]], kind: str, suffix: str = "") -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
+
+
+def test_deviceplugin_flags_keep_every_string_value_verbatim(helm: Helm) -> None:
+    # "::" (the IPv6 wildcard the agent's metrics server binds) and a "#" are plain YAML's
+    # mapping and comment markers: an unquoted flag becomes a mapping or loses its tail.
+    plugin_dir = "/var/lib/kubelet/dp #2"
+    objs = objects(helm, "str:devicePlugin.config.metrics_addr=::",
+                   "str:devicePlugin.config.fake_model=A100 #2: lab",
+                   f"str:devicePlugin.config.plugin_dir={plugin_dir}",
+                   "devicePlugin.config.mode=device-plugin")
+    (ds,) = find(objs, "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    assert {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}["device-plugins"] == \
+        plugin_dir
+    command = pod["containers"][0]["command"]
+    assert all(isinstance(a, str) for a in command), command
+    assert command[:2] == ["dsan", "deviceplugin"]
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    cfg = config_from_args(parser.parse_args([*command[1:], "--node-name=n1"]))
+    assert (cfg.metrics_addr, cfg.fake_model, str(cfg.plugin_dir)) == (
+        "::", "A100 #2: lab", plugin_dir)
+
