@@ -62,3 +62,25 @@ def test_deviceplugin_flags_keep_every_string_value_verbatim(helm: Helm) -> None
     assert (cfg.metrics_addr, cfg.fake_model, str(cfg.plugin_dir)) == (
         "::", "A100 #2: lab", plugin_dir)
 
+
+@pytest.mark.parametrize(("sets", "message"), [
+    # kube-scheduler would call http://127.0.0.1:0/dsan: every pod scored without DSAN.
+    (["sidecar.config.http_port=0"],
+     "scheduler.scoreVia: extender needs the sidecar's HTTP server on a fixed port"),
+    # Two active schedulers of one profile race for the same pods and nodes.
+    (["scheduler.leaderElect=false"],
+     "scheduler.replicas: 2 needs scheduler.leaderElect"),
+])
+def test_values_that_cannot_work_are_refused(helm: Helm, sets: list[str],
+                                             message: str) -> None:
+    out = render(helm, *sets)
+    assert out.returncode != 0 and message in out.stderr, out.stderr
+
+
+def test_what_those_checks_still_render(helm: Helm) -> None:
+    # gRPC scoring needs no HTTP port; one replica needs no election.
+    for sets in (["scheduler.scoreVia=grpc", "sidecar.config.http_port=0"],
+                 ["scheduler.leaderElect=false", "scheduler.replicas=1"]):
+        out = render(helm, *sets)
+        assert out.returncode == 0, (sets, out.stderr)
+
