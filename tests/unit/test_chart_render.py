@@ -84,3 +84,17 @@ def test_what_those_checks_still_render(helm: Helm) -> None:
         out = render(helm, *sets)
         assert out.returncode == 0, (sets, out.stderr)
 
+
+def test_leases_are_granted_only_to_a_scheduler_that_elects_a_leader(helm: Helm) -> None:
+    def lease_rules(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for o in objs if o["kind"] in ("Role", "ClusterRole")
+                for r in o["rules"] if "leases" in r["resources"]]
+
+    elected = objects(helm)
+    assert lease_rules(elected) and find(elected, "RoleBinding", "-scheduler-lease")
+    alone = objects(helm, "scheduler.leaderElect=false", "scheduler.replicas=1")
+    assert not lease_rules(alone) and not find(alone, "RoleBinding", "-scheduler-lease")
+    (cm,) = find(alone, "ConfigMap", "-config")
+    assert yaml.safe_load(cm["data"]["scheduler-config.yaml"])["leaderElection"][
+        "leaderElect"] is False
+
