@@ -1,6 +1,6 @@
 """The agent's one typed config, defaults in one place, validated at start.
 
-Helm values under ``devicePlugin:`` map one to one onto these fields (snake_case -> camelCase).
+Helm values under ``devicePlugin.config:`` map one to one onto these fields, by the same names.
 """
 
 from __future__ import annotations
