@@ -76,11 +76,18 @@ def _reply(out: bytes | RequestError) -> tuple[int, bytes]:
 
 def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
     """ExtenderArgs -> (Pod, node names); RequestError names what is wrong."""
+    pod, names, _ = parse_nodes(body)
+    return pod, names
+
+
+def parse_nodes(body: bytes) -> tuple[dict[str, Any], list[str], list[Any] | None]:
+    """ExtenderArgs -> (Pod, node names, the whole Nodes.items when they came instead of
+    NodeNames, else None)."""
     args = json_object(body, "ExtenderArgs")
     pod = args.get("Pod")
     if not isinstance(pod, dict):
         raise RequestError("bad_pod", "ExtenderArgs.Pod is missing or not an object")
-    names = args.get("NodeNames")
+    names, items = args.get("NodeNames"), None
     if names is None:
         items = (args.get("Nodes") or {}).get("items") if isinstance(args.get("Nodes"),
                                                                       dict) else None
@@ -93,7 +100,7 @@ def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
     # set(map(type, ...)) runs in C: no Python-level loop over the candidate names.
     if not isinstance(names, list) or not set(map(type, names)) <= {str}:
         raise RequestError("bad_request", "ExtenderArgs.NodeNames must be a list of strings")
-    return pod, names
+    return pod, names, items
 
 
 def _scheduler_name(pod: dict[str, Any]) -> str:
@@ -112,13 +119,13 @@ class ExtenderApp:
         #: Pods parsed once per shape (a workload's replicas come one after another).
         self._specs = PodSpecMemo()
 
-    def _parse(self, body: bytes) -> tuple[dict[str, Any], PodSpec, list[str]]:
-        pod, names = parse_args(body)
-        return pod, self._specs.get(pod, self.service.cache.models), names
+    def _parse(self, body: bytes) -> tuple[dict[str, Any], PodSpec, list[str], list[Any] | None]:
+        pod, names, items = parse_nodes(body)
+        return pod, self._specs.get(pod, self.service.cache.models), names, items
 
     def prioritize(self, body: bytes) -> tuple[int, bytes]:
         def serve() -> tuple[bytes, ScoreResult]:
-            pod, spec, names = self._parse(body)
+            pod, spec, names, _ = self._parse(body)
             key = self.service.assume_key(pod_key(pod), _scheduler_name(pod))
             res = self.service.score("http", spec, key, names, MAX_EXTENDER_PRIORITY)
             return encode_priorities(names, res.scores), res
@@ -132,9 +139,12 @@ class ExtenderApp:
 
     def filter(self, body: bytes) -> tuple[int, bytes]:
         def serve() -> tuple[bytes, None]:
-            _, spec, names = self._parse(body)
+            _, spec, names, items = self._parse(body)
             passed, failed = self.service.engine.filter(spec, names)
-            return orjson.dumps({"Nodes": None, "NodeNames": passed, "FailedNodes": failed,
+            # A scheduler that sent whole nodes (no nodeCacheCapable) reads only Nodes back.
+            nodes = None if items is None else {
+                "items": [it for it, n in zip(items, names, strict=True) if n not in failed]}
+            return orjson.dumps({"Nodes": nodes, "NodeNames": passed, "FailedNodes": failed,
                                  "FailedAndUnresolvableNodes": {}, "Error": ""}), None
 
         return _reply(self.service.handle("http", "filter", serve))
