@@ -300,9 +300,14 @@ class _Handler(BaseHTTPRequestHandler):
             srv.count_error(err.reason)
             self._send(err.http_status, _error_body(err.message), close=True)
             return
-        route = srv.post_routes.get(self.path.split("?", 1)[0])
+        path = self.path.split("?", 1)[0]
+        route = srv.post_routes.get(path)
         if route is None:
-            self._send(404, _error_body(f"no such endpoint: POST {self.path[:200]}"))
+            if srv.get_route(path):
+                self._wrong_method("GET, HEAD")
+            else:
+                srv.count_error("not_found")
+                self._send(404, _error_body(f"no such endpoint: POST {self.path[:200]}"))
             return
         try:
             status, out = route(body)
@@ -363,6 +368,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
 
+    def _wrong_method(self, allow: str) -> None:
+        """405 for a route of another method; the request had no body left unread, so the
+        connection stays open."""
+        self.server.count_error("method_not_allowed")
+        self._send(405, _error_body(f"method {self.command} not allowed ({allow})"),
+                   extra=f"Allow: {allow}\r\n")
+
     def _get(self) -> None:
         path = self.path.split("?", 1)[0]
         srv = self.server
@@ -381,7 +393,10 @@ class _Handler(BaseHTTPRequestHandler):
                 srv.count_error("internal")
                 (status, out), extra = _reply(internal_error("http", exc)), ""
             self._send(status, out, extra=extra)
+        elif path in srv.post_routes:
+            self._wrong_method("POST")
         else:
+            srv.count_error("not_found")
             self._send(404, _error_body(f"no such endpoint: GET {path[:200]}"))
 
 
@@ -427,6 +442,12 @@ class ExtenderServer(ThreadingHTTPServer):
         self.conns: set[_Handler] = set()
         self.conns_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+
+    def get_route(self, path: str) -> bool:
+        """Whether GET serves ``path``."""
+        return (path in ("/healthz", "/readyz")
+                or (path == "/metrics" and self.metrics_body is not None)
+                or (path.startswith(EXPLAIN_PREFIX) and self.explain is not None))
 
     @property
     def port(self) -> int:
