@@ -132,7 +132,9 @@ class SidecarConfig:
 
         for name, (lo, hi) in _RANGES.items():
             need(lo <= getattr(self, name) <= hi, name, f"must be within {lo}..{hi}")
-        for name in ("metrics_address", "policy", "fallback_policy", "scheduler_name"):
+        # An empty address would listen on every interface, unauthenticated.
+        for name in ("bind_address", "metrics_address", "policy", "fallback_policy",
+                     "scheduler_name"):
             need(bool(getattr(self, name)), name, "must not be empty")
         for name in ("telemetry_stale_s", "gpu_power_ref_w", "assume_ttl_s",
                      "snapshot_max_age_s"):
@@ -143,6 +145,9 @@ class SidecarConfig:
         need(self.max_body_bytes >= 1024, "max_body_bytes", "must be at least 1024")
         need(self.max_grpc_message_bytes >= 1024, "max_grpc_message_bytes",
              "must be at least 1024")
+        # grpcio takes channel options as C ints: a larger value is an OverflowError at start.
+        need(self.max_grpc_message_bytes < 2**31, "max_grpc_message_bytes",
+             "must be below 2^31 (gRPC's int32 limit)")
         need(self.assume_max >= 1, "assume_max", "must be at least 1")
         need(self.watch_timeout_s >= 1, "watch_timeout_s", "must be at least 1")
         need(0 < self.backoff_initial_s <= self.backoff_max_s, "backoff_initial_s",

@@ -76,11 +76,18 @@ def _reply(out: bytes | RequestError) -> tuple[int, bytes]:
 
 def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
     """ExtenderArgs -> (Pod, node names); RequestError names what is wrong."""
+    pod, names, _ = parse_nodes(body)
+    return pod, names
+
+
+def parse_nodes(body: bytes) -> tuple[dict[str, Any], list[str], list[Any] | None]:
+    """ExtenderArgs -> (Pod, node names, the whole Nodes.items when they came instead of
+    NodeNames, else None)."""
     args = json_object(body, "ExtenderArgs")
     pod = args.get("Pod")
     if not isinstance(pod, dict):
         raise RequestError("bad_pod", "ExtenderArgs.Pod is missing or not an object")
-    names = args.get("NodeNames")
+    names, items = args.get("NodeNames"), None
     if names is None:
         items = (args.get("Nodes") or {}).get("items") if isinstance(args.get("Nodes"),
                                                                       dict) else None
@@ -93,7 +100,7 @@ def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
     # set(map(type, ...)) runs in C: no Python-level loop over the candidate names.
     if not isinstance(names, list) or not set(map(type, names)) <= {str}:
         raise RequestError("bad_request", "ExtenderArgs.NodeNames must be a list of strings")
-    return pod, names
+    return pod, names, items
 
 
 def _scheduler_name(pod: dict[str, Any]) -> str:
@@ -112,13 +119,13 @@ class ExtenderApp:
         #: Pods parsed once per shape (a workload's replicas come one after another).
         self._specs = PodSpecMemo()
 
-    def _parse(self, body: bytes) -> tuple[dict[str, Any], PodSpec, list[str]]:
-        pod, names = parse_args(body)
-        return pod, self._specs.get(pod, self.service.cache.models), names
+    def _parse(self, body: bytes) -> tuple[dict[str, Any], PodSpec, list[str], list[Any] | None]:
+        pod, names, items = parse_nodes(body)
+        return pod, self._specs.get(pod, self.service.cache.models), names, items
 
     def prioritize(self, body: bytes) -> tuple[int, bytes]:
         def serve() -> tuple[bytes, ScoreResult]:
-            pod, spec, names = self._parse(body)
+            pod, spec, names, _ = self._parse(body)
             key = self.service.assume_key(pod_key(pod), _scheduler_name(pod))
             res = self.service.score("http", spec, key, names, MAX_EXTENDER_PRIORITY)
             return encode_priorities(names, res.scores), res
@@ -132,9 +139,12 @@ class ExtenderApp:
 
     def filter(self, body: bytes) -> tuple[int, bytes]:
         def serve() -> tuple[bytes, None]:
-            _, spec, names = self._parse(body)
+            _, spec, names, items = self._parse(body)
             passed, failed = self.service.engine.filter(spec, names)
-            return orjson.dumps({"Nodes": None, "NodeNames": passed, "FailedNodes": failed,
+            # A scheduler that sent whole nodes (no nodeCacheCapable) reads only Nodes back.
+            nodes = None if items is None else {
+                "items": [it for it, n in zip(items, names, strict=True) if n not in failed]}
+            return orjson.dumps({"Nodes": nodes, "NodeNames": passed, "FailedNodes": failed,
                                  "FailedAndUnresolvableNodes": {}, "Error": ""}), None
 
         return _reply(self.service.handle("http", "filter", serve))
@@ -290,9 +300,14 @@ class _Handler(BaseHTTPRequestHandler):
             srv.count_error(err.reason)
             self._send(err.http_status, _error_body(err.message), close=True)
             return
-        route = srv.post_routes.get(self.path.split("?", 1)[0])
+        path = self.path.split("?", 1)[0]
+        route = srv.post_routes.get(path)
         if route is None:
-            self._send(404, _error_body(f"no such endpoint: POST {self.path[:200]}"))
+            if srv.get_route(path):
+                self._wrong_method("GET, HEAD")
+            else:
+                srv.count_error("not_found")
+                self._send(404, _error_body(f"no such endpoint: POST {self.path[:200]}"))
             return
         try:
             status, out = route(body)
@@ -353,6 +368,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
 
+    def _wrong_method(self, allow: str) -> None:
+        """405 for a route of another method; the request had no body left unread, so the
+        connection stays open."""
+        self.server.count_error("method_not_allowed")
+        self._send(405, _error_body(f"method {self.command} not allowed ({allow})"),
+                   extra=f"Allow: {allow}\r\n")
+
     def _get(self) -> None:
         path = self.path.split("?", 1)[0]
         srv = self.server
@@ -371,7 +393,10 @@ class _Handler(BaseHTTPRequestHandler):
                 srv.count_error("internal")
                 (status, out), extra = _reply(internal_error("http", exc)), ""
             self._send(status, out, extra=extra)
+        elif path in srv.post_routes:
+            self._wrong_method("POST")
         else:
+            srv.count_error("not_found")
             self._send(404, _error_body(f"no such endpoint: GET {path[:200]}"))
 
 
@@ -417,6 +442,12 @@ class ExtenderServer(ThreadingHTTPServer):
         self.conns: set[_Handler] = set()
         self.conns_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+
+    def get_route(self, path: str) -> bool:
+        """Whether GET serves ``path``."""
+        return (path in ("/healthz", "/readyz")
+                or (path == "/metrics" and self.metrics_body is not None)
+                or (path.startswith(EXPLAIN_PREFIX) and self.explain is not None))
 
     @property
     def port(self) -> int:

@@ -19,8 +19,9 @@ APIS = ("http", "grpc", "inprocess")
 LATENCY_BUCKETS = (25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 750e-6, 1e-3, 1.5e-3, 2.5e-3, 5e-3,
                    7.5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0, 2.5)
 NODE_BUCKETS = (1, 2, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
-ERROR_REASONS = ("malformed_json", "bad_request", "bad_pod", "unknown_nodes", "too_large",
-                 "bad_protobuf", "not_ready", "not_found", "method_not_allowed", "internal")
+ERROR_REASONS = ("malformed_json", "bad_request", "bad_pod", "unknown_nodes", "stale_node_table",
+                 "too_large", "bad_protobuf", "not_ready", "not_found", "method_not_allowed",
+                 "internal")
 
 
 class ScrapedCounters:

@@ -162,8 +162,10 @@ class PodSpecMemo:
     part of a request. Only pods that parsed are kept, so a bad pod gets its own error."""
 
     def __init__(self) -> None:
-        self._specs: dict[object, tuple[Any, ...]] = {}
-        self._models: object = None
+        #: (the GPU models the specs were parsed with, shape -> the spec's fields but the
+        #: name), replaced as one: a request thread still parsing with older models stores
+        #: into a table nobody reads any more.
+        self._state: tuple[object, dict[object, tuple[Any, ...]]] = (None, {})
 
     def get(self, pod: Any, gpu_models: Mapping[str, int]) -> PodSpec:
         """``podspec_from_pod(pod, gpu_models)``, memoised."""
@@ -177,15 +179,16 @@ class PodSpecMemo:
                parse: Callable[[], PodSpec]) -> PodSpec:
         """The spec of shape ``key`` named ``name``; ``parse()`` on a miss. ``gpu_models`` is
         replaced, never mutated, when a model appears: the memo then starts over."""
-        if gpu_models is not self._models:
-            self._specs.clear()
-            self._models = gpu_models
-        rest = self._specs.get(key)
+        models, specs = self._state
+        if gpu_models is not models:
+            specs = {}
+            self._state = (gpu_models, specs)
+        rest = specs.get(key)
         if rest is None:
             spec = parse()
-            if len(self._specs) >= _MEMO_MAX:
-                self._specs.clear()
-            self._specs[key] = tuple(getattr(spec, f) for f in _SPEC_REST)
+            if len(specs) >= _MEMO_MAX:
+                specs.clear()
+            specs[key] = tuple(getattr(spec, f) for f in _SPEC_REST)
             return spec
         # The constructor with every field: dataclasses.replace is slower, field by field.
         return PodSpec(name, *rest)

@@ -246,3 +246,25 @@ def test_concurrent_clients_on_both_apis_all_get_answers(sidecar_factory: Any) -
         assert sum(f.result(timeout=60) for f in done) == 60
     # Every request assumed its own pod on its best node.
     assert sc.service.assumed_count == 60
+
+
+def test_a_wrong_method_is_a_405_naming_the_allowed_ones_and_an_unknown_path_a_404_counted(
+        sidecar_factory: Any) -> None:
+    """The routes exist for one method each: another one is a 405 with Allow (RFC 9110,
+    15.5.6), not a 404 saying there is no such endpoint; every refusal is counted."""
+    sc, _ = sidecar_factory(n=10)
+    with httpx.Client() as c:
+        for method in ("GET", "HEAD"):
+            r = c.request(method, sc.extender_url + "/prioritize")
+            assert r.status_code == 405 and r.headers["Allow"] == "POST", (method, r.text)
+        r = c.get(sc.extender_url + "/filter")
+        assert r.status_code == 405 and "method GET not allowed (POST)" in r.json()["error"]
+        r = c.post(base(sc) + "/healthz", content=b"{}")
+        assert r.status_code == 405 and r.headers["Allow"] == "GET, HEAD"
+        assert c.post(sc.extender_url + "/nope", json={}).status_code == 404
+        assert c.get(base(sc) + "/nope").status_code == 404
+        assert c.post(sc.extender_url + "/prioritize", json=body(NAMES[:3])).status_code == 200
+        text = c.get(base(sc) + "/metrics").text
+    errors = 'dsan_sidecar_request_errors_total{api="http",reason="%s"}'
+    assert metric(text, errors % "method_not_allowed") == 4
+    assert metric(text, errors % "not_found") == 2

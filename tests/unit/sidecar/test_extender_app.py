@@ -95,6 +95,21 @@ def test_filter_reply_is_an_extender_filter_result() -> None:
     assert reply["Error"] == "" and reply["Nodes"] is None
 
 
+def test_filter_answers_whole_nodes_to_a_scheduler_that_sent_whole_nodes() -> None:
+    """Without nodeCacheCapable, kube-scheduler's HTTPExtender.Filter (pkg/scheduler/
+    extender.go) ignores the reply's NodeNames and keeps only ``result.Nodes.Items``: a
+    reply with ``"Nodes": null`` filters every node out."""
+    sent = [ko.node(f"n{i}", cpu=str(4 * (i + 1)), gpus=2, model="A100") for i in range(4)]
+    sent.append(ko.node("ghost"))
+    body = json.dumps({"Pod": ko.pod("p", cpu="6"), "Nodes": {"items": [sent[0], sent[3],
+                                                                        sent[4]]},
+                       "NodeNames": None}).encode()
+    status, out = ExtenderApp(service()).filter(body)
+    reply = json.loads(out)
+    assert status == 200 and list(reply["FailedNodes"]) == ["n0"]
+    assert reply["Nodes"] == {"items": [sent[3], sent[4]]}  # as sent, unknown nodes pass
+
+
 def test_request_error_reasons_are_known() -> None:
     with pytest.raises(ValueError, match="unknown error reason"):
         RequestError("oops", "x")

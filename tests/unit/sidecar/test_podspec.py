@@ -260,3 +260,21 @@ def test_the_memo_starts_over_when_the_gpu_models_change() -> None:
     pod = ko.pod("p", gpus=1, annotations={"dsan.io/gpu-models": "H100"})
     assert memo.get(pod, {"A100": 0}).gpu_models == (NO_MODEL,)
     assert memo.get(pod, {"A100": 0, "H100": 1}).gpu_models == (1,)
+
+
+def test_memo_never_keeps_a_spec_parsed_with_models_replaced_meanwhile() -> None:
+    """Request threads share the memo: one parsing with the old GPU models while another
+    sees the new ones must not leave its old-model spec behind for the new models."""
+    from dsan.core.snapshot import PodSpec
+
+    memo = PodSpecMemo()
+    old, new = {"A100": 0}, {"A100": 0, "H100": 1}
+
+    def parse_old() -> PodSpec:
+        # Another request thread, meanwhile, with the models the informer just replaced.
+        memo.lookup("other", "q", new, lambda: PodSpec("q", 0, 0))
+        return PodSpec("p", 0, 0, gpu_models=(0,))
+
+    assert memo.lookup("shape", "p", old, parse_old).gpu_models == (0,)
+    fresh = memo.lookup("shape", "p", new, lambda: PodSpec("p", 0, 0, gpu_models=(0, 1)))
+    assert fresh.gpu_models == (0, 1)

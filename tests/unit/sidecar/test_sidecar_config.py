@@ -23,7 +23,8 @@ def test_defaults_are_valid_and_loopback() -> None:
      ("blas_threads", 257), ("metrics_port", -2), ("metrics_port", 65536),
      ("metrics_address", ""), ("record_qps", 0.0), ("record_burst", 0), ("record_queue", 0),
      ("decisions_kept", 0), ("explain_background", 0), ("explain_permutations", 0),
-     ("explain_cpu_budget_s", 0.0)],
+     ("explain_cpu_budget_s", 0.0), ("max_grpc_message_bytes", 2**31),
+     ("bind_address", "")],
 )
 def test_bad_values_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=field):
