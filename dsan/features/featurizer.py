@@ -251,6 +251,15 @@ def featurize_batch(
     expression as the column-by-column definition, so the float32 output is bit-identical
     to featurizing each decision alone (``tests/unit/features/test_featurizer_batch.py`` pins both).
     """
+    if any(len(n) == 0 for n in nodes):
+        # a decision without candidates adds no rows; the column kernels assume each has some
+        keep = [i for i, n in enumerate(nodes) if len(n)]
+        if not keep:
+            return np.zeros((0, N_FEATURES), dtype=np.float32)
+        return featurize_batch(
+            [pods[i] for i in keep], [snaps[i] for i in keep], [nodes[i] for i in keep],
+            workload, None if node_cols is None else [node_cols[i] for i in keep],
+            None if caches is None else [caches[i] for i in keep])
     blk, r, v, starts, seg = _columns(pods, snaps, nodes, workload, node_cols, caches, True)
     lo, hi = _seg_reduce(np.minimum, v[:5], starts, seg), _seg_reduce(np.maximum, v, starts, seg)
     r[_RELATIVE_ROWS] = relative_columns(v, lo, hi)

@@ -63,10 +63,17 @@ class ModelConfig:
     head: str = "mlp"
 
     def __post_init__(self) -> None:
+        # a float width (32.0 in a hand-edited manifest) passes the shape checks and then
+        # fails as a slice index at the first request
+        if not isinstance(self.hidden, int) or isinstance(self.hidden, bool):
+            raise ValueError(f"ModelConfig.hidden must be an integer, got {self.hidden!r}")
         if not 4 <= self.hidden <= 512:
             raise ValueError(f"ModelConfig.hidden must be within 4..512, got {self.hidden}")
         if self.features != N_FEATURES or self.node_features != N_NODE_FEATURES:
             raise ValueError("ModelConfig feature widths must match dsan.features")
+        if self.channels != len(TELEMETRY_CHANNELS):
+            raise ValueError(f"ModelConfig.channels must be {len(TELEMETRY_CHANNELS)} (the "
+                             f"telemetry channels dsan.features reads), got {self.channels}")
         if self.head not in HEADS:
             raise ValueError(f"ModelConfig.head must be one of {', '.join(HEADS)}, "
                              f"got {self.head!r}")
@@ -123,8 +130,13 @@ def read_manifest(model_dir: str | Path) -> dict[str, Any]:
 
 
 def config_of(manifest: Mapping[str, Any], where: str | Path) -> ModelConfig:
+    # No defaults for a missing config: they are the mlp head, and weights trained with the
+    # residual head would then be served without its prior, every score wrong without an error.
+    if not isinstance(manifest.get("model"), Mapping):
+        raise BadModel(f"{where}: bad model config in {MANIFEST}: \"model\" must be an "
+                       f"object, got {manifest.get('model')!r}")
     try:
-        return ModelConfig(**manifest.get("model", {}))
+        return ModelConfig(**manifest["model"])
     except (TypeError, ValueError) as exc:
         raise BadModel(f"{where}: bad model config in {MANIFEST}: {exc}") from None
 

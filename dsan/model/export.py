@@ -22,8 +22,8 @@ from dsan.model.artifact import (
     SERVING,
     TORCHSCRIPT,
     WEIGHTS,
-    ModelConfig,
     check_arrays,
+    config_of,
     read_manifest,
 )
 from dsan.model.net import DSANNet
@@ -82,7 +82,7 @@ def serving_arrays(model: DSANNet) -> dict[str, Any]:
 def load(model_dir: str | Path = DEFAULT_DIR) -> tuple[DSANNet, dict[str, Any]]:
     """Eager model and manifest; raises ``SchemaMismatch`` on a schema change."""
     manifest = read_manifest(model_dir)
-    model = DSANNet(ModelConfig(**manifest["model"]))
+    model = DSANNet(config_of(manifest, model_dir))
     state = torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # models saved before OPTIONAL_KEYS existed load them at their zero initialisation

@@ -278,6 +278,27 @@ def test_batched_decisions_equal_each_decision_alone(seed: int, k: int) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+def test_an_empty_candidate_set_has_no_rows_alone_or_in_a_batch() -> None:
+    # It used to fail inside the node block ("cannot reshape array of size 0") or, last in a
+    # batch, past the end of the segment reductions.
+    rng = np.random.default_rng(7)
+    target = default_workload()
+    snaps = [_random_snapshot(rng, 12, True) for _ in range(3)]
+    pods = [_random_pod(rng, i) for i in range(3)]
+    none = np.zeros(0, dtype=np.int64)
+    assert featurize(pods[0], snaps[0], none, target).shape == (0, N_FEATURES)
+    assert featurize_batch(pods, snaps, [none] * 3, target).shape == (0, N_FEATURES)
+    nodes = [np.arange(5), none, np.arange(3, 12)]
+    want = np.concatenate([_reference_featurize(pods[i], snaps[i], nodes[i], target)
+                           for i in (0, 2)])
+    caches = [PlacementCache(target), PlacementCache(target), None]
+    for order in ([0, 1, 2], [1, 0, 2], [0, 2, 1]):
+        got = featurize_batch([pods[i] for i in order], [snaps[i] for i in order],
+                              [nodes[i] for i in order], target, None,
+                              [caches[i] for i in order])
+        np.testing.assert_array_equal(got, want)
+
+
 def test_fgd_select_gpus_with_a_precomputed_access_mask_picks_the_same_slots() -> None:
     from dsan.features import fgd_select_gpus
 

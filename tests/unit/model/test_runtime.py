@@ -156,6 +156,28 @@ def test_a_manifest_of_another_schema_or_garbage_is_refused(model_dir: Path) -> 
         load_serving(model_dir)
 
 
+@pytest.mark.parametrize("change", [None, {"hidden": 16.0}, {"channels": 4}],
+                         ids=["no model config", "float hidden", "other channels"])
+def test_a_manifest_model_config_that_cannot_serve_is_refused(
+        model_dir: Path, change: dict[str, float] | None) -> None:
+    # Without its "model" config the manifest used to load as the defaults (the mlp head, not
+    # the residual one the weights were trained for: every score wrong, no error); a float
+    # width crashed the runtime with a TypeError; weights of another channel count loaded and
+    # failed every request (the featurizer has len(TELEMETRY_CHANNELS) channels).
+    if change is not None and "channels" in change:
+        _rewrite(model_dir, **{"temporal.lstm.weight_ih_l0": np.ones((64, 4), np.float32)})
+    manifest = model_dir / artifact.MANIFEST
+    data = json.loads(manifest.read_text())
+    assert data["model"]["hidden"] == 16
+    if change is None:
+        del data["model"]
+    else:
+        data["model"].update(change)
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(BadModel, match="bad model config"):
+        load_runtime(model_dir)
+
+
 def test_export_refuses_to_write_non_finite_weights(tmp_path: Path) -> None:
     model = random_residual()
     with torch.no_grad():
