@@ -45,7 +45,9 @@ class ParameterServer:
         self.rollbacks.append({"from_version": self.version, "to_version": self.good_version,
                                "score": score, "good_score": self.good_score})
         self.model.load_state_dict(self._good[0])
-        self.opt.load_state_dict(self._good[1])
+        # a copy: the optimiser adopts the tensors it is given and updates them in place, so
+        # the next steps would overwrite the good state a later rollback restores
+        self.opt.load_state_dict(copy.deepcopy(self._good[1]))
         return False
 
     def holds_good_weights(self) -> bool:
