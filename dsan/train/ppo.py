@@ -121,7 +121,9 @@ def train(a: Args) -> dict[str, Any]:
             g["lr"] = a.ppo_lr
         # The warm-started model is the first "best": PPO must beat it to replace it.
         run.save_best(model)
-    else:  # the resumed model is the one to beat
+    elif "best" in state:  # best.pt's score: the resumed model may be worse than it
+        best = float(state["best"])
+    else:  # a checkpoint from before it recorded the best score
         best = evaluate(model, env, eval_seeds)
     bar = tqdm(range(run.start_it, a.iterations), disable=not a.progress, desc="ppo")
     for it in bar:
@@ -142,7 +144,7 @@ def train(a: Args) -> dict[str, Any]:
         if score >= best:
             best = score
             run.save_best(model)
-        run.checkpoint(model, opt, it, baselines=baselines, parity_s=parity_s)
+        run.checkpoint(model, opt, it, baselines=baselines, parity_s=parity_s, best=best)
     run.load_best(model)
     summary = {
         "eval_alloc_pct": evaluate(model, env, eval_seeds),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,3 +86,28 @@ def test_train_checkpoints_and_resumes(tmp_path: Path) -> None:
     # One imitation row, iteration 0 from the first run, iteration 1 appended on resume.
     assert [r["iteration"] for r in rows] == ["-1", "0", "1"]
     assert first["teacher"] == second["teacher"]
+
+
+def test_a_resumed_run_keeps_the_best_score_to_beat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """best.pt holds a better version than the checkpoint: after a resume, an iteration that
+    beats the checkpoint but not best.pt must not replace it."""
+    import dsan.train.ppo as ppo
+
+    scores: list[float] = []
+
+    def fake_evaluate(model: Any, env: Any, seeds: Any, policy: str | None = None) -> float:
+        return 50.0 if policy is not None else scores.pop(0)
+
+    monkeypatch.setattr(ppo, "evaluate", fake_evaluate)
+    kw = dict(out=str(tmp_path), n_nodes=10, hidden=8, imitation_episodes=1,
+              imitation_epochs=1, episodes_per_iter=1, eval_episodes=1, export=False,
+              progress=False)
+    scores[:] = [90.0, 80.0, 0.0]  # imitation (best), iteration 0, the final summary
+    ppo.train(Args(iterations=1, **kw))  # type: ignore[arg-type]
+    best = torch.load(tmp_path / "best.pt", weights_only=True)
+    scores[:] = [85.0] * 3  # every later version: better than iteration 0, worse than best
+    ppo.train(Args(iterations=2, resume=True, **kw))  # type: ignore[arg-type]
+    after = torch.load(tmp_path / "best.pt", weights_only=True)
+    assert all(torch.equal(best[k], after[k]) for k in best)
