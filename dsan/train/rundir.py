@@ -76,14 +76,18 @@ class RunDir:
         opt.load_state_dict(state["opt"])
         self.start_it = state["iteration"] + 1
         self.rng = np.random.default_rng(state["rng_seed"])
+        if "rng_state" in state:  # the stream itself: the run goes on as if never stopped
+            self.rng.bit_generator.state = state["rng_state"]
         torch.manual_seed(state["rng_seed"])
         return state
 
     def checkpoint(self, model: DSANNet, opt: torch.optim.Optimizer, it: int,
                    **extra: Any) -> None:
         """``ckpt.pt`` after iteration ``it``, with ``extra`` entries for :meth:`restore`."""
+        seed = int(self.rng.integers(1 << 31))
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
-                    "rng_seed": int(self.rng.integers(1 << 31)), **extra}, self.ckpt)
+                    "rng_seed": seed, "rng_state": self.rng.bit_generator.state, **extra},
+                   self.ckpt)
 
     def save_best(self, model: DSANNet) -> None:
         torch.save(model.state_dict(), self.path / "best.pt")
