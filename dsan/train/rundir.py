@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -85,12 +86,12 @@ class RunDir:
                    **extra: Any) -> None:
         """``ckpt.pt`` after iteration ``it``, with ``extra`` entries for :meth:`restore`."""
         seed = int(self.rng.integers(1 << 31))
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
-                    "rng_seed": seed, "rng_state": self.rng.bit_generator.state, **extra},
-                   self.ckpt)
+        _save({"model": model.state_dict(), "opt": opt.state_dict(), "iteration": it,
+               "rng_seed": seed, "rng_state": self.rng.bit_generator.state, **extra},
+              self.ckpt)
 
     def save_best(self, model: DSANNet) -> None:
-        torch.save(model.state_dict(), self.path / "best.pt")
+        _save(model.state_dict(), self.path / "best.pt")
 
     def load_best(self, model: DSANNet) -> None:
         """The best version saved, if any, into ``model``."""
@@ -103,5 +104,18 @@ class RunDir:
         evaluation, write ``summary.json`` and return ``summary``."""
         save(model, model_dir or self.path / "model", version=version, training=training,
              evaluation=summary, exports=exports)
-        (self.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        tmp = self.path / "summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        os.replace(tmp, self.path / "summary.json")
         return summary
+
+
+def _save(obj: Any, path: Path) -> None:
+    """``torch.save`` to ``path`` whole or not at all: a crash while writing leaves the previous
+    file (what ``--resume`` loads), never a truncated one."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

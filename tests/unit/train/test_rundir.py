@@ -7,6 +7,9 @@ import csv
 from pathlib import Path
 from typing import Any
 
+import pytest
+import torch
+
 from dsan.train.ppo import PPO_FIELDS
 from dsan.train.rundir import CsvLog
 from dsan.train.scenario_train import SCENARIO_FIELDS
@@ -63,3 +66,35 @@ def test_without_a_board_only_the_csv_is_written(tmp_path: Path) -> None:
     log = CsvLog(path, PPO_FIELDS, resume=False)
     log.write({"iteration": -1, "phase": "imitation", "loss": 0.25, "eval_alloc_pct": 93.5})
     assert _rows(path)[0]["eval_alloc_pct"] == "93.5"
+
+
+def test_a_crash_while_checkpointing_leaves_the_previous_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ckpt.pt and best.pt are replaced whole: a write cut short (a crash, a full disk)
+    leaves the previous file loadable for --resume."""
+    from dsan.model.net import DSANNet, ModelConfig
+    from dsan.train.rundir import RunDir
+
+    run = RunDir(tmp_path, PPO_FIELDS, seed=1, resume=False)
+    model = DSANNet(ModelConfig(hidden=8))
+    opt = torch.optim.Adam(model.parameters())
+    run.checkpoint(model, opt, 0)
+    run.save_best(model)
+    real = torch.save
+
+    def cut_short(obj: Any, f: Any) -> None:
+        real(obj, f)
+        with open(f, "r+b") as fh:
+            fh.truncate(100)
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(torch, "save", cut_short)
+    with pytest.raises(OSError):
+        run.checkpoint(model, opt, 1)
+    with pytest.raises(OSError):
+        run.save_best(model)
+    monkeypatch.undo()
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=False)["iteration"] == 0
+    torch.load(tmp_path / "best.pt", weights_only=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "ckpt.pt", "metrics.csv"]
