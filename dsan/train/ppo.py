@@ -58,6 +58,11 @@ class Args:
     def __post_init__(self) -> None:
         if self.hidden < 4 or self.n_nodes < 2 or self.iterations < 0:
             raise ValueError("Args: hidden >= 4, n_nodes >= 2 and iterations >= 0 are required")
+        if self.minibatch < 1 or self.ppo_epochs < 0 or self.episodes_per_iter < 1:
+            raise ValueError("Args: minibatch >= 1, ppo_epochs >= 0 and episodes_per_iter >= 1 "
+                             "are required")
+        if self.eval_episodes < 1:  # the best version is chosen on them
+            raise ValueError("Args: eval_episodes >= 1 is required")
         if self.teacher != "auto" and self.teacher not in OPENB_TEACHERS:
             raise ValueError(f"Args.teacher {self.teacher!r} is not a heuristic DSAN can imitate")
 

@@ -97,6 +97,9 @@ class ScenarioArgs:
             raise ValueError("ScenarioArgs: window_h > 0, start_hours and record_every >= 1")
         if self.iterations < 0 or self.imitation_episodes < 0:
             raise ValueError("ScenarioArgs: iterations and imitation_episodes must be >= 0")
+        if self.minibatch < 1 or self.episodes_per_iter < 1 or self.eval_episodes < 1:
+            raise ValueError("ScenarioArgs: minibatch, episodes_per_iter and eval_episodes "
+                             "must be >= 1")
         if self.select_seeds and (
             not self.validate_seeds
             or self.validate_hours <= 0

@@ -131,3 +131,37 @@ def test_a_resumed_run_plays_the_episodes_an_uninterrupted_one_plays(tmp_path: P
     train(Args(out=str(tmp_path / "cut"), iterations=1, **kw))  # type: ignore[arg-type]
     train(Args(out=str(tmp_path / "cut"), iterations=2, resume=True, **kw))  # type: ignore[arg-type]
     assert rows(tmp_path / "cut") == rows(tmp_path / "whole")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--scenario", "seed-table1", "--n-nodes", "12"], "--n-nodes"),
+        (["--scenario", "seed-table1", "--workers", "2"], "--workers"),
+        (["--select-seeds", "1", "2"], "--select-seeds"),
+        (["--workers", "2", "--resume"], "--resume"),
+        (["--workers", "2", "--model-dir", "m"], "--model-dir"),
+        (["--workers", "2", "--imitation-episodes", "3"], "--imitation-episodes"),
+        (["--workers", "-1"], "--workers"),
+        (["--rank", "1"], "--rank"),
+        (["--workers", "2", "--rollback-threshold", "-1"], "rollback_threshold"),
+        (["--minibatch", "0"], "minibatch"),
+        (["--scenario", "seed-table1", "--eval-episodes", "0"], "eval_episodes"),
+    ],
+)
+def test_cli_refuses_flags_the_chosen_trainer_would_ignore_or_choke_on(
+    argv: list[str], says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dsan.train.cli as cli
+    import dsan.train.distributed as dist
+
+    def ran(*_: Any) -> dict[str, Any]:
+        raise AssertionError("a trainer ran")
+
+    for mod, name in ((cli, "train"), (cli, "train_scenario"), (cli, "select"), (dist, "run")):
+        monkeypatch.setattr(mod, name, ran)
+    from dsan.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["train", *argv])
+    assert says in str(exc.value.code)
