@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import urllib.error
@@ -113,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         path = _explain(args)
-    except (ValueError, TraceError, TracesNotFound, FileNotFoundError) as exc:
+    except (ValueError, TraceError, TracesNotFound, OSError) as exc:
         print(f"dsan explain {args.run}: error: {exc}", file=sys.stderr)
         return 2
     print(path)
@@ -193,6 +194,8 @@ def _explain(args: argparse.Namespace) -> Path:
         raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
     if args.decision < 0:
         raise ValueError(f"--decision must be >= 0, got {args.decision}")
+    if args.run == "seed-table1" and args.hours is not None and not 0 < args.hours < math.inf:
+        raise ValueError(f"--hours must be a finite number > 0, got {args.hours}")
     if args.policy not in EXPLAINABLE:
         raise ValueError(f"cannot explain policy {args.policy!r}: "
                          f"explainable policies are {', '.join(EXPLAINABLE)}")
@@ -216,6 +219,11 @@ def _explain(args: argparse.Namespace) -> Path:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         threadpool_limits(args.threads)
         shap_cfg = DSANShapConfig(args.background, args.permutations, args.shap_seed)
+    try:  # before the replay, which can take minutes
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {args.out}: cannot create the folder: "
+                         f"{exc.strerror or exc}") from None
     if args.run == "openb":
         from dsan.sim import paths
         from dsan.sim.protocol import OpenbConfig
