@@ -95,6 +95,11 @@ def _run_pod(args: argparse.Namespace) -> int:
         ns, name = parse_pod(args.pod)
         if args.top_k < 1:
             raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
+        if not 0 < args.timeout < math.inf:
+            raise ValueError(f"--timeout must be a finite number > 0, got {args.timeout}")
+        url = urllib.parse.urlsplit(args.sidecar)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise ValueError(f"--sidecar must be an http:// or https:// URL, got {args.sidecar!r}")
     except ValueError as exc:
         print(f"dsan explain pod: error: {exc}", file=sys.stderr)
         return 2
@@ -140,7 +145,7 @@ def fetch(sidecar: str, namespace: str, name: str, timeout_s: float = 30.0) -> d
            f"{urllib.parse.quote(name, safe='')}")
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            doc = json.loads(resp.read())
+            body = resp.read()
     except urllib.error.HTTPError as exc:
         try:
             why = json.loads(exc.read()).get("error", "")
@@ -154,6 +159,8 @@ def fetch(sidecar: str, namespace: str, name: str, timeout_s: float = 30.0) -> d
             f"cannot reach the sidecar at {sidecar} ({reason}); in a cluster, forward its port "
             "first: kubectl -n <namespace> port-forward deploy/<release>-dsan-scheduler "
             "8888:8888") from None
+    try:  # apart from the request: a bad URL or timeout is a ValueError too, not a bad answer
+        doc = json.loads(body)
     except ValueError as exc:
         raise RemoteError(f"the sidecar at {sidecar} sent no JSON: {exc}") from None
     if not isinstance(doc, dict) or "decision_factors" not in doc:
