@@ -31,6 +31,13 @@ def _xids(value: str) -> frozenset[int]:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of Xids: {value!r}") from exc
 
 
+def _log_level(value: str) -> str:
+    # checked here: logging.basicConfig would raise on it, a traceback before any config check
+    if not isinstance(logging.getLevelName(value.upper()), int):
+        raise argparse.ArgumentTypeError(f"unknown level {value!r}")
+    return value
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d = PluginConfig(node_name="-")
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -105,7 +112,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="(PluginConfig.kubeconfig, default: in-cluster config)")
     p.add_argument("--run-for", type=float, default=None,
                    help="stop after this many seconds (demos, smoke tests)")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", type=_log_level)
     p.set_defaults(func=run)
     return p
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from dsan.api.types import GROUP, TELEMETRY_PLURAL, VERSION
 from sidecar.cache import GraphCache
-from sidecar.config import SidecarConfig
+from sidecar.config import ConfigError, SidecarConfig
 
 log = logging.getLogger("dsan.sidecar.informer")
 RESOURCES = ("nodes", "pods", "gputelemetries")
@@ -240,14 +240,20 @@ def _describe(exc: Exception) -> str:
 
 
 def load_api_client(kubeconfig: str | None) -> Any:
-    """An ApiClient from a kubeconfig path, else in-cluster config, else ~/.kube/config."""
+    """An ApiClient from a kubeconfig path, else in-cluster config, else ~/.kube/config;
+    :class:`ConfigError` when none loads."""
     from kubernetes import client, config
 
-    if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
-    conf = client.Configuration()
     try:
-        config.load_incluster_config(client_configuration=conf)
-    except config.ConfigException:
-        return config.new_client_from_config()
-    return client.ApiClient(conf)
+        if kubeconfig:
+            return config.new_client_from_config(config_file=kubeconfig)
+        conf = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=conf)
+        except config.ConfigException:
+            return config.new_client_from_config()
+        return client.ApiClient(conf)
+    except Exception as exc:  # missing, unreadable or malformed: the client raises many kinds
+        where = kubeconfig or "(not in a cluster, so ~/.kube/config)"
+        why = " ".join(str(exc).split())  # one line: YAML errors span several
+        raise ConfigError(f"cannot load kubeconfig {where}: {why}") from None

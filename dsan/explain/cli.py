@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import urllib.error
@@ -94,6 +95,11 @@ def _run_pod(args: argparse.Namespace) -> int:
         ns, name = parse_pod(args.pod)
         if args.top_k < 1:
             raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
+        if not 0 < args.timeout < math.inf:
+            raise ValueError(f"--timeout must be a finite number > 0, got {args.timeout}")
+        url = urllib.parse.urlsplit(args.sidecar)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise ValueError(f"--sidecar must be an http:// or https:// URL, got {args.sidecar!r}")
     except ValueError as exc:
         print(f"dsan explain pod: error: {exc}", file=sys.stderr)
         return 2
@@ -113,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         path = _explain(args)
-    except (ValueError, TraceError, TracesNotFound, FileNotFoundError) as exc:
+    except (ValueError, TraceError, TracesNotFound, OSError) as exc:
         print(f"dsan explain {args.run}: error: {exc}", file=sys.stderr)
         return 2
     print(path)
@@ -139,7 +145,7 @@ def fetch(sidecar: str, namespace: str, name: str, timeout_s: float = 30.0) -> d
            f"{urllib.parse.quote(name, safe='')}")
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            doc = json.loads(resp.read())
+            body = resp.read()
     except urllib.error.HTTPError as exc:
         try:
             why = json.loads(exc.read()).get("error", "")
@@ -153,6 +159,8 @@ def fetch(sidecar: str, namespace: str, name: str, timeout_s: float = 30.0) -> d
             f"cannot reach the sidecar at {sidecar} ({reason}); in a cluster, forward its port "
             "first: kubectl -n <namespace> port-forward deploy/<release>-dsan-scheduler "
             "8888:8888") from None
+    try:  # apart from the request: a bad URL or timeout is a ValueError too, not a bad answer
+        doc = json.loads(body)
     except ValueError as exc:
         raise RemoteError(f"the sidecar at {sidecar} sent no JSON: {exc}") from None
     if not isinstance(doc, dict) or "decision_factors" not in doc:
@@ -193,6 +201,8 @@ def _explain(args: argparse.Namespace) -> Path:
         raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
     if args.decision < 0:
         raise ValueError(f"--decision must be >= 0, got {args.decision}")
+    if args.run == "seed-table1" and args.hours is not None and not 0 < args.hours < math.inf:
+        raise ValueError(f"--hours must be a finite number > 0, got {args.hours}")
     if args.policy not in EXPLAINABLE:
         raise ValueError(f"cannot explain policy {args.policy!r}: "
                          f"explainable policies are {', '.join(EXPLAINABLE)}")
@@ -216,6 +226,11 @@ def _explain(args: argparse.Namespace) -> Path:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         threadpool_limits(args.threads)
         shap_cfg = DSANShapConfig(args.background, args.permutations, args.shap_seed)
+    try:  # before the replay, which can take minutes
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {args.out}: cannot create the folder: "
+                         f"{exc.strerror or exc}") from None
     if args.run == "openb":
         from dsan.sim import paths
         from dsan.sim.protocol import OpenbConfig

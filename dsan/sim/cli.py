@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,7 @@ def _pod_path(arg: str) -> Path:
 def _openb(args: argparse.Namespace) -> int:
     try:
         return _openb_run(args)
-    except (paths.TracesNotFound, ValueError) as exc:  # a TraceError is a ValueError
+    except (OSError, ValueError) as exc:  # TracesNotFound is an OSError, TraceError a ValueError
         print(f"dsan sim openb: error: {exc}", file=sys.stderr)
         return 2
 
@@ -155,6 +156,7 @@ def _openb_run(args: argparse.Namespace) -> int:
     for p in pods:
         load_pods(p, known)
     out = args.out or Path("out") / "openb"
+    _make_dir(out, f"--out {out}")
     results = run_matrix(run_openb, expand(base, pods, policies, seeds), args.jobs, "openb")
     try:
         published = paths.published("derived_summary_by_policy.csv")
@@ -166,6 +168,14 @@ def _openb_run(args: argparse.Namespace) -> int:
     for png in pngs:
         print(f"plot: {png}")
     return 0
+
+
+def _make_dir(path: Path, what: str) -> None:
+    """Create an output folder now, so an unusable one fails before the runs, not after."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(f"{what}: cannot create the folder {path}: {exc.strerror or exc}") from None
 
 
 def _check_available(policies: list[str]) -> None:
@@ -213,11 +223,15 @@ def _scenario(args: argparse.Namespace) -> int:
         seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
         hours = args.hours if args.hours is not None else (
             cfg.burst.hours if args.burst else cfg.hours)
+        if not math.isfinite(hours):
+            raise ValueError(f"--hours must be a finite number, got {hours}")
         if hours <= 0:
             raise ValueError("--hours must be > 0")
         if args.jobs < 1:
             raise ValueError("--jobs must be >= 1")
         _check_available(policies)
+        png = args.png or Path("out") / f"{args.scenario_cmd}-seed{seeds[0]}.png"
+        _make_dir(png.parent, f"--png {png}")
     except (ValueError, OSError) as exc:
         print(f"dsan sim {args.scenario_cmd}: {exc}", file=sys.stderr)
         return 2
@@ -232,13 +246,17 @@ def _scenario(args: argparse.Namespace) -> int:
         else:
             table[p] = aggregate(runs, TABLE_KEYS + tuple(k for k in V3_KEYS if k in runs[0]))
             table[p]["runs"] = [{k: v for k, v in r.items() if k != "series"} for r in runs]
-    png = args.png or Path("out") / f"{args.scenario_cmd}-seed{seeds[0]}.png"
-    plot(results, png, f"dsan sim {args.scenario_cmd}: utilisation over time")
     if args.json:
         print(json.dumps(table, indent=2, sort_keys=True))
     else:
         for p, row in table.items():
             cells = ", ".join(f"{k}={row[k]:.2f}" for k in TABLE_KEYS if k in row)
             print(f"{p}: {cells}")
+    try:  # after the table: a plot that cannot be written does not lose the runs' results
+        plot(results, png, f"dsan sim {args.scenario_cmd}: utilisation over time")
+    except OSError as exc:
+        print(f"dsan sim {args.scenario_cmd}: cannot write the plot {png}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 1
     print(f"plot: {png}", file=sys.stderr)
     return 0

@@ -159,3 +159,14 @@ def test_missing_config_file_and_bad_file_exit_2(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         config_from_args(_parse("--config", str(tmp_path / "nope.yaml")))
     assert main(["--config", _write(tmp_path, "crd_backof_max_s: 1\n")]) == 2
+
+
+def test_an_unknown_log_level_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from deviceplugin.__main__ import main
+
+    # logging.basicConfig raised ValueError: a traceback and exit 1
+    with pytest.raises(SystemExit) as exc:
+        main(["--backend", "fake", "--no-crd", "--log-level", "bogus", "--run-for", "0"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --log-level: unknown level 'bogus'" in err and "Traceback" not in err

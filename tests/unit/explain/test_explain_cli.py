@@ -168,3 +168,31 @@ def test_seed_scenario_end_to_end(tmp_path, capsys) -> None:
     assert "## Additivity check: PASS" in md.read_text()
     assert main([*args[:-4], "--decision", "10000000", "--out", str(tmp_path)]) == 2
     assert "out of range" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["file", "under-a-file"])
+def test_an_unusable_out_folder_is_a_clear_error_before_the_replay(
+        traces, tmp_path, capsys, monkeypatch, where) -> None:
+    import dsan.explain.cli as explain_cli
+
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    out = in_the_way if where == "file" else in_the_way / "x"
+
+    def no_replay(*_a, **_k):
+        raise AssertionError("replayed before checking --out")
+
+    monkeypatch.setattr(explain_cli, "replay_openb", no_replay)
+    args = _run(traces, tmp_path, "--policy", "fgd", "--decision", "3")
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dsan explain openb: error: --out {out}: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("hours", ["0", "-1", "nan", "inf"])
+def test_seed_scenario_hours_must_be_a_positive_finite_number(tmp_path, capsys, hours) -> None:
+    args = ["explain", "seed-table1", "--policy", "fgd", "--hours", hours, "--decision", "3",
+            "--out", str(tmp_path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dsan explain seed-table1: error: --hours must be") and hours in err

@@ -60,6 +60,21 @@ def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         parse_pod("a/b/c")
 
 
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--timeout", "0"), "--timeout must be a finite number > 0, got 0.0"),
+    (("--timeout", "-1"), "--timeout must be a finite number > 0, got -1.0"),
+    (("--timeout", "nan"), "--timeout must be a finite number > 0, got nan"),
+    (("--sidecar", "127.0.0.1:8888"), "--sidecar must be an http:// or https:// URL"),
+    (("--sidecar", "http://"), "--sidecar must be an http:// or https:// URL"),
+])
+def test_a_bad_timeout_or_sidecar_address_is_a_bad_argument(
+        capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], message: str) -> None:
+    # these were blamed on the sidecar ("sent no JSON"), exit 1
+    assert main(["explain", "pod", "ns/p", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dsan explain pod: error: ") and message in err
+
+
 def test_an_unreachable_sidecar_says_how_to_reach_one(capsys: pytest.CaptureFixture[str]
                                                       ) -> None:
     with socket.socket() as s:  # a port nobody listens on

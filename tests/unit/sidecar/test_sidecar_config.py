@@ -93,3 +93,17 @@ def test_unloadable_dsan_falls_back_and_unknown_policies_are_config_errors(
     with pytest.raises(ConfigError, match="fallback_policy: 'dsan' is not one of the policies "
                                           "without a model: k8s-default"):
         load_policies(SidecarConfig(fallback_policy="dsan"))
+
+
+@pytest.mark.parametrize("content", [None, "", "clusters: [unclosed\n"])
+def test_a_kubeconfig_that_cannot_be_loaded_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None) -> None:
+    from dsan.cli import main
+
+    kubeconfig = tmp_path / "kubeconfig"
+    if content is not None:
+        kubeconfig.write_text(content)
+    assert main(["serve", "--kubeconfig", str(kubeconfig)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dsan serve: cannot load kubeconfig {kubeconfig}: ")
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -137,3 +137,17 @@ def test_a_directory_given_as_a_trace_is_named_a_directory(
     err = capsys.readouterr().err
     assert rc == 2 and f"{tmp_path / 'traces'}: is a directory" in err
     assert "not found" not in err and "Traceback" not in err
+
+
+def test_an_unusable_out_folder_fails_before_the_matrix(
+        slice_files: tuple[Path, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    nodes, pods = slice_files
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    rc = main(["sim", "openb", "--pods", str(pods), "--nodes", str(nodes), "--policy", "fgd",
+               "--seeds", "1-2", "--jobs", "1", "--out", str(in_the_way / "x")])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == ""
+    assert captured.err.startswith(f"dsan sim openb: error: --out {in_the_way / 'x'}: ")
+    assert "Traceback" not in captured.err

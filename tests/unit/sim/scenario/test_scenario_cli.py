@@ -102,3 +102,37 @@ def test_version_3_is_selected_by_scenario_name(tmp_path: Path,
                "--hours", "0.1"])
     assert rc == 2
     assert "warmup_h must be within 0..48" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hours", ["nan", "inf"])
+def test_a_hours_that_is_not_a_finite_number_is_a_clear_error(
+        hours: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # nan slipped past `hours <= 0` into the engine (a traceback); inf never ends
+    assert main(["sim", "seed-table1", "--policies", "fgd", "--hours", hours]) == 2
+    err = capsys.readouterr().err
+    assert f"--hours must be a finite number, got {hours}" in err and "Traceback" not in err
+
+
+def test_an_unusable_png_path_fails_before_the_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    rc = main(["sim", "seed-table1", "--policies", "fgd", "--hours", "0.05",
+               "--png", str(in_the_way / "u.png")])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == ""
+    assert captured.err.startswith(f"dsan sim seed-table1: --png {in_the_way / 'u.png'}: ")
+    assert "Traceback" not in captured.err
+
+
+def test_a_plot_that_cannot_be_written_keeps_the_results(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a folder where the PNG should go: only savefig finds out, after the runs
+    png = tmp_path / "u.png"
+    png.mkdir()
+    rc = main(["sim", "seed-table1", "--policies", "fgd", "--hours", "0.05", "--json",
+               "--png", str(png)])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert set(json.loads(captured.out)) == {"fgd"}
+    assert f"dsan sim seed-table1: cannot write the plot {png}: " in captured.err
