@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import math
 import re
 import reprlib
 import types
@@ -35,8 +36,10 @@ _SCALARS: dict[Any, tuple[Callable[[Any], bool], str, dict[str, Any]]] = {
     bool: (lambda v: isinstance(v, bool), "true or false", {"type": "boolean"}),
     int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer",
           {"type": "integer"}),
-    float: (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number",
-            {"type": "number"}),
+    # YAML's .nan and .inf are floats too; no config means them (a nan compares false with
+    # every range check, an inf never ends a run).
+    float: (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+            "a number", {"type": "number"}),
     str: (lambda v: isinstance(v, str), "a string", {"type": "string"}),
     Path: (lambda v: isinstance(v, str) and v != "", "a non-empty path",
            {"type": "string", "minLength": 1}),

@@ -78,6 +78,8 @@ def test_overrides_replace_fields_as_given_and_may_supply_required_ones() -> Non
         ({1: "a"}, r"unknown keys \['1'\]"),
         ({"rate": "fast"}, "^test config: rate: expected a number, got 'fast'$"),
         ({"rate": True}, "rate: expected a number, got True"),
+        ({"rate": float("nan")}, "rate: expected a number, got nan"),
+        ({"sizes": [1, float("-inf")]}, r"sizes\[1\]: expected a number, got -inf"),
         ({"n": True}, "n: expected an integer, got True"),
         ({"n": 2.0}, "n: expected an integer, got 2.0"),
         ({"n": "2"}, "n: expected an integer, got '2'"),
