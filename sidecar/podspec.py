@@ -9,6 +9,7 @@ sidecars, at least the largest init container, plus the pod overhead.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from decimal import Decimal
@@ -73,10 +74,18 @@ def _container_requests(c: Any, where: str) -> dict[str, Decimal]:
             for k, v in {**lim, **req}.items()}
 
 
-def _add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> dict[str, Decimal]:
+def _merge(into: dict[str, Decimal], more: Mapping[str, Decimal],
+           combine: Callable[[Decimal, Decimal], Decimal] = operator.add) -> dict[str, Decimal]:
     for k, v in more.items():
-        into[k] = into.get(k, Decimal(0)) + v
+        into[k] = combine(into.get(k, Decimal(0)), v)
     return into
+
+
+def _containers(spec: Mapping[str, Any], part: str) -> list[tuple[Any, dict[str, Decimal]]]:
+    containers = spec.get(part) or []
+    if not isinstance(containers, list):
+        raise PodError(f"Pod.spec.{part}: expected a list")
+    return [(c, _container_requests(c, f"Pod.spec.{part}[{i}]")) for i, c in enumerate(containers)]
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -84,39 +93,26 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
         raise PodError("Pod.spec: missing or not an object")
-    parts = []
-    for part in ("containers", "initContainers"):
-        containers = spec.get(part) or []
-        if not isinstance(containers, list):
-            raise PodError(f"Pod.spec.{part}: expected a list")
-        parts.append([(c, _container_requests(c, f"Pod.spec.{part}[{i}]"))
-                      for i, c in enumerate(containers)])
     # As component-helpers' PodRequests: containers add up; a restartable init container (a
     # sidecar) runs beside them and adds too; the other init containers run one at a time,
     # each beside the sidecars started before it: the pod needs at least the largest of those.
     total: dict[str, Decimal] = {}
-    for _, req in parts[0]:
-        _add(total, req)
+    for _, req in _containers(spec, "containers"):
+        _merge(total, req)
     sidecars: dict[str, Decimal] = {}
     init: dict[str, Decimal] = {}
-    for c, req in parts[1]:
+    for c, req in _containers(spec, "initContainers"):
         if c.get("restartPolicy") == "Always":
-            _add(total, req)
-            _add(sidecars, req)
-            req = sidecars
+            _merge(total, req)
+            _merge(init, _merge(sidecars, req), max)
         else:
-            req = _add(dict(sidecars), req)
-        for k, v in req.items():
-            init[k] = max(init.get(k, Decimal(0)), v)
-    for k, v in init.items():
-        total[k] = max(total.get(k, Decimal(0)), v)
+            _merge(init, _merge(dict(sidecars), req), max)
+    _merge(total, init, max)
     overhead = spec.get("overhead") or {}
     if not isinstance(overhead, Mapping):
         raise PodError("Pod.spec.overhead: expected an object")
-    for k, v in overhead.items():
-        total[str(k)] = total.get(str(k), Decimal(0)) + parse_quantity(
-            v, f"Pod.spec.overhead[{_short(k)}]")
-    return total
+    return _merge(total, {str(k): parse_quantity(v, f"Pod.spec.overhead[{_short(k)}]")
+                          for k, v in overhead.items()})
 
 
 def pod_name(meta: Mapping[str, Any]) -> str:
