@@ -36,7 +36,7 @@ class NoopExtenderApp:
 
         from sidecar.extender import encode_priorities, parse_args
 
-        _, names = parse_args(body)
+        _, names, _ = parse_args(body)
         return 200, encode_priorities(names, np.zeros(len(names), dtype=np.int64))
 
     def filter(self, body: bytes) -> tuple[int, bytes]:

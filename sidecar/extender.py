@@ -74,15 +74,9 @@ def _reply(out: bytes | RequestError) -> tuple[int, bytes]:
     return 200, out
 
 
-def parse_args(body: bytes) -> tuple[dict[str, Any], list[str]]:
-    """ExtenderArgs -> (Pod, node names); RequestError names what is wrong."""
-    pod, names, _ = parse_nodes(body)
-    return pod, names
-
-
-def parse_nodes(body: bytes) -> tuple[dict[str, Any], list[str], list[Any] | None]:
+def parse_args(body: bytes) -> tuple[dict[str, Any], list[str], list[Any] | None]:
     """ExtenderArgs -> (Pod, node names, the whole Nodes.items when they came instead of
-    NodeNames, else None)."""
+    NodeNames, else None); RequestError names what is wrong."""
     args = json_object(body, "ExtenderArgs")
     pod = args.get("Pod")
     if not isinstance(pod, dict):
@@ -120,7 +114,7 @@ class ExtenderApp:
         self._specs = PodSpecMemo()
 
     def _parse(self, body: bytes) -> tuple[dict[str, Any], PodSpec, list[str], list[Any] | None]:
-        pod, names, items = parse_nodes(body)
+        pod, names, items = parse_args(body)
         return pod, self._specs.get(pod, self.service.cache.models), names, items
 
     def prioritize(self, body: bytes) -> tuple[int, bytes]:
@@ -378,26 +372,29 @@ class _Handler(BaseHTTPRequestHandler):
     def _get(self) -> None:
         path = self.path.split("?", 1)[0]
         srv = self.server
-        if path == "/healthz":
+        if not srv.get_route(path):
+            if path in srv.post_routes:
+                self._wrong_method("POST")
+            else:
+                srv.count_error("not_found")
+                self._send(404, _error_body(f"no such endpoint: GET {path[:200]}"))
+        elif path == "/healthz":
             self._send(200, b"ok", "text/plain")
         elif path == "/readyz":
             ok = srv.ready() and not srv.draining
             self._send(200 if ok else 503, b"ok" if ok else
                        b"draining" if srv.draining else b"informers not synced", "text/plain")
-        elif path == "/metrics" and srv.metrics_body is not None:
+        elif path == "/metrics":
+            assert srv.metrics_body is not None  # get_route
             self._send(200, srv.metrics_body(), "text/plain; version=0.0.4; charset=utf-8")
-        elif path.startswith(EXPLAIN_PREFIX) and srv.explain is not None:
+        else:
+            assert srv.explain is not None  # get_route
             try:
                 status, out, extra = srv.explain(path[len(EXPLAIN_PREFIX):])
             except Exception as exc:  # a bug must not take the server down
                 srv.count_error("internal")
                 (status, out), extra = _reply(internal_error("http", exc)), ""
             self._send(status, out, extra=extra)
-        elif path in srv.post_routes:
-            self._wrong_method("POST")
-        else:
-            srv.count_error("not_found")
-            self._send(404, _error_body(f"no such endpoint: GET {path[:200]}"))
 
 
 class ExtenderServer(ThreadingHTTPServer):
@@ -444,7 +441,8 @@ class ExtenderServer(ThreadingHTTPServer):
         self._thread: threading.Thread | None = None
 
     def get_route(self, path: str) -> bool:
-        """Whether GET serves ``path``."""
+        """Whether GET serves ``path`` (the one list of GET routes: ``_get`` dispatches on
+        it, POST answers 405 for it)."""
         return (path in ("/healthz", "/readyz")
                 or (path == "/metrics" and self.metrics_body is not None)
                 or (path.startswith(EXPLAIN_PREFIX) and self.explain is not None))

@@ -56,7 +56,7 @@ def test_prioritize_replies_host_priority_list_in_request_order() -> None:
 
 def test_nodes_items_are_read_when_node_names_is_absent() -> None:
     body = json.dumps({"Pod": ko.pod("p"), "Nodes": {"items": [ko.node("n1"), ko.node("n2")]}})
-    _, names = parse_args(body.encode())
+    _, names, _ = parse_args(body.encode())
     assert names == ["n1", "n2"]
 
 
