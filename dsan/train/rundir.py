@@ -13,7 +13,7 @@ import csv
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,18 +104,21 @@ class RunDir:
         evaluation, write ``summary.json`` and return ``summary``."""
         save(model, model_dir or self.path / "model", version=version, training=training,
              evaluation=summary, exports=exports)
-        tmp = self.path / "summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
-        os.replace(tmp, self.path / "summary.json")
+        _write_whole(self.path / "summary.json",
+                     lambda tmp: tmp.write_text(json.dumps(summary, indent=2) + "\n"))
         return summary
 
 
 def _save(obj: Any, path: Path) -> None:
-    """``torch.save`` to ``path`` whole or not at all: a crash while writing leaves the previous
+    _write_whole(path, lambda tmp: torch.save(obj, tmp))
+
+
+def _write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """``write`` to ``path`` whole or not at all: a crash while writing leaves the previous
     file (what ``--resume`` loads), never a truncated one."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        torch.save(obj, tmp)
+        write(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
